@@ -1,0 +1,129 @@
+from fractions import Fraction as F
+
+import numpy as np
+import pytest
+import torch
+
+from workbench.balancing import LossNormalizer, TaskBalancer, cap_ratios, update_ratios
+
+
+def close(got, expected):
+    assert np.allclose(got, [float(x) for x in expected], rtol=0, atol=1e-12), (got, expected)
+
+
+def test_eq16_harmonic_by_hand():
+    # r_old = 1/2, 1/4, 1/4; p = 1/2, 3/4, 0; lambda = -1 -> exponent 1 - lambda = 2
+    # (1-p)^2 = 1/4, 1/16, 1        sum = 21/16  -> normalised 4/21, 1/21, 16/21
+    # r_new = 1/2 * r_old + 1/2 * normalised:
+    #   1/4 + 2/21 = 29/84,   1/8 + 1/42 = 25/168,   1/8 + 8/21 = 85/168
+    got = update_ratios([0.5, 0.25, 0.25], [0.5, 0.75, 0.0], lam=-1, alpha=0.5)
+    close(got, [F(29, 84), F(25, 168), F(85, 168)])
+    assert sum([F(29, 84), F(25, 168), F(85, 168)]) == 1
+
+
+def test_eq16_geometric_by_hand():
+    # lambda = 0 -> exponent 1: (1-p) = 1/2, 1/4, 1   sum 7/4 -> 2/7, 1/7, 4/7
+    #   1/4 + 1/7 = 11/28,   1/8 + 1/14 = 11/56,   1/8 + 2/7 = 23/56
+    got = update_ratios([0.5, 0.25, 0.25], [0.5, 0.75, 0.0], lam=0, alpha=0.5)
+    close(got, [F(11, 28), F(11, 56), F(23, 56)])
+
+
+def test_alpha_is_momentum():
+    old, p = [0.5, 0.25, 0.25], [0.5, 0.75, 0.0]
+    close(update_ratios(old, p, alpha=1.0), old)  # all momentum: nothing changes
+    close(update_ratios(old, p, alpha=0.0), [F(4, 21), F(1, 21), F(16, 21)])  # no memory: target
+    # alpha = 0.8: 4/5 * old + 1/5 * target
+    close(update_ratios(old, p, alpha=0.8),
+          [F(4, 5) * F(1, 2) + F(1, 5) * F(4, 21), F(4, 5) * F(1, 4) + F(1, 5) * F(1, 21),
+           F(4, 5) * F(1, 4) + F(1, 5) * F(16, 21)])
+    # repeated updates converge to the target
+    r = np.array(old)
+    for _ in range(60):
+        r = update_ratios(r, p, alpha=0.5)
+    close(r, [F(4, 21), F(1, 21), F(16, 21)])
+
+
+def test_lambda_minus_one_oversamples_the_worst_task():
+    uniform, p = [0.25] * 4, [0.9, 0.8, 0.5, 0.2]
+    harmonic = update_ratios(uniform, p, lam=-1, alpha=0)
+    geometric = update_ratios(uniform, p, lam=0, alpha=0)
+    arithmetic = update_ratios(uniform, p, lam=1, alpha=0)
+    assert np.argmax(harmonic) == 3 and np.all(np.diff(harmonic) > 0)
+    assert harmonic[3] > geometric[3] > arithmetic[3]
+    close(arithmetic, [F(1, 4)] * 4)  # lambda = 1 ignores performance
+
+
+def test_all_tasks_perfect_keeps_ratios():
+    close(update_ratios([0.7, 0.3], [1.0, 1.0]), [F(7, 10), F(3, 10)])
+
+
+def test_cap_respected_and_renormalised():
+    # 0.7 -> 0.5, the excess 0.2 goes 2:1 to the others: 0.2 + 2/15 = 1/3, 0.1 + 1/15 = 1/6
+    close(cap_ratios([0.7, 0.2, 0.1], 0.5), [F(1, 2), F(1, 3), F(1, 6)])
+    # cascade: 0.6 -> 0.4; 0.6 split 7:1 -> 0.525 > 0.4 -> 0.4; the last gets 0.2
+    close(cap_ratios([0.6, 0.35, 0.05], 0.4), [F(2, 5), F(2, 5), F(1, 5)])
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        r = rng.dirichlet(np.full(9, 0.3))
+        p = rng.uniform(0, 1, 9)
+        out = update_ratios(r, p, max_ratio=0.2)
+        assert out.max() <= 0.2 + 1e-12 and out.sum() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="max_ratio"):
+        cap_ratios([0.5, 0.5], 0.4)  # two tasks cannot both stay under 0.4
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="sum to 1"):
+        update_ratios([0.5, 0.6], [0.1, 0.2])
+    with pytest.raises(ValueError, match="performance"):
+        update_ratios([0.5, 0.5], [0.1, float("nan")])
+    with pytest.raises(ValueError, match="performance"):
+        update_ratios([0.5, 0.5], [0.1, 1.5])
+    with pytest.raises(ValueError, match="lam"):
+        update_ratios([0.5, 0.5], [0.1, 0.2], lam=2)
+    with pytest.raises(ValueError, match="shape"):
+        update_ratios([0.5, 0.5], [0.1, 0.2, 0.3])
+
+
+def test_task_balancer_update_counts_and_state():
+    tasks = ["addition", "multiplication", "division", "text"]
+    bal = TaskBalancer(tasks, lam=-1, alpha=0.5, max_ratio=0.4)
+    close(list(bal.ratios.values()), [F(1, 4)] * 4)
+    perf = {"addition": 0.99, "multiplication": 0.3, "division": 0.5, "text": 0.7}
+    for _ in range(5):
+        ratios = bal.update(perf)
+    assert max(ratios, key=ratios.get) == "multiplication"
+    assert max(ratios.values()) <= 0.4 + 1e-12 and sum(ratios.values()) == pytest.approx(1)
+    counts = bal.task_counts(193)
+    assert sum(counts.values()) == 193
+    assert all(abs(counts[t] - 193 * ratios[t]) < 1 for t in tasks)
+    # a partial update leaves the unscored task's share alone
+    before = bal.ratios["text"]
+    bal.update({"addition": 0.1, "multiplication": 0.9})
+    assert bal.ratios["text"] == pytest.approx(before)
+    other = TaskBalancer(tasks, max_ratio=0.4)
+    other.load_state_dict(bal.state_dict())
+    assert other.ratios == bal.ratios
+    with pytest.raises(ValueError, match="unknown"):
+        bal.update({"sorting": 0.5})
+    with pytest.raises(ValueError, match="tasks"):
+        TaskBalancer(["a", "b"]).load_state_dict(bal.state_dict())
+
+
+def test_loss_normalizer_scales_every_task_to_ten_after_warmup():
+    norm = LossNormalizer(warmup_steps=3)
+    for step in range(6):
+        big = torch.tensor(2.0, requires_grad=True)
+        small = torch.tensor(0.01, requires_grad=True)
+        out_big, out_small = norm("mult", big, step), norm("add", small, step)
+        if step < 3:
+            assert out_big is big and out_small is small
+        else:
+            assert out_big.item() == pytest.approx(10.0) and out_small.item() == pytest.approx(10.0)
+            out_small.backward()
+            assert small.grad.item() == pytest.approx(10 / 0.01)
+    copy = LossNormalizer(warmup_steps=3)
+    copy.load_state_dict(norm.state_dict())
+    assert copy("mult", torch.tensor(2.0), 6).item() == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="inf"):
+        norm("mult", torch.tensor(float("inf")), 7)

@@ -1,0 +1,180 @@
+import io
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from workbench.optim import OptimConfig, apply_schedule, build_optimizers, lr_multiplier, muon_momentum
+
+
+class Toy(nn.Module):
+    """A tiny LM-shaped model with the four parameter groups the GPT exposes."""
+
+    def __init__(self, vocab=11, d=8):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, d)
+        self.block = nn.Sequential(nn.Linear(d, 16, bias=False), nn.ReLU(), nn.Linear(16, d, bias=False))
+        self.gain = nn.Parameter(torch.ones(d))
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, ids):
+        x = self.embedding(ids)
+        x = x + self.block(x * self.gain)
+        return self.lm_head(x)
+
+    def param_groups(self):
+        return {"hidden": [self.block[0].weight, self.block[2].weight], "embedding": [self.embedding.weight],
+                "head": [self.lm_head.weight], "scalar": [self.gain]}
+
+
+def reference_multiplier(step, total, warmup_frac):
+    warmup = round(warmup_frac * total)
+    if step < warmup:
+        return (step + 1) / warmup
+    return 0.5 * (1 + math.cos(math.pi * (step - warmup) / (total - warmup)))
+
+
+def test_lr_multiplier_shape():
+    total = 1000  # warm-up = 100 steps
+    assert lr_multiplier(0, total) == pytest.approx(1 / 100)
+    assert lr_multiplier(49, total) == pytest.approx(0.5)
+    assert lr_multiplier(99, total) == pytest.approx(1.0)
+    assert lr_multiplier(100, total) == pytest.approx(1.0)
+    assert lr_multiplier(550, total) == pytest.approx(0.5)  # half-way through the cosine
+    assert lr_multiplier(1000, total) == pytest.approx(0.0, abs=1e-12)
+    values = [lr_multiplier(s, total) for s in range(100, 1001)]
+    assert all(a >= b for a, b in zip(values, values[1:]))
+
+
+def test_lr_multiplier_rejects_bad_input():
+    for args in [(-1, 10), (11, 10), (0, 0), (0, 10, 1.0), (0, 10, -0.1)]:
+        with pytest.raises(ValueError):
+            lr_multiplier(*args)
+
+
+def test_every_group_follows_base_times_multiplier():
+    torch.manual_seed(0)
+    model, total = Toy(), 200
+    optimizers = build_optimizers(model)
+    base = {"hidden": 0.02, "embedding": 0.03, "head": 0.004, "scalar": 0.02}
+    for step in [0, 5, 19, 20, 21, 100, 150, 199, 200]:
+        apply_schedule(optimizers, step, total)
+        mult = reference_multiplier(step, total, 0.1)
+        seen = set()
+        for opt in optimizers:
+            for group in opt.param_groups:
+                assert group["lr"] == pytest.approx(base[group["name"]] * mult)
+                seen.add(group["name"])
+        assert seen == set(base)
+
+
+def test_muon_momentum_warmup():
+    assert muon_momentum(0) == pytest.approx(0.85)
+    assert muon_momentum(150) == pytest.approx(0.90)
+    assert muon_momentum(300) == pytest.approx(0.95)
+    assert muon_momentum(10_000) == pytest.approx(0.95)
+    model = Toy()
+    optimizers = build_optimizers(model)
+    for step, expected in [(0, 0.85), (30, 0.86), (299, 0.85 + 0.1 * 299 / 300), (400, 0.95)]:
+        apply_schedule(optimizers, step, 1000)
+        muon = [o for o in optimizers if isinstance(o, torch.optim.Muon)]
+        assert muon[0].param_groups[0]["momentum"] == pytest.approx(expected)
+
+
+def test_muon_gets_exactly_the_hidden_matrices_with_paper_settings():
+    model = Toy()
+    optimizers = build_optimizers(model)
+    muon = [o for o in optimizers if isinstance(o, torch.optim.Muon)]
+    adam = [o for o in optimizers if isinstance(o, torch.optim.Adam)]
+    assert len(muon) == 1 and len(adam) == 1 and len(optimizers) == 2
+    muon_params = {id(p) for g in muon[0].param_groups for p in g["params"]}
+    assert muon_params == {id(model.block[0].weight), id(model.block[2].weight)}
+    g = muon[0].param_groups[0]
+    assert (g["lr"], g["weight_decay"], g["nesterov"]) == (0.02, 0.0, True)
+    for g in adam[0].param_groups:
+        assert g["betas"] == (0.9, 0.95) and g["weight_decay"] == 0.0
+        assert all(id(p) not in muon_params for p in g["params"])
+    n_opt = sum(len(g["params"]) for o in optimizers for g in o.param_groups)
+    assert n_opt == len(list(model.parameters()))
+
+
+def test_adamw_ablation_replaces_muon():
+    optimizers = build_optimizers(Toy(), OptimConfig(kind="adamw"))
+    assert not any(isinstance(o, torch.optim.Muon) for o in optimizers)
+    assert isinstance(optimizers[0], torch.optim.AdamW)
+    with pytest.raises(ValueError, match="kind"):
+        build_optimizers(Toy(), OptimConfig(kind="sgd"))
+
+
+def test_group_errors():
+    class Missing(Toy):
+        def param_groups(self):
+            groups = super().param_groups()
+            groups["scalar"] = []
+            return groups
+
+    class Twice(Toy):
+        def param_groups(self):
+            groups = super().param_groups()
+            groups["head"].append(self.embedding.weight)
+            return groups
+
+    class FlatHidden(Toy):
+        def param_groups(self):
+            groups = super().param_groups()
+            groups["hidden"].append(groups.pop("scalar")[0])
+            return groups
+
+    with pytest.raises(ValueError, match="no optimizer group"):
+        build_optimizers(Missing())
+    with pytest.raises(ValueError, match="groups 'embedding' and 'head'"):
+        build_optimizers(Twice())
+    with pytest.raises(ValueError, match="2-D"):
+        build_optimizers(FlatHidden())
+
+
+@pytest.mark.parametrize("kind", ["muon", "adamw"])
+def test_toy_model_learns(kind):
+    torch.manual_seed(0)
+    model = Toy()
+    ids = torch.randint(0, 11, (4, 6), generator=torch.Generator().manual_seed(1))
+    targets = (ids + 1) % 11  # learnable: next id
+    optimizers = build_optimizers(model, OptimConfig(kind=kind))
+
+    def loss_fn():
+        return nn.functional.cross_entropy(model(ids).flatten(0, 1), targets.flatten())
+
+    first = loss_fn().item()
+    total = 40
+    for step in range(total):
+        apply_schedule(optimizers, step, total)
+        loss = loss_fn()
+        loss.backward()
+        for opt in optimizers:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    assert loss_fn().item() < 0.7 * first
+
+
+def test_optimizer_state_survives_a_weights_only_checkpoint():
+    torch.manual_seed(0)
+    model = Toy()
+    optimizers = build_optimizers(model)
+    apply_schedule(optimizers, 3, 100)
+    model(torch.tensor([[1, 2, 3]])).sum().backward()
+    for opt in optimizers:
+        opt.step()
+    buffer = io.BytesIO()
+    torch.save([opt.state_dict() for opt in optimizers], buffer)
+    buffer.seek(0)
+    states = torch.load(buffer, weights_only=True)
+    fresh = build_optimizers(model)
+    for opt, state in zip(fresh, states):
+        opt.load_state_dict(state)
+    for a, b in zip(optimizers, fresh):
+        assert [g["lr"] for g in a.param_groups] == [g["lr"] for g in b.param_groups]
+        assert [g["initial_lr"] for g in a.param_groups] == [g["initial_lr"] for g in b.param_groups]
+        for p in a.state:
+            for key, value in a.state[p].items():
+                assert torch.equal(torch.as_tensor(value), torch.as_tensor(b.state[p][key]))

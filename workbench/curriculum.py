@@ -1,0 +1,163 @@
+"""Curriculum over problem difficulty (appendix C.3), one `Curriculum` per task.
+
+Difficulty levels are the integers 0..max_difficulty of appendix A.3. Levels up to the frontier
+are unlocked; they share 80 % of the task's samples, split by eq. 16 with lambda = 0 on the
+per-level performance (weak levels get more, which also fights forgetting). The other 20 % preview
+the locked levels, decaying as 0.8^(level - frontier) (eq. 13). The frontier starts at
+round(0.1 * max_difficulty) and moves up one level whenever the performance at the frontier beats
+the threshold of eq. 14.
+
+BitTokens train on base-2 difficulty and switch to the decimal (test) difficulty for the last part
+of training (A.3); `difficulty_column` says which column of the task data to sample by.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from workbench.balancing import update_ratios
+from workbench.optim import lr_multiplier
+
+
+def difficulty_column(encoding_name: str, step: int, total_steps: int, switch_frac: float = 0.1) -> str:
+    """Task-data column that drives sampling: "difficulty" (base 2) or "difficulty_sd" (base 10).
+
+    Only BitTokens (binary) use base 2, and only until the last `switch_frac` of the steps; every
+    other encoding, and BitTokens at the end, use the decimal difficulty of the test set.
+    """
+    if not 0 <= switch_frac <= 1:
+        raise ValueError(f"switch_frac must be in [0, 1], got {switch_frac}")
+    if not 0 <= step <= total_steps:
+        raise ValueError(f"step must be in [0, {total_steps}], got {step}")
+    binary = encoding_name == "bittokens"
+    return "difficulty" if binary and step < (1 - switch_frac) * total_steps else "difficulty_sd"
+
+
+class Curriculum:
+    """Frontier, per-level sampling probabilities and the advancement rule of C.3.
+
+    Threshold (eq. 14), as we read it:
+
+        zeta(level, step, lr) = min(zeta0,
+                                    zeta0 * level / max_difficulty * min(S / step, L / (lr_max - lr)))
+
+    - The min with zeta0 is ours: the raw formula exceeds zeta0 (and is infinite at step 0), but
+      the text says the threshold starts at zeta0 = 0.9 and is only ever reduced.
+    - S = decay_start_frac * total_steps; L = lr_max - lr(S), the drop of the learning rate (our
+      cosine schedule, `optim.lr_multiplier`) by then. So for the highest level both terms reach
+      1 at 50 % of training and the threshold starts to fall there; level d starts to fall earlier,
+      once the factor drops below max_difficulty / d ("starting from the lowest difficulties").
+    - The lr term is ignored during the warm-up, when lr rises towards lr_max rather than decaying.
+    Both terms only shrink as training goes on, so the threshold never rises over time.
+    Level 0 has threshold 0: it passes as soon as any performance is measured.
+    `lr` and `lr_max` only need the same units: lr_max=1 with lr=optim.lr_multiplier(step) works.
+    The paper uses the curriculum only for multiplication, division, exponentiation, mean and std.
+    """
+
+    def __init__(self, max_difficulty: int, total_steps: int, lr_max: float, zeta0: float = 0.9,
+                 start_frac: float = 0.1, preview_frac: float = 0.2, preview_decay: float = 0.8,
+                 alpha: float = 0.5, decay_start_frac: float = 0.5, warmup_frac: float = 0.1,
+                 frontier: int | None = None):
+        if int(max_difficulty) != max_difficulty or max_difficulty < 0:
+            raise ValueError(f"max_difficulty must be an integer >= 0, got {max_difficulty}")
+        if total_steps < 1 or not lr_max > 0:
+            raise ValueError(f"need total_steps >= 1 and lr_max > 0, got {total_steps}, {lr_max}")
+        if not (0 < zeta0 <= 1 and 0 <= preview_frac < 1 and 0 < preview_decay <= 1
+                and 0 < decay_start_frac <= 1 and 0 <= start_frac <= 1):
+            raise ValueError("zeta0, preview_frac, preview_decay, decay_start_frac, start_frac out of range")
+        self.max_difficulty, self.total_steps, self.lr_max = int(max_difficulty), total_steps, lr_max
+        self.zeta0, self.alpha = zeta0, alpha
+        self.preview_frac, self.preview_decay = preview_frac, preview_decay
+        self.warmup_steps = round(warmup_frac * total_steps)
+        self.S = decay_start_frac * total_steps
+        decay_step = min(total_steps, round(self.S))
+        self.L = lr_max * (1 - lr_multiplier(decay_step, total_steps, warmup_frac))
+        start = math.floor(start_frac * self.max_difficulty + 0.5) if frontier is None else frontier
+        if not 0 <= start <= self.max_difficulty:
+            raise ValueError(f"frontier must be in [0, {self.max_difficulty}], got {start}")
+        self.frontier = int(start)
+        self.ratios = np.zeros(self.max_difficulty + 1)  # shares of the unlocked levels, sum 1
+        self.ratios[: self.frontier + 1] = 1 / (self.frontier + 1)
+
+    def threshold(self, level: int, step: int, lr: float) -> float:
+        """Eq. 14 (see the class docstring for our reading)."""
+        step_term = self.S / step if step > 0 else math.inf
+        gap = self.lr_max - lr
+        lr_term = self.L / gap if step >= self.warmup_steps and gap > 0 and self.L > 0 else math.inf
+        if level == 0:
+            return 0.0
+        return min(self.zeta0, self.zeta0 * level / self.max_difficulty * min(step_term, lr_term))
+
+    def level_probabilities(self) -> np.ndarray:
+        """Probability of each level 0..max_difficulty for the next samples (sums to 1)."""
+        probs = self.ratios.copy()
+        locked = np.arange(self.frontier + 1, self.max_difficulty + 1)
+        if locked.size:
+            preview = self.preview_decay ** (locked - self.frontier)  # eq. 13
+            probs *= 1 - self.preview_frac
+            probs[locked] = self.preview_frac * preview / preview.sum()
+        return probs
+
+    def sample(self, difficulties, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Indices into a pool (with replacement) drawn level by level from `level_probabilities`.
+
+        Levels without samples in the pool drop out and the rest are renormalized.
+        """
+        d = np.asarray(difficulties)
+        if d.ndim != 1 or d.size == 0:
+            raise ValueError("difficulties must be a non-empty 1-D array")
+        integral = np.all(np.isfinite(d)) and np.all(d == np.round(d))
+        if not integral or d.min() < 0 or d.max() > self.max_difficulty:
+            raise ValueError(f"difficulties must be integers in [0, {self.max_difficulty}], "
+                             f"got range [{d.min()}, {d.max()}]")
+        d = d.astype(np.int64)
+        probs = self.level_probabilities() * (np.bincount(d, minlength=self.max_difficulty + 1) > 0)
+        if probs.sum() == 0:
+            raise ValueError("no sample in the pool has a difficulty the curriculum can pick")
+        levels = rng.choice(self.max_difficulty + 1, size=n, p=probs / probs.sum())
+        out = np.empty(n, dtype=np.int64)
+        for level in np.unique(levels):
+            pool = np.flatnonzero(d == level)
+            where = levels == level
+            out[where] = pool[rng.integers(0, pool.size, size=where.sum())]
+        return out
+
+    def update(self, performance_by_level: dict[int, float], step: int, lr: float) -> bool:
+        """Re-weight the unlocked levels (eq. 16, lambda = 0); advance the frontier by one level if
+        the frontier's performance beats the threshold. Returns whether it advanced."""
+        for level, p in performance_by_level.items():
+            if not 0 <= level <= self.max_difficulty or not 0 <= p <= 1:
+                raise ValueError(f"performance at level {level} must be in [0, 1] for a level in "
+                                 f"[0, {self.max_difficulty}], got {p}")
+        scored = [lv for lv in range(self.frontier + 1) if lv in performance_by_level]
+        mass = self.ratios[scored].sum()
+        if scored and mass > 0:
+            perf = [performance_by_level[lv] for lv in scored]
+            new = update_ratios(self.ratios[scored] / mass, perf, lam=0.0, alpha=self.alpha)
+            self.ratios[scored] = mass * new
+        p = performance_by_level.get(self.frontier)
+        if self.frontier == self.max_difficulty or p is None:
+            return False
+        if not p > self.threshold(self.frontier, step, lr):
+            return False
+        self.frontier += 1
+        n = self.frontier + 1  # the new level joins with an equal share 1/n
+        self.ratios[: self.frontier] *= (n - 1) / n
+        self.ratios[self.frontier] = 1 / n
+        return True
+
+    def state_dict(self) -> dict:
+        return {"max_difficulty": self.max_difficulty, "frontier": self.frontier,
+                "ratios": self.ratios.tolist()}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state.get("max_difficulty") != self.max_difficulty:
+            raise ValueError(f"checkpoint curriculum has max_difficulty {state.get('max_difficulty')}, "
+                             f"this one {self.max_difficulty}")
+        ratios = np.asarray(state["ratios"], dtype=np.float64)
+        frontier = int(state["frontier"])
+        if (ratios.shape != self.ratios.shape or not 0 <= frontier <= self.max_difficulty
+                or np.any(ratios < 0) or abs(ratios.sum() - 1) > 1e-6 or np.any(ratios[frontier + 1:] != 0)):
+            raise ValueError("corrupt curriculum state (frontier/ratios do not fit together)")
+        self.frontier, self.ratios = frontier, ratios

@@ -1,0 +1,125 @@
+"""Single-step arithmetic (A.1.2): addition (+ and -), multiplication, division.
+
+Each task has draw(rng, m) -> candidate operands (vectorized) and build(c) -> DataFrame with
+labels exact to the printed question (long double + error bound, exact Fractions where undecided).
+"""
+import numpy as np
+import pandas as pd
+
+from . import difficulty as dif
+from .exact import EPS_LD, fmt_all, fraction, round_fast, round_fraction, value_ld
+from .sampling import HIGH, LOW, decades, numbers, question_hash, round_to_digits, signs, split_digits
+
+OPS = {"+": 0, "-": 1, "*": 2, "/": 3}
+
+
+def _candidates(M1, e1, M2, e2, op, valid, extra=None):
+    c = dict(M1=M1, e1=e1, M2=M2, e2=e2, op=np.asarray(op), valid=valid)
+    code = sum(np.where(c["op"] == o, k, 0) for o, k in OPS.items())
+    c["key"] = question_hash(M1, e1, M2, e2, code)
+    c.update(extra or {})
+    return c
+
+
+def draw_addition(rng, m):
+    """Similar exponents oversampled: half the pairs share the decade up to a normal offset (sd 3)."""
+    x1 = decades(rng, m)
+    near = np.clip(x1 + np.rint(rng.normal(0, 3, m)).astype(np.int64), LOW, HIGH)
+    x2 = np.where(rng.random(m) < 0.5, near, decades(rng, m))
+    p1, p2 = split_digits(rng, m)
+    swap = rng.random(m) < 0.5
+    p1, p2 = np.where(swap, p2, p1), np.where(swap, p1, p2)
+    M1, e1 = numbers(rng, x1, p1)
+    M2, e2 = numbers(rng, x2, p2)
+    s1, s2 = signs(rng, m)
+    op = np.where(rng.random(m) < 0.5, "+", "-")
+    M1, M2 = s1 * M1, s2 * M2
+    a, b = value_ld(M1, e1), value_ld(M2, e2)
+    r = np.where(op == "+", a + b, a - b)
+    small, big = np.minimum(np.abs(a), np.abs(b)), np.maximum(np.abs(a), np.abs(b))
+    ar = np.abs(r)
+    # no vanishing information: every operand moves the 15-digit answer, no cancellation past 15 digits
+    valid = (ar >= 1e-15 * big) & (small >= 0.5 * 10.0 ** (np.floor(np.log10(np.where(ar > 0, ar, 1))) - 14))
+    return _candidates(M1, e1, M2, e2, op, valid)
+
+
+def draw_multiplication(rng, m):
+    x1, x2 = decades(rng, m), decades(rng, m)
+    p1, p2 = split_digits(rng, m)
+    M1, e1 = numbers(rng, x1, p1)
+    M2, e2 = numbers(rng, x2, p2)
+    s1, s2 = signs(rng, m)
+    valid = (x1 + x2 >= LOW) & (x1 + x2 <= HIGH)
+    return _candidates(s1 * M1, e1, s2 * M2, e2, np.full(m, "*"), valid)
+
+
+def draw_division(rng, m):
+    """Quotient and divisor are drawn (A.2); the dividend is their float64 product, printed."""
+    xq, xd = decades(rng, m), decades(rng, m)
+    pq, pd_ = split_digits(rng, m)
+    Mq, eq = numbers(rng, xq, pq)
+    Md, ed = numbers(rng, xd, pd_)
+    valid = (xq + xd >= LOW) & (xq + xd <= HIGH - 1)
+    prod = (value_ld(Mq, eq) * value_ld(Md, ed)).astype(np.float64)
+    M1, e1 = round_to_digits(prod, np.minimum(pq + pd_, 17))
+    s1, s2 = signs(rng, m)
+    extra = dict(quotient_digits=pq, divisor_digits=pd_)
+    return _candidates(s1 * M1, e1, s2 * Md, ed, np.full(m, "/"), valid, extra)
+
+
+def _label(c):
+    """(M, e) of the answer for every row: fast where the bound decides, exact Fractions elsewhere."""
+    a, b = value_ld(c["M1"], c["e1"]), value_ld(c["M2"], c["e2"])
+    op = c["op"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.select([op == "+", op == "-", op == "*"], [a + b, a - b, a * b], a / b)
+        cancel = (np.abs(a) + np.abs(b)) / np.abs(r)
+    rel = np.where((op == "+") | (op == "-"), 4 * EPS_LD * np.nan_to_num(cancel.astype(np.float64), posinf=1e300), 6 * EPS_LD)
+    M, e, ok = round_fast(r, rel)
+    for i in np.flatnonzero(~ok):
+        x, y = fraction(c["M1"][i], c["e1"][i]), fraction(c["M2"][i], c["e2"][i])
+        exact = {"+": x + y, "-": x - y, "*": x * y, "/": x / y}[op[i]]
+        M[i], e[i] = round_fraction(exact)
+    return M, e
+
+
+def in_range(M, e):
+    """|M * 10**e| in [1e-14, 1e15) or zero."""
+    lead = e + np.floor(np.log10(np.maximum(np.abs(M), 1))).astype(np.int64)
+    return (M == 0) | ((lead >= LOW) & (lead <= HIGH))
+
+
+def build(c, task):
+    M, e = _label(c)
+    keep = in_range(M, e)
+    c = {k: v[keep] for k, v in c.items()}
+    M, e = M[keep], e[keep]
+    a, b, ans = fmt_all(c["M1"], c["e1"]), fmt_all(c["M2"], c["e2"]), fmt_all(M, e)
+    op = c["op"].tolist()
+    prompt = [f"{x} {o} {y}" for x, o, y in zip(a, op, b)]
+    fa, fb, fr = (np.array(s, dtype=np.float64) for s in (a, b, ans))
+    nz_a, nz_b = dif.nonzero_digits(c["M1"]), dif.nonzero_digits(c["M2"])
+    bits_a, bits_b = dif.nonzero_bits(fa), dif.nonzero_bits(fb)
+    if task == "multiplication":
+        d_sd, d_2 = nz_a + nz_b, bits_a + bits_b
+    else:  # division (A.3) and addition (ours): operands and result
+        d_sd, d_2 = nz_a + nz_b + dif.nonzero_digits(M), bits_a + bits_b + dif.nonzero_bits(fr)
+    df = pd.DataFrame({
+        "prompt": prompt,
+        "text_prompt": [f"What is {p}?" for p in prompt],
+        "answer": ans,
+        "difficulty": d_2,
+        "difficulty_sd": d_sd,
+        "num1": a, "num2": b, "op": op,
+        "num1_exp": np.floor(np.log10(np.abs(fa))).astype(np.int64),
+        "num2_exp": np.floor(np.log10(np.abs(fb))).astype(np.int64),
+    })
+    for k in ("quotient_digits", "divisor_digits"):
+        if k in c:
+            df[k] = c[k]
+    return df
+
+
+def max_difficulty(task, base):
+    digits, result = (17, 15) if base == 10 else (53, 53)
+    return 2 * digits + (0 if task == "multiplication" else result)

@@ -1,0 +1,59 @@
+"""Difficulty heuristics of appendix A.3 in base 10 (`difficulty_sd`) and base 2 (`difficulty`).
+
+Non-zero digits: base 10 counts the digits 1-9 of the printed number; base 2 counts the one-bits of
+its float64 significand (the binary expansion of the float64 is exact and finite).
+List tasks (our definition, A.3 gives none): for each neighbouring pair of the sorted list (plus the
+reference for interval) the number of leading digits one must read before they differ,
+floor(log_b max(|a|,|b|)) - floor(log_b |a-b|) + 1, summed over pairs.
+"""
+import math
+
+import numpy as np
+
+LOG2_10 = math.log2(10)
+
+
+def nonzero_digits(M):
+    """Digits 1-9 of the printed decimal M * 10**e (they are the non-zero digits of M)."""
+    M = np.abs(np.asarray(M, dtype=np.int64))
+    count = np.zeros(M.shape, dtype=np.int64)
+    while M.any():
+        count += (M % 10) != 0
+        M = M // 10
+    return count
+
+
+def nonzero_bits(x):
+    """One-bits of the float64 significand (implicit leading bit included); 0 for zero."""
+    bits = np.asarray(x, dtype=np.float64).view(np.uint64)
+    exp = (bits >> np.uint64(52)) & np.uint64(0x7FF)
+    m = bits & np.uint64((1 << 52) - 1)
+    m = np.where(exp > 0, m | np.uint64(1 << 52), m)
+    count = np.zeros(m.shape, dtype=np.int64)
+    for shift in range(0, 56, 8):  # popcount byte by byte
+        byte = ((m >> np.uint64(shift)) & np.uint64(0xFF)).astype(np.int64)
+        count += _POP8[byte]
+    return count
+
+
+_POP8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
+
+
+def shared_prefix(sorted_values, base):
+    """Sum over neighbouring pairs of the leading digits (in `base`) they share, plus one each."""
+    v = np.asarray(sorted_values, dtype=np.float64)
+    a, b = v[:, :-1], v[:, 1:]
+    valid = ~(np.isnan(a) | np.isnan(b))
+    top = np.maximum(np.abs(np.nan_to_num(a)), np.abs(np.nan_to_num(b)))
+    gap = np.abs(np.nan_to_num(b) - np.nan_to_num(a))
+    lg = math.log(base)
+    with np.errstate(divide="ignore"):
+        d = np.floor(np.log(np.where(top > 0, top, 1)) / lg) - np.floor(np.log(np.where(gap > 0, gap, 1)) / lg)
+    d = np.maximum(d, 0) + 1
+    return np.where(valid, d, 0).sum(axis=1).astype(np.int64)
+
+
+def spread_difficulty(spread, decade, base):
+    """delta_Mean = s - x + 15 (A.3), in digits of `base`; also used for std."""
+    d = (spread - decade + 15).astype(np.float64)
+    return np.maximum(0, np.rint(d * (LOG2_10 if base == 2 else 1))).astype(np.int64)

@@ -1,0 +1,186 @@
+"""Decimal numbers as (mantissa, exponent) integer pairs, and labels rounded to 15 significant digits.
+
+A number is M * 10**e with M a (signed) int64 of at most 17 digits. That pair is exactly what gets
+printed, so the label can be computed from the printed question. Labels are computed in long double
+(64-bit significand on x86) with an error bound; only rows where the bound straddles a rounding
+midpoint (or a decade boundary) are redone exactly with Python integers / fractions.
+"""
+from decimal import Decimal, localcontext
+from fractions import Fraction
+import math
+
+import numpy as np
+
+DIGITS = 15  # significant digits of every label
+LD = np.longdouble
+EPS_LD = float(np.finfo(LD).eps)  # 2**-63 on x86, 2**-52 where long double is double
+
+
+def pow10_ld(k):
+    """10**k in long double (exact for 0 <= k <= 27, one rounding otherwise)."""
+    k = np.asarray(k, dtype=np.int64)
+    mag = np.array([LD(10 ** int(i)) for i in range(0, 80)], dtype=LD)
+    out = mag[np.abs(k)]
+    return np.where(k >= 0, out, LD(1) / out)
+
+
+def value_ld(M, e):
+    """M * 10**e in long double (relative error <= 2 eps)."""
+    M, e = np.asarray(M, dtype=np.int64), np.asarray(e, dtype=np.int64)
+    mag = np.array([LD(10 ** int(i)) for i in range(0, 80)], dtype=LD)
+    p = mag[np.abs(e)]
+    m = M.astype(LD)
+    return np.where(e >= 0, m * p, m / p)
+
+
+def normalize(M, e):
+    """Strip trailing zeros so that every value has one (M, e) form; zero becomes (0, 0)."""
+    M, e = np.array(M, dtype=np.int64), np.array(e, dtype=np.int64)
+    for _ in range(40):
+        z = (M % 10 == 0) & (M != 0)
+        if not z.any():
+            break
+        M[z] //= 10
+        e[z] += 1
+    e[M == 0] = 0
+    return M, e
+
+
+def fmt(M, e):
+    """Plain decimal string of M * 10**e: no exponent, no trailing zeros (M, e normalized)."""
+    M, e = int(M), int(e)
+    if M == 0:
+        return "0"
+    sign = "-" if M < 0 else ""
+    s = str(abs(M))
+    if e >= 0:
+        return sign + s + "0" * e
+    k = -e
+    if len(s) > k:
+        return sign + s[:-k] + "." + s[-k:]
+    return sign + "0." + "0" * (k - len(s)) + s
+
+
+_ZEROS = ["0" * i for i in range(64)]
+
+
+def fmt_all(M, e):
+    """fmt for arrays (normalized pairs), vectorized where it can be."""
+    M, e = np.asarray(M, dtype=np.int64), np.asarray(e, dtype=np.int64)
+    nd = np.floor(np.log10(np.maximum(np.abs(M), 1).astype(np.float64))).astype(np.int64) + 1
+    kind = np.where(e >= 0, 0, np.where(-e < nd, 1, 2)).tolist()
+    Z = _ZEROS
+    out = []
+    for s, x, k, n, neg in zip(map(str, np.abs(M).tolist()), e.tolist(), kind, nd.tolist(), (M < 0).tolist()):
+        t = s + Z[x] if k == 0 else (s[:x] + "." + s[x:] if k == 1 else "0." + Z[-x - n] + s)
+        out.append("-" + t if neg else t)
+    return out
+
+
+def parse(s):
+    """'-12.50' -> (-125, -1); exact, for plain decimals (an exponent suffix is also accepted)."""
+    d = Decimal(s)
+    if not d.is_finite():
+        raise ValueError(f"not a finite number: {s!r}")
+    sign, digits, exp = d.normalize().as_tuple()
+    M = int("".join(map(str, digits)) or "0")
+    return (-M if sign else M), (exp if M else 0)
+
+
+def fraction(M, e):
+    return Fraction(int(M) * 10 ** int(e)) if e >= 0 else Fraction(int(M), 10 ** -int(e))
+
+
+def shortest_repr(x):
+    """(M, e) of the shortest decimal that round-trips through float64 (what repr prints)."""
+    mant, _, ex = repr(float(x)).partition("e")
+    whole, _, frac = mant.partition(".")
+    return int(whole + frac), int(ex or 0) - len(frac)
+
+
+def round_fraction(x):
+    """Exact Fraction -> (M, e) rounded half-even to 15 significant digits, normalized."""
+    if x == 0:
+        return 0, 0
+    sign = -1 if x < 0 else 1
+    num, den = abs(x.numerator), x.denominator
+    E = len(str(num)) - len(str(den))  # floor(log10 x) is E or E - 1
+    if num * 10 ** max(0, -E) < den * 10 ** max(0, E):
+        E -= 1
+    k = DIGITS - 1 - E  # scale so that x * 10**k is in [1e14, 1e15)
+    a, b = (num * 10 ** k, den) if k >= 0 else (num, den * 10 ** -k)
+    q, r = divmod(a, b)
+    if 2 * r > b or (2 * r == b and q % 2 == 1):
+        q += 1
+    M, e = q, -k
+    while M % 10 == 0:
+        M //= 10
+        e += 1
+    return sign * M, e
+
+
+def round_sqrt_fraction(x):
+    """sqrt of an exact non-negative Fraction, rounded half-even to 15 significant digits (exact)."""
+    if x < 0:
+        raise ValueError("square root of a negative number")
+    if x == 0:
+        return 0, 0
+    num, den = x.numerator, x.denominator
+    E = math.floor(math.log10(math.sqrt(num / den)))  # estimate, corrected below
+    for _ in range(8):  # find k with sqrt(x) * 10**k in [1e14, 1e15)
+        k = DIGITS - 1 - E
+        a, b = (num * 10 ** (2 * k), den) if k >= 0 else (num, den * 10 ** (-2 * k))
+        t = math.isqrt(4 * a // b)  # floor(2 y), y = sqrt(a / b)
+        if t < 2 * 10 ** (DIGITS - 1):
+            E -= 1
+        elif t >= 2 * 10 ** DIGITS:
+            E += 1
+        else:
+            break
+    q = t // 2
+    if t % 2 == 1:  # y >= q + 1/2: round up unless it is an exact tie with q even
+        tie = 4 * a == t * t * b
+        q += 0 if (tie and q % 2 == 0) else 1
+    M, e = q, -k
+    while M % 10 == 0:
+        M //= 10
+        e += 1
+    return M, e
+
+
+def pow_decimal(base, exponent, prec=60):
+    """|base| ** exponent (Fractions) at `prec` digits, for non-integer exponents of positive bases."""
+    with localcontext() as ctx:
+        ctx.prec = prec
+        b = Decimal(base.numerator) / Decimal(base.denominator)
+        x = Decimal(exponent.numerator) / Decimal(exponent.denominator)
+        return (x * b.ln()).exp()
+
+
+def round_fast(v, rel_err):
+    """Round long-double values to 15 significant digits where the error bound allows it.
+
+    v: long double values whose relative error is at most rel_err (array). Returns (M, e, ok):
+    ok is False where the bound straddles a rounding midpoint or a power of ten (redo exactly).
+    """
+    v = np.asarray(v, dtype=LD)
+    a = np.abs(v)
+    zero = a == 0
+    E = np.floor(np.log10(np.where(zero, 1, a))).astype(np.int64)
+    k = DIGITS - 1 - E
+    scaled = a * pow10_ld(k)
+    lo, hi = LD(10.0 ** (DIGITS - 1)), LD(10.0 ** DIGITS)
+    low = scaled < lo  # log10 was off by one near a power of ten
+    k = np.where(low, k + 1, k)
+    high = scaled >= hi
+    k = np.where(high, k - 1, k)
+    scaled = np.where(low | high, a * pow10_ld(k), scaled)
+    bound = scaled * LD(np.asarray(rel_err, dtype=np.float64) + 6 * EPS_LD)
+    n = np.floor(scaled)
+    frac = scaled - n
+    ok = (np.abs(frac - LD(0.5)) > bound) & (scaled - bound >= lo) & (scaled + bound < hi - LD(0.5))
+    M = (n + (frac > 0.5)).astype(np.int64) * np.where(v < 0, -1, 1)
+    ok = ok | zero
+    M = np.where(zero, 0, M)
+    M, e = normalize(M, np.where(zero, 0, -k))
+    return M, e, ok

@@ -1,0 +1,214 @@
+"""List tasks (A.1.1, A.1.3): minmax, sorting, interval, mean, std.
+
+Lists of 2-5 numbers around a mean m ~ U(10^x, 10^(x+1)) with spread 10^s: of K candidate lists
+(offsets uniform in [-10^s, 10^s], rounded to p ~ U{1..17} digits) the one whose mean is closest to
+m is kept (A.2 draws 1000 lists; we vectorize K = 32). All elements are shortest float64 round-trip
+decimals, so comparing their float64 values compares the printed numbers exactly.
+"""
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+
+from . import difficulty as dif
+from .arithmetic import in_range
+from .exact import EPS_LD, fmt_all, fraction, round_fast, round_fraction, round_sqrt_fraction, value_ld
+from .sampling import HIGH, LOW, MAX_DIGITS, decades, question_hash, round_to_digits
+
+MAX_LEN, CANDIDATES = 5, 32
+LETTERS = "ABCDEF"
+OPS = {"minmax": ("min", "max"), "sorting": ("asc", "desc"), "interval": ("intva",),
+       "mean": ("mean",), "std": ("std",)}
+
+
+def _round_float(v, p):
+    a = np.abs(v)
+    e = np.floor(np.log10(np.where(a > 0, a, 1))) - p + 1
+    return np.rint(v / 10.0 ** e) * 10.0 ** e
+
+
+def _draw_lists(rng, m, wide):
+    """(M, e) arrays of shape (m, 5) (padding M=0 beyond each length), lengths, decades, spreads."""
+    length = rng.integers(2, MAX_LEN + 1, m)
+    x = decades(rng, m)
+    s_hi = np.minimum(x + (17 if wide else 2), 13)
+    s = rng.integers(np.maximum(x - 13, LOW), s_hi + 1)
+    p = rng.integers(1, MAX_DIGITS + 1, m)
+    mean = rng.uniform(10.0 ** x, 10.0 ** (x + 1)) * np.where(rng.random(m) < 0.5, -1, 1)
+    off = rng.uniform(-1, 1, (m, CANDIDATES, MAX_LEN)) * (10.0 ** s)[:, None, None]
+    vals = _round_float(mean[:, None, None] + off, p[:, None, None])
+    used = np.arange(MAX_LEN)[None, None, :] < length[:, None, None]
+    cand_mean = np.where(used, vals, 0).sum(-1) / length[:, None]
+    best = np.argmin(np.abs(cand_mean - mean[:, None]), axis=1)
+    v = vals[np.arange(m), best]
+    M, e = round_to_digits(v.ravel(), np.repeat(p, MAX_LEN))
+    M, e = M.reshape(m, MAX_LEN), e.reshape(m, MAX_LEN)
+    used = used[:, 0, :]
+    M, e = np.where(used, M, 0), np.where(used, e, 0)
+    f = value_ld(M, e).astype(np.float64)
+    a = np.abs(f)
+    ok_range = ((a >= 1e-14) & (a < 1e15)) | (M == 0)
+    fs = np.where(used, f, np.nan)
+    srt = np.sort(fs, axis=1)
+    distinct = ~(np.diff(srt, axis=1) == 0).any(axis=1)
+    valid = ok_range.all(axis=1) & distinct
+    return dict(M=M, e=e, length=length, decade=x, spread=s, digits=p, valid=valid, sorted=srt)
+
+
+def _finish(c, op_codes, *extra_keys):
+    c["key"] = question_hash(op_codes, c["length"], *c["M"].T, *c["e"].T, *extra_keys)
+    return c
+
+
+def draw_minmax(rng, m):
+    c = _draw_lists(rng, m, wide=False)
+    c["op"] = np.where(rng.random(m) < 0.5, "min", "max")
+    return _finish(c, (c["op"] == "max").astype(np.int64) + 10)
+
+
+def draw_sorting(rng, m):
+    c = _draw_lists(rng, m, wide=False)
+    c["op"] = np.where(rng.random(m) < 0.5, "asc", "desc")
+    return _finish(c, (c["op"] == "desc").astype(np.int64) + 20)
+
+
+def draw_interval(rng, m):
+    """Reference value of eq. 11: below, between or above the sorted list, rounded like its elements."""
+    c = _draw_lists(rng, m, wide=False)
+    L, n = c["sorted"], c["length"]
+    pos = rng.integers(0, n + 1)
+    step = 10.0 ** c["spread"] / n
+    rows = np.arange(m)
+    first, last = L[:, 0], L[rows, n - 1]
+    lo, hi = L[rows, np.maximum(pos - 1, 0)], L[rows, np.minimum(pos, n - 1)]
+    ref = np.where(pos == 0, first - step, np.where(pos == n, last + step, rng.uniform(lo, np.maximum(hi, lo))))
+    Mr, er = round_to_digits(ref, c["digits"])
+    fr = value_ld(Mr, er).astype(np.float64)
+    ar = np.abs(fr)
+    c["valid"] &= ((ar >= 1e-14) & (ar < 1e15)) | (Mr == 0)
+    c.update(Mr=Mr, er=er, op=np.full(m, "intva"))
+    return _finish(c, np.full(m, 30), Mr, er)
+
+
+def _mean_std_valid(c, std):
+    v = value_ld(c["M"], c["e"])
+    used = np.arange(MAX_LEN)[None, :] < c["length"][:, None]
+    mean = v.sum(axis=1) / c["length"]
+    big = np.abs(v).max(axis=1).astype(np.float64)
+    if std:
+        r = np.sqrt((np.where(used, v - mean[:, None], 0) ** 2).sum(axis=1) / c["length"]).astype(np.float64)
+        return (r >= 1e-15 * big) & (r >= 1e-14) & (r < 1e15)
+    r = np.abs(mean).astype(np.float64)
+    unit = 0.5 * 10.0 ** (np.floor(np.log10(np.where(r > 0, r, 1))) - 14)
+    small = np.where(used & (c["M"] != 0), np.abs(v).astype(np.float64), np.inf).min(axis=1) / c["length"]
+    return (r >= 1e-15 * big) & (small >= unit) & (r > 0)
+
+
+def draw_mean(rng, m):
+    c = _draw_lists(rng, m, wide=True)
+    c["valid"] &= _mean_std_valid(c, std=False)
+    c["op"] = np.full(m, "mean")
+    return _finish(c, np.full(m, 40))
+
+
+def draw_std(rng, m):
+    c = _draw_lists(rng, m, wide=True)
+    c["valid"] &= _mean_std_valid(c, std=True)
+    c["op"] = np.full(m, "std")
+    return _finish(c, np.full(m, 50))
+
+
+def _label_mean_std(c, std):
+    v = value_ld(c["M"], c["e"])
+    n = c["length"]
+    used = np.arange(MAX_LEN)[None, :] < n[:, None]
+    absmax = np.abs(v).max(axis=1)
+    if std:
+        d = np.where(used, v - v[:, :1], 0)
+        dev = np.where(used, d - (d.sum(axis=1) / n)[:, None], 0)
+        r = np.sqrt((dev ** 2).sum(axis=1) / n)
+        with np.errstate(divide="ignore"):
+            rel = (4 * (n + 4) * EPS_LD * (absmax / r).astype(np.float64) + 8 * EPS_LD)
+    else:
+        r = v.sum(axis=1) / n
+        with np.errstate(divide="ignore"):
+            rel = 2 * (n + 4) * EPS_LD * (np.abs(v).sum(axis=1) / np.abs(r)).astype(np.float64)
+    M, e, ok = round_fast(r, np.nan_to_num(rel, posinf=1e300))
+    for i in np.flatnonzero(~ok):
+        xs = [fraction(c["M"][i, j], c["e"][i, j]) for j in range(n[i])]
+        mu = sum(xs, Fraction(0)) / n[i]
+        if std:
+            M[i], e[i] = round_sqrt_fraction(sum(((x - mu) ** 2 for x in xs), Fraction(0)) / n[i])
+        else:
+            M[i], e[i] = round_fraction(mu)
+    return M, e
+
+
+def build(c, task):
+    n = c["length"]
+    if task in ("mean", "std"):
+        M, e = _label_mean_std(c, task == "std")
+        keep = in_range(M, e) & (M != 0)
+        c = {k: v[keep] for k, v in c.items()}
+        ans = fmt_all(M[keep], e[keep])
+        n = c["length"]
+    flat = np.array(fmt_all(c["M"].ravel(), c["e"].ravel()), dtype=object).reshape(c["M"].shape).tolist()
+    elems = [row[:k] for row, k in zip(flat, n.tolist())]
+    body = [", ".join(x) for x in elems]
+    op = c["op"].tolist()
+    srt = c["sorted"]
+    if task in ("mean", "std"):
+        prompt = [f"<|{task}|>{b}" for b in body]
+        text = [f"What is the {task} of the list [{b}]?" for b in body]
+        d_sd = dif.spread_difficulty(c["spread"], c["decade"], 10)
+        d_2 = dif.spread_difficulty(c["spread"], c["decade"], 2)
+    elif task == "minmax":
+        f = value_ld(c["M"], c["e"]).astype(np.float64)
+        f = np.where(np.arange(MAX_LEN)[None, :] < n[:, None], f, np.nan)
+        idx = np.where(c["op"] == "min", np.nanargmin(f, axis=1), np.nanargmax(f, axis=1))
+        ans = [x[i] for x, i in zip(elems, idx.tolist())]
+        prompt = [f"<|{o}|>{b}" for o, b in zip(op, body)]
+        text = [f"What is the {'minimum' if o == 'min' else 'maximum'} of the list [{b}]?" for o, b in zip(op, body)]
+        d_sd, d_2 = dif.shared_prefix(srt, 10), dif.shared_prefix(srt, 2)
+    elif task == "sorting":
+        f = value_ld(c["M"], c["e"]).astype(np.float64)
+        f = np.where(np.arange(MAX_LEN)[None, :] < n[:, None], f, np.nan)
+        order = np.argsort(f, axis=1, kind="stable")  # NaN padding sorts last
+        ans = []
+        for x, o, k, d in zip(elems, order.tolist(), n.tolist(), op):
+            seq = [x[i] for i in o[:k]]
+            ans.append(", ".join(seq if d == "asc" else seq[::-1]))
+        prompt = [f"<|{o}|>{b}" for o, b in zip(op, body)]
+        text = [f"Sort the list [{b}] in {'ascending' if o == 'asc' else 'descending'} order." for o, b in zip(op, body)]
+        d_sd, d_2 = dif.shared_prefix(srt, 10), dif.shared_prefix(srt, 2)
+    else:  # interval: the list is printed sorted ascending, as the released data does
+        f = value_ld(c["M"], c["e"]).astype(np.float64)
+        f = np.where(np.arange(MAX_LEN)[None, :] < n[:, None], f, np.nan)
+        order = np.argsort(f, axis=1, kind="stable").tolist()
+        refs = fmt_all(c["Mr"], c["er"])
+        fref = value_ld(c["Mr"], c["er"]).astype(np.float64)
+        pos = (np.where(np.isnan(f), np.inf, f) <= fref[:, None]).sum(axis=1)
+        ans = [LETTERS[i] for i in pos.tolist()]
+        prompt, text = [], []
+        for x, o, k, r in zip(elems, order, n.tolist(), refs):
+            s = [x[i] for i in o[:k]]
+            prompt.append(f"<|intva|>{r}: " + " ".join(f"{LETTERS[i]} {v}" for i, v in enumerate(s)) + f" {LETTERS[k]}")
+            parts = [f"A: x < {s[0]}"] + [f"{LETTERS[i + 1]}: {s[i]} <= x < {s[i + 1]}" for i in range(k - 1)]
+            parts.append(f"{LETTERS[k]}: {s[-1]} <= x")
+            text.append(f"What interval does x={r} belong to? " + ", ".join(parts))
+        with_ref = np.sort(np.concatenate([srt, fref[:, None]], axis=1), axis=1)
+        d_sd, d_2 = dif.shared_prefix(with_ref, 10), dif.shared_prefix(with_ref, 2)
+    df = pd.DataFrame({"prompt": prompt, "text_prompt": text, "answer": ans,
+                       "difficulty": d_2, "difficulty_sd": d_sd, "op": op,
+                       "list_len": n, "exp": c["decade"], "spread": c["spread"], "digits": c["digits"]})
+    if task == "interval":
+        df["ref"] = refs
+    return df
+
+
+def max_difficulty(task, base):
+    if task in ("mean", "std"):  # s - x + 15 with s <= x + 17
+        return int(round(32 * (dif.LOG2_10 if base == 2 else 1)))
+    per_pair = (17 if base == 10 else 53) + 2  # shared leading digits of two distinct float64 values, + 1
+    pairs = MAX_LEN if task == "interval" else MAX_LEN - 1
+    return per_pair * pairs
