@@ -1,0 +1,118 @@
+"""FoNE (Fourier number embeddings): (cos, sin)(2π x / T) for the periods T = 10^i, i = -31 … 17.
+
+Period 10^(k+1) reads the digit at place 10^k, so these 49 periods hold 17 integer and 32
+fraction digits (98 dims). The minus sign stays a text token (`signed = False`): FoNE encodes |x|.
+
+Phases are computed from the shortest decimal of x, m · 10^q with an integer m of at most 17
+digits: frac(x / 10^i) = (m mod 10^(i-q)) / 10^(i-q), exact integer arithmetic. Computing
+x / 10^i in float64 instead would turn every digit below float64's precision into noise.
+
+Head: a linear map to 98 dims; each (cos, sin) pair is scored against the ten digit prototypes
+(cos, sin)(2π j / 10) and trained with cross-entropy averaged over the digits; the prediction is
+the argmax digit at each place.
+"""
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from . import register
+from .base import NumberEncoding, as_float64
+
+EXPONENTS = np.arange(-31, 18)  # period 10^i
+PERIODS = len(EXPONENTS)
+_PROTOTYPES = torch.stack([torch.cos(2 * math.pi * torch.arange(10) / 10),
+                           torch.sin(2 * math.pi * torch.arange(10) / 10)], 1)  # [10, 2]
+
+
+def decimal_parts(x: Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """|x| = m · 10^q exactly as its shortest decimal; m int64 (< 10^17), q int64."""
+    m = np.zeros(len(x), dtype=np.int64)
+    q = np.zeros(len(x), dtype=np.int64)
+    for i, v in enumerate(as_float64(x).abs().tolist()):
+        if not math.isfinite(v):
+            raise ValueError(f"FoNE encodes finite numbers only, got {v}")
+        if v:
+            _, digits, exp = Decimal(repr(v)).as_tuple()
+            m[i] = int("".join(map(str, digits)))
+            q[i] = exp
+    return m, q
+
+
+def phases(x: Tensor) -> np.ndarray:
+    """frac(|x| / 10^i) for every period, float64 [N, 49], from exact integer arithmetic."""
+    m, q = decimal_parts(x)
+    shift = EXPONENTS[None, :] - q[:, None]  # i - q: how many of m's digits sit below the period
+    kept = np.clip(shift, 0, 18)  # m < 10^17, so 10^18 keeps all of it
+    remainder = m[:, None] % (10 ** kept)
+    with np.errstate(over="ignore"):  # 10^shift beyond float64 range: the phase is 0
+        return np.where(shift <= 0, 0.0, remainder / 10.0 ** shift.astype(np.float64))
+
+
+def digits_at(x: Tensor) -> np.ndarray:
+    """The decimal digit each period reads: digit at place 10^(i-1), int64 [N, 49]."""
+    m, q = decimal_parts(x)
+    shift = EXPONENTS[None, :] - q[:, None]
+    below = np.clip(shift - 1, 0, 18)
+    digit = (m[:, None] // (10 ** below)) % 10
+    return np.where((shift >= 1) & (shift - 1 <= 17), digit, 0)
+
+
+def digits_to_float64(digits: np.ndarray) -> Tensor:
+    """Digits per period (place 10^(i-1)) -> float64, exact through a decimal string."""
+    out = []
+    for row in np.asarray(digits):
+        integer = "".join(map(str, row[:31:-1])).lstrip("0") or "0"  # places 10^16 … 10^0
+        fraction = "".join(map(str, row[31::-1])).rstrip("0")  # places 10^-1 … 10^-32
+        out.append(float(Decimal(f"{integer}.{fraction or '0'}")))
+    return torch.tensor(out, dtype=torch.float64)
+
+
+@register
+class FoNE(NumberEncoding):
+    name = "fone"
+    signed = False
+
+    def __init__(self, d_model: int = 768):
+        super().__init__(d_model)
+        if d_model < self.width:
+            raise ValueError(f"FoNE adds a {self.width}-dim encoding; d_model must be >= {self.width}")
+        self.number_head = nn.Linear(d_model, self.width)
+
+    @property
+    def width(self) -> int:
+        return 2 * PERIODS
+
+    def encode(self, x) -> Tensor:
+        angle = torch.from_numpy(2 * math.pi * phases(as_float64(x)))
+        return torch.stack([torch.cos(angle), torch.sin(angle)], -1).reshape(-1, self.width)
+
+    def decode(self, encoding: Tensor) -> Tensor:
+        """Digits from phase differences: d = round(10·phase_i − phase_(i−1)) mod 10 is exact
+        even where a phase alone sits on a digit boundary."""
+        pairs = encoding.double().reshape(-1, PERIODS, 2)
+        phase = (torch.atan2(pairs[..., 1], pairs[..., 0]) / (2 * math.pi)) % 1.0
+        lower = F.pad(phase[:, :-1], (1, 0))
+        digits = torch.round(10 * phase - lower).long() % 10
+        return digits_to_float64(digits.numpy())
+
+    def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
+        enc = self.encode(x).to(device=num_embedding.device, dtype=num_embedding.dtype)
+        return num_embedding + F.pad(enc, (0, self.d_model - self.width))
+
+    def head(self, hidden: Tensor) -> Tensor:
+        """Digit logits [N, 49, 10]: each (cos, sin) slice against the ten prototypes."""
+        pairs = self.number_head(hidden).reshape(*hidden.shape[:-1], PERIODS, 2)
+        return pairs @ _PROTOTYPES.to(pairs).T
+
+    def loss(self, head_out: Tensor, target: Tensor) -> Tensor:
+        digits = torch.from_numpy(digits_at(as_float64(target).abs())).to(head_out.device)
+        return F.cross_entropy(head_out.reshape(-1, 10).float(), digits.reshape(-1))
+
+    def predict(self, head_out: Tensor) -> Tensor:
+        return digits_to_float64(head_out.detach().argmax(-1).cpu().numpy())
