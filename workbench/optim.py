@@ -20,6 +20,37 @@ import torch
 GROUPS = ("hidden", "embedding", "head", "scalar")
 
 
+def _newton_schulz_fp32(grad, ns_coefficients, ns_steps, eps):
+    """torch.optim.Muon's Newton-Schulz iteration, in float32.
+
+    torch runs it in bfloat16, which CPUs without bf16 matrix units execute ~100x slower than
+    float32 (measured: 120 ms vs 1 ms for a 256x256 @ 256x1024 product on our 2-core machine).
+    On CPU we run the same quintic iteration (same coefficients and steps) in float32.
+    """
+    a, b, c = ns_coefficients
+    x = grad.float()
+    tall = grad.size(0) > grad.size(1)
+    if tall:
+        x = x.T
+    x = x / x.norm().clamp(min=eps)
+    for _ in range(ns_steps):
+        gram = x @ x.T
+        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+    return x.T if tall else x
+
+
+_bf16_newton_schulz = torch.optim._muon._zeropower_via_newtonschulz
+
+
+def _newton_schulz(grad, ns_coefficients, ns_steps, eps):
+    if grad.device.type == "cpu":
+        return _newton_schulz_fp32(grad, ns_coefficients, ns_steps, eps)
+    return _bf16_newton_schulz(grad, ns_coefficients, ns_steps, eps)
+
+
+torch.optim._muon._zeropower_via_newtonschulz = _newton_schulz
+
+
 @dataclass
 class OptimConfig:
     kind: str = "muon"  # "muon" (paper) or "adamw" (Table 10 ablation: AdamW replaces Muon)

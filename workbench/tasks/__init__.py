@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from . import arithmetic, exponentiation, lists, text
-from .sampling import SPLITS, split_of
+from .sampling import SPLITS, regime, split_of
 from .solve import solve
 
 TASKS = ["addition", "multiplication", "division", "exponentiation", "mean", "std",
@@ -40,9 +40,18 @@ def _check(task, split=None):
         raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
 
 
-def generate(task, n, seed=0, split="train"):
-    """n labelled samples of `task` from `split`; same arguments give a byte-identical frame."""
+def generate(task, n, seed=0, split="train", decades=None, max_digits=None):
+    """n labelled samples of `task` from `split`; same arguments give a byte-identical frame.
+
+    `decades=(lo, hi)` and `max_digits` narrow the operand regime (magnitudes 10**lo … 10**(hi+1),
+    significant digits) for small experiments; the default is the paper's.
+    """
     _check(task, split)
+    with regime(decades, max_digits):
+        return _generate(task, n, seed, split)
+
+
+def _generate(task, n, seed, split):
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
     if not isinstance(seed, (int, np.integer)) or seed < 0:

@@ -8,7 +8,7 @@ import pandas as pd
 
 from . import difficulty as dif
 from .exact import EPS_LD, fmt_all, fraction, round_fast, round_fraction, value_ld
-from .sampling import HIGH, LOW, decades, numbers, question_hash, round_to_digits, signs, split_digits
+from .sampling import HIGH, LOW, decade_range, decades, numbers, question_hash, round_to_digits, signs, split_digits
 
 OPS = {"+": 0, "-": 1, "*": 2, "/": 3}
 
@@ -24,7 +24,7 @@ def _candidates(M1, e1, M2, e2, op, valid, extra=None):
 def draw_addition(rng, m):
     """Similar exponents oversampled: half the pairs share the decade up to a normal offset (sd 3)."""
     x1 = decades(rng, m)
-    near = np.clip(x1 + np.rint(rng.normal(0, 3, m)).astype(np.int64), LOW, HIGH)
+    near = np.clip(x1 + np.rint(rng.normal(0, 3, m)).astype(np.int64), *decade_range())
     x2 = np.where(rng.random(m) < 0.5, near, decades(rng, m))
     p1, p2 = split_digits(rng, m)
     swap = rng.random(m) < 0.5

@@ -3,6 +3,8 @@
 Every operand is a pair (M, e) = M * 10**e with at most 17 significant digits whose decimal text is
 the shortest float64 round-trip form, so BitTokens (float64) see exactly the printed number.
 """
+from contextlib import contextmanager
+
 import numpy as np
 
 from .exact import normalize, shortest_repr, value_ld
@@ -10,10 +12,36 @@ from .exact import normalize, shortest_repr, value_ld
 LOW, HIGH = -14, 14  # decades: magnitudes 10**x with x in [-14, 14], i.e. numbers in [1e-14, 1e15)
 MAX_DIGITS = 17
 SPLITS = ("train", "val", "test")
+# The operand regime: the paper's by default; `regime()` narrows it for small-scale experiments.
+_REGIME = {"decades": (LOW, HIGH), "max_digits": MAX_DIGITS}
+
+
+@contextmanager
+def regime(decades=None, max_digits=None):
+    """Temporarily draw operand magnitudes 10**x from x in `decades` (inclusive) with at most
+    `max_digits` significant digits (a subset of the paper's ranges)."""
+    lo, hi = decades if decades is not None else (LOW, HIGH)
+    digits = MAX_DIGITS if max_digits is None else max_digits
+    if not (LOW <= lo <= hi <= HIGH):
+        raise ValueError(f"decades must satisfy {LOW} <= low <= high <= {HIGH}, got {decades}")
+    if not 1 <= digits <= MAX_DIGITS:
+        raise ValueError(f"max_digits must be in 1..{MAX_DIGITS}, got {max_digits}")
+    saved = dict(_REGIME)
+    _REGIME.update(decades=(int(lo), int(hi)), max_digits=int(digits))
+    try:
+        yield
+    finally:
+        _REGIME.update(saved)
+
+
+def decade_range():
+    """(low, high) decades of the current regime."""
+    return _REGIME["decades"]
 
 
 def decades(rng, n):
-    return rng.integers(LOW, HIGH + 1, n)
+    lo, hi = _REGIME["decades"]
+    return rng.integers(lo, hi + 1, n)
 
 
 def mantissas(rng, digits):
@@ -53,14 +81,15 @@ def round_to_digits(x, digits):
 
 def split_digits(rng, n):
     """Significant digits of two operands (A.2): total p12 ~ U{2..34}, p1 ~ triangular(l, l+1, min(p12-1, 17))."""
-    p12 = rng.integers(2, 2 * MAX_DIGITS + 1, n)
+    most = _REGIME["max_digits"]
+    p12 = rng.integers(2, 2 * most + 1, n)
     left = (p12 + 1) // 2
-    right = np.maximum(np.minimum(p12 - 1, MAX_DIGITS), left)
+    right = np.maximum(np.minimum(p12 - 1, most), left)
     mode = np.minimum(left + 1, right)
     flat = right == left
     p1 = rng.triangular(left, mode, np.where(flat, left + 1e-9, right))
-    p1 = np.clip(np.rint(p1).astype(np.int64), 1, MAX_DIGITS)
-    p2 = np.clip(p12 - p1, 1, MAX_DIGITS)
+    p1 = np.clip(np.rint(p1).astype(np.int64), 1, most)
+    p2 = np.clip(p12 - p1, 1, most)
     return p1, p2
 
 

@@ -1,0 +1,89 @@
+"""Training: determinism, SIGKILL + resume, corrupt checkpoints, DDP with 2 CPU processes."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from workbench.train import TrainConfig, load_checkpoint, train
+
+TINY = dict(encoding="bittokens", tasks=("addition", "multiplication"), preset="cpu-tiny",
+            batch_size=2, tokens=2 * 128 * 12, pool_size=300, val_samples=8, test_samples=8,
+            eval_every=6, checkpoint_every=2, decades=(0, 2), max_digits=3)
+ARGS = ["--encoding", "bittokens", "--tasks", "addition,multiplication", "--preset", "cpu-tiny",
+        "--batch-size", "2", "--tokens", str(2 * 128 * 12), "--pool-size", "300", "--val-samples", "8",
+        "--test-samples", "8", "--eval-every", "6", "--checkpoint-every", "2", "--decades", "0", "2",
+        "--max-digits", "3"]
+
+
+def losses(run: Path) -> list[float]:
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [r["loss"] for r in rows if "loss" in r]
+
+
+def test_same_seed_same_loss_curve_and_results(tmp_path):
+    a = train(TrainConfig(**TINY, out=str(tmp_path / "a")))
+    b = train(TrainConfig(**TINY, out=str(tmp_path / "b")))
+    assert len(losses(a)) == 12 and losses(a) == losses(b)
+    assert losses(a)[-1] < losses(a)[0]
+    summary = pd.read_csv(a / "test_summary.csv")
+    assert set(summary.task) == {"addition", "multiplication"}
+    assert {"score", "exact", "input_tokens", "output_tokens"} <= set(summary.columns)
+
+
+def test_sigkill_then_resume_gives_the_uninterrupted_curve(tmp_path):
+    reference = train(TrainConfig(**TINY, out=str(tmp_path / "ref")))
+    out = tmp_path / "killed"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "workbench.train", *ARGS, "--out", str(out)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:  # kill as soon as a mid-run checkpoint exists
+        if (out / "checkpoint.pt").exists() and len(losses(out)) >= 4:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert len(losses(out)) < 12, "the run finished before it could be killed"
+    subprocess.run([sys.executable, "-m", "workbench.train", *ARGS, "--out", str(out), "--resume"],
+                   check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert losses(out) == losses(reference)
+
+
+def test_corrupt_checkpoint_is_a_clear_error(tmp_path):
+    bad = tmp_path / "checkpoint.pt"
+    bad.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(ValueError, match="corrupt"):
+        load_checkpoint(bad)
+    good = tmp_path / "good.pt"
+    torch.save({"x": torch.ones(3)}, good)
+    good.write_bytes(good.read_bytes()[:40])  # truncated, as by a crash mid-write
+    with pytest.raises(ValueError, match="corrupt"):
+        load_checkpoint(good)
+
+
+def test_bad_config_is_rejected():
+    with pytest.raises(ValueError, match="tasks"):
+        TrainConfig(tasks=("nope",))
+    with pytest.raises(ValueError, match="encoding"):
+        TrainConfig(encoding="nope")
+    with pytest.raises(ValueError, match="preset"):
+        TrainConfig(preset="huge")
+
+
+@pytest.mark.slow
+def test_ddp_two_cpu_processes_with_gloo(tmp_path):
+    out = tmp_path / "ddp"
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                    "-m", "workbench.train", *ARGS, "--out", str(out)],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)
+    assert len(losses(out)) == 6  # the budget is split over two processes: half the steps
+    assert (out / "test_summary.csv").exists()
+    state = load_checkpoint(out / "checkpoint.pt")
+    assert all(torch.isfinite(v).all() for v in state["model"].values() if v.is_floating_point())

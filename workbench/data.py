@@ -1,0 +1,79 @@
+"""Training batches: task pools, tokenized once, drawn by task ratio and difficulty, packed.
+
+Samples are concatenated into rows of context + 1 tokens. Each token keeps the index of its
+sample (doc id) and its position inside it, so attention never crosses a sample boundary and
+RoPE positions restart at every sample. A target is only learned inside its own sample.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .tasks import generate
+from .tokenizer import Tokenizer
+
+
+@dataclass
+class Pool:
+    """Tokenized samples of one task with their difficulties (base 2 and base 10)."""
+    task: str
+    frame: object  # the generated DataFrame
+    samples: list  # (ids, values, loss_mask) per row
+    difficulty: np.ndarray
+    difficulty_sd: np.ndarray
+
+
+def make_pool(task: str, n: int, tokenizer: Tokenizer, seed: int, split: str, **regime) -> Pool:
+    frame = generate(task, n, seed=seed, split=split, **regime)
+    if task == "text":
+        samples = [tokenizer.text_sample(t) for t in frame["answer"]]
+    else:
+        samples = [tokenizer.sample(p, a) for p, a in zip(frame["prompt"], frame["answer"])]
+    return Pool(task, frame, samples, frame["difficulty"].to_numpy(), frame["difficulty_sd"].to_numpy())
+
+
+def pack(samples, batch_size: int, context: int, pad_id: int) -> dict[str, torch.Tensor]:
+    """Concatenate samples into [B, context] inputs/targets; the last one in a row is cut."""
+    width = context + 1
+    ids = np.full((batch_size, width), pad_id, dtype=np.int64)
+    values = np.zeros((batch_size, width))
+    mask = np.zeros((batch_size, width), dtype=bool)
+    doc = np.full((batch_size, width), -1, dtype=np.int64)
+    pos = np.zeros((batch_size, width), dtype=np.int64)
+    row, col, k = 0, 0, 0
+    for s_ids, s_values, s_mask in samples:
+        if row == batch_size:
+            break
+        n = min(len(s_ids), width - col)
+        sl = slice(col, col + n)
+        ids[row, sl], values[row, sl], mask[row, sl] = s_ids[:n], s_values[:n], s_mask[:n]
+        doc[row, sl], pos[row, sl] = k, np.arange(n)
+        col, k = col + n, k + 1
+        if col == width:
+            row, col = row + 1, 0
+    if row < batch_size:
+        raise ValueError(f"not enough samples to fill {batch_size} rows of {context} tokens")
+    same_doc = doc[:, 1:] == doc[:, :-1]
+    t = torch.from_numpy
+    return {"ids": t(ids[:, :-1]), "values": t(values[:, :-1]), "positions": t(pos[:, :-1]),
+            "doc_ids": t(doc[:, :-1]), "targets": t(ids[:, 1:]), "target_values": t(values[:, 1:]),
+            "loss_mask": t(mask[:, 1:] & same_doc)}
+
+
+def draw(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Generator,
+         pick=None) -> list:
+    """counts[task] samples from each pool, shuffled together. `pick(task, pool, n, rng)` chooses
+    indices (the curriculum); uniform without it."""
+    chosen = []
+    for task, n in counts.items():
+        pool = pools[task]
+        idx = pick(task, pool, n, rng) if pick else rng.integers(0, len(pool.samples), n)
+        chosen += [pool.samples[i] for i in idx]
+    order = rng.permutation(len(chosen))
+    return [chosen[i] for i in order]
+
+
+def mean_length(pools: dict[str, Pool]) -> float:
+    return float(np.mean([len(s[0]) for p in pools.values() for s in p.samples[:1000]]))
