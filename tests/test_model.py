@@ -23,19 +23,19 @@ def tiny(tok, name="bittokens"):
 
 
 def batch_of(tok, pairs, context=40):
-    return pack([tok.sample(p, a) for p, a in pairs] * 4, 2, context, tok.pad_id)
+    return pack([tok.sample(p, a) for p, a in pairs] * 12, 2, context, tok.pad_id)
 
 
 def test_pack_restarts_positions_and_masks_questions(tok):
     b = batch_of(tok, [("1.5 + 2", "3.5"), ("<|min|>4, 2", "2")])
     ids, pos, doc, mask = b["ids"][0], b["positions"][0], b["doc_ids"][0], b["loss_mask"][0]
-    starts = torch.flatnonzero(ids == tok.bos_id)
+    starts = torch.nonzero(ids == tok.bos_id).flatten()
     assert (pos[starts] == 0).all() and len(starts) >= 2
     for s in starts.tolist():  # inside a sample the question (bos .. eoq) is never a target
-        eoq = s + int(torch.flatnonzero(ids[s:] == tok.eoq_id)[0])
+        eoq = s + int(torch.nonzero(ids[s:] == tok.eoq_id)[0, 0])
         assert not mask[s:eoq].any()
     # a target is never the first token of the next sample
-    assert not mask[torch.flatnonzero(b["targets"][0] == tok.bos_id)].any()
+    assert not mask[b["targets"][0] == tok.bos_id].any()
     assert torch.equal(doc[1:] >= doc[:-1], torch.ones(len(doc) - 1, dtype=torch.bool))
 
 
@@ -43,7 +43,10 @@ def test_attention_never_crosses_a_sample_boundary(tok):
     model = tiny(tok)
     b = batch_of(tok, [("1.5 + 2", "3.5"), ("12 * 3", "36")])
     captured = {}
-    model.wte.register_forward_hook(lambda m, i, o: captured.setdefault("emb", o) or o.retain_grad())
+    def keep(module, inputs, output):
+        output.retain_grad()
+        captured["emb"] = output
+    model.wte.register_forward_hook(keep)
     logits, _ = model(b["ids"], b["values"], b["positions"], packed_mask(b["doc_ids"]))
     doc = b["doc_ids"][0]
     logits[0, doc == 1].sum().backward()

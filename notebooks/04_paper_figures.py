@@ -1,0 +1,157 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 — The paper's figures
+#
+# Figures 2-8 of the BitTokens paper rebuilt from what we have:
+#
+# * the paper's own tables (1-15, transcribed in `workbench.frontier.paper`) — always;
+# * the authors' released files (per-sample frontier results, the 500-sample test sets) — when
+#   `official_data` points at their folder; then also the per-difficulty curves and Figure 8;
+# * our task generator (Figures 5-7);
+# * our training results (Figure 4) — when `results_csv` names a CSV in the results schema of
+#   `workbench.paper_figures` (encoding, task, metric, value, seed), e.g. the `results.csv` of notebook 03.
+#
+# The data preparation lives in `workbench/paper_figures.py` and is tested there.
+
+# %% tags=["parameters"]
+official_data = None  # folder of the released files, e.g. "../shared/data/official_bittokens"
+results_csv = None  # CSV of our runs: encoding, task, metric, value, seed
+generator_samples = 2000  # questions per task drawn from our generator (Figures 5-7)
+bootstrap_draws = 200  # resamples per sample count (Figure 8)
+seed = 0
+figures_dir = None  # default figures/
+figure_formats = ["html", "png"]
+
+# %%
+import pandas as pd
+from IPython.display import Markdown, display
+
+from workbench import paper_figures as pf
+from workbench import plots
+from workbench.tasks import TASKS, generate
+
+if not isinstance(generator_samples, int) or generator_samples < 1:
+    raise ValueError(f"generator_samples must be a positive integer, got {generator_samples!r}")
+folder = pf.official_folder(official_data) if official_data is not None else None
+results = pf.read_results(results_csv) if results_csv is not None else None
+samples = pf.official_samples(folder) if folder is not None else None
+formats = tuple(figure_formats)
+
+
+def save(fig, name):
+    plots.save(fig, name, figures_dir, formats)
+    return fig
+
+
+# %% [markdown]
+# ## Frontier LLMs: Figures 2 and 3
+#
+# Eight frontier models, each with maximal and minimal (or no) reasoning, answered 500 questions
+# per task. Table 1 gives log-sMAPE (eq. 2) for the arithmetic tasks and exact-match accuracy for
+# MinMax, Interval and Sorting; Table 3 the mean tokens each model generated per problem. With the
+# released per-sample file the same means are recomputed from the 58 500 answers and compared with
+# the printed tables. Scores agree to rounding. Token counts agree except for Gemini 2.5 Flash
+# without reasoning: there the released file holds runaway generations at the ~65k-token output cap
+# that Table 3 leaves out. Token counts of -1 (unknown) are dropped from the means.
+
+# %%
+tables = pf.frontier_from_tables()
+if samples is not None:
+    frontier = pf.frontier_from_samples(samples)
+    check = frontier.merge(tables, on=["model", "reasoning", "task"], suffixes=("", "_table"))
+    check = check.assign(performance_diff_pp=100 * (check["performance"] - check["performance_table"]).abs(),
+                         tokens_diff=(check["tokens"] - check["tokens_table"]).abs())
+    print(f"largest |per-sample mean - Table 1| = {check['performance_diff_pp'].max():.3f} pp over {len(check)} cells")
+    display(check.sort_values("tokens_diff", ascending=False).head(6)[["model", "reasoning", "task", "tokens", "tokens_table"]])
+else:
+    frontier = tables
+display(pf.radar_data(frontier).round(1))
+
+# %%
+save(pf.radar_figure(frontier), "04_fig2_radar")
+
+# %% [markdown]
+# Addition, mean and the comparison tasks are nearly solved by every model; multiplication,
+# division, standard deviation and exponentiation are solved only with thousands of reasoning tokens:
+
+# %%
+save(pf.tokens_figure(frontier), "04_fig3_tokens")
+
+# %% [markdown]
+# ## Per-difficulty curves and Figure 8 (released per-sample data only)
+#
+# Each test question carries a decimal difficulty (appendix A.3). The curves show how the score
+# falls with it. Figure 8 asks whether 500 questions per task are enough: we redraw n of the 500
+# answers with replacement, `bootstrap_draws` times per n, and show the standard deviation of the
+# resulting mean score. It shrinks like 1/√n; at n = 500 it is a few percentage points at most.
+
+# %%
+if samples is None:
+    print("official_data not given: the per-difficulty curves and Figure 8 need the per-sample file.")
+else:
+    curves = pf.difficulty_curves(samples)
+    display(save(pf.difficulty_figure(curves), "04_frontier_by_difficulty"))
+    spread = pf.stability(samples, draws=bootstrap_draws, seed=seed)
+    display(spread.groupby("n")["std"].agg(["median", "max"]).mul(100).round(2)
+            .rename(columns={"median": "median std (pp)", "max": "max std (pp)"}))
+    display(save(pf.stability_figure(spread), "04_fig8_stability"))
+
+# %% [markdown]
+# ## Figure 4: number encodings
+#
+# The paper trained the same 117M model with each encoding on all tasks at once (Table 4) and on
+# each task alone (Table 7). "Subword" there is the triple-digit tokenizer. Our own runs appear as a
+# third row when `results_csv` is given (mean and standard deviation over seeds).
+
+# %%
+if results is not None:
+    display(results.groupby(["encoding", "task", "metric"])["value"].agg(["mean", "std", "count"]))
+save(pf.methods_figure(results), "04_fig4_methods")
+
+# %% [markdown]
+# ## Figures 5-7: the data set
+#
+# Operand magnitudes of addition and multiplication questions drawn by our generator (train split):
+# addition oversamples operands of similar exponent, where carries propagate (A.2). Beside them, the
+# released test sets when available.
+
+# %%
+test_sets = pf.official_test_sets(folder) if folder is not None else {}
+for task, number in (("addition", 5), ("multiplication", 6)):
+    sources = {"workbench generator (train)": generate(task, generator_samples, seed, "train")}
+    if task in test_sets:
+        sources["released test set"] = test_sets[task]
+    display(save(pf.exponent_figure(sources, f"Figure {number}: operand exponents of {task} questions"),
+                 f"04_fig{number}_{task}_exponents"))
+
+# %% [markdown]
+# Figure 7: the distribution of the decimal difficulty per task, our test split beside the
+# released 500-question benchmark.
+
+# %%
+sources = {"workbench generator (test)": {t: generate(t, generator_samples, seed, "test") for t in TASKS}}
+if test_sets:
+    sources["released test set"] = test_sets
+shares = pf.difficulty_distribution(sources)
+display(shares.groupby(["task", "source"])["difficulty_sd"].agg(["min", "max"]).unstack("source"))
+save(pf.difficulty_distribution_figure(shares), "04_fig7_difficulty")
+
+# %% [markdown]
+# ## Tables 1-15
+
+# %%
+for number, table in pf.paper_tables().items():
+    display(Markdown(f"**Table {number}**"))
+    display(table)

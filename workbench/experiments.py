@@ -1,0 +1,78 @@
+"""Pre-registered comparisons of the five encodings: one protocol, every encoding, several seeds.
+
+    python -m workbench.experiments cpu-tier [--seeds 0 1] [--out runs/cpu-tier]
+    python -m workbench.experiments paper-tier --out runs/paper-tier     # on GPUs
+
+The CPU tier is the paper's multi-task experiment (section 6, Fig. 4) at laptop scale: the six
+comparison and single-step tasks on a narrowed operand regime (magnitudes 1 … 10^4, at most 4
+significant digits per operand) where a 4-layer, 256-wide model learns something in minutes yet
+multiplication and division are not solved, so the encodings separate. Every encoding gets the
+same model, token budget, seeds and data. Runs already finished (their test_summary.csv exists)
+are skipped, so an interrupted sweep resumes where it stopped. Results: one CSV in the schema of
+`workbench.paper_figures` plus tokens per problem (Table 5).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from . import encoders
+from .paper_figures import results_from_summary
+from .train import TrainConfig, train
+
+SIX_TASKS = ("addition", "multiplication", "division", "minmax", "sorting", "interval")
+PROTOCOLS = {
+    "cpu-tier": TrainConfig(tasks=SIX_TASKS, preset="cpu-small", tokens=1.2e6, batch_size=16,
+                            decades=(0, 3), max_digits=4, pool_size=20_000, val_samples=48,
+                            test_samples=500, eval_every=100, checkpoint_every=100),
+    "paper-tier": TrainConfig(tasks=SIX_TASKS + ("text",), preset="paper", tokens=1e10, batch_size=192,
+                              pool_size=1_000_000, val_samples=256, test_samples=10_000,
+                              eval_every=32, checkpoint_every=1000, bf16=True, compile=True),
+}
+
+
+def run_protocol(name: str, seeds=(0, 1), out="runs/cpu-tier", encodings=None) -> pd.DataFrame:
+    """Train every encoding × seed under protocol `name`; return and save the results table."""
+    if name not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {name!r}; choose one of {sorted(PROTOCOLS)}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    encodings = list(encodings or encoders.names())
+    rows = []
+    for encoding in tqdm([(e, s) for e in encodings for s in seeds], desc=name):
+        enc, seed = encoding
+        run_dir = out / f"{enc}-seed{seed}"
+        if not (run_dir / "test_summary.csv").exists():
+            train(replace(PROTOCOLS[name], encoding=enc, seed=seed, out=str(run_dir)),
+                  resume=(run_dir / "checkpoint.pt").exists())
+        summary = pd.read_csv(run_dir / "test_summary.csv")
+        results = results_from_summary(summary)
+        tokens = summary.set_index("task")[["input_tokens", "output_tokens", "train_seconds"]]
+        rows.append(results.join(tokens, on="task"))
+    table = pd.concat(rows, ignore_index=True)
+    fd, tmp = tempfile.mkstemp(dir=out, suffix=".csv")
+    os.close(fd)
+    table.to_csv(tmp, index=False)
+    os.replace(tmp, out / "results.csv")
+    return table
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("protocol", choices=sorted(PROTOCOLS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--encodings", nargs="+", default=None, choices=encoders.names())
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    table = run_protocol(args.protocol, args.seeds, args.out or f"runs/{args.protocol}", args.encodings)
+    print(table.pivot_table(index="task", columns=["encoding", "metric"], values="value").round(3).to_string())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Execute the paired notebooks with papermill and keep the .py/.ipynb twins in agreement.
+
+    python -m workbench.notebooks run                       # all four, default parameters (make figures)
+    python -m workbench.notebooks run --only 04_paper_figures -p official_data=../shared/data/official_bittokens
+    python -m workbench.notebooks check                     # .py and .ipynb twins hold the same cells
+
+The jupytext .py file is the source of truth: it is read, given its parameters and executed; the
+executed notebook (with outputs) goes to runs/notebooks/, which git ignores.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+import time
+from pathlib import Path
+
+import jupytext
+import papermill
+from tqdm.auto import tqdm
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIR = ROOT / "notebooks"
+OUTPUT_DIR = ROOT / "runs" / "notebooks"
+NOTEBOOKS = ["01_desiderata", "02_fone_locality", "03_training", "04_paper_figures"]
+
+
+class NotebookError(RuntimeError):
+    """A notebook cell raised; the message names the notebook, the cell and the error."""
+
+
+def _source(name: str, notebook_dir: Path) -> Path:
+    path = Path(notebook_dir) / f"{name}.py"
+    if not path.exists():
+        known = sorted(p.stem for p in Path(notebook_dir).glob("*.py"))
+        raise ValueError(f"no notebook {name!r} in {notebook_dir}; available: {known}")
+    return path
+
+
+def parameters_of(nb) -> dict:
+    """Names and default values assigned in the cell tagged "parameters"."""
+    cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    if len(cells) != 1:
+        raise ValueError(f"a notebook needs exactly one cell tagged 'parameters', found {len(cells)}")
+    names = {}
+    for node in ast.parse(cells[0].source).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        for target in targets:
+            if isinstance(target, ast.Name):
+                try:
+                    names[target.id] = ast.literal_eval(node.value) if node.value is not None else None
+                except ValueError:
+                    names[target.id] = ast.unparse(node.value)
+    return names
+
+
+def execute(name: str, parameters: dict | None = None, output_dir=None, notebook_dir=None) -> Path:
+    """Run notebooks/<name>.py with `parameters` on kernel python3; return the executed .ipynb."""
+    notebook_dir = Path(notebook_dir) if notebook_dir is not None else NOTEBOOK_DIR
+    nb = jupytext.read(_source(name, notebook_dir))
+    parameters = dict(parameters or {})
+    unknown = sorted(set(parameters) - set(parameters_of(nb)))
+    if unknown:
+        raise ValueError(f"notebook {name} has no parameter(s) {unknown}; "
+                         f"its parameters are {sorted(parameters_of(nb))}")
+    out = Path(output_dir) if output_dir is not None else OUTPUT_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / f"{name}.ipynb"
+    try:
+        papermill.execute_notebook(nb, str(target), parameters=parameters, kernel_name="python3",
+                                   cwd=str(ROOT), progress_bar=False, log_output=False)
+    except papermill.PapermillExecutionError as err:
+        first_line = err.source.strip().splitlines()[0] if err.source.strip() else ""
+        raise NotebookError(f"notebook {name}: cell {err.cell_index} ({first_line!r}) raised "
+                            f"{err.ename}: {err.evalue}\nexecuted notebook: {target}") from None
+    return target
+
+
+def _cells(path: Path) -> list[tuple[str, str]]:
+    return [(c.cell_type, c.source.strip()) for c in jupytext.read(path).cells]
+
+
+def check_pairs(notebook_dir=None) -> list[str]:
+    """Raise ValueError unless every notebooks/*.py has an .ipynb twin with the same cells (and
+    vice versa); return the names checked."""
+    notebook_dir = Path(notebook_dir) if notebook_dir is not None else NOTEBOOK_DIR
+    names = sorted({p.stem for p in notebook_dir.glob("*.py")} | {p.stem for p in notebook_dir.glob("*.ipynb")})
+    problems = []
+    for name in names:
+        py, ipynb = notebook_dir / f"{name}.py", notebook_dir / f"{name}.ipynb"
+        if not py.exists() or not ipynb.exists():
+            problems.append(f"{name}: missing {'.py' if not py.exists() else '.ipynb'} twin")
+            continue
+        a, b = _cells(py), _cells(ipynb)
+        if a != b:
+            index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            problems.append(f"{name}: .py and .ipynb differ from cell {index} on "
+                            f"({len(a)} vs {len(b)} cells); run `jupytext --sync notebooks/{name}.py`")
+    if problems:
+        raise ValueError("notebook twins disagree:\n  " + "\n  ".join(problems))
+    return names
+
+
+def _parse_parameter(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"parameters are given as key=value, got {text!r}")
+    try:
+        return key.strip(), ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return key.strip(), value  # a plain string such as a path
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="execute the notebooks (default: all, default parameters)")
+    run.add_argument("--only", action="append", choices=NOTEBOOKS, help="run just this notebook (repeatable)")
+    run.add_argument("-p", "--parameter", action="append", default=[], metavar="KEY=VALUE")
+    run.add_argument("--output-dir", default=None)
+    sub.add_parser("check", help="verify that the .py and .ipynb twins agree")
+    args = parser.parse_args(argv)
+    if args.command == "check":
+        print("twins agree:", ", ".join(check_pairs()))
+        return
+    names = args.only or NOTEBOOKS
+    parameters = dict(_parse_parameter(p) for p in args.parameter)
+    if parameters and len(names) > 1:
+        parser.error("-p applies to one notebook; add --only NAME")
+    for name in tqdm(names, desc="notebooks", file=sys.stdout):
+        started = time.time()
+        path = execute(name, parameters, args.output_dir)
+        tqdm.write(f"{name}: {time.time() - started:.1f} s -> {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+
+
+if __name__ == "__main__":
+    main()
