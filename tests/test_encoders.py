@@ -144,6 +144,13 @@ def test_fone_round_trip_and_head():
     assert not codec.signed
 
 
+def test_fone_decode_survives_small_noise():
+    codec = encoders.get("fone", d_model=128)
+    x = torch.tensor([0.0, 1234.5, 7.25, 999999999999999.0, 1e-14], dtype=torch.float64)
+    noisy = codec.encode(x) + 1e-4 * torch.randn(5, 98, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    assert codec.decode(noisy).tolist() == x.tolist()
+
+
 def test_fone_head_predicts_digits_and_loss_falls_to_zero():
     codec = encoders.get("fone", d_model=128)
     x = torch.tensor([1234.5, 0.007], dtype=torch.float64)

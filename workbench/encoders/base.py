@@ -42,7 +42,8 @@ class NumberEncoding(nn.Module):
         raise NotImplementedError
 
     def encode(self, x: Tensor) -> Tensor:
-        """float64 values [N] -> float32 fixed encoding [N, width] (no learned parameters)."""
+        """float64 values [N] -> fixed encoding [N, width] (no learned parameters); float32 where
+        that is exact (BitTokens' ±1), float64 where precision matters (FoNE phases, xVal scale)."""
         raise NotImplementedError
 
     def decode(self, encoding: Tensor) -> Tensor:

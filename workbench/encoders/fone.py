@@ -93,12 +93,16 @@ class FoNE(NumberEncoding):
         return torch.stack([torch.cos(angle), torch.sin(angle)], -1).reshape(-1, self.width)
 
     def decode(self, encoding: Tensor) -> Tensor:
-        """Digits from phase differences: d = round(10·phase_i − phase_(i−1)) mod 10 is exact
-        even where a phase alone sits on a digit boundary."""
+        """Digits from the finest period up: d = round(10·phase_i − r) mod 10, where r is the
+        phase the digits already decoded below imply. Using r instead of the measured lower
+        phase keeps a noisy all-zero place (phase 1 − ε) from reading as 9."""
         pairs = encoding.double().reshape(-1, PERIODS, 2)
         phase = (torch.atan2(pairs[..., 1], pairs[..., 0]) / (2 * math.pi)) % 1.0
-        lower = F.pad(phase[:, :-1], (1, 0))
-        digits = torch.round(10 * phase - lower).long() % 10
+        digits = torch.zeros(phase.shape, dtype=torch.long)
+        below = torch.zeros(phase.shape[0], dtype=torch.float64)
+        for j in range(PERIODS):
+            digits[:, j] = torch.round(10 * phase[:, j] - below).long() % 10
+            below = (digits[:, j] + below) / 10
         return digits_to_float64(digits.numpy())
 
     def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:

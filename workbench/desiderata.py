@@ -1,0 +1,587 @@
+"""The nine desiderata of section 3 (D1–D9), measured for every registered number encoding.
+
+Each `d*` function returns a tidy DataFrame; `measure_all` runs them at one size and
+`scorecard` turns the measurements into pass / trade-off / fail with the thresholds of
+`THRESHOLDS`, next to the verdicts the paper gives in section 4 (`PAPER_VERDICTS`).
+
+Two kinds of encoding are registered. Single-token encodings (BitTokens, FoNE, xVal) have a
+fixed vector per number, so D3 and D5–D9 are properties of that vector and its head. Digit
+encodings (single / triple digit) keep numbers as text tokens whose embeddings are learned: D1,
+D2 and D4 apply to them, D3 and D5–D9 do not (reported as "n/a").
+
+Heads are "ideal": the head output a perfect model would produce for a value p (`ideal_head_out`),
+so D7 and D8 measure the encoding and its loss/decision rule, not a particular trained model.
+"""
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from . import encoders, metrics, numbers
+from .encoders import fone
+
+DESIDERATA = {
+    "D1": "Token efficiency", "D2": "Uniqueness", "D3": "Structured", "D4": "Scale invariance",
+    "D5": "Normalization", "D6": "Numerical stability", "D7": "Continuity", "D8": "Robustness",
+    "D9": "Arithmetic",
+}
+
+# Section 4 and 5 of the paper, as data: xVal breaks D4, D6, D9 (D5 only by squeezing inputs to
+# ±5), FoNE breaks D9, BitTokens is a trade-off on D7 (bit-wise BCE). Digit tokenizers are not
+# scored there (they fail D1 by construction, which the paper states in section 1).
+PAPER_VERDICTS = {
+    "xval": {**{d: "pass" for d in DESIDERATA}, "D4": "fail", "D6": "fail", "D9": "fail"},
+    "fone": {**{d: "pass" for d in DESIDERATA}, "D9": "fail"},
+    "bittokens": {**{d: "pass" for d in DESIDERATA}, "D7": "trade-off"},
+}
+
+# Verdict rules; each (pass_if, trade_off_if) is applied to the number `scorecard` reports.
+THRESHOLDS = {
+    "D1": dict(pass_max=1.05, trade_off_max=1.5),        # tokens per number in real text
+    "D2": dict(pass_min=1.0, trade_off_min=0.99),        # exact round trip fraction, no collisions for pass
+    "D3": dict(pass_min=0.7, readout_min=0.99),          # median Spearman(|x-y|, ||enc x - enc y||) over scales
+                                                          # >= pass_min and linear readout >= readout_min: pass;
+                                                          # readout only: trade-off (order linear, geometry not)
+    "D4": dict(pass_min=1.0, trade_off_min=0.5),         # fraction of decades 1e-14..1e15 with exact >= 99 %
+    "D5": dict(pass_min=0.99, trade_off_min=0.99),       # exact after RMS+LayerNorm (pass), injective (trade-off)
+    "D6": dict(pass_min=0.99, trade_off_min=0.99),       # exact after bf16 & both fp8 (pass), bf16 only (trade-off)
+    "D7": dict(pass_min=0.9, trade_off_min=0.5),         # mean Spearman(|p - t|, loss(p, t)) around targets
+    "D8": dict(pass_sigma=0.25, trade_off_sigma=0.1, min_exact=0.99),  # noise σ (× RMS) still decoded
+    "D9": dict(pass_min=0.4, trade_off_min=0.4),         # held-out exact match: both ops (pass), one op (trade-off)
+}
+
+SIZES = {  # measure_all(full=False) runs in seconds on one CPU core; full=True is the brief's scale
+    "small": dict(n_values=10_000, n_pairs=5_000, n_task_samples=30, d9_steps=400, d9_train=20_000),
+    "full": dict(n_values=100_000, n_pairs=50_000, n_task_samples=500, d9_steps=3_000, d9_train=200_000),
+}
+
+
+# -- shared helpers ---------------------------------------------------------------------------
+def sample_values(n: int, seed: int = 0, lo: float = -14, hi: float = 15, max_digits: int = 15,
+                  signed: bool = True) -> np.ndarray:
+    """n values, magnitude log-uniform in [10^lo, 10^hi), 1..max_digits significant digits."""
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    if not lo < hi or not 1 <= max_digits <= 17:
+        raise ValueError(f"need lo < hi and 1 <= max_digits <= 17, got {lo}, {hi}, {max_digits}")
+    rng = np.random.default_rng(seed)
+    magnitude = 10.0 ** rng.uniform(lo, hi, n)
+    digits = rng.integers(1, max_digits + 1, n)
+    values = np.array([float(f"{m:.{d - 1}e}") for m, d in zip(magnitude.tolist(), digits.tolist())])
+    return values * rng.choice([-1.0, 1.0], n) if signed else values
+
+
+def single_token_names() -> list[str]:
+    return [n for n in encoders.names() if encoders.get(n, d_model=256).single_token]
+
+
+def _codec(name: str, d_model: int = 256):
+    return encoders.get(name, d_model=d_model)
+
+
+def _target(codec, x: np.ndarray) -> np.ndarray:
+    """What a round trip must give back: |x| for encodings that leave the sign to a text token."""
+    return np.abs(x) if not codec.signed else x
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Equal as float64 values (NaN equals NaN; -0 equals 0, the sign of zero is not a value)."""
+    return (a == b) | (np.isnan(a) & np.isnan(b))
+
+
+def _relative_error(decoded: np.ndarray, target: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        err = np.abs(decoded - target) / np.abs(target)
+    err = np.where(target == 0, np.abs(decoded), err)
+    return np.where(_same(decoded, target), 0.0, np.where(np.isfinite(err), err, np.inf))
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    ra = pd.Series(a).rank().to_numpy()
+    rb = pd.Series(b).rank().to_numpy()
+    if ra.std() == 0 or rb.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def _exponent(v: float) -> int:
+    return int(f"{v:.14e}".split("e")[1])
+
+
+def _round_trip(codec, x: np.ndarray) -> np.ndarray:
+    return codec.decode(codec.encode(torch.from_numpy(x))).numpy()
+
+
+# -- ideal heads (D7, D8, D9) ----------------------------------------------------------------
+_PROTOTYPES = torch.stack([torch.cos(2 * math.pi * torch.arange(10) / 10),
+                           torch.sin(2 * math.pi * torch.arange(10) / 10)], 1).double()
+
+
+def head_vector(codec, values) -> torch.Tensor:
+    """The vector a perfect head is trained to produce for `values`, float64 [N, k]:
+    BitTokens the ±1 value bits (logits), FoNE the (cos, sin) digit prototype of every place,
+    xVal the scaled scalar s(x)."""
+    x = torch.as_tensor(np.asarray(values, dtype=np.float64))
+    if codec.name == "bittokens":
+        return codec.encode(x)[:, : codec.bits].double()
+    if codec.name == "fone":
+        digits = torch.from_numpy(fone.digits_at(x.abs()))
+        return _PROTOTYPES[digits].reshape(len(x), -1)
+    if codec.name == "xval":
+        return codec.encode(x).double()
+    raise ValueError(f"no ideal head for encoding {codec.name!r}")
+
+
+def head_out(codec, vector: torch.Tensor) -> torch.Tensor:
+    """Head output (what `codec.loss` / `codec.predict` take) for a head vector."""
+    if codec.name == "fone":
+        return (vector.reshape(len(vector), -1, 2) @ _PROTOTYPES.T).float()
+    if codec.name == "xval":
+        return vector[:, 0].float()
+    return vector.float()
+
+
+def ideal_head_out(codec, values, confidence: float = 4.0) -> torch.Tensor:
+    """Head output of a perfect head for `values`; classification heads scaled by `confidence`."""
+    scale = 1.0 if codec.name == "xval" else confidence
+    return head_out(codec, head_vector(codec, values) * scale)
+
+
+# -- D1 token efficiency ---------------------------------------------------------------------
+def d1_corpus(names=None, vocab_size: int = 2048) -> pd.DataFrame:
+    """Tokens per number in the stdlib pydoc corpus: <|num|> tokens (+ a '-' token for encodings
+    that leave the sign to text) or digit pieces, divided by the numbers `numbers.parse` finds."""
+    from .tokenizer import SPECIAL_TOKENS, Tokenizer, corpus_text
+    text = corpus_text()
+    values = np.array(numbers.parse(text, signed=True)[1])
+    rows = []
+    for name in names or encoders.names():
+        tok = Tokenizer(name, vocab_size=vocab_size)
+        ids, _ = tok.encode(text)
+        if tok.encoding.single_token:
+            number_tokens = int((ids == tok.num_id).sum())
+            if not tok.encoding.signed:
+                number_tokens += int((values < 0).sum())
+        else:
+            number_tokens = int(((ids >= len(SPECIAL_TOKENS)) & (ids < tok.offset)).sum())
+        rows.append(dict(encoding=name, numbers=len(values), number_tokens=number_tokens,
+                         tokens_per_number=number_tokens / len(values), corpus_tokens=len(ids)))
+    return pd.DataFrame(rows)
+
+
+def d1_tasks(names=None, n: int = 30, seed: int = 0, tasks=None, vocab_size: int = 2048) -> pd.DataFrame:
+    """Table 5 style: mean input (<|bos|>…<|eoq|>) and output (answer + <|eos|>) tokens per sample."""
+    from .tasks import TASKS, generate
+    from .tokenizer import Tokenizer
+    frames = {task: generate(task, n, seed=seed, split="test") for task in (tasks or TASKS)}
+    rows = []
+    for name in names or encoders.names():
+        tok = Tokenizer(name, vocab_size=vocab_size)
+        for task, df in frames.items():
+            lengths = [tok.sample(p, a)[2] for p, a in zip(df["prompt"], df["answer"])]
+            rows.append(dict(encoding=name, task=task,
+                             input_tokens=float(np.mean([(~m).sum() for m in lengths])),
+                             output_tokens=float(np.mean([m.sum() for m in lengths]))))
+    return pd.DataFrame(rows)
+
+
+# -- D2 uniqueness ---------------------------------------------------------------------------
+def d2_uniqueness(names=None, n: int = 10_000, seed: int = 0) -> pd.DataFrame:
+    """Round trip encode -> decode over the whole range, and collisions: distinct values that
+    share one encoding (for unsigned encodings the value is |x|, the sign being a text token).
+    `neighbour_collisions`: the fraction of 15-digit values whose encoding equals that of the
+    value one unit higher in the 15th significant digit."""
+    x = np.array([float(f"{v:.14e}") for v in sample_values(n, seed)])
+    neighbours = np.array([float(Decimal(f"{v:.14e}") + Decimal(f"1e{_exponent(v) - 14}")) for v in x.tolist()])
+    rows = []
+    for name in names or encoders.names():
+        codec = _codec(name)
+        target = _target(codec, x)
+        enc = codec.encode(torch.from_numpy(x))
+        decoded = codec.decode(enc).numpy()
+        distinct_values = len(np.unique(target))
+        distinct_codes = len(np.unique(enc.numpy(), axis=0))
+        neighbour = codec.encode(torch.from_numpy(neighbours)).numpy()
+        same_as_neighbour = (neighbour == enc.numpy()).all(1) if neighbour.shape == enc.shape else np.zeros(n, bool)
+        rows.append(dict(encoding=name, n=n, exact=float(_same(decoded, target).mean()),
+                         collisions=distinct_values - distinct_codes,
+                         neighbour_collisions=float(same_as_neighbour.mean()),
+                         median_rel_error=float(np.median(_relative_error(decoded, target))),
+                         encodes="|x|" if not codec.signed else "x"))
+    return pd.DataFrame(rows)
+
+
+# -- D3 structure ----------------------------------------------------------------------------
+D3_SCALES = [1e-6, 1e-2, 1.0, 1e2, 1e6, 1e12]
+
+
+def d3_structure(names=None, n_pairs: int = 5_000, seed: int = 0, scales=None) -> pd.DataFrame:
+    """Does encoding distance follow numeric distance? Per scale s, pairs x, y uniform in [s, 10 s)
+    with 6 significant digits; Spearman between |x - y| and ||enc x - enc y|| (raw geometry), the
+    fraction of values whose nearest neighbour in encoding space is a numeric neighbour (sorted
+    order), and Spearman between x and a least-squares linear readout of x from the encoding
+    (fit on one half, scored on the other: is order linearly accessible?)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for name in names or single_token_names():
+        codec = _codec(name)
+        for s in scales or D3_SCALES:
+            x = np.array([float(f"{v:.5e}") for v in rng.uniform(s, 10 * s, 2 * n_pairs)])
+            ex = codec.encode(torch.from_numpy(x)).double()
+            a, b = ex[:n_pairs], ex[n_pairs:]
+            distance = (a - b).norm(dim=1).numpy()
+            rho = _spearman(np.abs(x[:n_pairs] - x[n_pairs:]), distance)
+            readout = _ridge_readout(ex[:n_pairs], x[:n_pairs], ex[n_pairs:])
+            rows.append(dict(encoding=name, scale=s, spearman=rho,
+                             linear_readout_spearman=_spearman(readout, x[n_pairs:]),
+                             nn_is_numeric_neighbour=_nearest_neighbour_order(ex[:1000], x[:1000])))
+    return pd.DataFrame(rows)
+
+
+def _ridge_readout(train: torch.Tensor, y: np.ndarray, test: torch.Tensor, lam: float = 1e-6) -> np.ndarray:
+    """Ridge regression on standardized features (constant columns dropped), applied to test."""
+    mean, std = train.mean(0), train.std(0)
+    keep = std > 1e-9
+    X = (train[:, keep] - mean[keep]) / std[keep]
+    target = torch.from_numpy((y - y.mean()) / y.std())
+    w = torch.linalg.solve(X.T @ X + lam * len(X) * torch.eye(X.shape[1], dtype=X.dtype), X.T @ target)
+    return (((test[:, keep] - mean[keep]) / std[keep]) @ w).numpy()
+
+
+def _nearest_neighbour_order(enc: torch.Tensor, x: np.ndarray) -> float:
+    order = np.argsort(x, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(x))
+    d = torch.cdist(enc, enc)
+    d.fill_diagonal_(float("inf"))
+    nearest = d.argmin(1).numpy()
+    return float((np.abs(rank[nearest] - rank) == 1).mean())
+
+
+# -- D4 scale invariance ---------------------------------------------------------------------
+SPECIALS = {"0": 0.0, "-0": -0.0, "inf": math.inf, "-inf": -math.inf, "nan": math.nan,
+            "subnormal 5e-324": 5e-324, "smallest normal": 2.2250738585072014e-308,
+            "1e300": 1e300, "-1e300": -1e300, "1.7976931348623157e308": 1.7976931348623157e308}
+
+
+def d4_decades(names=None, n_per_decade: int = 300, seed: int = 0, lo: int = -14, hi: int = 15) -> pd.DataFrame:
+    """Round trip per decade [10^k, 10^(k+1)), k = lo..hi-1, 15 significant digits, both signs."""
+    rows = []
+    for name in names or encoders.names():
+        codec = _codec(name)
+        for k in range(lo, hi):
+            x = sample_values(n_per_decade, seed + k - lo, k, k + 1, max_digits=15)
+            x = np.array([float(f"{v:.14e}") for v in x])
+            target = _target(codec, x)
+            err = _relative_error(_round_trip(codec, x), target)
+            rows.append(dict(encoding=name, decade=k, exact=float((err == 0).mean()),
+                             median_rel_error=float(np.median(err)), max_rel_error=float(err.max())))
+    return pd.DataFrame(rows)
+
+
+def d4_specials(names=None) -> pd.DataFrame:
+    """Decoded value (or the error raised) for zero, infinities, NaN, subnormals, huge values."""
+    rows = []
+    for name in names or encoders.names():
+        codec = _codec(name)
+        for label, v in SPECIALS.items():
+            try:
+                decoded = float(_round_trip(codec, np.array([v]))[0])
+                ok = bool(_same(np.array([decoded]), _target(codec, np.array([v])))[0])
+                result = repr(decoded)
+            except (ValueError, OverflowError, TypeError) as err:
+                ok, result = False, f"{type(err).__name__}: {str(err)[:60]}"
+            rows.append(dict(encoding=name, value=label, decoded=result, exact=ok))
+    return pd.DataFrame(rows)
+
+
+# -- D5 normalization ------------------------------------------------------------------------
+def _embedding_map(codec, e: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(A [d, w], c [d]) with embed(e, x) = A @ enc(x) + c: how each encoding joins [NUM]."""
+    d, w = codec.d_model, codec.width
+    pad = torch.eye(d, w, dtype=torch.float64)
+    if codec.name == "xval":
+        return e.double().reshape(d, 1), torch.zeros(d, dtype=torch.float64)
+    if codec.name == "fone" or (codec.name == "bittokens" and codec.combine == "sum"):
+        return pad, e.double()
+    if codec.name == "bittokens" and codec.combine == "zero_pad":
+        return pad * math.sqrt(d / w), torch.zeros(d, dtype=torch.float64)
+    raise ValueError(f"no embedding map for {codec.name!r}")
+
+
+def _normalize(v: torch.Tensor, kind: str) -> torch.Tensor:
+    if kind == "rmsnorm":
+        return F.rms_norm(v, (v.shape[-1],))
+    if kind == "layernorm":
+        return F.layer_norm(v, (v.shape[-1],))
+    if kind == "none":
+        return v
+    raise ValueError(f"unknown normalization {kind!r}")
+
+
+D5_TOLERANCE = 1e-4
+
+
+def d5_normalization(names=None, n: int = 2_000, seed: int = 0, d_model: int = 256) -> pd.DataFrame:
+    """Is x still recoverable from norm(embed(e, x)) with a fixed random [NUM] embedding e?
+
+    The norm keeps v up to an unknown scale 1/σ (RMSNorm) and shift μ (LayerNorm). The decoder
+    knows e and how the encoding joins it (v = A enc + c) but not x, so it solves the linear
+    least-squares problem  y = A (enc/σ) + c (1/σ) - 1 (μ/σ)  and divides by the recovered 1/σ;
+    when c = 0 the scale is not identifiable and it takes σ = 1. Measured: `injective` = the
+    fraction of distinct values whose normalized vectors stay apart on a grid of D5_TOLERANCE
+    (float32 rounding noise is far below it), `encoding_error` = max |recovered - encoding|,
+    `exact` = decoded exactly by the encoding's own decode, and the relative error.
+    """
+    x = sample_values(n, seed, signed=True)
+    e = torch.randn(d_model, generator=torch.Generator().manual_seed(seed))
+    rows = []
+    for name in names or single_token_names():
+        codec = _codec(name, d_model)
+        target = _target(codec, x)
+        A, c = _embedding_map(codec, e)
+        enc = codec.encode(torch.from_numpy(x))
+        v = codec.embed(e.expand(n, -1), torch.from_numpy(x)).double()
+        if not torch.allclose(v, enc.double() @ A.T + c, atol=1e-5):
+            raise ValueError(f"{name}: embed() no longer matches the map assumed for D5")
+        for kind in ("none", "rmsnorm", "layernorm"):
+            y = _normalize(v.float(), kind).double()
+            columns = [A] + ([c[:, None]] if c.abs().sum() > 0 else []) + [-torch.ones(d_model, 1, dtype=torch.float64)]
+            z = torch.linalg.lstsq(torch.cat(columns, 1), y.T).solution.T
+            inverse_sigma = z[:, codec.width] if c.abs().sum() > 0 else torch.ones(n, dtype=torch.float64)
+            recovered = (z[:, : codec.width] / inverse_sigma[:, None]).float()
+            decoded = codec.decode(recovered).numpy()
+            err = _relative_error(decoded, target)
+            grid = np.round(y.numpy() / D5_TOLERANCE).astype(np.int64)
+            distinct = len(np.unique(grid, axis=0)) / len(np.unique(target))
+            rows.append(dict(encoding=name, norm=kind, injective=float(min(distinct, 1.0)),
+                             encoding_error=float((recovered - enc).abs().max()),
+                             exact=float((err == 0).mean()), median_rel_error=float(np.median(err))))
+    return pd.DataFrame(rows)
+
+
+# -- D6 numerical stability ------------------------------------------------------------------
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+          "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+
+
+def d6_precision(names=None, n: int = 10_000, seed: int = 0) -> pd.DataFrame:
+    """Round trip after casting the encoding to a low-precision dtype and back."""
+    x = sample_values(n, seed)
+    rows = []
+    for name in names or single_token_names():
+        codec = _codec(name)
+        target = _target(codec, x)
+        enc = codec.encode(torch.from_numpy(x))
+        for label, dtype in DTYPES.items():
+            decoded = codec.decode(enc.to(dtype).float()).numpy()
+            err = _relative_error(decoded, target)
+            rows.append(dict(encoding=name, dtype=label, exact=float((err == 0).mean()),
+                             median_rel_error=float(np.median(err)),
+                             log_smape=float(metrics.log_smape(decoded, target).mean())))
+    return pd.DataFrame(rows)
+
+
+# -- D7 continuity ---------------------------------------------------------------------------
+def d7_example(names=None, confidence: float = 4.0) -> pd.DataFrame:
+    """Section 5's example: the loss of predicting 8 and 3 for the label 7 under each own loss."""
+    rows = []
+    for name in names or single_token_names():
+        codec = _codec(name)
+        target = torch.tensor([7.0], dtype=torch.float64)
+        for p in (7.0, 8.0, 3.0):
+            loss = codec.loss(ideal_head_out(codec, [p], confidence), target).item()
+            rows.append(dict(encoding=name, label=7.0, prediction=p, loss=loss))
+    return pd.DataFrame(rows)
+
+
+def d7_curves(names=None, targets=(7.0, 0.0123, 123456.0, 1e9), points: int = 401,
+              confidence: float = 4.0) -> pd.DataFrame:
+    """Loss of an ideal head predicting p for target t, p on a grid t·(1 + δ), δ in [-1, 1]
+    (and 0 … 2 for t = 7)."""
+    rows = []
+    for name in names or single_token_names():
+        codec = _codec(name)
+        for t in targets:
+            grid = np.linspace(0.0, 2.0 * t, points)
+            grid = np.array([float(f"{g:.12g}") for g in grid])
+            out = ideal_head_out(codec, grid, confidence)
+            target = torch.full((1,), t, dtype=torch.float64)
+            losses = [codec.loss(out[i: i + 1], target).item() for i in range(points)]
+            rows += [dict(encoding=name, target=t, prediction=p, loss=l) for p, l in zip(grid, losses)]
+    return pd.DataFrame(rows)
+
+
+def d7_continuity(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per encoding and target: Spearman(|p - t|, loss) (1 = loss grows with the error)."""
+    rows = []
+    for (name, t), g in curves.groupby(["encoding", "target"], sort=False):
+        rows.append(dict(encoding=name, target=t,
+                         spearman=_spearman(np.abs(g["prediction"] - t), g["loss"])))
+    return pd.DataFrame(rows)
+
+
+# -- D8 robustness ---------------------------------------------------------------------------
+D8_SIGMAS = [0.0, 0.05, 0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0]
+
+
+def d8_noise(names=None, n: int = 2_000, seed: int = 0, sigmas=None) -> pd.DataFrame:
+    """Decode an ideal head output plus Gaussian noise of σ × (RMS of the head vector)."""
+    x = sample_values(n, seed)
+    gen = torch.Generator().manual_seed(seed)
+    rows = []
+    for name in names or single_token_names():
+        codec = _codec(name)
+        target = _target(codec, x)
+        vector = head_vector(codec, x)
+        rms = vector.pow(2).mean().sqrt()
+        for sigma in sigmas or D8_SIGMAS:
+            noisy = vector + sigma * rms * torch.randn(vector.shape, generator=gen, dtype=torch.float64)
+            decoded = codec.predict(head_out(codec, noisy)).numpy()
+            rows.append(dict(encoding=name, sigma=sigma, exact=float(_same(decoded, target).mean()),
+                             log_smape=float(metrics.log_smape(decoded, target).mean())))
+    return pd.DataFrame(rows)
+
+
+# -- D9 arithmetic ---------------------------------------------------------------------------
+def _exact_result(x: np.ndarray, y: np.ndarray, op: str) -> np.ndarray:
+    f = (lambda a, b: a + b) if op == "add" else (lambda a, b: a * b)
+    return np.array([float(f(Decimal(repr(a)), Decimal(repr(b)))) for a, b in zip(x.tolist(), y.tolist())])
+
+
+def d9_operator(names=None, ops=("add", "mul"), steps: int = 400, n_train: int = 20_000,
+                n_test: int = 1_000, hidden: int = 256, batch: int = 128, lr: float = 3e-3,
+                seed: int = 0, lo: float = 0, hi: float = 2, max_digits: int = 2, progress: bool = False) -> pd.DataFrame:
+    """A small MLP learns enc(x), enc(y) -> the encoding's own head output for x op y, trained
+    with the encoding's own loss; decoded with its own predict on held-out pairs.
+    Operands: positive, magnitude 10^lo … 10^hi, `max_digits` significant digits."""
+    if steps < 1 or n_train < batch:
+        raise ValueError(f"need steps >= 1 and n_train >= batch, got {steps}, {n_train}")
+    rows = []
+    for name in names or single_token_names():
+        for op in ops:
+            x = sample_values(n_train + n_test, seed, lo, hi, max_digits, signed=False)
+            y = sample_values(n_train + n_test, seed + 1, lo, hi, max_digits, signed=False)
+            z = _exact_result(x, y, op)
+            torch.manual_seed(seed)  # module initialisation; the data order uses its own generator
+            codec = _codec(name, hidden)
+            inputs = torch.cat([codec.encode(torch.from_numpy(x)), codec.encode(torch.from_numpy(y))], 1).float()
+            mlp = nn.Sequential(nn.Linear(inputs.shape[1], hidden), nn.GELU(), nn.Linear(hidden, hidden),
+                                nn.GELU(), nn.Linear(hidden, hidden))
+            params = list(mlp.parameters()) + list(codec.parameters())
+            opt = torch.optim.Adam(params, lr=lr)
+            gen = torch.Generator().manual_seed(seed)
+            target = torch.from_numpy(z)
+            for _ in tqdm(range(steps), desc=f"D9 {name} {op}", leave=False, disable=not progress):
+                idx = torch.randint(0, n_train, (batch,), generator=gen)
+                loss = codec.loss(codec.head(mlp(inputs[idx])), target[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            with torch.no_grad():
+                pred = codec.predict(codec.head(mlp(inputs[n_train:]))).numpy()
+            truth = z[n_train:]
+            rows.append(dict(encoding=name, op=op, steps=steps, final_loss=loss.item(),
+                             exact=float(metrics.exact_match(pred, truth).mean()),
+                             log_smape=float(metrics.log_smape(pred, truth).mean())))
+    return pd.DataFrame(rows)
+
+
+# -- all of it, and the verdicts -------------------------------------------------------------
+def measure_all(full: bool = False, seed: int = 0, n_values: int | None = None, d9_steps: int | None = None,
+                progress: bool = True) -> dict[str, pd.DataFrame]:
+    """Every measurement at the small (default) or full size; n_values / d9_steps override."""
+    size = dict(SIZES["full" if full else "small"])
+    if n_values is not None:
+        if n_values < 100:
+            raise ValueError(f"n_values must be at least 100, got {n_values}")
+        size["n_values"] = n_values
+    if d9_steps is not None:
+        if d9_steps < 1:
+            raise ValueError(f"d9_steps must be positive, got {d9_steps}")
+        size["d9_steps"] = d9_steps
+    n = size["n_values"]
+    jobs = {
+        "D1_corpus": lambda: d1_corpus(),
+        "D1_tasks": lambda: d1_tasks(n=size["n_task_samples"], seed=seed),
+        "D2": lambda: d2_uniqueness(n=n, seed=seed),
+        "D3": lambda: d3_structure(n_pairs=size["n_pairs"], seed=seed),
+        "D4": lambda: d4_decades(n_per_decade=max(n // 30, 10), seed=seed),
+        "D4_specials": lambda: d4_specials(),
+        "D5": lambda: d5_normalization(n=max(n // 5, 100), seed=seed),
+        "D6": lambda: d6_precision(n=n, seed=seed),
+        "D7_example": lambda: d7_example(),
+        "D7_curves": lambda: d7_curves(),
+        "D8": lambda: d8_noise(n=max(n // 5, 100), seed=seed),
+        "D9": lambda: d9_operator(steps=size["d9_steps"], n_train=size["d9_train"], seed=seed),
+    }
+    out = {}
+    for key, job in tqdm(jobs.items(), desc="desiderata", disable=not progress):
+        out[key] = job()
+    out["D7"] = d7_continuity(out["D7_curves"])
+    return out
+
+
+def _grade(value: float, pass_ok: bool, trade_ok: bool) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return "pass" if pass_ok else "trade-off" if trade_ok else "fail"
+
+
+def scorecard(m: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """pass / trade-off / fail per encoding × desideratum from `measure_all` output, with the
+    number each verdict rests on and the paper's verdict."""
+    T = THRESHOLDS
+    rows = []
+    for name in encoders.names():
+        def get(key, column, agg, **where):
+            df = m[key][m[key]["encoding"] == name]
+            for k, v in where.items():
+                df = df[df[k] == v]
+            return float(agg(df[column])) if len(df) else float("nan")
+
+        d1 = get("D1_corpus", "tokens_per_number", np.mean)
+        d2 = get("D2", "exact", np.mean)
+        collisions = get("D2", "collisions", np.sum) + get("D2", "neighbour_collisions", np.sum)
+        d3 = get("D3", "spearman", np.median)
+        d3_readout = get("D3", "linear_readout_spearman", np.min)
+        d4 = get("D4", "exact", lambda s: (s >= 0.99).mean())
+        d5_exact = min(get("D5", "exact", np.mean, norm=k) for k in ("rmsnorm", "layernorm"))
+        d5_inj = min(get("D5", "injective", np.mean, norm=k) for k in ("rmsnorm", "layernorm"))
+        d6_bf16 = get("D6", "exact", np.mean, dtype="bfloat16")
+        d6_fp8 = min(get("D6", "exact", np.mean, dtype=k) for k in ("float8_e4m3fn", "float8_e5m2"))
+        d7 = get("D7", "spearman", np.mean)
+        noise = m["D8"][(m["D8"]["encoding"] == name) & (m["D8"]["exact"] >= T["D8"]["min_exact"])]
+        d8 = float(noise["sigma"].max()) if len(noise) else (0.0 if (m["D8"]["encoding"] == name).any() else float("nan"))
+        d9_add = get("D9", "exact", np.mean, op="add")
+        d9_mul = get("D9", "exact", np.mean, op="mul")
+        verdicts = {
+            "D1": (d1, f"{d1:.2f} tokens/number", d1 <= T["D1"]["pass_max"], d1 <= T["D1"]["trade_off_max"]),
+            "D2": (d2, f"exact {d2:.4f}, collisions {collisions:.3g}",
+                   d2 >= T["D2"]["pass_min"] and collisions == 0, d2 >= T["D2"]["trade_off_min"]),
+            "D3": (d3, f"distance Spearman {d3:.2f}, linear readout {d3_readout:.3f}",
+                   d3 >= T["D3"]["pass_min"] and d3_readout >= T["D3"]["readout_min"],
+                   d3_readout >= T["D3"]["readout_min"]),
+            "D4": (d4, f"{d4:.0%} of decades exact", d4 >= T["D4"]["pass_min"], d4 >= T["D4"]["trade_off_min"]),
+            "D5": (d5_exact, f"exact {d5_exact:.3f}, injective {d5_inj:.3f}",
+                   d5_exact >= T["D5"]["pass_min"], d5_inj >= T["D5"]["trade_off_min"]),
+            "D6": (d6_bf16, f"exact bf16 {d6_bf16:.3f}, fp8 {d6_fp8:.3f}",
+                   min(d6_bf16, d6_fp8) >= T["D6"]["pass_min"], d6_bf16 >= T["D6"]["trade_off_min"]),
+            "D7": (d7, f"Spearman(|p-t|, loss) {d7:.2f}", d7 >= T["D7"]["pass_min"], d7 >= T["D7"]["trade_off_min"]),
+            "D8": (d8, f"exact up to σ = {d8:.2f}·RMS", d8 >= T["D8"]["pass_sigma"], d8 >= T["D8"]["trade_off_sigma"]),
+            "D9": (min(d9_add, d9_mul), f"exact add {d9_add:.2f}, mul {d9_mul:.2f}",
+                   min(d9_add, d9_mul) >= T["D9"]["pass_min"], max(d9_add, d9_mul) >= T["D9"]["trade_off_min"]),
+        }
+        for d, (value, text, pass_ok, trade_ok) in verdicts.items():
+            verdict = _grade(value, pass_ok, trade_ok)
+            rows.append(dict(encoding=name, desideratum=d, name=DESIDERATA[d], value=value,
+                             measured=text if verdict != "n/a" else "not applicable (text tokens)",
+                             verdict=verdict, paper=PAPER_VERDICTS.get(name, {}).get(d, "—")))
+    return pd.DataFrame(rows)
