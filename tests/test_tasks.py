@@ -16,7 +16,7 @@ OFFICIAL = Path(os.environ.get("WORKBENCH_OFFICIAL_DATA",
 RELEASED = {"addition": "Addition", "multiplication": "Multiplication", "division": "Division",
             "exponentiation": "Exponentiation", "mean": "Mean", "std": "Std", "minmax": "MinMax",
             "sorting": "Sorting", "interval": "Interval"}
-N = 1500
+N = 3000
 
 
 def oracle_round(x):
