@@ -1,11 +1,13 @@
 """BitTokens encoding speed: the paper's snippet (shift-and-mask per bit) vs our byte lookup table.
 
 Both encode the same 1M float64 values and their reciprocals to 128 ±1 dims; outputs must be
-identical. Prints numbers/s (median of repeats) and the ratio, measured in one run.
+identical (also on ±0, ±inf, NaN, subnormals and the extremes). Prints numbers/s (median of
+repeats) and the ratio, measured in one run.
 
     python benchmarks/encode.py [--n 1000000] [--repeats 7] [--threads 1]
 """
 import argparse
+import math
 import statistics
 import time
 
@@ -44,8 +46,11 @@ def main():
     x = (torch.rand(args.n, generator=gen, dtype=torch.float64) - 0.5) * 10 ** torch.randint(
         -14, 16, (args.n,), generator=gen).double()
     ours = encoders.get("bittokens", d_model=768).encode
-    if not torch.equal(ours(x), paper_snippet(x)):
-        raise SystemExit("outputs differ: the lookup table is wrong")
+    specials = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324, -2.2250738585072014e-308,
+                             1.7976931348623157e308], dtype=torch.float64)
+    for values in (x, specials):
+        if not torch.equal(ours(values), paper_snippet(values)):
+            raise SystemExit("outputs differ: the lookup table is wrong")
     snippet_rate = median_rate(paper_snippet, x, args.repeats)
     ours_rate = median_rate(ours, x, args.repeats)
     print(f"numbers: {args.n:,}  threads: {args.threads}  repeats: {args.repeats} (median)")

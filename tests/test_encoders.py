@@ -1,192 +1,354 @@
-"""The five encodings against independent oracles: struct for IEEE 754, decimal for FoNE phases."""
+"""The five encodings against independent oracles: struct for IEEE 754 bits, decimal for FoNE
+phases and the base-10 layout, the paper's formulas for xVal, numbers.render for digit tokens."""
 import math
 import random
 import struct
-from decimal import Decimal, getcontext
+from decimal import Decimal, localcontext
 
+import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from workbench import encoders
-from workbench.encoders.bittokens import float64_bits
+from workbench.encoders.bittokens import COMBINE, HEADS, float64_bits
+from workbench.encoders.fone import EXPONENTS, digits_at
+from workbench.numbers import render
 
-SPECIALS = [0.0, -0.0, math.inf, -math.inf, 5e-324, -5e-324, 2.2250738585072014e-308,
-            2.225073858507201e-308, 1.7976931348623157e308, -1.7976931348623157e308, 1.0, -1.0, 0.1]
+MAX, MIN_NORMAL, MIN_SUBNORMAL = 1.7976931348623157e308, 2.2250738585072014e-308, 5e-324
+SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, MIN_SUBNORMAL, -MIN_SUBNORMAL, MIN_NORMAL,
+            2.225073858507201e-308, -MIN_NORMAL, MAX, -MAX, 1.0, -1.0, 0.1, 3.0, 2.0 ** -1074 * 12345]
+PROTOTYPES = torch.tensor([[math.cos(2 * math.pi * j / 10), math.sin(2 * math.pi * j / 10)] for j in range(10)])
 
 
-def struct_bits(x: float) -> list[float]:
+def pattern_of(x: float) -> int:
     (n,) = struct.unpack(">Q", struct.pack(">d", x))
-    return [1.0 if (n >> (63 - i)) & 1 else -1.0 for i in range(64)]
+    return n
 
 
-def random_floats(k, seed=0):
+def struct_bits(pattern: int) -> list[float]:
+    """±1 bits of a 64-bit pattern, MSB first: the oracle BitTokens must reproduce."""
+    return [1.0 if (pattern >> (63 - i)) & 1 else -1.0 for i in range(64)]
+
+
+def random_patterns(k: int, seed: int) -> list[int]:
+    """Uniform random 64-bit patterns (NaNs with payloads included) plus every special value."""
     rng = random.Random(seed)
-    out = []
-    while len(out) < k:
-        (x,) = struct.unpack(">d", struct.pack(">Q", rng.getrandbits(64)))
-        if not math.isnan(x):
-            out.append(x)
-    return out
+    return [pattern_of(v) for v in SPECIALS] + [rng.getrandbits(64) for _ in range(k)]
+
+
+def as_tensor(patterns: list[int]) -> torch.Tensor:
+    """float64 tensor holding exactly these bit patterns (no float conversion on the way)."""
+    return torch.from_numpy(np.array(patterns, dtype=np.uint64).view(np.float64).copy())
+
+
+def reciprocal_oracle(x: float) -> float:
+    if x == 0:
+        return math.copysign(math.inf, x)
+    return 1.0 / x  # IEEE 754 division: correctly rounded, 1/±inf = ±0
+
+
+def is_nan_pattern(pattern: int) -> bool:
+    return (pattern >> 52) & 0x7FF == 0x7FF and pattern & ((1 << 52) - 1) != 0
 
 
 def test_names_and_defaults():
     assert encoders.names()[:5] == ["bittokens", "fone", "xval", "single_digit", "triple_digit"]
     for name in encoders.names():
-        assert encoders.get(name).name == name
+        codec = encoders.get(name)
+        assert codec.name == name and codec.d_model == 768
     with pytest.raises(ValueError, match="unknown encoding"):
         encoders.get("nope")
 
 
+# -- BitTokens -------------------------------------------------------------------------------
 def test_bittokens_bits_of_x_and_reciprocal_match_struct():
-    xs = SPECIALS + random_floats(2000)
-    enc = encoders.get("bittokens", d_model=256).encode(torch.tensor(xs, dtype=torch.float64))
-    assert enc.shape == (len(xs), 128)
-    for row, x in zip(enc.tolist(), xs):
-        assert row[:64] == struct_bits(x)
-        with torch.no_grad():
-            recip = torch.tensor(x, dtype=torch.float64).reciprocal().item()
-        assert row[64:] == struct_bits(recip)
+    patterns = random_patterns(3000, seed=0)
+    x = as_tensor(patterns)
+    enc = encoders.get("bittokens").encode(x)
+    assert enc.shape == (len(patterns), 128) and enc.dtype == torch.float32
+    for row, pattern in zip(enc.tolist(), patterns):
+        assert row[:64] == struct_bits(pattern)
+        (value,) = struct.unpack(">d", struct.pack(">Q", pattern))
+        if math.isnan(value):  # 1/NaN is a NaN (its payload is the hardware's business)
+            recip = int("".join("1" if b > 0 else "0" for b in row[64:]), 2)
+            assert is_nan_pattern(recip)
+        else:
+            assert row[64:] == struct_bits(pattern_of(reciprocal_oracle(value)))
 
 
 def test_bittokens_decode_is_bit_exact_including_nan_payloads():
-    xs = SPECIALS + random_floats(5000, seed=1)
-    codec = encoders.get("bittokens", d_model=256)
-    back = codec.decode(codec.encode(torch.tensor(xs, dtype=torch.float64)))
-    assert [struct.pack(">d", v) for v in back.tolist()] == [struct.pack(">d", v) for v in xs]
-    nan_bits = torch.tensor(struct_bits(math.nan), dtype=torch.float64)[None]
-    assert math.isnan(codec.decode(torch.cat([nan_bits, nan_bits], 1)).item())
+    patterns = random_patterns(20000, seed=1)
+    assert sum(is_nan_pattern(p) for p in patterns) > 5  # payload NaNs are really in there
+    for reciprocal in (True, False):
+        codec = encoders.get("bittokens", reciprocal=reciprocal)
+        back = codec.decode(codec.encode(as_tensor(patterns)))
+        assert back.numpy().view(np.uint64).tolist() == patterns
+
+
+def test_bittokens_without_reciprocal_is_the_first_half():
+    x = as_tensor(random_patterns(200, seed=2))
+    full, half = encoders.get("bittokens"), encoders.get("bittokens", reciprocal=False)
+    assert half.width == 64 and full.width == 128
+    assert torch.equal(half.encode(x), full.encode(x)[:, :64])
 
 
 def test_bittokens_predict_thresholds_logits_at_zero():
     codec = encoders.get("bittokens", d_model=256)
-    x = torch.tensor(random_floats(100, seed=2), dtype=torch.float64)
-    logits = float64_bits(x).float() * torch.rand(100, 64).add(0.01)
-    assert torch.equal(codec.predict(logits).view(torch.int64), x.view(torch.int64))
+    patterns = random_patterns(300, seed=3)
+    logits = float64_bits(as_tensor(patterns)) * torch.rand(len(patterns), 64).add(0.01)
+    assert codec.predict(logits).numpy().view(np.uint64).tolist() == patterns
 
 
-def test_bittokens_base10_round_trip():
-    codec = encoders.get("bittokens", d_model=256, base=10)
-    xs = [v for v in SPECIALS if v != 0] + [0.0, -0.0] + random_floats(300, seed=3) + [math.nan]
-    back = codec.decode(codec.encode(torch.tensor(xs, dtype=torch.float64))).tolist()
+def test_bittokens_loss_is_zero_for_the_right_logits_and_large_for_wrong_ones():
+    codec = encoders.get("bittokens", d_model=256)
+    x = as_tensor(random_patterns(100, seed=4))
+    right = 10 * codec.encode(x)[:, :64]
+    assert codec.loss(right, x) < 1e-4
+    assert codec.loss(-right, x) > 9
+    one_bit_wrong = right.clone()
+    one_bit_wrong[:, 63] *= -1
+    assert codec.loss(one_bit_wrong, x) == pytest.approx(10 / 64, abs=1e-3)  # BCE(10) / 64 bits
+
+
+def decimal_oracle_bits(x: float) -> list[float]:
+    """The base-10 layout written with decimal: flags, 3 exponent digits, 17 significand digits."""
+    flags = [math.copysign(1, x) < 0, math.isinf(x), math.isnan(x)]
+    exponent, digits = 0, "0" * 17
+    if math.isfinite(x) and x != 0:
+        d = abs(Decimal(x))  # the exact binary value ...
+        with localcontext() as ctx:
+            ctx.prec = 17
+            shortest = Decimal(repr(abs(x)))  # ... and its shortest decimal, which must round to it
+            assert float(shortest) == abs(x) and float(+d) == abs(x)
+        exponent = shortest.adjusted()
+        digits = "".join(map(str, shortest.as_tuple().digits)).ljust(17, "0")
+    codes = [int(c) for c in f"{abs(exponent):03d}" + digits]
+    bits = [b for c in codes for b in (c >> 3 & 1, c >> 2 & 1, c >> 1 & 1, c & 1)]
+    return [1.0 if b else -1.0 for b in flags + bits + [exponent < 0]]
+
+
+def test_bittokens_base10_layout_and_round_trip():
+    codec = encoders.get("bittokens", base=10)
+    assert codec.bits == 84 and codec.width == 168
+    rng = random.Random(5)
+    xs = SPECIALS + [float(f"{rng.randint(1, 10**15)}e{rng.randint(-330, 300)}") for _ in range(300)]
+    xs += [struct.unpack(">d", struct.pack(">Q", p))[0] for p in random_patterns(300, seed=6)]
+    enc = codec.encode(torch.tensor(xs, dtype=torch.float64))
+    for row, x in zip(enc[:, :84].tolist(), xs):
+        assert row == decimal_oracle_bits(x), x
+    assert enc[0, 84:].tolist() == decimal_oracle_bits(math.inf)  # 1/0
+    back = codec.decode(enc).tolist()
     for a, b in zip(back, xs):
         assert (math.isnan(a) and math.isnan(b)) or struct.pack(">d", a) == struct.pack(">d", b)
-    assert codec.width == 168
+    target = torch.tensor(xs[:50], dtype=torch.float64)
+    right = 10 * codec.encode(target)[:, :84]
+    assert codec.loss(right, target) < 1e-4
+    assert codec.predict(right).tolist()[:4] == [0.0, -0.0, math.inf, -math.inf]
+    assert math.copysign(1, codec.predict(right)[1].item()) < 0
 
 
-@pytest.mark.parametrize("combine", ["sum", "product", "concat", "zero_pad", "weighted", "weighted_sum"])
-@pytest.mark.parametrize("head", ["linear", "none", "mlp"])
+@pytest.mark.parametrize("combine", COMBINE)
+@pytest.mark.parametrize("head", HEADS)
 def test_bittokens_variants_run_forward_and_backward(combine, head):
-    codec = encoders.get("bittokens", d_model=160, combine=combine, head=head)
-    x = torch.tensor([1.5, -2.0, 1e-10, 3e14], dtype=torch.float64)
-    num = torch.randn(4, 160, requires_grad=True)
-    out = codec.embed(num, x)
-    assert out.shape == (4, 160)
-    hidden = torch.randn(4, 160, requires_grad=True)
-    logits = codec.head(out + hidden)
-    assert logits.shape == (4, 64)
+    d = 160
+    codec = encoders.get("bittokens", d_model=d, combine=combine, head=head)
+    x = torch.tensor([1.5, -2.0, 1e-10, 3e14, 0.0], dtype=torch.float64)
+    num = torch.randn(5, d, requires_grad=True)
+    embedded = codec.embed(num, x)
+    assert embedded.shape == (5, d)
+    hidden = torch.tanh(embedded @ torch.randn(d, d) / d ** 0.5)
+    logits = codec.head(hidden)
+    assert logits.shape == (5, 64)
     loss = codec.loss(logits, x)
-    loss.backward()
     assert torch.isfinite(loss)
+    if combine == "zero_pad" and head == "none":  # nothing to learn in the encoding itself
+        assert not list(codec.parameters()) and not loss.requires_grad
+        return
+    loss.backward()
+    for name, p in codec.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+    uses_num = combine not in ("zero_pad", "weighted")
+    assert (num.grad is not None and num.grad.abs().sum() > 0) == uses_num
 
 
-def test_bittokens_zero_pad_scaling_and_loss_of_perfect_logits():
-    codec = encoders.get("bittokens", d_model=512)
-    x = torch.tensor([3.0, -7.25], dtype=torch.float64)
-    out = codec.embed(torch.randn(2, 512), x)
-    assert torch.allclose(out[:, :128], codec.encode(x).float() * 2.0)  # sqrt(512/128)
-    assert torch.all(out[:, 128:] == 0)
-    perfect = 20 * float64_bits(x).float()
-    assert codec.loss(perfect, x) < 1e-6
-    assert torch.equal(codec.predict(perfect), x)
+def test_bittokens_combinations_follow_their_definitions():
+    d, x = 256, torch.tensor([3.0, -7.25], dtype=torch.float64)
+    num = torch.randn(2, d)
+    enc = encoders.get("bittokens").encode(x)
+    padded = F.pad(enc, (0, d - 128))
+
+    def embed(combine):
+        return encoders.get("bittokens", d_model=d, combine=combine).embed(num, x)
+
+    assert torch.equal(embed("sum"), num + padded)
+    assert torch.equal(embed("product"), num * F.pad(enc, (0, d - 128), value=1.0))
+    concat = embed("concat")
+    assert torch.equal(concat[:, :128], enc) and torch.equal(concat[:, 128:], num[:, 128:])
+    zero_pad = embed("zero_pad")
+    assert torch.equal(zero_pad, padded * math.sqrt(2))  # sqrt(256 / 128)
+    assert zero_pad.pow(2).mean().item() == pytest.approx(1.0)  # unit RMS, as a text embedding
+    weighted = encoders.get("bittokens", d_model=d, combine="weighted")
+    assert torch.allclose(weighted.embed(num, x), enc @ weighted.combine_proj.weight.T)
+    none = encoders.get("bittokens", d_model=d, head="none")
+    assert torch.equal(none.head(num), num[:, :64]) and not list(none.parameters())
 
 
-def test_bittokens_rejects_bad_options():
+def test_bittokens_rejects_bad_options_and_input():
     with pytest.raises(ValueError, match="combine"):
         encoders.get("bittokens", combine="nope")
+    with pytest.raises(ValueError, match="head"):
+        encoders.get("bittokens", head="nope")
+    with pytest.raises(ValueError, match="base"):
+        encoders.get("bittokens", base=16)
     with pytest.raises(ValueError, match="d_model"):
         encoders.get("bittokens", d_model=64)
+    codec = encoders.get("bittokens")
+    with pytest.raises(ValueError, match="shape"):
+        codec.decode(torch.ones(3, 100))
 
 
-def decimal_phase(x: float, i: int) -> float:
-    getcontext().prec = 80
-    d = abs(Decimal(repr(x)))
-    period = Decimal(10) ** i
-    return float((d % period) / period)
+# -- FoNE ------------------------------------------------------------------------------------
+def decimal_phase(x: float, i: int) -> Decimal:
+    """frac(|x| / 10^i) of the shortest decimal of x, in exact decimal arithmetic."""
+    with localcontext() as ctx:
+        ctx.prec = 400
+        period = Decimal(10) ** i
+        return (abs(Decimal(repr(x))) % period) / period
 
 
-def test_fone_phases_match_decimal_oracle_and_ignore_binary_noise():
-    xs = [0.1, 123456789012345.0, 3.25e-14, 0.30000000000000004, 98765.4321, 1e16, 7.0]
+def test_fone_phases_match_decimal_oracle():
+    rng = random.Random(7)
+    xs = [0.1, 123456789012345.0, 3.25e-14, 0.30000000000000004, 98765.4321, 1e16, 7.0, 0.0, 1e-40,
+          1.5e17, 1.2345678901234567e20, MIN_SUBNORMAL, MAX, -2.5]
+    xs += [float(f"{rng.randint(1, 10**rng.randint(1, 15))}e{rng.randint(-20, 5)}") for _ in range(60)]
     codec = encoders.get("fone", d_model=128)
-    enc = codec.encode(torch.tensor(xs, dtype=torch.float64)).reshape(len(xs), 49, 2)
+    enc = codec.encode(torch.tensor(xs, dtype=torch.float64))
+    assert enc.shape == (len(xs), 98) and enc.dtype == torch.float64
+    enc = enc.reshape(len(xs), 49, 2)
     for row, x in zip(enc, xs):
-        for j, i in enumerate(range(-31, 18)):
-            angle = 2 * math.pi * decimal_phase(x, i)
-            assert row[j, 0].item() == pytest.approx(math.cos(angle), abs=1e-12)
-            assert row[j, 1].item() == pytest.approx(math.sin(angle), abs=1e-12)
-    # 0.1 has no digits below 10^-1: every finer period sits at phase 0 (cos 1, sin 0)
-    assert torch.allclose(enc[0, :30, 0], torch.ones(30, dtype=torch.float64))
+        for j, i in enumerate(EXPONENTS.tolist()):
+            angle = 2 * math.pi * float(decimal_phase(x, i))
+            assert row[j, 0].item() == pytest.approx(math.cos(angle), abs=1e-12), (x, i)
+            assert row[j, 1].item() == pytest.approx(math.sin(angle), abs=1e-12), (x, i)
+    # float64 x / T would give noise; the exact phases of 0.1 below its only digit are all 0
+    assert torch.equal(enc[0, :30, 0], torch.ones(30, dtype=torch.float64))
+    assert (0.1 / 1e-16) % 1 == 0.125  # (what the naive float64 x / T gets at T = 1e-16)
 
 
-def test_fone_round_trip_and_head():
-    rng = random.Random(4)
-    xs = [float(f"{rng.randint(1, 10**rng.randint(1, 15))}e{rng.randint(-14, 0)}") for _ in range(500)]
-    xs = [x for x in xs if x < 1e15] + [0.0, 5.0, 1e-14, 999999999999999.0]
-    codec = encoders.get("fone", d_model=128)
+def test_fone_round_trip_up_to_1e15_with_15_digits():
+    rng = random.Random(8)
+    xs = [float(f"{rng.randint(1, 10**rng.randint(1, 15))}e{rng.randint(-14, 0)}") for _ in range(3000)]
+    xs = [x for x in xs if x < 1e15] + [0.0, 5.0, 1e-14, 999999999999999.0, 0.123456789012345]
     x = torch.tensor(xs, dtype=torch.float64)
+    codec = encoders.get("fone")
     assert codec.decode(codec.encode(x)).tolist() == xs
     assert codec.decode(codec.encode(-x)).tolist() == xs  # FoNE encodes |x|; the sign is text
-    # a head that outputs the encoding itself scores each digit prototype highest
-    logits = codec.encode(x).float().reshape(-1, 49, 2) @ torch.stack(
-        [torch.cos(2 * math.pi * torch.arange(10) / 10), torch.sin(2 * math.pi * torch.arange(10) / 10)], 1).T
-    assert logits.shape == (len(xs), 49, 10)
-    with pytest.raises(ValueError, match="finite"):
-        codec.encode(torch.tensor([math.inf], dtype=torch.float64))
     assert not codec.signed
+
+
+def test_fone_range_wraps_at_1e17_and_rejects_non_finite():
+    codec = encoders.get("fone")
+    assert codec.decode(codec.encode(torch.tensor([1.5e17, 1e-33], dtype=torch.float64))).tolist() == [5e16, 0.0]
+    for bad in (math.inf, math.nan):
+        with pytest.raises(ValueError, match="finite"):
+            codec.encode(torch.tensor([1.0, bad]))
+    with pytest.raises(ValueError, match="shape"):
+        codec.decode(torch.zeros(2, 97))
 
 
 def test_fone_decode_survives_small_noise():
     codec = encoders.get("fone", d_model=128)
     x = torch.tensor([0.0, 1234.5, 7.25, 999999999999999.0, 1e-14], dtype=torch.float64)
-    noisy = codec.encode(x) + 1e-4 * torch.randn(5, 98, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    assert codec.decode(noisy).tolist() == x.tolist()
+    noise = torch.randn(5, 98, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    assert codec.decode(codec.encode(x) + 1e-4 * noise).tolist() == x.tolist()
 
 
-def test_fone_head_predicts_digits_and_loss_falls_to_zero():
+def test_fone_head_loss_and_predict_for_the_right_digit_prototypes():
     codec = encoders.get("fone", d_model=128)
-    x = torch.tensor([1234.5, 0.007], dtype=torch.float64)
-    hidden = torch.zeros(2, 128)
-    out = codec.head(hidden)
-    assert out.shape == (2, 49, 10)
-    digits = torch.from_numpy(__import__("workbench.encoders.fone", fromlist=["digits_at"]).digits_at(x))
-    perfect = torch.nn.functional.one_hot(digits, 10).float() * 30
-    assert codec.loss(perfect, x) < 1e-6
-    assert codec.predict(perfect).tolist() == [1234.5, 0.007]
+    x = torch.tensor([1234.5, -0.007, 98765432109876.5], dtype=torch.float64)
+    digits = torch.from_numpy(digits_at(x))
+    assert digits[0, 31:36].tolist() == [5, 4, 3, 2, 1]  # places 10^-1 … 10^3 of 1234.5
+    for k, x_k in enumerate(x.tolist()):
+        with torch.no_grad():  # a head whose 2-D slices are 60 x the prototypes of the digits
+            codec.number_head.weight.zero_()
+            codec.number_head.bias.copy_(60 * PROTOTYPES[digits[k]].reshape(-1))
+        out = codec.head(torch.randn(4, 128))
+        assert out.shape == (4, 49, 10)
+        target = torch.full((4,), x_k, dtype=torch.float64)
+        assert codec.loss(out, target) < 1e-3
+        assert codec.predict(out).tolist() == [abs(x_k)] * 4
+    wrong = codec.head(torch.zeros(1, 128))
+    assert codec.loss(wrong, torch.tensor([1.0])) > 5
 
 
-def test_xval_scaling_formula_and_limits():
+# -- xVal ------------------------------------------------------------------------------------
+def test_xval_scaling_formula_at_hand_computed_points():
     codec = encoders.get("xval", d_model=32)
-    x = torch.tensor([1.0, 1e15, 1e-14, -1e6, 0.0, 1e-15], dtype=torch.float64)
-    s = codec.encode(x).squeeze(-1).tolist()
-    assert s == pytest.approx([2.5, 15 / 6 + 2.5, -14 / 6 + 2.5, -(1 + 2.5), 0.0, 0.0])
-    assert max(abs(v) for v in s) <= 5.0
+    points = {1.0: 2.5, 1e15: 5.0, 1e-14: 1 / 6, -1e6: -3.5, 1e3: 3.0, 1e-2: 2.5 - 1 / 3,
+              -1e-8: -(2.5 - 8 / 6), 0.0: 0.0, 9.9e-15: 0.0, -1e-20: 0.0, 1e21: 6.0}
+    s = codec.encode(torch.tensor(list(points), dtype=torch.float64))
+    assert s.shape == (len(points), 1) and s.dtype == torch.float64
+    assert s.squeeze(1).tolist() == pytest.approx(list(points.values()), abs=1e-15)
+    # without the 1e-14 cut the formula would give 1e-20 and -1e-10 the same scale (-5/6)
+    assert -20 / 6 + 2.5 == pytest.approx(-(-10 / 6 + 2.5))
+
+
+def test_xval_decode_inverts_where_invertible():
+    codec = encoders.get("xval", d_model=32)
+    rng = np.random.default_rng(9)
+    x = torch.from_numpy(10.0 ** rng.uniform(-14, 15, 5000) * rng.choice([-1.0, 1.0], 5000))
     back = codec.decode(codec.encode(x))
-    assert back[:4].tolist() == pytest.approx(x[:4].tolist(), rel=1e-12)
-    assert back[5].item() == 0.0  # below 1e-14 the value is lost: the D4 limitation
+    assert torch.allclose(back, x, rtol=1e-13, atol=0)
+    assert codec.decode(codec.encode(torch.tensor([1e-15, -3e-20, 0.0]))).tolist() == [0.0, 0.0, 0.0]
+    for bad in (math.inf, math.nan):
+        with pytest.raises(ValueError, match="finite"):
+            codec.encode(torch.tensor([bad]))
+
+
+def test_xval_head_embed_loss_predict():
+    codec = encoders.get("xval", d_model=32)
+    assert codec.number_head[0].out_features == 128  # d -> 4d -> 1
+    x = torch.tensor([2.0, -1e-3, 1e12], dtype=torch.float64)
+    num = torch.randn(3, 32)
+    assert torch.allclose(codec.embed(num, x), num * codec.encode(x).float())
     out = codec.head(torch.randn(3, 32))
     assert out.shape == (3,)
-    assert codec.loss(codec.encode(x[:3]).squeeze(-1).float(), x[:3]) < 1e-10
+    codec.loss(out, x).backward()
+    right = codec.encode(x).squeeze(1)
+    assert codec.loss(right.float(), x) < 1e-10
+    assert torch.allclose(codec.predict(right), x, rtol=1e-13)
 
 
-@pytest.mark.parametrize("name,pieces", [("single_digit", ["-", "1", "2", "3", "4", ".", "5", "0", "6"]),
-                                         ("triple_digit", ["-", "123", "4", ".", "506"])])
-def test_digit_encodings(name, pieces):
+# -- digit tokenizers ------------------------------------------------------------------------
+@pytest.mark.parametrize("name,pieces,vocab", [
+    ("single_digit", ["-", "1", "2", "3", "4", ".", "5", "0", "6"], 12),
+    ("triple_digit", ["-", "123", "4", ".", "506"], 1112)])
+def test_digit_encodings(name, pieces, vocab):
     codec = encoders.get(name)
-    assert codec.number_tokens("-1234.506") == pieces
     assert not codec.single_token
-    xs = SPECIALS[:2] + [v for v in random_floats(300, seed=5) if math.isfinite(v)]
-    back = codec.decode(codec.encode(torch.tensor(xs, dtype=torch.float64))).tolist()
+    assert codec.number_tokens("-1234.506") == pieces
+    assert len(codec.vocabulary()) == len(set(codec.vocabulary())) == vocab
+    ids = codec.encode(torch.tensor([-1234.506, 7.0], dtype=torch.float64))
+    assert ids.shape == (2, len(pieces))
+    assert ids[0].tolist() == [codec.vocabulary().index(p) for p in pieces]
+    assert ids[1].tolist() == [codec.vocabulary().index("7")] + [-1] * (len(pieces) - 1)
+    patterns = random_patterns(400, seed=10)
+    xs = [v for v in as_tensor(patterns).tolist() if math.isfinite(v)]
+    enc = codec.encode(torch.tensor(xs, dtype=torch.float64))
+    for row, x in zip(enc.tolist(), xs[:50]):
+        text = "".join(codec.vocabulary()[int(i)] for i in row if i >= 0)
+        assert text == render(x, 17) and "".join(codec.number_tokens(text)) == text
+    back = codec.decode(enc).tolist()
     assert [struct.pack(">d", v) for v in back] == [struct.pack(">d", v) for v in xs]
-    with pytest.raises(TypeError, match="no \\[NUM\\]"):
-        codec.head(torch.zeros(1, 4))
+    for bad in ("1e5", "1.", "", "-", "²", "1.2.3", "+1"):
+        with pytest.raises(ValueError):
+            codec.number_tokens(bad)
     with pytest.raises(ValueError):
-        codec.number_tokens("1e5")
+        codec.encode(torch.tensor([math.inf]))
+    with pytest.raises(ValueError, match="piece ids"):
+        codec.decode(torch.tensor([[vocab + 5.0]]))
+    for method, args in [("embed", (torch.zeros(1, 4), torch.zeros(1))), ("head", (torch.zeros(1, 4),)),
+                         ("loss", (torch.zeros(1), torch.zeros(1))), ("predict", (torch.zeros(1),))]:
+        with pytest.raises(TypeError, match="no \\[NUM\\]"):
+            getattr(codec, method)(*args)

@@ -1,87 +1,111 @@
 """BitTokens (section 5): a number is the 64 IEEE 754 bits of its float64 value, MSB first
-(sign, 11 exponent, 52 significand), followed by the 64 bits of its reciprocal, scaled to ±1.
+(sign, 11 exponent, 52 significand), followed by the 64 bits of its reciprocal, scaled to ±1
+(bit 1 -> +1, bit 0 -> -1). One <|num|> token per number; ±0, ±inf, NaN and subnormals included.
 
 Bits come from a 256 x 8 byte lookup table instead of one shift-and-mask per bit: the same
 result, many times faster (benchmarks/encode.py). The head predicts the 64 bits of x as logits;
-the loss is the mean BCE over the bits; a logit > 0 is a 1 bit.
+the loss is the mean BCE over the bits; a logit > 0 is a 1 bit, and the 64 bits are the float64.
 
-Ablations: `combine` (Table 8), `head` (Table 13), `reciprocal=False` (Table 11) and `base=10`
-(Table 9), where the bits are a binary-coded decimal instead of IEEE 754:
-    sign, is_inf, is_nan, 3 exponent digits and 17 significand digits (4 bits each), exponent sign
-so x = ±d1.d2…d17 × 10^exponent written from its shortest round-trip decimal (84 bits).
+Ablations of appendix D.3:
+  combine (Table 8)  how the encoding joins the learned [NUM] embedding e:
+      "sum" e + pad(enc); "product" e * pad(enc, value=1); "concat" e with its first `width`
+      dims zeroed + pad(enc); "zero_pad" (default, the authors' configs) no e at all,
+      pad(enc) * sqrt(d_model / width) so the token has unit RMS like the others;
+      "weighted" W enc; "weighted_sum" e + W enc (W a learned linear layer).
+  head (Table 13)    "linear" (default) d_model -> 64 logits; "none" the first 64 hidden dims
+      are the logits; "mlp" d_model -> d_model -> ReLU -> 64.
+  reciprocal (Table 11)  False drops the 64 bits of 1/x (width 64 instead of 128).
+  base (Table 9)     10: a binary-coded decimal analogue of IEEE 754, 84 bits per value:
+      [negative, is_inf, is_nan] + 3 exponent digits + 17 significand digits (4 bits each, MSB
+      first) + [exponent negative], for |x| = d1.d2…d17 × 10^exponent written from the shortest
+      round-trip decimal of x (Python's repr, at most 17 digits, so this is exact). ±0 has all
+      digits 0 and keeps its sign; NaN and inf set their flag (digits 0). Width 168 with 1/x.
 """
 from __future__ import annotations
 
 import math
-from decimal import Decimal
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import register
 from .base import NumberEncoding, as_float64
+from .digits import decimal_parts
 
 COMBINE = ("sum", "product", "concat", "zero_pad", "weighted", "weighted_sum")
 HEADS = ("linear", "none", "mlp")
 
 # _BYTE_BITS[b] = the 8 bits of byte b, MSB first, as ±1 (exact in float32).
 _BYTE_BITS = ((torch.arange(256).unsqueeze(1) >> torch.arange(7, -1, -1)) & 1).float() * 2 - 1
+_BYTE_BITS_NP = _BYTE_BITS.numpy()
 _BIT_WEIGHTS = 1 << torch.arange(7, -1, -1)
 
 
-def float64_bits(x: Tensor) -> Tensor:
-    """float64 [N] -> ±1 float32 [N, 64]: IEEE 754 bits, MSB first (one table row per byte)."""
-    x = as_float64(x).contiguous()
-    big_endian = x.view(torch.uint8).view(-1, 8).flip(-1)
-    return _BYTE_BITS.index_select(0, big_endian.reshape(-1).int()).reshape(-1, 64)
+def _cpu_float64(x) -> Tensor:
+    return as_float64(x).detach().cpu()
+
+
+def float64_bits(x) -> Tensor:
+    """float64 [N] -> ±1 float32 [N, 64]: IEEE 754 bits, MSB first (one table row per byte).
+
+    The bytes are made big-endian by an integer byteswap (never a float operation, so NaN
+    payloads survive), then each byte picks its row of the table."""
+    values = _cpu_float64(x).contiguous().numpy()
+    big_endian = values.view(np.uint64)
+    if np.little_endian:
+        big_endian = big_endian.byteswap()
+    bits = np.take(_BYTE_BITS_NP, big_endian.view(np.uint8), axis=0)
+    return torch.from_numpy(bits).reshape(-1, 64)
 
 
 def bits_to_float64(bits: Tensor) -> Tensor:
     """[N, 64] bits MSB first (any value > 0 is a 1) -> float64 [N], bit-exact."""
-    ones = (bits.reshape(-1, 8, 8) > 0).long()
+    if bits.shape[-1] != 64:
+        raise ValueError(f"expected 64 bits per value, got shape {tuple(bits.shape)}")
+    ones = (bits.detach().cpu().reshape(-1, 8, 8) > 0).long()
     big_endian = (ones * _BIT_WEIGHTS).sum(-1).to(torch.uint8)
-    return big_endian.flip(-1).contiguous().view(torch.float64).reshape(-1)
+    if np.little_endian:
+        big_endian = big_endian.flip(-1)
+    return big_endian.contiguous().view(torch.float64).reshape(-1)
 
 
-_DIGIT_BITS = ((torch.arange(10).unsqueeze(1) >> torch.arange(3, -1, -1)) & 1).float() * 2 - 1
-_BCD_WIDTH = 4 + 4 * 20
+# -- base 10 (Table 9) ------------------------------------------------------------------------
+_DIGIT_BITS = ((torch.arange(16).unsqueeze(1) >> torch.arange(3, -1, -1)) & 1).float() * 2 - 1
+_DECIMAL_WIDTH = 3 + 4 * 3 + 4 * 17 + 1  # flags, exponent digits, significand digits, exp sign
+_SIGNIFICAND = 17
+_POW10 = 10 ** np.arange(18, dtype=np.int64)
 
 
-def decimal_bits(x: Tensor) -> Tensor:
+def decimal_bits(x) -> Tensor:
     """float64 [N] -> ±1 float32 [N, 84]: the binary-coded decimal layout of the module docstring."""
-    rows = []
-    for v in as_float64(x).tolist():
-        flags = [math.copysign(1.0, v) < 0, math.isinf(v), math.isnan(v)]
-        exponent, digits = 0, [0] * 17
-        if math.isfinite(v) and v != 0:
-            sign, ds, exp = Decimal(repr(abs(v))).as_tuple()
-            exponent = exp + len(ds) - 1
-            digits = list(ds) + [0] * (17 - len(ds))
-        codes = [1 if exponent < 0 else 0] + [int(c) for c in f"{abs(exponent):03d}"] + digits
-        rows.append(torch.cat([torch.tensor(flags, dtype=torch.float32) * 2 - 1,
-                               _DIGIT_BITS[torch.tensor(codes[1:])].reshape(-1),
-                               torch.tensor([codes[0] * 2 - 1.0])]))
-    return torch.stack(rows) if rows else torch.zeros(0, _BCD_WIDTH)
+    x = _cpu_float64(x)
+    finite = torch.isfinite(x)
+    m, q = decimal_parts(torch.where(finite, x, torch.zeros_like(x)))
+    n_digits = (m[:, None] >= _POW10[None, :]).sum(1)  # digits of m (0 for m = 0)
+    significand = m * _POW10[_SIGNIFICAND - np.maximum(n_digits, 1)]  # exactly 17 digits
+    exponent = np.where(m > 0, q + n_digits - 1, 0)
+    sig_digits = significand[:, None] // _POW10[None, _SIGNIFICAND - 1::-1] % 10
+    exp_digits = np.abs(exponent)[:, None] // _POW10[None, 2::-1] % 10
+    codes = torch.from_numpy(np.concatenate([exp_digits, sig_digits], 1))
+    flags = torch.stack([torch.signbit(x), torch.isinf(x), torch.isnan(x),
+                         torch.from_numpy(exponent < 0)], 1).float() * 2 - 1
+    return torch.cat([flags[:, :3], _DIGIT_BITS[codes].reshape(len(x), 80), flags[:, 3:]], 1)
 
 
 def decimal_bits_to_float64(bits: Tensor) -> Tensor:
-    """Inverse of decimal_bits (a 4-bit code above 9 reads as 9)."""
-    b = (bits.reshape(-1, _BCD_WIDTH) > 0).long()
-    codes = (b[:, 3:83].reshape(-1, 20, 4) * torch.tensor([8, 4, 2, 1])).sum(-1).clamp(max=9)
+    """Inverse of decimal_bits (any value > 0 is a 1; a 4-bit code above 9 reads as 9)."""
+    if bits.shape[-1] != _DECIMAL_WIDTH:
+        raise ValueError(f"expected {_DECIMAL_WIDTH} decimal bits per value, got {tuple(bits.shape)}")
+    b = (bits.detach().cpu().reshape(-1, _DECIMAL_WIDTH) > 0).long()
+    codes = (b[:, 3:-1].reshape(-1, 20, 4) * torch.tensor([8, 4, 2, 1])).sum(-1).clamp(max=9).numpy()
+    exponent = (codes[:, :3] * _POW10[2::-1]).sum(1) * np.where(b[:, -1].numpy() == 1, -1, 1)
+    significand = (codes[:, 3:] * _POW10[_SIGNIFICAND - 1::-1]).sum(1)
     out = []
-    for flag, code, exp_negative in zip(b[:, :3].tolist(), codes.tolist(), b[:, 83].tolist()):
-        negative, inf, nan = flag
-        if nan:
-            out.append(math.nan)
-            continue
-        if inf:
-            out.append(-math.inf if negative else math.inf)
-            continue
-        exponent = int("".join(map(str, code[:3]))) * (-1 if exp_negative else 1)
-        digits = "".join(map(str, code[3:]))
-        value = float(Decimal(f"{digits[0]}.{digits[1:]}e{exponent}")) if int(digits) else 0.0
-        out.append(-value if negative else value)
+    for sig, exp, (negative, inf, nan) in zip(significand.tolist(), exponent.tolist(), b[:, :3].tolist()):
+        value = math.nan if nan else math.inf if inf else float(f"{sig}e{exp - _SIGNIFICAND + 1}")
+        out.append(-value if negative and not nan else value)
     return torch.tensor(out, dtype=torch.float64)
 
 
@@ -98,14 +122,16 @@ class BitTokens(NumberEncoding):
             raise ValueError(f"head must be one of {HEADS}, got {head!r}")
         if base not in (2, 10):
             raise ValueError(f"base must be 2 or 10, got {base!r}")
+        if not isinstance(reciprocal, bool):
+            raise ValueError(f"reciprocal must be True or False, got {reciprocal!r}")
         self.combine, self.head_kind, self.reciprocal, self.base = combine, head, reciprocal, base
-        self.bits = 64 if base == 2 else _BCD_WIDTH
+        self.bits = 64 if base == 2 else _DECIMAL_WIDTH  # bits of one value (x or 1/x)
         if combine in ("sum", "product", "concat", "zero_pad") and d_model < self.width:
             raise ValueError(f"combine={combine!r} pads the {self.width}-dim encoding to d_model, "
                              f"so d_model must be >= {self.width}, got {d_model}")
         if head == "none" and d_model < self.bits:
             raise ValueError(f"head='none' reads {self.bits} logits from the hidden state; "
-                             f"d_model must be >= {self.bits}")
+                             f"d_model must be >= {self.bits}, got {d_model}")
         if combine in ("weighted", "weighted_sum"):
             self.combine_proj = nn.Linear(self.width, d_model, bias=False)
         if head == "linear":
@@ -118,19 +144,24 @@ class BitTokens(NumberEncoding):
     def width(self) -> int:
         return self.bits * (2 if self.reciprocal else 1)
 
-    def _bits(self, x: Tensor) -> Tensor:
+    def _bits(self, x) -> Tensor:
         return float64_bits(x) if self.base == 2 else decimal_bits(x)
 
     def encode(self, x) -> Tensor:
-        x = as_float64(x)
+        x = _cpu_float64(x)
         if not self.reciprocal:
             return self._bits(x)
+        with torch.no_grad():
+            reciprocal = x.reciprocal()
         if self.base == 2:  # one table lookup for x and 1/x together
-            return float64_bits(torch.stack((x, x.reciprocal()), 1).reshape(-1)).reshape(-1, 128)
-        return torch.cat([self._bits(x), self._bits(x.reciprocal())], 1)
+            return float64_bits(torch.stack((x, reciprocal), 1).reshape(-1)).reshape(-1, 128)
+        return torch.cat([self._bits(x), self._bits(reciprocal)], 1)
 
     def decode(self, encoding: Tensor) -> Tensor:
-        value_bits = encoding[..., : self.bits]
+        """Value bits (the first `bits` dims) -> float64; the reciprocal half is not needed."""
+        if encoding.dim() != 2 or encoding.shape[1] != self.width:
+            raise ValueError(f"expected an encoding of shape [N, {self.width}], got {tuple(encoding.shape)}")
+        value_bits = encoding[:, : self.bits]
         return bits_to_float64(value_bits) if self.base == 2 else decimal_bits_to_float64(value_bits)
 
     def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
@@ -149,14 +180,17 @@ class BitTokens(NumberEncoding):
         return padded * math.sqrt(self.d_model / self.width)  # zero_pad
 
     def head(self, hidden: Tensor) -> Tensor:
+        """Logits of the value bits [N, bits] (the reciprocal is input only)."""
         if self.head_kind == "none":
             return hidden[..., : self.bits]
         return self.number_head(hidden)
 
     def loss(self, head_out: Tensor, target: Tensor) -> Tensor:
-        target_bits = (self._bits(target).to(head_out.device) > 0).to(head_out.dtype)
+        """Mean BCE over the bits of the target, every bit weighted equally (section 5)."""
+        target_bits = (self._bits(target) > 0).to(device=head_out.device, dtype=head_out.dtype)
         return F.binary_cross_entropy_with_logits(head_out, target_bits)
 
     def predict(self, head_out: Tensor) -> Tensor:
+        """Threshold the logits at 0 (sigmoid 0.5) and reinterpret the bits as float64."""
         logits = head_out.detach().float().cpu()
         return bits_to_float64(logits) if self.base == 2 else decimal_bits_to_float64(logits)

@@ -3,16 +3,38 @@
 "-" and "." are their own pieces; the integer part and the fraction part are each cut left to
 right into groups of `group` digits (1: single digit, 3: triple digit as in GPT-4-style
 tokenizers). There is no [NUM] token and no number head: the LM head writes the digits.
+
+Also home of `decimal_parts`, the exact shortest decimal of a float64 that FoNE and the
+base-10 BitTokens read their digits from.
 """
 from __future__ import annotations
 
+import re
 from itertools import product
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from ..numbers import render
 from .base import NumberEncoding, as_float64
+
+_PLAIN_DECIMAL = re.compile(r"(-)?(?=\.?[0-9])([0-9]*)(?:\.([0-9]+))?")
+
+
+def decimal_parts(x) -> tuple[np.ndarray, np.ndarray]:
+    """|x| = m · 10^q exactly, from the shortest round-trip decimal of x (Python's repr):
+    m int64 with at most 17 digits, q int64. Digits below float64's precision are 0 here."""
+    values = as_float64(x).detach().cpu().abs()
+    if not torch.isfinite(values).all():
+        raise ValueError("only finite numbers have a decimal expansion, got inf or NaN")
+    m, q = [], []
+    for text in map(repr, values.tolist()):  # e.g. "1234.5", "1e-05", "1.2345e+20"
+        mantissa, _, exponent = text.partition("e")
+        integer, _, fraction = mantissa.partition(".")
+        m.append(int(integer + fraction))
+        q.append(int(exponent or 0) - len(fraction))
+    return np.array(m, dtype=np.int64), np.array(q, dtype=np.int64)
 
 
 class DigitEncoding(NumberEncoding):
@@ -30,16 +52,14 @@ class DigitEncoding(NumberEncoding):
         return list(self._pieces)
 
     def number_tokens(self, text: str) -> list[str]:
-        """"-1234.5" -> ["-", "123", "4", ".", "5"] for group 3."""
-        out = []
-        if text.startswith("-"):
-            out.append("-")
-            text = text[1:]
-        integer, point, fraction = text.partition(".")
-        if not (integer + fraction).isdigit() or (point and not fraction):
+        """"-1234.5" -> ["-", "123", "4", ".", "5"] for group 3 (ASCII digits only)."""
+        match = _PLAIN_DECIMAL.fullmatch(text) if isinstance(text, str) else None
+        if match is None:
             raise ValueError(f"not a plain decimal number: {text!r}")
+        sign, integer, fraction = match.groups()
+        out = ["-"] if sign else []
         out += [integer[i:i + self.group] for i in range(0, len(integer), self.group)]
-        if point:
+        if fraction is not None:
             out.append(".")
             out += [fraction[i:i + self.group] for i in range(0, len(fraction), self.group)]
         return out
@@ -55,8 +75,17 @@ class DigitEncoding(NumberEncoding):
         return torch.tensor([r + [-1] * (longest - len(r)) for r in ids], dtype=torch.float64).reshape(len(ids), longest)
 
     def decode(self, encoding: Tensor) -> Tensor:
-        texts = ["".join(self._pieces[int(i)] for i in row if i >= 0) for row in encoding.tolist()]
-        return torch.tensor([float(t) for t in texts], dtype=torch.float64)
+        """Piece ids (-1 = padding) -> the float64 of the text they spell."""
+        if encoding.dim() != 2:
+            raise ValueError(f"expected piece ids of shape [N, length], got {tuple(encoding.shape)}")
+        out = []
+        for row in encoding.detach().cpu().tolist():
+            if any(i != int(i) or not -1 <= i < len(self._pieces) for i in row):
+                raise ValueError(f"piece ids must be integers in [-1, {len(self._pieces)}), got {row}")
+            text = "".join(self._pieces[int(i)] for i in row if i >= 0)
+            self.number_tokens(text)  # raises on a malformed number
+            out.append(float(text))
+        return torch.tensor(out, dtype=torch.float64)
 
     def _no_head(self, *args):
         raise TypeError(f"{self.name} writes numbers as text tokens: it has no [NUM] embedding "

@@ -1,11 +1,16 @@
 """FoNE (Fourier number embeddings): (cos, sin)(2π x / T) for the periods T = 10^i, i = -31 … 17.
 
 Period 10^(k+1) reads the digit at place 10^k, so these 49 periods hold 17 integer and 32
-fraction digits (98 dims). The minus sign stays a text token (`signed = False`): FoNE encodes |x|.
+fraction digits (98 dims), zero-padded and added to the [NUM] embedding. The minus sign stays
+a text token (`signed = False`): FoNE encodes |x|.
 
 Phases are computed from the shortest decimal of x, m · 10^q with an integer m of at most 17
 digits: frac(x / 10^i) = (m mod 10^(i-q)) / 10^(i-q), exact integer arithmetic. Computing
 x / 10^i in float64 instead would turn every digit below float64's precision into noise.
+
+What it can carry: the digits of |x| at places 10^-32 … 10^16. Larger |x| wrap around (the
+encoding is |x| mod 10^17) and digits below 10^-32 are dropped; that is the encoding itself
+(its fixed m, n of the FoNE paper), which the D4 measurements show. inf and NaN raise.
 
 Head: a linear map to 98 dims; each (cos, sin) pair is scored against the ten digit prototypes
 (cos, sin)(2π j / 10) and trained with cross-entropy averaged over the digits; the prediction is
@@ -14,7 +19,6 @@ the argmax digit at each place.
 from __future__ import annotations
 
 import math
-from decimal import Decimal
 
 import numpy as np
 import torch
@@ -23,25 +27,14 @@ from torch import Tensor, nn
 
 from . import register
 from .base import NumberEncoding, as_float64
+from .digits import decimal_parts
 
 EXPONENTS = np.arange(-31, 18)  # period 10^i
 PERIODS = len(EXPONENTS)
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
+_POW10_FLOAT = np.array([float(10**k) if k <= 308 else np.inf for k in range(400)])
 _PROTOTYPES = torch.stack([torch.cos(2 * math.pi * torch.arange(10) / 10),
                            torch.sin(2 * math.pi * torch.arange(10) / 10)], 1)  # [10, 2]
-
-
-def decimal_parts(x: Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """|x| = m · 10^q exactly as its shortest decimal; m int64 (< 10^17), q int64."""
-    m = np.zeros(len(x), dtype=np.int64)
-    q = np.zeros(len(x), dtype=np.int64)
-    for i, v in enumerate(as_float64(x).abs().tolist()):
-        if not math.isfinite(v):
-            raise ValueError(f"FoNE encodes finite numbers only, got {v}")
-        if v:
-            _, digits, exp = Decimal(repr(v)).as_tuple()
-            m[i] = int("".join(map(str, digits)))
-            q[i] = exp
-    return m, q
 
 
 def phases(x: Tensor) -> np.ndarray:
@@ -49,9 +42,9 @@ def phases(x: Tensor) -> np.ndarray:
     m, q = decimal_parts(x)
     shift = EXPONENTS[None, :] - q[:, None]  # i - q: how many of m's digits sit below the period
     kept = np.clip(shift, 0, 18)  # m < 10^17, so 10^18 keeps all of it
-    remainder = m[:, None] % (10 ** kept)
-    with np.errstate(over="ignore"):  # 10^shift beyond float64 range: the phase is 0
-        return np.where(shift <= 0, 0.0, remainder / 10.0 ** shift.astype(np.float64))
+    remainder = m[:, None] % _POW10[kept]
+    # 10^shift beyond float64 range (inf) gives phase 0: the true phase is below 1e-290
+    return np.where(shift <= 0, 0.0, remainder / _POW10_FLOAT[np.clip(shift, 0, 399)])
 
 
 def digits_at(x: Tensor) -> np.ndarray:
@@ -59,18 +52,19 @@ def digits_at(x: Tensor) -> np.ndarray:
     m, q = decimal_parts(x)
     shift = EXPONENTS[None, :] - q[:, None]
     below = np.clip(shift - 1, 0, 18)
-    digit = (m[:, None] // (10 ** below)) % 10
+    digit = (m[:, None] // _POW10[below]) % 10
     return np.where((shift >= 1) & (shift - 1 <= 17), digit, 0)
 
 
 def digits_to_float64(digits: np.ndarray) -> Tensor:
-    """Digits per period (place 10^(i-1)) -> float64, exact through a decimal string."""
-    out = []
-    for row in np.asarray(digits):
-        integer = "".join(map(str, row[:31:-1])).lstrip("0") or "0"  # places 10^16 … 10^0
-        fraction = "".join(map(str, row[31::-1])).rstrip("0")  # places 10^-1 … 10^-32
-        out.append(float(Decimal(f"{integer}.{fraction or '0'}")))
-    return torch.tensor(out, dtype=torch.float64)
+    """Digits per period (column j reads place 10^(j-32)) -> float64, correctly rounded from
+    the exact decimal: integer places 10^0…10^16 and two halves of 16 fraction places."""
+    d = np.asarray(digits, dtype=np.int64).reshape(-1, PERIODS)
+    integer = (d[:, 32:] * _POW10[:17]).sum(1)  # < 10^17, exact in int64
+    high = (d[:, 16:32] * _POW10[:16]).sum(1)  # places 10^-1 … 10^-16
+    low = (d[:, :16] * _POW10[:16]).sum(1)  # places 10^-17 … 10^-32
+    text = (f"{i}.{h:016d}{l:016d}" for i, h, l in zip(integer.tolist(), high.tolist(), low.tolist()))
+    return torch.tensor([float(t) for t in text], dtype=torch.float64)
 
 
 @register
@@ -96,7 +90,9 @@ class FoNE(NumberEncoding):
         """Digits from the finest period up: d = round(10·phase_i − r) mod 10, where r is the
         phase the digits already decoded below imply. Using r instead of the measured lower
         phase keeps a noisy all-zero place (phase 1 − ε) from reading as 9."""
-        pairs = encoding.double().reshape(-1, PERIODS, 2)
+        if encoding.dim() != 2 or encoding.shape[1] != self.width:
+            raise ValueError(f"expected an encoding of shape [N, {self.width}], got {tuple(encoding.shape)}")
+        pairs = encoding.detach().cpu().double().reshape(-1, PERIODS, 2)
         phase = (torch.atan2(pairs[..., 1], pairs[..., 0]) / (2 * math.pi)) % 1.0
         digits = torch.zeros(phase.shape, dtype=torch.long)
         below = torch.zeros(phase.shape[0], dtype=torch.float64)
@@ -115,8 +111,10 @@ class FoNE(NumberEncoding):
         return pairs @ _PROTOTYPES.to(pairs).T
 
     def loss(self, head_out: Tensor, target: Tensor) -> Tensor:
+        """Cross-entropy of the digit logits against the 49 digits of |target|, mean over digits."""
         digits = torch.from_numpy(digits_at(as_float64(target).abs())).to(head_out.device)
         return F.cross_entropy(head_out.reshape(-1, 10).float(), digits.reshape(-1))
 
     def predict(self, head_out: Tensor) -> Tensor:
+        """The argmax digit at every place, assembled as an exact decimal, then rounded to float64."""
         return digits_to_float64(head_out.detach().argmax(-1).cpu().numpy())

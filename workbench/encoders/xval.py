@@ -1,10 +1,19 @@
 """xVal: one learned [NUM] embedding multiplied by a scalar that stands for the number.
 
-The paper rescales logarithmically so the whole task range fits in ±5 (section 6):
+The BitTokens paper rescales logarithmically so the task range fits in ±5 (section 6):
     s(x) = sign(x) · (log10|x| / 6 + 2.5)  for |x| >= 1e-14,  s = 0 otherwise.
-[1e-14, 1e15] maps to ±[0.17, 5]; below 1e-14 everything is 0, and above 1e15 the scale leaves
-±5, where normalization layers interfere (the paper's D4/D5 point). The head is an MLP
-d -> 4d -> 1 trained with MSE on s(target); the prediction inverts the scaling.
+
+What the scaling can and cannot represent (the paper's D4 point):
+  - 1e-14 <= |x| <= 1e15 maps to ±[1/6, 5], one-to-one; decode inverts it up to float64
+    rounding of s (relative error ~1e-14, not bit-exact: s carries log10|x| with an absolute
+    precision of ~1e-16, which spends most of float64's digits on the exponent).
+  - |x| < 1e-14 all map to 0: sign and value are lost (decode gives 0). The cut-off is needed:
+    for |x| < 1e-15 the bracket is negative, so a tiny positive x would land on the scale of a
+    negative number (s(1e-20) = s(-1e-10) = -5/6): the sign would become ambiguous.
+  - |x| > 1e15 is still invertible but leaves ±5, where normalization layers squash it (D5).
+  - inf and NaN have no scale: encode and loss raise ValueError.
+The head is an MLP d -> 4d -> 1 (GELU) trained with MSE on s(target); the prediction is
+s^-1 of the head output.
 """
 from __future__ import annotations
 
@@ -18,15 +27,19 @@ from .base import NumberEncoding, as_float64
 SMALLEST = 1e-14
 
 
-def scale(x: Tensor) -> Tensor:
-    x = as_float64(x)
+def scale(x) -> Tensor:
+    """s(x) of the module docstring, float64."""
+    x = as_float64(x).detach()
+    if not torch.isfinite(x).all():
+        raise ValueError("xVal scales finite numbers only, got inf or NaN")
     magnitude = x.abs()
     s = torch.sign(x) * (torch.log10(magnitude.clamp(min=SMALLEST)) / 6 + 2.5)
     return torch.where(magnitude >= SMALLEST, s, torch.zeros_like(s))
 
 
 def unscale(s: Tensor) -> Tensor:
-    s = s.double()
+    """s^-1: sign(s) · 10^(6 (|s| - 2.5)), and 0 for s = 0."""
+    s = s.detach().double()
     return torch.where(s == 0, torch.zeros_like(s), torch.sign(s) * 10 ** (6 * (s.abs() - 2.5)))
 
 
@@ -47,6 +60,8 @@ class XVal(NumberEncoding):
         return scale(x).unsqueeze(-1)
 
     def decode(self, encoding: Tensor) -> Tensor:
+        if encoding.dim() != 2 or encoding.shape[1] != 1:
+            raise ValueError(f"expected an encoding of shape [N, 1], got {tuple(encoding.shape)}")
         return unscale(encoding.reshape(-1))
 
     def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
@@ -59,4 +74,4 @@ class XVal(NumberEncoding):
         return F.mse_loss(head_out.float(), scale(target).to(head_out.device, torch.float32))
 
     def predict(self, head_out: Tensor) -> Tensor:
-        return unscale(head_out.detach().cpu())
+        return unscale(head_out.cpu())
