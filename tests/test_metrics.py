@@ -1,7 +1,6 @@
-"""Metrics against the paper's formulas, written out with fractions/decimal/statistics."""
+"""Metrics against the paper's formulas, written out with fractions/statistics as oracles."""
 import math
 import statistics
-from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
@@ -10,79 +9,131 @@ from hypothesis import given, strategies as st
 
 from workbench import metrics
 
+EPS = Fraction(1, 10**100)
+finite = st.floats(allow_nan=False, allow_infinity=False)
+
 
 def oracle_log_smape(p, t):
+    """Eq. 1-2 in exact rational arithmetic; only the final log10 is a float."""
     if not math.isfinite(p):
         return 0.0
-    num = abs(Fraction(p) - Fraction(t))
-    den = abs(Fraction(t)) + abs(Fraction(p)) + Fraction(1, 10**100)
-    s = num / den + Fraction(1, 10**100)
-    return min(1.0, -math.log10(s) / 15) if s > 0 else 1.0
+    s = abs(Fraction(p) - Fraction(t)) / (abs(Fraction(t)) + abs(Fraction(p)) + EPS)
+    return min(1.0, -math.log10(s + EPS) / 15)
 
 
 @pytest.mark.parametrize("p,t", [(1.0, 1.0), (0.0, 0.0), (7.0, 8.0), (123.456, 123.457),
-                                 (-5.0, 5.0), (1e15, 1e-14), (3.14159, 3.14), (1e308, -1e308)])
+                                 (-5.0, 5.0), (1e15, 1e-14), (3.14159, 3.14), (1e308, -1e308),
+                                 (5e-324, 0.0), (1.7976931348623157e308, 1e308)])
 def test_log_smape_matches_eq_2(p, t):
-    assert metrics.log_smape(p, t) == pytest.approx(oracle_log_smape(p, t), abs=1e-12)
+    assert float(metrics.log_smape(p, t)) == pytest.approx(oracle_log_smape(p, t), abs=1e-12)
 
 
-def test_log_smape_counts_correct_digits():
-    # an error in the 4th significant digit: about 3-4 of 15 digits right
-    score = float(metrics.log_smape(1235.0, 1234.0))
-    assert 3 / 15 < score < 4 / 15
-    assert float(metrics.log_smape(2.0, 2.0)) == 1.0
+@given(finite | st.just(math.nan), finite)
+def test_log_smape_matches_eq_2_everywhere(p, t):
+    assert float(metrics.log_smape(p, t)) == pytest.approx(oracle_log_smape(p, t), abs=1e-12)
 
 
-def test_log_smape_nan_and_inf_predictions_score_zero():
+def test_log_smape_by_hand():
+    # sMAPE(1001, 999) = 2 / 2000 = 1e-3: three of 15 digits -> 0.2, as in the paper's reading
+    assert float(metrics.log_smape(1001.0, 999.0)) == pytest.approx(3 / 15, abs=1e-12)
+    # sMAPE(2, 1) = 1/3: less than one digit right
+    assert float(metrics.log_smape(2.0, 1.0)) == pytest.approx(math.log10(3) / 15, abs=1e-15)
+    # an error in the 4th significant digit
+    assert 3 / 15 < float(metrics.log_smape(1235.0, 1234.0)) < 4 / 15
+    # exact match and opposite signs are the two ends of the scale
+    assert list(metrics.log_smape([2.0, 0.0, -3.0], [2.0, 0.0, 3.0])) == [1.0, 1.0, 0.0]
+
+
+def test_log_smape_shapes_and_bad_inputs():
+    out = metrics.log_smape([[1.0, 2.0], [3.0, 4.0]], 2.0)
+    assert out.shape == (2, 2) and out[0, 1] == 1.0
     assert list(metrics.log_smape([math.nan, math.inf, -math.inf], [1.0, 1.0, 1.0])) == [0, 0, 0]
+    with pytest.raises(ValueError, match="finite"):
+        metrics.log_smape(1.0, math.nan)
+    with pytest.raises(ValueError, match="finite"):
+        metrics.exact_match(1.0, math.inf)
 
 
 def oracle_exact(p, t):
+    """Round the written (shortest) decimal of each value to 15 significant digits half-to-even
+    with integers and Fractions, then compare sign, exponent and digits."""
     def key(x):
-        f = Fraction(x)
+        f = Fraction(repr(x))
         if f == 0:
             return (0,)
-        sign, a = (f < 0), abs(f)
-        e = math.floor(math.log10(a))
+        a = abs(f)
+        e = len(str(a.numerator)) - len(str(a.denominator))  # within one of floor(log10 a)
         while a >= Fraction(10) ** (e + 1):
             e += 1
         while a < Fraction(10) ** e:
             e -= 1
-        # round the shortest decimal (what is written) to 15 digits, half-even
-        d = Decimal(repr(x))
-        q = d.quantize(Decimal(1).scaleb(d.adjusted() - 14), rounding="ROUND_HALF_EVEN")
-        return (sign, q.normalize())
-    if not (math.isfinite(p) and math.isfinite(t)):
-        return False
-    return key(p) == key(t)
+        digits = round(a / Fraction(10) ** (e - 14))  # round(Fraction) is half-to-even
+        if digits == 10**15:
+            digits, e = 10**14, e + 1
+        return (f < 0, e, digits)
+    return math.isfinite(p) and key(p) == key(t)
 
 
-@given(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300),
-       st.integers(min_value=-3, max_value=3))
-def test_exact_match_against_decimal(x, ulps):
+@given(st.floats(allow_nan=False, allow_infinity=False), st.integers(min_value=-3, max_value=3))
+def test_exact_match_against_fraction_oracle(x, ulps):
     y = x
     for _ in range(abs(ulps)):
         y = math.nextafter(y, math.inf if ulps > 0 else -math.inf)
     assert bool(metrics.exact_match(y, x)[0]) == oracle_exact(y, x)
 
 
+@given(st.decimals(min_value=-10**20, max_value=10**20, allow_nan=False, allow_infinity=False,
+                   places=20), st.integers(min_value=14, max_value=17))
+def test_exact_match_against_fraction_oracle_on_near_ties(d, digits):
+    # values written with 14-17 digits: the 15-digit rounding boundary is where errors would hide
+    x = float(f"{d:.{digits}g}")
+    y = float(f"{d:.{digits - 1}g}")
+    assert bool(metrics.exact_match(y, x)[0]) == oracle_exact(y, x)
+
+
 def test_exact_match_cases():
-    assert list(metrics.exact_match([1.0, 1.0000000000000002, 123456789012345.6, 1.0, -1.0, math.nan],
-                                    [1.0, 1.0, 123456789012345.0, 1.1, 1.0, math.nan])) == \
-        [True, True, False, False, False, False]
+    pred = [1.0, 1.0000000000000002, 123456789012345.6, 1.0, -1.0, math.nan, 0.0, 99.99999999999999]
+    target = [1.0, 1.0, 123456789012345.0, 1.1, 1.0, 1.0, -0.0, 100.0]
+    assert list(metrics.exact_match(pred, target)) == [True, True, False, False, False, False, True,
+                                                       True]
 
 
 def test_generalized_mean_is_harmonic_geometric_arithmetic():
-    p = [0.2, 0.5, 0.9]
+    p = [0.2, 0.5, 0.9, 0.05]
     assert metrics.generalized_mean(p, -1, eps=0) == pytest.approx(statistics.harmonic_mean(p))
     assert metrics.generalized_mean(p, 0, eps=0) == pytest.approx(statistics.geometric_mean(p))
     assert metrics.generalized_mean(p, 1, eps=0) == pytest.approx(statistics.mean(p))
+    # lam=0 is the limit of eq. 15
+    assert metrics.generalized_mean(p, 1e-9, eps=0) == pytest.approx(
+        metrics.generalized_mean(p, 0, eps=0), rel=1e-6)
+    # eps shifts every score before the mean
+    assert metrics.generalized_mean([0.0, 1.0], -1, eps=0.5) == pytest.approx(
+        statistics.harmonic_mean([0.5, 1.5]))
+    assert metrics.generalized_mean([0.0, 1.0], 1, eps=0) == 0.5
+
+
+@pytest.mark.parametrize("bad,lam", [([], -1), ([0.0, 1.0], -1), ([0.0], 0), ([-0.5], 1),
+                                     ([math.nan], -1)])
+def test_generalized_mean_rejects_bad_scores(bad, lam):
     with pytest.raises(ValueError):
-        metrics.generalized_mean([])
+        metrics.generalized_mean(bad, lam, eps=0)
 
 
-def test_interval_sorting_perplexity():
-    assert list(metrics.interval_accuracy(["A", " b", "C"], ["A", "B", "D"])) == [True, True, False]
-    assert list(metrics.sorting_accuracy([[1, 2], [2, 1], None, [1]], [[1, 2], [1, 2], [1], [1, 2]])) == \
-        [True, False, False, False]
+def test_interval_and_sorting_accuracy():
+    assert list(metrics.interval_accuracy(["A", " B", "C", None, "b"], ["A", "B", "D", "A", "B"])) == \
+        [True, True, False, False, False]
+    assert list(metrics.sorting_accuracy([[1, 2], [2, 1], None, [1], [0.1, 0.2]],
+                                         [[1, 2], [1, 2], [1], [1, 2], [0.1, 0.2000000000000001]])) == \
+        [True, False, False, False, False]
+    with pytest.raises(ValueError, match="targets"):
+        metrics.interval_accuracy(["A"], ["A", "B"])
+    with pytest.raises(ValueError, match="targets"):
+        metrics.sorting_accuracy([[1]], [])
+
+
+def test_perplexity():
     assert metrics.perplexity(math.log(50.0)) == pytest.approx(50.0)
+    assert metrics.perplexity(0.0) == 1.0
+    assert metrics.perplexity(np.float32(1000.0)) == math.inf
+    with pytest.raises(ValueError):
+        metrics.perplexity(math.nan)

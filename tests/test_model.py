@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from workbench import encoders
-from workbench.data import pack
+from workbench.data import pack, shard
 from workbench.evaluate import generate, score
 from workbench.model import GPT, packed_mask, preset
 from workbench.tokenizer import Tokenizer
@@ -18,12 +18,16 @@ def tok():
 def tiny(tok, name="bittokens"):
     torch.manual_seed(0)
     cfg = preset("cpu-tiny")
-    return GPT(cfg, encoders.get(name, d_model=cfg.d_model), Tokenizer(name).vocab_size if name != "bittokens"
-               else tok.vocab_size, tok.num_id)
+    vocab = tok.vocab_size if name == "bittokens" else Tokenizer(name).vocab_size
+    model = GPT(cfg, encoders.get(name, d_model=cfg.d_model), vocab, tok.num_id)
+    for block in model.blocks:  # the zero-initialised output projections would hide cross-talk
+        torch.nn.init.normal_(block.attn.proj.weight, std=0.05)
+        torch.nn.init.normal_(block.down.weight, std=0.05)
+    return model
 
 
-def batch_of(tok, pairs, context=40):
-    return pack([tok.sample(p, a) for p, a in pairs] * 12, 2, context, tok.pad_id)
+def batch_of(tok, pairs, context=40, rows=2):
+    return pack([tok.sample(p, a) for p, a in pairs] * 12, rows, context, tok.pad_id, tok.num_id)
 
 
 def test_pack_restarts_positions_and_masks_questions(tok):
@@ -47,7 +51,7 @@ def test_attention_never_crosses_a_sample_boundary(tok):
         output.retain_grad()
         captured["emb"] = output
     model.wte.register_forward_hook(keep)
-    logits, _ = model(b["ids"], b["values"], b["positions"], packed_mask(b["doc_ids"]))
+    logits, _ = model(b["ids"], b["values"], b["positions"], b["doc_ids"])
     doc = b["doc_ids"][0]
     logits[0, doc == 1].sum().backward()
     grad = captured["emb"].grad[0].abs().sum(-1)
@@ -62,21 +66,60 @@ def test_number_head_reads_positions_whose_next_token_is_num(tok):
     seen = []
     original = model.number.head
     model.number.head = lambda h: seen.append(h.shape[0]) or original(h)
-    loss, parts = model.loss(b)
-    expected = int((b["loss_mask"] & (b["targets"] == tok.num_id)).sum())
-    assert seen == [expected] and expected > 0
-    assert "number" in parts and torch.isfinite(loss)
+    _, losses = model(**b)
+    expected = b["loss_mask"] & (b["targets"] == tok.num_id)
+    assert seen == [int(expected.sum())] and expected.sum() > 0
+    # every such position sits on <|eoq|> (the answer is one number) and has the answer as value
+    assert (b["ids"][expected] == tok.eoq_id).all()
+    assert set(b["target_values"][expected].tolist()) == {3.5, 36.0}
+    assert torch.isfinite(losses["loss"])
+    assert torch.allclose(losses["loss"], losses["ce"] + 10 * losses["number"])
+
+
+def test_packed_sample_gives_the_same_logits_as_the_sample_alone(tok):
+    """Positions restart and nothing leaks in: a sample's logits do not depend on its neighbours."""
+    model = tiny(tok).eval()
+    b = batch_of(tok, [("1.5 + 2", "3.5"), ("12 * 3", "36"), ("<|min|>4, 2, 9", "2")], context=60)
+    logits, _ = model(b["ids"], b["values"], b["positions"], b["doc_ids"])
+    row, doc = 1, int(b["doc_ids"][1, 20])
+    at = b["doc_ids"][row] == doc
+    assert b["positions"][row][at][0] == 0 and at.nonzero()[0, 0] > 0
+    alone, _ = model(b["ids"][row][at][None], b["values"][row][at][None], b["positions"][row][at][None],
+                     torch.zeros(1, int(at.sum()), dtype=torch.long))
+    assert torch.allclose(logits[row][at], alone[0], atol=1e-5)
+
+
+def test_global_counts_make_row_slices_add_up_to_the_whole_batch(tok):
+    """What data-parallel training relies on: losses of row slices, each divided by the counts of the
+    whole batch, sum to the loss of the whole batch."""
+    model = tiny(tok)
+    b = batch_of(tok, [("1.5 + 2", "3.5"), ("12 * 3", "36"), ("7 - 10", "-3")], context=30, rows=4)
+    _, whole = model(**b)
+    parts = [model(**shard(b, rank, 2, "cpu"))[1] for rank in range(2)]
+    for key in ("loss", "ce", "number"):
+        assert torch.allclose(whole[key], parts[0][key] + parts[1][key], atol=1e-5)
+    assert torch.allclose(whole["ce"], torch.nn.functional.cross_entropy(
+        model(b["ids"], b["values"], b["positions"], b["doc_ids"])[0][b["loss_mask"]], b["targets"][b["loss_mask"]]),
+        atol=1e-5)
 
 
 def test_param_groups_partition_every_parameter(tok):
-    for name in ["bittokens", "xval", "fone"]:
-        model = tiny(tok, name)
+    for name, options in [("bittokens", {}), ("bittokens", {"combine": "weighted"}), ("xval", {}),
+                          ("fone", {}), ("single_digit", {})]:
+        cfg = preset("cpu-tiny")
+        model = GPT(cfg, encoders.get(name, d_model=cfg.d_model, **options), 3000)
         groups = model.param_groups()
         ids = [id(p) for ps in groups.values() for p in ps]
-        assert sorted(ids) == sorted(id(p) for p in model.parameters())
-        assert all(p.ndim == 2 for p in groups["hidden"])
+        assert sorted(ids) == sorted(id(p) for p in model.parameters())  # each exactly once
+        assert all(p.ndim == 2 for p in groups["hidden"]) and len(groups["hidden"]) == 4 * cfg.n_layer
         assert any(p is model.lm_head.weight for p in groups["head"])
         assert any(p is model.wte.weight for p in groups["embedding"])
+        for p in model.number.parameters():  # number head -> head, combination layers -> embedding
+            assert any(p is q for q in groups["head"] + groups["embedding"] + groups["scalar"])
+        if hasattr(model.number, "number_head"):
+            assert all(any(p is q for q in groups["head"]) for p in model.number.number_head.parameters())
+        if options:
+            assert any(p is model.number.combine_proj.weight for p in groups["embedding"])
 
 
 def test_kv_cache_matches_full_recompute(tok):
@@ -85,14 +128,14 @@ def test_kv_cache_matches_full_recompute(tok):
     ids, values = torch.from_numpy(ids)[None], torch.from_numpy(values)[None]
     T = ids.shape[1]
     pos = torch.arange(T)[None]
-    full, _ = model(ids, values, pos, packed_mask(torch.zeros(1, T, dtype=torch.long)))
+    full = model.trunk(ids, values, pos, packed_mask(torch.zeros(1, T, dtype=torch.long)))
     cache = [[] for _ in model.blocks]
     k = 5
-    first, _ = model(ids[:, :k], values[:, :k], pos[:, :k], packed_mask(torch.zeros(1, k, dtype=torch.long)), cache)
+    first = model.trunk(ids[:, :k], values[:, :k], pos[:, :k], packed_mask(torch.zeros(1, k, dtype=torch.long)), cache)
     steps = [first[:, -1]]
     for t in range(k, T):
-        out, _ = model(ids[:, t:t + 1], values[:, t:t + 1], pos[:, t:t + 1],
-                       torch.ones(1, 1, 1, t + 1, dtype=torch.bool), cache)
+        out = model.trunk(ids[:, t:t + 1], values[:, t:t + 1], pos[:, t:t + 1],
+                          torch.ones(1, 1, 1, t + 1, dtype=torch.bool), cache)
         steps.append(out[:, -1])
     assert torch.allclose(torch.stack(steps[:-1], 1), full[:, k - 1:-1], atol=1e-4)
 

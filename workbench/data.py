@@ -34,8 +34,11 @@ def make_pool(task: str, n: int, tokenizer: Tokenizer, seed: int, split: str, **
     return Pool(task, frame, samples, frame["difficulty"].to_numpy(), frame["difficulty_sd"].to_numpy())
 
 
-def pack(samples, batch_size: int, context: int, pad_id: int) -> dict[str, torch.Tensor]:
-    """Concatenate samples into [B, context] inputs/targets; the last one in a row is cut."""
+def pack(samples, batch_size: int, context: int, pad_id: int, num_id: int = 4) -> dict[str, torch.Tensor]:
+    """Concatenate samples into [B, context] inputs/targets; the last one in a row is cut.
+
+    Also returns the loss denominators of the whole batch (`ce_count`, `number_count`), so that
+    data-parallel ranks, each with a slice of the rows, average to the loss of the whole batch."""
     width = context + 1
     ids = np.full((batch_size, width), pad_id, dtype=np.int64)
     values = np.zeros((batch_size, width))
@@ -55,11 +58,21 @@ def pack(samples, batch_size: int, context: int, pad_id: int) -> dict[str, torch
             row, col = row + 1, 0
     if row < batch_size:
         raise ValueError(f"not enough samples to fill {batch_size} rows of {context} tokens")
-    same_doc = doc[:, 1:] == doc[:, :-1]
+    loss_mask = mask[:, 1:] & (doc[:, 1:] == doc[:, :-1])
     t = torch.from_numpy
     return {"ids": t(ids[:, :-1]), "values": t(values[:, :-1]), "positions": t(pos[:, :-1]),
             "doc_ids": t(doc[:, :-1]), "targets": t(ids[:, 1:]), "target_values": t(values[:, 1:]),
-            "loss_mask": t(mask[:, 1:] & same_doc)}
+            "loss_mask": t(loss_mask), "ce_count": torch.tensor(max(1, int(loss_mask.sum()))),
+            "number_count": torch.tensor(max(1, int((loss_mask & (ids[:, 1:] == num_id)).sum())))}
+
+
+def shard(batch: dict[str, torch.Tensor], rank: int, world: int, device) -> dict[str, torch.Tensor]:
+    """Rows of this rank (the batch's counts stay global), moved to `device`."""
+    rows = batch["ids"].shape[0]
+    if rows % world:
+        raise ValueError(f"{rows} rows do not split evenly over {world} processes")
+    per = rows // world
+    return {k: (v if v.ndim == 0 else v[rank * per:(rank + 1) * per]).to(device) for k, v in batch.items()}
 
 
 def draw(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Generator,

@@ -37,19 +37,19 @@ def generate(model: GPT, tok: Tokenizer, prompts: list[str], max_new_tokens: int
     causal = torch.ones(L, L, dtype=torch.bool).tril()
     mask = ((doc[:, :, None] == doc[:, None, :]) & causal)[:, None]
     cache = [[] for _ in model.blocks]
-    logits, hidden = model(ids.to(device), values.to(device), pos.to(device), mask.to(device), cache)
+    hidden = model.trunk(ids.to(device), values.to(device), pos.to(device), mask.to(device), cache)[:, -1]
     keys = doc == 0  # which cached keys a new token may attend to
     out_ids = [[] for _ in range(B)]
     out_values = [[] for _ in range(B)]
     done = torch.zeros(B, dtype=torch.bool)
     next_pos = pos[:, -1] + 1
     for _ in range(max_new_tokens):
-        token = logits[:, -1].argmax(-1).cpu()
+        token = model.lm_head(hidden).argmax(-1).cpu()
         value = torch.zeros(B, dtype=torch.float64)
         if model.number.single_token:
             is_num = token == tok.num_id
             if is_num.any():
-                head = model.number.head(hidden[:, -1][is_num.to(device)].float())
+                head = model.number.head(hidden[is_num.to(device)])
                 value[is_num] = model.number.predict(head).cpu()
         for b in range(B):
             if not done[b]:
@@ -59,9 +59,8 @@ def generate(model: GPT, tok: Tokenizer, prompts: list[str], max_new_tokens: int
         if done.all():
             break
         keys = torch.cat([keys, torch.ones(B, 1, dtype=torch.bool)], 1)
-        logits, hidden = model(token[:, None].to(device), value[:, None].to(device),
-                               next_pos[:, None].clamp(max=model.rope_cos.shape[0] - 1).to(device),
-                               keys[:, None, None].to(device), cache)
+        hidden = model.trunk(token[:, None].to(device), value[:, None].to(device), next_pos[:, None].to(device),
+                             keys[:, None, None].to(device), cache)[:, -1]
         next_pos += 1
     texts = []
     for i, v in zip(out_ids, out_values):
@@ -117,7 +116,8 @@ def evaluate(model: GPT, tok: Tokenizer, frames: dict[str, pd.DataFrame], batch_
 
 def summarize(samples: pd.DataFrame) -> pd.DataFrame:
     """Per task: mean score (log-sMAPE or accuracy), exact match, tokens per problem (Table 5)."""
-    return samples.groupby("task").agg(score=("score", "mean"), exact=("exact", "mean"),
-                                       input_tokens=("input_tokens", "mean"),
-                                       output_tokens=("output_tokens", "mean"),
-                                       n=("score", "size")).reset_index()
+    summary = samples.groupby("task").agg(score=("score", "mean"), exact=("exact", "mean"),
+                                          input_tokens=("input_tokens", "mean"),
+                                          output_tokens=("output_tokens", "mean"),
+                                          n=("score", "size")).reset_index()
+    return summary.assign(tokens=summary.input_tokens + summary.output_tokens)

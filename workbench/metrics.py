@@ -1,6 +1,8 @@
 """Scores of the paper: log-sMAPE (eq. 1-2), exact match, list and interval accuracy, eq. 15.
 
-All functions are elementwise over array-likes unless they reduce (generalized_mean, perplexity).
+The per-sample scores are elementwise over scalars, lists or arrays; generalized_mean and
+perplexity reduce. A prediction may be anything (NaN, inf: it scores 0 / no match); a target
+must be a finite number, because a score against a broken label would be meaningless.
 """
 from __future__ import annotations
 
@@ -9,75 +11,95 @@ from decimal import ROUND_HALF_EVEN, Context, Decimal
 
 import numpy as np
 
-EPS = 1e-100
-MAX_DIGITS = 15  # M of eq. 2
+EPS = 1e-100  # epsilon of eq. 1 and eq. 2
+MAX_DIGITS = 15  # M of eq. 2: the most significant digits a task asks for
+
+
+def _pred_target(pred, target) -> tuple[np.ndarray, np.ndarray]:
+    p = np.asarray(pred, dtype=np.float64)
+    t = np.asarray(target, dtype=np.float64)
+    if not np.all(np.isfinite(t)):
+        raise ValueError(f"targets must be finite numbers, got {t[~np.isfinite(t)][:5]}")
+    return np.broadcast_arrays(p, t)
 
 
 def smape(pred, target) -> np.ndarray:
-    """Eq. 1: |p - t| / (|t| + |p| + eps), computed at half scale so huge values do not overflow."""
-    p = np.asarray(pred, dtype=np.float64) / 2
-    t = np.asarray(target, dtype=np.float64) / 2
+    """Eq. 1: |p - t| / (|t| + |p| + eps). Computed on halves so 1e308 - -1e308 cannot overflow
+    (halving changes no ratio; it only flushes values below 1e-323, where eps dominates anyway)."""
+    p, t = _pred_target(pred, target)
+    p, t = p / 2, t / 2
     with np.errstate(invalid="ignore", over="ignore"):
         return np.abs(p - t) / (np.abs(t) + np.abs(p) + EPS / 2)
 
 
 def log_smape(pred, target) -> np.ndarray:
-    """Eq. 2: min(1, -log10(sMAPE + eps) / 15): the fraction of the 15 digits right before the
-    first error. A NaN or infinite prediction scores 0."""
+    """Eq. 2: min(1, -log10(sMAPE + eps) / 15), the fraction of the 15 digits that are right up
+    to the first error. A NaN or infinite prediction scores 0."""
     s = smape(pred, target)
-    score = np.minimum(1.0, -np.log10(s + EPS) / MAX_DIGITS)
-    bad = ~np.isfinite(np.asarray(pred, dtype=np.float64)) | ~np.isfinite(score)
-    return np.where(bad, 0.0, np.maximum(score, 0.0))
+    with np.errstate(invalid="ignore"):
+        score = np.minimum(1.0, -np.log10(s + EPS) / MAX_DIGITS)
+    finite = np.isfinite(np.asarray(pred, dtype=np.float64)) & np.isfinite(score)
+    return np.where(finite, np.maximum(score, 0.0), 0.0)  # maximum: -0.0 -> 0.0 when p = -t
 
 
-_ROUND15 = Context(prec=MAX_DIGITS, rounding=ROUND_HALF_EVEN)
+_ROUND = Context(prec=MAX_DIGITS, rounding=ROUND_HALF_EVEN)
 
 
-def _digits15(x: float):
-    if not math.isfinite(x):
-        return None
+def _first_digits(x: float):
+    """(sign, digits, exponent) of x rounded half-to-even to 15 significant digits from its
+    shortest decimal (repr): what a 15-digit answer writes. Zero is (0, (0,), 0) for both signs."""
     if x == 0:
         return (0, (0,), 0)
-    d = _ROUND15.plus(Decimal(repr(x))).normalize()
-    return d.as_tuple()
+    return _ROUND.plus(Decimal(repr(x))).normalize().as_tuple()
 
 
 def exact_match(pred, target) -> np.ndarray:
-    """Same sign, same decimal exponent and the same first 15 significant digits (both rounded
-    half-to-even to 15 digits from their shortest decimal). NaN/inf never match."""
-    p = np.atleast_1d(np.asarray(pred, dtype=np.float64))
-    t = np.atleast_1d(np.asarray(target, dtype=np.float64))
-    p, t = np.broadcast_arrays(p, t)
-    out = np.fromiter(((a := _digits15(float(x))) is not None and a == _digits15(float(y))
-                       for x, y in zip(p.ravel(), t.ravel())), dtype=bool, count=p.size)
+    """Same sign, same decimal exponent and the same first 15 significant digits. NaN/inf
+    predictions never match. Always at least 1-D (a scalar pair gives shape [1])."""
+    p, t = _pred_target(np.atleast_1d(pred), np.atleast_1d(target))
+    out = np.array([math.isfinite(a) and _first_digits(a) == _first_digits(b)
+                    for a, b in zip(p.ravel().tolist(), t.ravel().tolist())], dtype=bool)
     return out.reshape(p.shape)
 
 
+def _pairs(preds, targets, what: str) -> list:
+    preds, targets = list(preds), list(targets)
+    if len(preds) != len(targets):
+        raise ValueError(f"{len(preds)} predicted {what} but {len(targets)} targets")
+    return list(zip(preds, targets))
+
+
 def interval_accuracy(pred_letters, target_letters) -> np.ndarray:
-    """Letter match after stripping spaces and case ("b" == "B")."""
-    return np.array([str(p).strip().upper() == str(t).strip().upper()
-                     for p, t in zip(pred_letters, target_letters)], dtype=bool)
+    """Exact letter match ("B" == " B "; "b" != "B", the answer is a capital letter A-F)."""
+    return np.array([p is not None and str(p).strip() == str(t).strip()
+                     for p, t in _pairs(pred_letters, target_letters, "letters")], dtype=bool)
 
 
 def sorting_accuracy(pred_lists, target_lists) -> np.ndarray:
-    """The whole list must be right: same length, every element equal as float64."""
+    """The whole list must be right: same length and every element equal as float64."""
     def same(p, t):
-        return p is not None and len(p) == len(t) and all(float(a) == float(b) for a, b in zip(p, t))
-    return np.array([same(p, t) for p, t in zip(pred_lists, target_lists)], dtype=bool)
+        return (p is not None and len(p) == len(t)
+                and all(float(a) == float(b) for a, b in zip(p, t)))
+    return np.array([same(p, t) for p, t in _pairs(pred_lists, target_lists, "lists")],
+                    dtype=bool)
 
 
 def generalized_mean(performance, lam: float = -1.0, eps: float = 1e-6) -> float:
-    """Eq. 15: ((1/|T|) sum (p + eps)^lam)^(1/lam); lam=-1 harmonic, 0 geometric, 1 arithmetic."""
+    """Eq. 15: ((1/|T|) sum_T (p + eps)^lam)^(1/lam). lam=-1 harmonic (the paper's choice:
+    weak tasks pull hardest), lam=0 geometric (the limit lam -> 0), lam=1 arithmetic."""
     p = np.asarray(list(performance), dtype=np.float64) + eps
     if p.size == 0:
         raise ValueError("generalized_mean needs at least one task score")
-    if np.any(p <= 0) or not np.all(np.isfinite(p)):
-        raise ValueError(f"scores must be finite and > -eps, got {performance!r}")
+    if not np.all(np.isfinite(p)) or np.any(p < 0) or (lam <= 0 and np.any(p == 0)):
+        raise ValueError(f"scores + eps must be finite and > 0 (>= 0 for lam > 0), got {p}")
     if lam == 0:
         return float(np.exp(np.mean(np.log(p))))
     return float(np.mean(p ** lam) ** (1.0 / lam))
 
 
 def perplexity(mean_nll: float) -> float:
-    """exp of the mean negative log-likelihood per token (natural log)."""
-    return float(math.exp(mean_nll))
+    """exp of the mean negative log-likelihood per token (natural log); inf if it overflows."""
+    mean_nll = float(mean_nll)
+    if math.isnan(mean_nll) or mean_nll < 0:
+        raise ValueError(f"a mean negative log-likelihood is a number >= 0, got {mean_nll}")
+    return math.exp(mean_nll) if mean_nll < 709 else math.inf

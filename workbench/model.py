@@ -1,6 +1,9 @@
 """A GPT with a number head (appendix C.1): RoPE, QK-norm, RMSNorm, ReLU² MLP, untied embeddings,
 no dropout, causal scaled-dot-product attention over packed sequences.
 
+Packed rows hold many samples. Attention never crosses a sample boundary (a block-diagonal causal
+boolean mask built from the doc id of every token) and RoPE positions restart at every sample.
+
 Numbers enter at <|num|> positions: the number encoding joins the learned <|num|> embedding
 (`encoding.embed`). They leave through `encoding.head`, read from the final hidden state of every
 position whose next token is <|num|>. Loss = cross-entropy + 10 × number loss (C.1).
@@ -14,8 +17,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .encoders.base import NumberEncoding
+from .numbers import NUM_TOKEN
+from .tokenizer import SPECIAL_TOKENS
 
 NUMBER_LOSS_WEIGHT = 10.0
+NUM_ID = SPECIAL_TOKENS.index(NUM_TOKEN)
 
 
 @dataclass(frozen=True)
@@ -23,14 +29,18 @@ class GPTConfig:
     n_layer: int = 4
     n_head: int = 4
     d_model: int = 256
-    block_size: int = 256
+    block_size: int = 256  # context length of training rows
     mlp_ratio: int = 4
+    activation: str = "relu2"  # "relu2" (modded nanoGPT, ours) or "gelu" (GPT-2)
 
 
 PRESETS = {
+    # ~0.4M parameters in the blocks (+0.5M in embedding and lm head with the 2060-token vocabulary)
     "cpu-tiny": GPTConfig(n_layer=2, n_head=2, d_model=128, block_size=128),
+    # ~3.1M in the blocks (+1.1M embedding and lm head)
     "cpu-small": GPTConfig(n_layer=4, n_head=4, d_model=256, block_size=256),
-    "paper": GPTConfig(n_layer=6, n_head=6, d_model=768, block_size=1024),  # 117M with GPT-2 vocab
+    # appendix C.1: 6 layers, 6 heads, 768 wide, context 1024 (117M with the GPT-2 vocabulary)
+    "paper": GPTConfig(n_layer=6, n_head=6, d_model=768, block_size=1024),
 }
 
 
@@ -40,23 +50,17 @@ def preset(name: str, **overrides) -> GPTConfig:
     return replace(PRESETS[name], **overrides)
 
 
-def rope_tables(head_dim: int, length: int, base: float = 10000.0) -> tuple[Tensor, Tensor]:
-    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
-    angles = torch.outer(torch.arange(length, dtype=torch.float32), inv_freq)
-    return angles.cos(), angles.sin()
-
-
-def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """x [B, T, H, D]; cos/sin [B, T, 1, D/2] gathered at each token's position."""
-    x1, x2 = x.float().chunk(2, dim=-1)
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).type_as(x)
-
-
 def packed_mask(doc_ids: Tensor) -> Tensor:
-    """Causal attention that never crosses a sample boundary: [B, 1, T, T] bool."""
+    """Causal attention that never crosses a sample boundary: [B, 1, T, T] bool (True = attend)."""
     T = doc_ids.shape[1]
     causal = torch.ones(T, T, dtype=torch.bool, device=doc_ids.device).tril()
     return ((doc_ids[:, :, None] == doc_ids[:, None, :]) & causal)[:, None]
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate channel pairs (i, i + D/2) of x [B, H, T, D] by each token's angles [B, 1, T, D/2]."""
+    x1, x2 = x.float().chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).type_as(x)
 
 
 class Attention(nn.Module):
@@ -69,11 +73,10 @@ class Attention(nn.Module):
 
     def forward(self, x, cos, sin, mask, cache=None):
         B, T, _ = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).unbind(2)
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).transpose(1, 3).unbind(2)
         q, k = F.rms_norm(q, (self.head_dim,)), F.rms_norm(k, (self.head_dim,))  # QK-norm
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        if cache is not None:  # generation: keys/values of earlier steps
+        if cache is not None:  # generation: keys and values of the earlier steps
             if cache:
                 k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
             cache[:] = [k, v]
@@ -88,43 +91,48 @@ class Block(nn.Module):
         self.up = nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model, bias=False)
         self.down = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model, bias=False)
         nn.init.zeros_(self.down.weight)
+        self.act = (lambda h: F.relu(h).square()) if cfg.activation == "relu2" else F.gelu
 
     def forward(self, x, cos, sin, mask, cache=None):
         d = x.shape[-1]
         x = x + self.attn(F.rms_norm(x, (d,)), cos, sin, mask, cache)
-        return x + self.down(F.relu(self.up(F.rms_norm(x, (d,)))).square())
+        return x + self.down(self.act(self.up(F.rms_norm(x, (d,)))))
 
 
 class GPT(nn.Module):
-    def __init__(self, cfg: GPTConfig, encoding: NumberEncoding, vocab_size: int, num_id: int):
+    def __init__(self, cfg: GPTConfig, encoding: NumberEncoding, vocab_size: int, num_id: int = NUM_ID):
         super().__init__()
-        if cfg.d_model % cfg.n_head:
-            raise ValueError(f"d_model {cfg.d_model} is not divisible by n_head {cfg.n_head}")
+        if cfg.d_model % cfg.n_head or (cfg.d_model // cfg.n_head) % 2:
+            raise ValueError(f"d_model {cfg.d_model} must split into n_head {cfg.n_head} heads of even size")
+        if cfg.activation not in ("relu2", "gelu"):
+            raise ValueError(f"activation must be 'relu2' or 'gelu', got {cfg.activation!r}")
         if encoding.d_model != cfg.d_model:
             raise ValueError(f"the encoding was built for d_model={encoding.d_model}, the model has {cfg.d_model}")
+        if not 0 <= num_id < vocab_size:
+            raise ValueError(f"num_id {num_id} is outside the vocabulary of {vocab_size}")
         self.cfg, self.num_id = cfg, num_id
         self.wte = nn.Embedding(vocab_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.lm_head = nn.Linear(cfg.d_model, vocab_size, bias=False)
         nn.init.normal_(self.lm_head.weight, std=cfg.d_model ** -0.5)
         self.number = encoding
-        cos, sin = rope_tables(cfg.d_model // cfg.n_head, 4 * cfg.block_size)
-        self.register_buffer("rope_cos", cos, persistent=False)
-        self.register_buffer("rope_sin", sin, persistent=False)
+        head_dim = cfg.d_model // cfg.n_head
+        inv_freq = 10000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def param_groups(self) -> dict[str, list[nn.Parameter]]:
-        """Optimizer groups of C.1: hidden 2-D matrices, embeddings, heads, scalars."""
-        head_ids = {id(p) for p in self.lm_head.parameters()}
-        head_ids |= {id(p) for n, p in self.number.named_parameters() if n.startswith("number_head")}
+        """Optimizer groups of C.1. hidden: 2-D matrices in the blocks (Muon); embedding: token
+        embedding + the encoding's combination layers; head: lm head + number head; scalar: the
+        remaining parameters with fewer than 2 dimensions."""
         groups = {"hidden": [], "embedding": [], "head": [], "scalar": []}
         for name, p in self.named_parameters():
-            if id(p) in head_ids:
+            if name.startswith("lm_head.") or name.startswith("number.number_head."):
                 groups["head"].append(p)
             elif p.ndim < 2:
                 groups["scalar"].append(p)
             elif name.startswith("blocks."):
                 groups["hidden"].append(p)
-            else:  # token embedding and the encoding's combination layers
+            else:
                 groups["embedding"].append(p)
         return groups
 
@@ -137,27 +145,40 @@ class GPT(nn.Module):
                 x[at] = self.number.embed(x[at], values[at]).to(x.dtype)
         return x
 
-    def forward(self, ids, values, positions, mask, cache=None):
-        """-> (logits [B, T, V], final hidden states [B, T, d])."""
+    def trunk(self, ids: Tensor, values: Tensor, positions: Tensor, mask: Tensor, cache=None) -> Tensor:
+        """Final (normalized) hidden states [B, T, d]. `mask` [B, 1, T, T_keys] bool; `cache` a list
+        with one [] per block, filled with keys/values for generation."""
         x = self.embed(ids, values)
-        cos = self.rope_cos[positions][:, :, None]
-        sin = self.rope_sin[positions][:, :, None]
+        angles = positions[:, None, :, None].float() * self.inv_freq  # [B, 1, T, D/2]
+        cos, sin = angles.cos(), angles.sin()
         for i, block in enumerate(self.blocks):
             x = block(x, cos, sin, mask, None if cache is None else cache[i])
-        hidden = F.rms_norm(x, (x.shape[-1],))
-        return self.lm_head(hidden), hidden
+        return F.rms_norm(x, (x.shape[-1],))
 
-    def loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
-        """CE on answer/text tokens + 10 × number loss at positions whose next token is <|num|>."""
-        logits, hidden = self(batch["ids"], batch["values"], batch["positions"],
-                              packed_mask(batch["doc_ids"]))
-        mask = batch["loss_mask"]
-        ce = F.cross_entropy(logits[mask].float(), batch["targets"][mask])
-        total, parts = ce, {"ce": ce.item()}
+    def forward(self, ids, values, positions, doc_ids, targets=None, target_values=None, loss_mask=None,
+                ce_count=None, number_count=None):
+        """Without targets: (logits [B, T, V], None). With targets: (logits [N, V] at the N loss
+        positions only — the lm head is not spent on question tokens — and the losses
+        {"loss", "ce", "number"}). The means divide by `ce_count` / `number_count` when given (the
+        counts of the whole global batch, so data-parallel ranks average to the single-process loss)."""
+        hidden = self.trunk(ids, values, positions, packed_mask(doc_ids))
+        if targets is None:
+            return self.lm_head(hidden), None
+        mask = loss_mask if loss_mask is not None else torch.ones_like(targets, dtype=torch.bool)
+        logits = self.lm_head(hidden[mask])
+        ce_sum = F.cross_entropy(logits.float(), targets[mask], reduction="sum")
+        ce = ce_sum / (ce_count if ce_count is not None else max(1, int(mask.sum())))
+        losses = {"ce": ce}
+        total = ce
         if self.number.single_token:
-            at = mask & (batch["targets"] == self.num_id)
-            if at.any():
-                number_loss = self.number.loss(self.number.head(hidden[at]), batch["target_values"][at])
-                total = total + NUMBER_LOSS_WEIGHT * number_loss
-                parts["number"] = number_loss.item()
-        return total, parts
+            at = mask & (targets == self.num_id)
+            n = int(at.sum())
+            if n:
+                mean = self.number.loss(self.number.head(hidden[at]).float(), target_values[at])
+                number = mean * n / (number_count if number_count is not None else n)
+            else:  # keeps the head in the graph, so every data-parallel rank reduces the same tensors
+                number = sum((p.sum() for p in self.number.parameters()), hidden.new_zeros(())) * 0.0
+            losses["number"] = number
+            total = total + NUMBER_LOSS_WEIGHT * number
+        losses["loss"] = total
+        return logits, losses

@@ -1,34 +1,45 @@
 """Finding numbers in text and writing them back (appendix C.2).
 
-parse() replaces every number by the placeholder <|num|> and returns its float64 value. Numbers
+parse() replaces every number by the placeholder <|num|> and returns its float64 value. A number
 that float64 cannot carry exactly as written (more than 17 significant digits, beyond its range,
-or text that the value does not reproduce, like "1.50" or "007") are split into parts that it can
-carry, with a "." or "-" left as text where no number can hold it. Writing the parts one after
-another gives the original text back: nothing is rounded or lost.
+or text that its value does not write back, like "1.50", "007" or ".5") is split into parts that
+each write back their own text with at most 15 significant digits: "1.50" -> 1.5, 0; a 40-digit
+run -> chunks of <= 15 digits, cut so that no chunk starts with a zero it could not write. A "-"
+or "." that no part can start with stays text. Writing the parts one after another gives the
+original text back: nothing is rounded or lost.
 
-The minus sign: with `signed=True` a "-" directly in front of the digits belongs to the number,
-unless the character before it is a digit or a point ("5-3" is 5, "-", 3); "a - b" leaves the
-"-" as text because a space follows it.
+The minus sign (signed=True) belongs to the number only when it touches the digits and follows
+no word character (letter, digit, "_") and no closing bracket: then it cannot be a binary
+operator. So "x=-3", "(-3", "[-1.5, -2]" and "a -3" hold negative numbers, while "5-3", "x-3",
+"(2)-3" and "a - b" keep their "-" as text. Scientific notation is not one number: "1e-5" is 1,
+"e-", 5. With signed=False (FoNE) every "-" is text.
+
+-0.0 renders as "-0" (and "-0" parses to -0.0), so the sign of zero survives the round trip.
 """
 from __future__ import annotations
 
 import math
 import re
 from decimal import ROUND_HALF_EVEN, Context, Decimal
+from functools import lru_cache
 
 NUM_TOKEN = "<|num|>"
+# The regexes of appendix C.2 (the paper's text lost some brackets; these are the working forms).
 SIGNED_PATTERN = r"[-]?(?:(?:0(?!\.[0-9]))|(?:[0-9]*[.][0-9]+)|(?:[1-9][0-9]*))"
 ABSOLUTE_PATTERN = r"(?:(?:0(?!\.[0-9]))|(?:[0-9]*[.][0-9]+)|(?:[1-9][0-9]*))"
-_SIGNED = re.compile(SIGNED_PATTERN)
+# SIGNED_PATTERN plus the sign rule of the module docstring, as a look-behind.
+_SIGNED = re.compile(r"(?:(?<![\w)\]}])-)?" + ABSOLUTE_PATTERN)
 _ABSOLUTE = re.compile(ABSOLUTE_PATTERN)
-_MAX_PART = 340  # longest plain text a float64 renders to (0.000…0 with 17 digits, or 1e308)
+_RUN = re.compile(r"-?(0|[1-9][0-9]*)(?:\.[0-9]+)?")  # the candidate parts at one position
+_MAX_PART = 345  # longer than any text render(x, 17) gives: "-0.", 323 zeros, 17 digits
+_MAX_CHUNK_DIGITS = 15  # parts cut from a longer number keep at most this many significant digits
 
 
 def render(x: float, digits: int = 15) -> str:
     """Plain decimal text of x (never an exponent) with at most `digits` significant digits.
 
-    Rounds the shortest round-trip decimal of x (its repr) half-to-even, strips trailing zeros.
-    digits=17 gives back exactly the value's shortest representation. -0.0 renders as "-0".
+    Rounds the shortest round-trip decimal of x (its repr) half-to-even and strips trailing
+    zeros, so digits=17 gives exactly the value's shortest representation.
     """
     x = float(x)
     if not math.isfinite(x):
@@ -46,67 +57,105 @@ def render(x: float, digits: int = 15) -> str:
     return text
 
 
-def _carries(text: str) -> bool:
-    """True when float64 holds the number `text` exactly as written."""
-    if not text or text[-1] == "." or text in ("-", "."):
-        return False
+def _writes_back(text: str) -> bool:
+    """True when float64 holds the number `text` and render(value, 17) gives `text` again."""
     try:
         value = float(text)
     except ValueError:
         return False
-    return math.isfinite(value) and render(value, 17) == text
+    if not math.isfinite(value):
+        return False
+    shortest = repr(value)
+    if "e" not in shortest:  # fast path: a plain repr is render(value, 17) plus maybe ".0"
+        return text == (shortest[:-2] if shortest.endswith(".0") else shortest)
+    return render(value, 17) == text
 
 
-def split_number(text: str) -> list[str | float]:
-    """One matched number -> parts: floats (each renders back to its own text) and literal text.
+def _part_ends(text: str, start: int) -> list[int]:
+    """Every end such that text[start:end] writes back exactly with <= 15 significant digits."""
+    run = _RUN.match(text, start)
+    if run is None:
+        return []
+    ends, digits = [], 0
+    for end in range(run.start(1) + 1, min(run.end(), start + _MAX_PART) + 1):
+        ch = text[end - 1]
+        if ch == ".":
+            continue
+        if digits or ch != "0":
+            digits += 1  # digits from the first significant one on
+        if digits > _MAX_CHUNK_DIGITS and ch != "0":
+            break
+        # integer prefixes may end in zeros, a fraction may not ("1.50" never writes back)
+        if (end <= run.end(1) or ch != "0") and _writes_back(text[start:end]):
+            ends.append(end)
+    return ends
 
-    Greedy: the longest prefix that float64 carries exactly becomes a value; a "." or "-" that no
-    value can start with stays text. Concatenating render(v, 17) / text gives `text` back.
+
+@lru_cache(maxsize=1 << 16)
+def split_number(text: str) -> tuple[float | str, ...]:
+    """One matched number -> its parts: floats, plus "-" or "." as text where no float can start.
+
+    A number float64 writes back exactly stays whole. Otherwise the fewest parts, each writing
+    back its own text with <= 15 significant digits; ties go to the longer first part. So
+    concatenating render(part, 17) (floats) and the text parts gives `text` back.
     """
-    if _carries(text):
-        return [float(text)]
-    parts: list[str | float] = []
-    rest = text
-    while rest:
-        for end in range(min(len(rest), _MAX_PART), 0, -1):
-            if _carries(rest[:end]):
-                parts.append(float(rest[:end]))
-                rest = rest[end:]
-                break
-        else:  # no number starts here: only "-" or "." can be in this position
-            parts.append(rest[0])
-            rest = rest[1:]
-    return parts
+    if _writes_back(text):
+        return (float(text),)
+    n = len(text)
+    count = [0] * (n + 1)  # count[i]: fewest parts that spell text[i:]
+    step: list[int] = [0] * n  # end of the first part of that spelling (0: one character of text)
+    for i in range(n - 1, -1, -1):
+        count[i], step[i] = count[i + 1] + 1, 0
+        for end in reversed(_part_ends(text, i)):
+            if count[end] + 1 < count[i] or (step[i] == 0 and count[end] + 1 == count[i]):
+                count[i], step[i] = count[end] + 1, end
+    parts: list[float | str] = []
+    i = 0
+    while i < n:
+        if step[i]:
+            parts.append(float(text[i:step[i]]))
+            i = step[i]
+        else:
+            parts.append(text[i])
+            i += 1
+    return tuple(parts)
 
 
-def _spans(text: str, signed: bool):
-    """(start, end) of each number, with the sign rule of the module docstring."""
-    for match in (_SIGNED if signed else _ABSOLUTE).finditer(text):
-        start, end = match.span()
-        if signed and text[start] == "-" and start > 0 and (text[start - 1].isdigit()
-                                                             or text[start - 1] == "."):
-            start += 1  # "5-3": the minus is the operator
-        yield start, end
+def number_spans(text: str, signed: bool = True) -> list[tuple[int, int]]:
+    """(start, end) of every number in `text`, with the sign rule of the module docstring."""
+    return [m.span() for m in (_SIGNED if signed else _ABSOLUTE).finditer(text)]
 
 
 def parse_parts(text: str, signed: bool = True) -> list[str | float]:
-    """Text as a list of literal strings and float64 values, in order (values alone are numbers)."""
+    """`text` as literal strings and float64 values in order; adjacent text is joined, so a str
+    is never followed by a str. The single parsing path under parse() and the tokenizer."""
+    if not isinstance(text, str):
+        raise ValueError(f"expected a string, got {type(text).__name__}")
+    if NUM_TOKEN in text:
+        raise ValueError(f"the text contains the placeholder {NUM_TOKEN!r} itself: a parsed "
+                         "template would be ambiguous")
     out: list[str | float] = []
+
+    def add_text(piece):
+        if out and isinstance(out[-1], str):
+            out[-1] += piece
+        else:
+            out.append(piece)
+
     last = 0
-    for start, end in _spans(text, signed):
+    for start, end in number_spans(text, signed):
         if start > last:
-            out.append(text[last:start])
-        out.extend(split_number(text[start:end]))
+            add_text(text[last:start])
+        for part in split_number(text[start:end]):
+            add_text(part) if isinstance(part, str) else out.append(part)
         last = end
     if last < len(text):
-        out.append(text[last:])
+        add_text(text[last:])
     return out
 
 
 def parse(text: str, signed: bool = True) -> tuple[str, list[float]]:
     """Replace every number in `text` by "<|num|>"; return (template, values)."""
-    if not isinstance(text, str):
-        raise ValueError(f"parse expects a string, got {type(text).__name__}")
     template, values = [], []
     for part in parse_parts(text, signed):
         if isinstance(part, float):
@@ -118,7 +167,7 @@ def parse(text: str, signed: bool = True) -> tuple[str, list[float]]:
 
 
 def unparse(template: str, values: list[float]) -> str:
-    """Inverse of parse: put the rendered values back into the template."""
+    """Inverse of parse: put the values, rendered exactly (17 digits), back into the template."""
     pieces = template.split(NUM_TOKEN)
     if len(pieces) != len(values) + 1:
         raise ValueError(f"template has {len(pieces) - 1} placeholders but {len(values)} values")

@@ -1,10 +1,13 @@
 """Text -> (token ids, float64 values) -> text, for every number encoding.
 
 Ids are laid out as: the special tokens, then the number pieces of a digit encoding (none for
-single-token encodings), then a byte-level BPE trained locally with HF `tokenizers` on the
-corpus with its digits removed. Numbers never reach the BPE: `numbers.parse_parts` cuts them out
-first, so a digit can never merge into a text token. A single-token encoding writes each number
-as <|num|> plus its value; a digit encoding writes its digit pieces.
+single-token encodings), then a byte-level BPE trained locally with HF `tokenizers`. Numbers
+never reach the BPE: `numbers.parse_parts` / `numbers.number_spans` cut them out of the text
+first (also from the training corpus), so a digit can never merge into a text token.
+
+A single-token encoding writes each number as <|num|> with its float64 value (a number float64
+cannot carry is several <|num|>s, see `numbers.split_number`); a digit encoding writes the
+pieces `encoding.number_tokens` gives for the number's text, exactly as written.
 """
 from __future__ import annotations
 
@@ -20,21 +23,27 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from . import encoders
 from .encoders.base import NumberEncoding
-from .numbers import NUM_TOKEN, parse_parts, render
+from .numbers import NUM_TOKEN, number_spans, parse_parts, render
 
 SPECIAL_TOKENS = ["<|pad|>", "<|bos|>", "<|eoq|>", "<|eos|>", NUM_TOKEN, "<|min|>", "<|max|>",
                   "<|asc|>", "<|desc|>", "<|intva|>", "<|mean|>", "<|std|>"]
-# A literal "<|num|>" in input text stays text: only parsed numbers become <|num|> tokens.
-_MARKERS = [t for t in SPECIAL_TOKENS if t != NUM_TOKEN]
-_SPECIAL_SPLIT = re.compile("(" + "|".join(map(re.escape, _MARKERS)) + ")")
+# Markers written in text become their ids. <|num|> is not one: only a parsed number is a
+# <|num|> token, and the text "<|num|>" itself is refused (it would be ambiguous).
+_MARKER_SPLIT = re.compile("(" + "|".join(map(re.escape, SPECIAL_TOKENS[:4] + SPECIAL_TOKENS[5:])) + ")")
 CACHE = Path(os.environ.get("WORKBENCH_CACHE", Path.home() / ".cache" / "workbench")) / "tokenizers"
+_RECIPE = "byte-level BPE v2: text runs between numbers and markers"  # part of the cache key
+# Short text runs (task prompts: " * ", ", ") are looked up instead of re-encoded, up to a bound.
+_CACHED_RUN_CHARS, _CACHED_RUNS = 64, 200_000
 
 
 def corpus_text(files=None) -> str:
-    """The training text: the standard library's pydoc topics (~465k characters) by default."""
+    """The BPE training text: the standard library's pydoc topics (~465k characters, always
+    there, no download) by default, or the concatenation of the given UTF-8 text files."""
     if files is None:
         from pydoc_data.topics import topics
         return "\n\n".join(topics[k] for k in sorted(topics))
+    if isinstance(files, (str, os.PathLike)):
+        raise ValueError(f"corpus_files must be a list of paths, got the single path {files!r}")
     texts = []
     for f in files:
         path = Path(f)
@@ -43,32 +52,52 @@ def corpus_text(files=None) -> str:
         texts.append(path.read_text(encoding="utf-8"))
     text = "\n\n".join(texts)
     if not text.strip():
-        raise ValueError(f"the corpus files {list(map(str, files))} hold no text")
+        raise ValueError(f"the corpus files {[str(f) for f in files]} hold no text")
     return text
 
 
+def _segments(text: str):
+    """Split at the marker tokens: yields ("marker", token) and ("text", piece)."""
+    for i, piece in enumerate(_MARKER_SPLIT.split(text)):
+        if i % 2:
+            yield "marker", piece
+        elif piece:
+            yield "text", piece
+
+
 def _train_bpe(text: str, vocab_size: int, cache_dir: Path) -> HFTokenizer:
-    """Byte-level BPE on the digit-free corpus, cached by the hash of corpus and size."""
-    key = hashlib.sha1(f"{vocab_size}\n{text}".encode()).hexdigest()[:16]
-    path = cache_dir / f"bpe-{key}.json"
+    """Byte-level BPE on the text between numbers, cached by hash of recipe, size and corpus."""
+    key = hashlib.sha256(f"{_RECIPE}\n{vocab_size}\n{text}".encode()).hexdigest()[:20]
+    path = cache_dir / f"{key}.json"
     if path.exists():
-        return HFTokenizer.from_file(str(path))
+        try:
+            return HFTokenizer.from_file(str(path))
+        except Exception as error:
+            raise ValueError(f"the cached tokenizer {path} is corrupt ({error}); delete it to "
+                             "retrain") from error
+    runs = [part for kind, piece in _segments(text) if kind == "text"
+            for part in parse_parts(piece, signed=False) if isinstance(part, str)]
     bpe = HFTokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    bpe.train_from_iterator([re.sub(r"[0-9]", "", text)], trainer)
+    bpe.train_from_iterator(runs, trainer)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".json")
+    fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=".tmp-", suffix=".json")
     os.close(fd)
-    bpe.save(tmp)
-    os.replace(tmp, path)
+    try:
+        bpe.save(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
     return bpe
 
 
 class Tokenizer:
-    """Special tokens + number scheme + BPE; see the module docstring for the id layout."""
+    """Special tokens + number scheme + BPE; see the module docstring for the id layout.
+    `vocab_size` (argument) is the size of the BPE; the attribute is the total of all three."""
 
     def __init__(self, encoding: NumberEncoding | str, vocab_size: int = 2048,
                  corpus_files=None, cache_dir=None):
@@ -76,53 +105,83 @@ class Tokenizer:
         if vocab_size < 300:
             raise ValueError(f"vocab_size must be >= 300 (256 bytes + merges), got {vocab_size}")
         self.bpe = _train_bpe(corpus_text(corpus_files), vocab_size, Path(cache_dir or CACHE))
-        self.pieces = [] if self.encoding.single_token else self.encoding.vocabulary()
+        self.pieces = [] if self.encoding.single_token else list(self.encoding.vocabulary())
         self.tokens = SPECIAL_TOKENS + self.pieces
+        if len(set(self.tokens)) != len(self.tokens):
+            raise ValueError(f"the number pieces of {self.encoding.name} repeat a token")
         self.offset = len(self.tokens)  # first BPE id
         self.vocab_size = self.offset + self.bpe.get_vocab_size()
         self._id = {t: i for i, t in enumerate(self.tokens)}
         self.pad_id, self.bos_id, self.eoq_id, self.eos_id, self.num_id = range(5)
+        self._run_ids: dict[str, list[int]] = {}
 
     def token_id(self, token: str) -> int:
+        """Id of a special token or number piece."""
+        if token not in self._id:
+            raise ValueError(f"{token!r} is not a special token or number piece of this tokenizer")
         return self._id[token]
+
+    def _text_ids(self, run: str) -> list[int]:
+        ids = self._run_ids.get(run)
+        if ids is None:
+            ids = [i + self.offset for i in self.bpe.encode(run, add_special_tokens=False).ids]
+            if len(run) <= _CACHED_RUN_CHARS and len(self._run_ids) < _CACHED_RUNS:
+                self._run_ids[run] = ids
+        return ids
+
+    def _number_ids(self, number: str) -> list[int]:
+        try:
+            return [self._id[p] for p in self.encoding.number_tokens(number)]
+        except KeyError as error:
+            raise ValueError(f"{self.encoding.name} wrote {number!r} with a piece outside its "
+                             f"vocabulary: {error}") from None
 
     def encode(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """ids int64 [L] and values float64 [L] (the number at <|num|> positions, 0 elsewhere)."""
-        ids, values, text_runs = [], [], []  # text_runs: (position in ids, text) for the BPE
-        for segment in _SPECIAL_SPLIT.split(text):
-            if segment in _MARKERS:
-                ids.append(self._id[segment])
+        if not isinstance(text, str):
+            raise ValueError(f"encode expects a string, got {type(text).__name__}")
+        if NUM_TOKEN in text:
+            raise ValueError(f"the text contains {NUM_TOKEN!r} itself; only parsed numbers are "
+                             "<|num|> tokens")
+        ids: list[int] = []
+        values: list[float] = []
+        for kind, piece in _segments(text):
+            if kind == "marker":
+                ids.append(self._id[piece])
                 values.append(0.0)
-                continue
-            for part in parse_parts(segment, self.encoding.signed):
-                if isinstance(part, str):
-                    text_runs.append((len(ids), part))
-                    ids.append(None)
-                    values.append(0.0)
-                elif self.encoding.single_token:
-                    ids.append(self.num_id)
-                    values.append(part)
-                else:
-                    for piece in self.encoding.number_tokens(render(part, 17)):
-                        ids.append(self._id[piece])
-                        values.append(0.0)
-        if text_runs:  # one batched BPE call, then splice the runs in
-            encoded = self.bpe.encode_batch([t for _, t in text_runs], add_special_tokens=False)
-            out_ids, out_values, last = [], [], 0
-            for (pos, _), enc in zip(text_runs, encoded):
-                out_ids += ids[last:pos] + [i + self.offset for i in enc.ids]
-                out_values += values[last:pos] + [0.0] * len(enc.ids)
-                last = pos + 1
-            ids, values = out_ids + ids[last:], out_values + values[last:]
+            elif self.encoding.single_token:
+                for part in parse_parts(piece, self.encoding.signed):
+                    if isinstance(part, str):
+                        run = self._text_ids(part)
+                        ids += run
+                        values += [0.0] * len(run)
+                    else:
+                        ids.append(self.num_id)
+                        values.append(part)
+            else:
+                last = 0
+                for start, end in number_spans(piece, self.encoding.signed):
+                    if start > last:
+                        ids += self._text_ids(piece[last:start])
+                    ids += self._number_ids(piece[start:end])
+                    last = end
+                if last < len(piece):
+                    ids += self._text_ids(piece[last:])
+                values += [0.0] * (len(ids) - len(values))
         return np.array(ids, dtype=np.int64), np.array(values, dtype=np.float64)
 
     def decode(self, ids, values=None) -> str:
-        ids = np.asarray(ids, dtype=np.int64)
-        values = np.zeros(len(ids)) if values is None else np.asarray(values, dtype=np.float64)
+        """Inverse of encode: <|num|> tokens are written with render(value, 17), i.e. exactly."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        values = np.zeros(len(ids)) if values is None else np.asarray(values, np.float64).reshape(-1)
+        if len(values) != len(ids):
+            raise ValueError(f"{len(ids)} ids but {len(values)} values")
+        bad = (ids < 0) | (ids >= self.vocab_size)
+        if bad.any():
+            raise ValueError(f"token ids {ids[bad][:5].tolist()} are outside the vocabulary "
+                             f"(size {self.vocab_size})")
         out, run = [], []
         for i, v in zip(ids.tolist(), values.tolist()):
-            if not 0 <= i < self.vocab_size:
-                raise ValueError(f"token id {i} is outside the vocabulary (size {self.vocab_size})")
             if i >= self.offset:
                 run.append(i - self.offset)
                 continue
@@ -135,13 +194,15 @@ class Tokenizer:
         return "".join(out)
 
     def sample(self, prompt: str, answer: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """A task sample "<|bos|>prompt<|eoq|>answer<|eos|>"; the loss skips the question."""
+        """A task sample "<|bos|>prompt<|eoq|>answer<|eos|>". loss_mask[i] says token i is a
+        target: False on the question (<|bos|> … <|eoq|>), True on the answer and <|eos|>."""
         ids, values = self.encode(f"<|bos|>{prompt}<|eoq|>{answer}<|eos|>")
-        question_end = int(np.flatnonzero(ids == self.eoq_id)[0])
-        loss_mask = np.arange(len(ids)) > question_end
-        return ids, values, loss_mask
+        eoq = np.flatnonzero(ids == self.eoq_id)
+        if len(eoq) != 1:
+            raise ValueError(f"prompt and answer must not contain <|eoq|>: {prompt!r}, {answer!r}")
+        return ids, values, np.arange(len(ids)) > eoq[0]
 
     def text_sample(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Plain corpus text "<|bos|>text<|eos|>": the loss covers every token after <|bos|>."""
+        """Plain corpus text "<|bos|>text<|eos|>": every token after <|bos|> is a target."""
         ids, values = self.encode(f"<|bos|>{text}<|eos|>")
         return ids, values, np.arange(len(ids)) > 0

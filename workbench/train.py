@@ -1,8 +1,8 @@
 """Training loop (section 6, appendix C): one file, flat, CPU first, CUDA and DDP when present.
 
     python -m workbench.train --encoding bittokens --tasks addition --preset cpu-small \
-        --tokens 2e6 --decades 0 3 --max-digits 4 --out runs/add-bit
-    torchrun --nproc_per_node 8 -m workbench.train --preset paper --tokens 1e10 ...
+        --tokens 2e6 --decades 1 1 --max-digits 2 --out runs/add-bit
+    torchrun --nproc_per_node 8 -m workbench.train --config paper --tasks addition,multiplication,...
 
 Every `eval_every` steps the model answers a small validation set; the per-task scores drive the
 task balancer (eq. 16) and the curricula (C.3), and their harmonic mean (eq. 15) picks the best
@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from . import encoders, metrics
 from .balancing import TaskBalancer
 from .curriculum import Curriculum, difficulty_column
-from .data import draw, make_pool, mean_length, pack
+from .data import draw, make_pool, mean_length, pack, shard
 from .evaluate import evaluate, summarize
 from .model import GPT, preset
 from .optim import apply_schedule, build_optimizers
@@ -44,7 +44,7 @@ class TrainConfig:
     encoding: str = "bittokens"
     tasks: tuple[str, ...] = ("addition",)
     preset: str = "cpu-small"
-    tokens: float = 2e6  # training budget; the paper: 1e10
+    tokens: float = 2e6  # training budget (all processes together); the paper: 1e10
     batch_size: int = 16  # rows per process; the paper: 192 in all
     context: int | None = None  # default: the preset's block size
     seed: int = 0
@@ -62,6 +62,7 @@ class TrainConfig:
     device: str = "auto"
     bf16: bool = False
     compile: bool = False
+    threads: int = 0  # torch CPU threads; 0 = torch's default
     encoding_options: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -74,6 +75,18 @@ class TrainConfig:
         if not self.tokens > 0 or self.batch_size < 1 or self.eval_every < 1:
             raise ValueError("tokens, batch_size and eval_every must be positive")
         preset(self.preset)  # raises for an unknown preset
+        if self.decades is not None:
+            self.decades = tuple(self.decades)
+
+
+# Appendix C.1 as a training configuration: 117M model, 10B tokens, context 1024, batch 192
+# (24 rows on each of 8 GPUs: torchrun --nproc_per_node 8 ... --config paper), eval every 32 steps.
+CONFIGS = {
+    "cpu": TrainConfig(),
+    "paper": TrainConfig(preset="paper", tokens=1e10, batch_size=24, context=1024, pool_size=1_000_000,
+                         val_samples=256, test_samples=10_000, eval_every=32, checkpoint_every=1000,
+                         bf16=True, vocab_size=50_000),
+}
 
 
 def _atomic_save(obj, path: Path):
@@ -115,6 +128,8 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
     if distributed and device.type == "cuda":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
         torch.cuda.set_device(device)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
@@ -123,9 +138,7 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
     tok = Tokenizer(encoding, vocab_size=cfg.vocab_size)
     model = GPT(gpt_cfg, encoding, tok.vocab_size, tok.num_id).to(device)
     optimizers = build_optimizers(model)
-    runner = WithLoss(model)
-    if cfg.compile:
-        runner = torch.compile(runner)
+    runner = torch.compile(model) if cfg.compile else model
     if distributed:  # some encoding parameters see no gradient in a batch without numbers
         runner = torch.nn.parallel.DistributedDataParallel(runner, find_unused_parameters=True)
 
@@ -145,6 +158,8 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
     ckpt_path, metrics_path = out / "checkpoint.pt", out / "metrics.jsonl"
     if resume and ckpt_path.exists():
         ckpt = load_checkpoint(ckpt_path)
+        if ckpt.get("config") != _comparable(cfg):
+            raise ValueError(f"{ckpt_path} was written with another configuration: {ckpt.get('config')}")
         model.load_state_dict(ckpt["model"])
         for opt, s in zip(optimizers, ckpt["optimizers"]):
             opt.load_state_dict(s)
@@ -155,7 +170,7 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
         torch.set_rng_state(ckpt["torch_rng"])
         state = ckpt["state"]
         if rank == 0 and metrics_path.exists():  # drop rows logged after the checkpoint
-            rows = [r for r in metrics_path.read_text().splitlines() if json.loads(r)["step"] <= state["step"]]
+            rows = [r for r in metrics_path.read_text().splitlines() if _logged_by(r, state["step"])]
             metrics_path.write_text("".join(r + "\n" for r in rows))
     elif rank == 0 and metrics_path.exists():
         metrics_path.unlink()
@@ -180,19 +195,23 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
     for step in bar:
         counts = balancer.task_counts(samples_per_step) if cfg.balancing else \
             {t: math.ceil(samples_per_step / len(cfg.tasks)) for t in cfg.tasks}
-        batch = pack(draw(pools, counts, rng, pick), cfg.batch_size * world, context, tok.pad_id)
-        batch = {k: v[rank * cfg.batch_size:(rank + 1) * cfg.batch_size].to(device) for k, v in batch.items()}
+        batch = pack(draw(pools, counts, rng, pick), cfg.batch_size * world, context, tok.pad_id, tok.num_id)
+        batch = shard(batch, rank, world, device)
         lr = apply_schedule(optimizers, step, total_steps)
         model.train()
         with autocast:
-            loss, parts = runner(batch)
-        loss.backward()
+            _, losses = runner(**batch)
+        (losses["loss"] * world).backward()  # DDP averages gradients over ranks; the counts are global
         for opt in optimizers:
             opt.step()
             opt.zero_grad(set_to_none=True)
+        parts = torch.stack([v.detach().float() for v in losses.values()])
+        if distributed:
+            dist.all_reduce(parts)
+        parts = dict(zip(losses, parts.tolist()))
         state["step"] = step + 1
-        bar.set_postfix(loss=f"{loss.item():.3f}")
-        log({"step": step + 1, "loss": loss.item(), "lr": lr, **parts, "time": time.time() - started})
+        bar.set_postfix(loss=f"{parts['loss']:.3f}")
+        log({"step": step + 1, **parts, "lr": lr, "time": time.time() - started})
         if (step + 1) % cfg.eval_every == 0 or step + 1 == total_steps:
             answers = evaluate(model, tok, val) if numeric else None
             scores = summarize(answers).set_index("task")["score"].to_dict() if numeric else {}
@@ -203,7 +222,7 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
                 levels = val[t][column].to_numpy()
                 per_level = pd.Series(answers.loc[answers.task == t, "score"].to_numpy()).groupby(levels).mean()
                 cur.update(per_level.to_dict(), step + 1, lr)
-            mean = metrics.generalized_mean(scores.values(), -1) if scores else -loss.item()
+            mean = metrics.generalized_mean(scores.values(), -1) if scores else -parts["loss"]
             row = {"step": step + 1, "eval": True, "harmonic_mean": mean,
                    **{f"score/{t}": s for t, s in scores.items()},
                    **{f"ratio/{t}": r for t, r in balancer.ratios.items()},
@@ -211,15 +230,16 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
             log(row)
             if on_eval:
                 on_eval(row)
-            if mean > state["best"] and rank == 0:
+            if mean > state["best"]:
                 state["best"] = mean
-                _atomic_save(model.state_dict(), out / "best.pt")
+                if rank == 0:
+                    _atomic_save(model.state_dict(), out / "best.pt")
         if rank == 0 and ((step + 1) % cfg.checkpoint_every == 0 or step + 1 == total_steps):
             _atomic_save({"model": model.state_dict(), "optimizers": [o.state_dict() for o in optimizers],
                           "balancer": balancer.state_dict(),
                           "curricula": {t: c.state_dict() for t, c in curricula.items()},
                           "rng": json.dumps(rng.bit_generator.state), "torch_rng": torch.get_rng_state(),
-                          "state": dict(state)}, ckpt_path)
+                          "state": dict(state), "config": _comparable(cfg)}, ckpt_path)
     if rank == 0 and numeric:
         model.load_state_dict(load_checkpoint(out / "best.pt"))
         test = {t: make_pool(t, cfg.test_samples, tok, cfg.seed, "test", **regime).frame for t in numeric}
@@ -233,34 +253,42 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
     return out
 
 
-class WithLoss(torch.nn.Module):
-    """The loss as a module's forward, so DDP (gradient sync) and torch.compile can wrap it."""
+def _logged_by(line: str, step: int) -> bool:
+    """A metrics row written up to `step` (a line cut short by a kill is dropped)."""
+    try:
+        return json.loads(line)["step"] <= step
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return False
 
-    def __init__(self, model: GPT):
-        super().__init__()
-        self.model = model
 
-    def forward(self, batch):
-        return self.model.loss(batch)
+def _comparable(cfg: TrainConfig) -> dict:
+    """The configuration that must match to resume a run (not where it lives or its speed knobs)."""
+    skip = {"out", "device", "compile", "threads"}
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items() if k not in skip}
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Train a GPT with a number encoding on the numeracy tasks.")
-    defaults = TrainConfig()
+    first = argparse.ArgumentParser(add_help=False)
+    first.add_argument("--config", default="cpu", choices=sorted(CONFIGS))
+    defaults = CONFIGS[first.parse_known_args(argv)[0].config]
+    parser = argparse.ArgumentParser(description="Train a GPT with a number encoding on the numeracy tasks.",
+                                     parents=[first])
     for f in fields(TrainConfig):
         if f.name in ("tasks", "decades", "encoding_options"):
             continue
-        flag = "--" + f.name.replace("_", "-")
+        flag, default = "--" + f.name.replace("_", "-"), getattr(defaults, f.name)
         if isinstance(f.default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
         else:
             kind = float if f.name == "tokens" else (int if f.name in ("context", "max_digits") else type(f.default))
-            parser.add_argument(flag, type=kind, default=getattr(defaults, f.name))
-    parser.add_argument("--tasks", default="addition", help="comma-separated, e.g. addition,multiplication")
-    parser.add_argument("--decades", type=int, nargs=2, default=None, metavar=("LOW", "HIGH"))
+            parser.add_argument(flag, type=kind, default=default)
+    parser.add_argument("--tasks", default=",".join(defaults.tasks), help="comma-separated, e.g. addition,division")
+    parser.add_argument("--decades", type=int, nargs=2, default=defaults.decades, metavar=("LOW", "HIGH"),
+                        help="operand magnitudes 10**LOW ... 10**(HIGH+1) (default: the paper's -14 14)")
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     args = vars(parser.parse_args(argv))
     resume = args.pop("resume")
+    args.pop("config")
     args["tasks"] = tuple(t for t in args["tasks"].split(",") if t)
     args["decades"] = tuple(args["decades"]) if args["decades"] else None
     out = train(TrainConfig(**args), resume=resume)

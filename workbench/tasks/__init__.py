@@ -63,11 +63,11 @@ def _generate(task, n, seed, split):
         c = _DRAW[task](rng, m)
         keep = c.pop("valid") & (split_of(c.pop("key")) == SPLITS.index(split))
         c = {k: v[keep] for k, v in c.items()}
-        df = _BUILD[task](c, task)
+        df = _BUILD[task](c, task, n - have)
         frames.append(df)
         have += len(df)
     if not frames:
-        return _BUILD[task]({k: v[:0] for k, v in _DRAW[task](rng, 1).items() if k not in ("valid", "key")}, task)
+        return _BUILD[task]({k: v[:0] for k, v in _DRAW[task](rng, 1).items() if k not in ("valid", "key")}, task, 0)
     return pd.concat(frames, ignore_index=True).iloc[:n].reset_index(drop=True)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from . import difficulty as dif
-from .exact import EPS_LD, fmt_all, fraction, round_fast, round_fraction, value_ld
+from .exact import EPS_LD, fmt_all, fraction, round_fast, round_fraction, settle, to_float, value_ld
 from .sampling import HIGH, LOW, decade_range, decades, numbers, question_hash, round_to_digits, signs, split_digits
 
 OPS = {"+": 0, "-": 1, "*": 2, "/": 3}
@@ -67,8 +67,8 @@ def draw_division(rng, m):
     return _candidates(s1 * M1, e1, s2 * Md, ed, np.full(m, "/"), valid, extra)
 
 
-def _label(c):
-    """(M, e) of the answer for every row: fast where the bound decides, exact Fractions elsewhere."""
+def _label(c, limit):
+    """(M, e) of the answer and the first `limit` rows in range: fast where the bound decides, exact elsewhere."""
     a, b = value_ld(c["M1"], c["e1"]), value_ld(c["M2"], c["e2"])
     op = c["op"]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -76,11 +76,11 @@ def _label(c):
         cancel = (np.abs(a) + np.abs(b)) / np.abs(r)
     rel = np.where((op == "+") | (op == "-"), 4 * EPS_LD * np.nan_to_num(cancel.astype(np.float64), posinf=1e300), 6 * EPS_LD)
     M, e, ok = round_fast(r, rel)
-    for i in np.flatnonzero(~ok):
+
+    def exact(i):
         x, y = fraction(c["M1"][i], c["e1"][i]), fraction(c["M2"][i], c["e2"][i])
-        exact = {"+": x + y, "-": x - y, "*": x * y, "/": x / y}[op[i]]
-        M[i], e[i] = round_fraction(exact)
-    return M, e
+        return round_fraction({"+": x + y, "-": x - y, "*": x * y, "/": x / y}[op[i]])
+    return M, e, settle(M, e, ok, in_range, exact, limit)
 
 
 def in_range(M, e):
@@ -89,15 +89,15 @@ def in_range(M, e):
     return (M == 0) | ((lead >= LOW) & (lead <= HIGH))
 
 
-def build(c, task):
-    M, e = _label(c)
-    keep = in_range(M, e)
+def build(c, task, limit):
+    """DataFrame of the first `limit` candidates whose answer is in range (formatting is the cost)."""
+    M, e, keep = _label(c, limit)
     c = {k: v[keep] for k, v in c.items()}
     M, e = M[keep], e[keep]
     a, b, ans = fmt_all(c["M1"], c["e1"]), fmt_all(c["M2"], c["e2"]), fmt_all(M, e)
     op = c["op"].tolist()
     prompt = [f"{x} {o} {y}" for x, o, y in zip(a, op, b)]
-    fa, fb, fr = (np.array(s, dtype=np.float64) for s in (a, b, ans))
+    fa, fb, fr = to_float(c["M1"], c["e1"], a), to_float(c["M2"], c["e2"], b), to_float(M, e, ans)
     nz_a, nz_b = dif.nonzero_digits(c["M1"]), dif.nonzero_digits(c["M2"])
     bits_a, bits_b = dif.nonzero_bits(fa), dif.nonzero_bits(fb)
     if task == "multiplication":

@@ -184,3 +184,38 @@ def round_fast(v, rel_err):
     M = np.where(zero, 0, M)
     M, e = normalize(M, np.where(zero, 0, -k))
     return M, e, ok
+
+
+def settle(M, e, ok, usable, exact_row, limit):
+    """Indices of the first `limit` usable rows, redoing exactly only the undecided rows among them.
+
+    usable(M, e) -> bool mask; exact_row(i) -> (M, e) of row i. Rows past the answer's last index are
+    never labelled exactly (their labels are not used), which is where most exact work would go.
+    """
+    ok = ok.copy()
+    while True:
+        first = np.flatnonzero(usable(M, e) | ~ok)[:limit]
+        todo = first[~ok[first]]
+        if not len(todo):
+            return first
+        for i in todo.tolist():
+            M[i], e[i] = exact_row(i)
+        ok[todo] = True
+
+
+_POW10_EXACT = 10.0 ** np.arange(23)  # exact in float64
+
+
+def to_float(M, e, text):
+    """float64 of the decimal M * 10**e (its `text`), correctly rounded like float(text).
+
+    |M| < 2**53 and |e| <= 22 make both operands exact, so one IEEE multiply/divide rounds correctly;
+    the other rows are parsed from their text.
+    """
+    M, e = np.asarray(M, dtype=np.int64), np.asarray(e, dtype=np.int64)
+    p = _POW10_EXACT[np.minimum(np.abs(e), 22)]
+    m = M.astype(np.float64)
+    x = np.where(e >= 0, m * p, m / p)
+    for i in np.flatnonzero((np.abs(M) >= 2 ** 53) | (np.abs(e) > 22)).tolist():
+        x[i] = float(text[i])
+    return x

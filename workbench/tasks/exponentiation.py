@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from . import difficulty as dif
-from .exact import EPS_LD, fmt_all, fraction, parse, pow_decimal, round_fast, round_fraction, value_ld
+from .exact import EPS_LD, fmt_all, fraction, parse, pow_decimal, round_fast, round_fraction, settle, to_float, value_ld
 from .sampling import HIGH, LOW, MAX_DIGITS, numbers, question_hash
 from .arithmetic import in_range
 
@@ -39,7 +39,11 @@ def draw(rng, m):
     return dict(Mb=Mb, eb=eb, Me=Me, ee=ee, root=root, valid=valid, key=key)
 
 
-def _label(c):
+def _usable(M, e):
+    return in_range(M, e) & ~((np.abs(M) == 1) & (e == 0))  # result 1.00000000000000: base vanished
+
+
+def _label(c, limit):
     b, x = value_ld(c["Mb"], c["eb"]), value_ld(c["Me"], c["ee"])
     with np.errstate(all="ignore"):
         r = np.power(np.abs(b), x)
@@ -47,9 +51,10 @@ def _label(c):
         r = np.where((c["Mb"] < 0) & odd, -r, r)
         rel = (2 * np.abs(x) + np.abs(x * np.log(np.abs(b))) + 4).astype(np.float64) * 2 * EPS_LD
     M, e, ok = round_fast(r, rel)
-    for i in np.flatnonzero(~ok):
-        M[i], e[i] = exact_power(fraction(c["Mb"][i], c["eb"][i]), fraction(c["Me"][i], c["ee"][i]))
-    return M, e
+
+    def exact(i):
+        return exact_power(fraction(c["Mb"][i], c["eb"][i]), fraction(c["Me"][i], c["ee"][i]))
+    return M, e, settle(M, e, ok, _usable, exact, limit)
 
 
 def exact_power(base, exponent):
@@ -65,14 +70,13 @@ def exact_power(base, exponent):
     return round_fraction(Fraction(pow_decimal(base, exponent)))
 
 
-def build(c, task="exponentiation"):
-    M, e = _label(c)
-    keep = in_range(M, e) & ~((np.abs(M) == 1) & (e == 0))  # result 1.00000000000000: base vanished
+def build(c, task, limit):
+    M, e, keep = _label(c, limit)
     c = {k: v[keep] for k, v in c.items()}
     M, e = M[keep], e[keep]
     b, x, ans = fmt_all(c["Mb"], c["eb"]), fmt_all(c["Me"], c["ee"]), fmt_all(M, e)
     prompt = [f"{u} ^ {v}" for u, v in zip(b, x)]
-    fb, fx, fr = (np.array(s, dtype=np.float64) for s in (b, x, ans))
+    fb, fx, fr = to_float(c["Mb"], c["eb"], b), to_float(c["Me"], c["ee"], x), to_float(M, e, ans)
     return pd.DataFrame({
         "prompt": prompt,
         "text_prompt": [f"What is {p}?" for p in prompt],

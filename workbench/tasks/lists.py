@@ -12,7 +12,7 @@ import pandas as pd
 
 from . import difficulty as dif
 from .arithmetic import in_range
-from .exact import EPS_LD, fmt_all, fraction, round_fast, round_fraction, round_sqrt_fraction, value_ld
+from .exact import EPS_LD, fmt_all, fraction, round_fast, round_fraction, round_sqrt_fraction, settle, value_ld
 from .sampling import HIGH, LOW, MAX_DIGITS, decades, question_hash, round_to_digits
 
 MAX_LEN, CANDIDATES = 5, 32
@@ -21,10 +21,36 @@ OPS = {"minmax": ("min", "max"), "sorting": ("asc", "desc"), "interval": ("intva
        "mean": ("mean",), "std": ("std",)}
 
 
+_POW10_LOW = -360  # floor(log10 |v|) - p + 1 for any finite float64 v and p in 1..17
+_POW10 = 10.0 ** np.arange(_POW10_LOW, 309, dtype=np.float64)  # the very values 10.0 ** e gives, looked up
+
+
 def _round_float(v, p):
     a = np.abs(v)
-    e = np.floor(np.log10(np.where(a > 0, a, 1))) - p + 1
-    return np.rint(v / 10.0 ** e) * 10.0 ** e
+    e = np.floor(np.log10(np.where(a > 0, a, 1))).astype(np.int64) - p + 1
+    scale = _POW10[e - _POW10_LOW]
+    return np.rint(v / scale) * scale
+
+
+def _closest(raw, used, length, mean, p):
+    """Index of the candidate list whose mean, after rounding each element to p digits, is nearest.
+
+    Rounding moves an element by at most half the rounding unit of the row's largest element, so
+    a candidate whose unrounded mean is that much (doubled, for safety) farther than the best cannot
+    win; only the others are rounded. Ties go to the first candidate, as np.argmin over all does.
+    """
+    rw = np.where(used[:, None, :], raw, 0)
+    n = length[:, None]
+    top = np.abs(raw).max(axis=(1, 2))
+    unit = _POW10[np.floor(np.log10(np.where(top > 0, top, 1))).astype(np.int64) - p + 1 - _POW10_LOW]
+    err = (unit + 1e-12 * (top + np.abs(mean)))[:, None]
+    near = np.abs(rw.sum(-1) / n - mean[:, None])
+    alive = near - err <= (near + err).min(axis=1, keepdims=True)
+    r, k = np.nonzero(alive)
+    vals = _round_float(raw[r, k], p[r, None])
+    dist = np.full(alive.shape, np.inf)
+    dist[r, k] = np.abs(np.where(used[r], vals, 0).sum(-1) / length[r] - mean[r])
+    return np.argmin(dist, axis=1)
 
 
 def _draw_lists(rng, m, wide):
@@ -36,14 +62,12 @@ def _draw_lists(rng, m, wide):
     p = rng.integers(1, MAX_DIGITS + 1, m)
     mean = rng.uniform(10.0 ** x, 10.0 ** (x + 1)) * np.where(rng.random(m) < 0.5, -1, 1)
     off = rng.uniform(-1, 1, (m, CANDIDATES, MAX_LEN)) * (10.0 ** s)[:, None, None]
-    vals = _round_float(mean[:, None, None] + off, p[:, None, None])
-    used = np.arange(MAX_LEN)[None, None, :] < length[:, None, None]
-    cand_mean = np.where(used, vals, 0).sum(-1) / length[:, None]
-    best = np.argmin(np.abs(cand_mean - mean[:, None]), axis=1)
-    v = vals[np.arange(m), best]
+    raw = mean[:, None, None] + off
+    used = np.arange(MAX_LEN)[None, :] < length[:, None]
+    rows = np.arange(m)
+    v = _round_float(raw[rows, _closest(raw, used, length, mean, p)], p[:, None])
     M, e = round_to_digits(v.ravel(), np.repeat(p, MAX_LEN))
     M, e = M.reshape(m, MAX_LEN), e.reshape(m, MAX_LEN)
-    used = used[:, 0, :]
     M, e = np.where(used, M, 0), np.where(used, e, 0)
     f = value_ld(M, e).astype(np.float64)
     a = np.abs(f)
@@ -118,7 +142,11 @@ def draw_std(rng, m):
     return _finish(c, np.full(m, 50))
 
 
-def _label_mean_std(c, std):
+def _usable(M, e):
+    return in_range(M, e) & (M != 0)
+
+
+def _label_mean_std(c, std, limit):
     v = value_ld(c["M"], c["e"])
     n = c["length"]
     used = np.arange(MAX_LEN)[None, :] < n[:, None]
@@ -134,24 +162,26 @@ def _label_mean_std(c, std):
         with np.errstate(divide="ignore"):
             rel = 2 * (n + 4) * EPS_LD * (np.abs(v).sum(axis=1) / np.abs(r)).astype(np.float64)
     M, e, ok = round_fast(r, np.nan_to_num(rel, posinf=1e300))
-    for i in np.flatnonzero(~ok):
+
+    def exact(i):
         xs = [fraction(c["M"][i, j], c["e"][i, j]) for j in range(n[i])]
         mu = sum(xs, Fraction(0)) / n[i]
         if std:
-            M[i], e[i] = round_sqrt_fraction(sum(((x - mu) ** 2 for x in xs), Fraction(0)) / n[i])
-        else:
-            M[i], e[i] = round_fraction(mu)
-    return M, e
+            return round_sqrt_fraction(sum(((x - mu) ** 2 for x in xs), Fraction(0)) / n[i])
+        return round_fraction(mu)
+    return M, e, settle(M, e, ok, _usable, exact, limit)
 
 
-def build(c, task):
+def build(c, task, limit):
+    """DataFrame of the first `limit` usable candidates (mean/std drop answers out of range)."""
+    if task in ("mean", "std"):
+        M, e, keep = _label_mean_std(c, task == "std", limit)
+    else:
+        keep = slice(limit)
+    c = {k: v[keep] for k, v in c.items()}
     n = c["length"]
     if task in ("mean", "std"):
-        M, e = _label_mean_std(c, task == "std")
-        keep = in_range(M, e) & (M != 0)
-        c = {k: v[keep] for k, v in c.items()}
         ans = fmt_all(M[keep], e[keep])
-        n = c["length"]
     flat = np.array(fmt_all(c["M"].ravel(), c["e"].ravel()), dtype=object).reshape(c["M"].shape).tolist()
     elems = [row[:k] for row, k in zip(flat, n.tolist())]
     body = [", ".join(x) for x in elems]

@@ -27,8 +27,9 @@ def draw(rng, m):
     return dict(topic=which, start=start, valid=np.ones(m, bool), key=key)
 
 
-def build(c, task="text"):
+def build(c, task, limit):
     items = _topics()
+    c = {k: v[:limit] for k, v in c.items()}
     chunks = [items[t][1][s:s + CHUNK_CHARS] for t, s in zip(c["topic"].tolist(), c["start"].tolist())]
     names = [items[t][0] for t in c["topic"].tolist()]
     n = len(chunks)
