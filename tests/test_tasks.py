@@ -178,3 +178,19 @@ def Decimal_or_str(s):
         return Decimal(s)
     except Exception:
         return s
+
+
+def test_decimal_helpers_match_decimal_and_str():
+    """normalize / fmt_all / nonzero_digits against Decimal and str on random mantissas."""
+    from workbench.tasks.exact import fmt_all, normalize
+    rng = np.random.default_rng(7)
+    M = rng.integers(-10 ** 17, 10 ** 17, 5000) // 10 ** rng.integers(0, 17, 5000) * 10 ** rng.integers(0, 3, 5000)
+    M[:4] = [0, 10 ** 18, -9 * 10 ** 17, 7]
+    e = rng.integers(-31, 16, 5000)
+    Mn, en = normalize(M, e)
+    texts = fmt_all(Mn, en)
+    for m, x, mn, xn, text in zip(M.tolist(), e.tolist(), Mn.tolist(), en.tolist(), texts):
+        d = Decimal(m).scaleb(x)
+        assert Decimal(mn).scaleb(xn) == d and (mn == 0 or mn % 10 != 0) and (mn != 0 or xn == 0)
+        assert Decimal(text) == d and "e" not in text.lower() and (mn == 0 or not text.endswith(".0"))
+    assert nonzero_digits(M).tolist() == [sum(ch in "123456789" for ch in str(m)) for m in M.tolist()]

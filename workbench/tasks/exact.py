@@ -36,13 +36,13 @@ def value_ld(M, e):
 def normalize(M, e):
     """Strip trailing zeros so that every value has one (M, e) form; zero becomes (0, 0)."""
     M, e = np.array(M, dtype=np.int64), np.array(e, dtype=np.int64)
-    for _ in range(40):
-        z = (M % 10 == 0) & (M != 0)
-        if not z.any():
-            break
-        M[z] //= 10
-        e[z] += 1
-    e[M == 0] = 0
+    nonzero = M != 0
+    for k in (16, 8, 4, 2, 1):  # an int64 has at most 18 trailing zeros: strip them in halving steps
+        z = nonzero & (M % np.int64(10 ** k) == 0)
+        if z.any():
+            M[z] //= np.int64(10 ** k)
+            e[z] += k
+    e[~nonzero] = 0
     return M, e
 
 
