@@ -178,3 +178,21 @@ def test_optimizer_state_survives_a_weights_only_checkpoint():
         for p in a.state:
             for key, value in a.state[p].items():
                 assert torch.equal(torch.as_tensor(value), torch.as_tensor(b.state[p][key]))
+
+
+@pytest.mark.parametrize("shape", [(256, 1024), (1024, 256), (96, 384), (64, 64), (40, 70)])
+def test_newton_schulz_on_cpu_is_the_quintic_iteration(shape):
+    """Our fp32 Newton-Schulz (Gram form for wide matrices) against the textbook iteration in
+    float64, X <- a X + (b A + c A^2) X with A = X X^T, and it is what torch's Muon calls."""
+    from torch.optim import _muon
+    a, b, c = OptimConfig().ns_coefficients
+    grad = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+    x = grad.double()
+    x = (x.T if shape[0] > shape[1] else x) / x.norm()
+    for _ in range(5):
+        gram = x @ x.T
+        x = a * x + (b * gram + c * gram @ gram) @ x
+    expected = x.T if shape[0] > shape[1] else x
+    got = _muon._zeropower_via_newtonschulz(grad, (a, b, c), 5, 1e-7)
+    assert got.dtype == torch.float32 and got.shape == grad.shape
+    assert torch.allclose(got.double(), expected, rtol=0, atol=1e-5 * expected.abs().max().item())

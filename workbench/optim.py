@@ -26,6 +26,12 @@ def _newton_schulz_fp32(grad, ns_coefficients, ns_steps, eps):
     torch runs it in bfloat16, which CPUs without bf16 matrix units execute ~100x slower than
     float32 (measured: 120 ms vs 1 ms for a 256x256 @ 256x1024 product on our 2-core machine).
     On CPU we run the same quintic iteration (same coefficients and steps) in float32.
+
+    For a wide m x n matrix (m < n, tall ones are transposed) the iteration
+    X <- (a I + b A + c A^2) X with A = X X^T only ever multiplies X_0 by a polynomial P of
+    A_0 = X_0 X_0^T, so we iterate on m x m matrices (Q = a I + b A + c A^2, P <- Q P,
+    A <- Q A Q) and form P X_0 once: 4 m^3 per step instead of 4 m^2 n + 2 m^3, a third fewer
+    operations for the 1:4 matrices of the MLP. Square matrices take the plain iteration.
     """
     a, b, c = ns_coefficients
     x = grad.float()
@@ -33,9 +39,20 @@ def _newton_schulz_fp32(grad, ns_coefficients, ns_steps, eps):
     if tall:
         x = x.T
     x = x / x.norm().clamp(min=eps)
-    for _ in range(ns_steps):
+    m, n = x.shape
+    if 2 * m <= n:  # Gram form pays off
         gram = x @ x.T
-        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+        poly = torch.eye(m, dtype=x.dtype, device=x.device)
+        for _ in range(ns_steps):
+            q = torch.addmm(gram, gram, gram, beta=b, alpha=c)
+            q.diagonal().add_(a)
+            poly = q @ poly
+            gram = q @ gram @ q
+        x = poly @ x
+    else:
+        for _ in range(ns_steps):
+            gram = x @ x.T
+            x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
     return x.T if tall else x
 
 
