@@ -2,7 +2,8 @@
 reference GPT of the same size written here (nn.Linear attention + MLP, learned positions,
 LayerNorm, GELU, AdamW, plain causal attention), same batch and context, in one run.
 
-Prints tokens/s (median over timed steps after warm-up) in fp32 and bf16 autocast and the ratio.
+Prints tokens/s (median over timed steps after warm-up, the two models interleaved) in fp32 and
+bf16 autocast and the ratio, and how a step splits into forward + backward and the optimizer.
 
     python benchmarks/train.py [--preset cpu-small] [--batch 16] [--steps 8] [--warmup 2]
 """
@@ -61,14 +62,27 @@ def batch(cfg, B, gen):
             "loss_mask": torch.ones(B, T, dtype=torch.bool)}  # every target learned, as in the reference
 
 
-def tokens_per_second(step, tokens, steps, warmup):
-    times = []
-    for i in range(warmup + steps):
+def timed(model_part, optimizer_part):
+    """A training step as (seconds in forward + backward, seconds in the optimizer step)."""
+    def step():
         start = time.perf_counter()
-        step()
-        if i >= warmup:
-            times.append(time.perf_counter() - start)
-    return tokens / statistics.median(times)
+        model_part()
+        middle = time.perf_counter()
+        optimizer_part()
+        return middle - start, time.perf_counter() - middle
+    return step
+
+
+def measure(steps: dict, n: int, warmup: int) -> dict:
+    """Median (model, optimizer) seconds per step of each named step, run interleaved so that
+    machine noise hits all of them alike."""
+    times = {name: [] for name in steps}
+    for i in range(warmup + n):
+        for name, step in steps.items():
+            t = step()
+            if i >= warmup:
+                times[name].append(t)
+    return {name: tuple(statistics.median(column) for column in zip(*ts)) for name, ts in times.items()}
 
 
 def main():
@@ -95,27 +109,35 @@ def main():
     for precision in ("fp32", "bf16"):
         autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
 
-        def ours_step():
+        def ours_model():
             apply_schedule(ours_opt, 10, 100)
             with autocast:
                 _, losses = ours(**data)
-                loss = losses["loss"]
-            loss.backward()
+            losses["loss"].backward()
+
+        def ours_optimizer():
             for o in ours_opt:
                 o.step()
                 o.zero_grad(set_to_none=True)
 
-        def ref_step():
+        def ref_model():
             with autocast:
                 loss = ref(data["ids"], data["targets"])
             loss.backward()
+
+        def ref_optimizer():
             ref_opt.step()
             ref_opt.zero_grad(set_to_none=True)
 
-        ref_rate = tokens_per_second(ref_step, tokens, args.steps, args.warmup)
-        ours_rate = tokens_per_second(ours_step, tokens, args.steps, args.warmup)
-        print(f"{precision}: reference {ref_rate:9,.0f} tokens/s   ours {ours_rate:9,.0f} tokens/s   "
-              f"ratio {ours_rate / ref_rate:5.2f}x")
+        t = measure({"reference": timed(ref_model, ref_optimizer), "ours": timed(ours_model, ours_optimizer)},
+                    args.steps, args.warmup)
+        rate = {name: tokens / sum(parts) for name, parts in t.items()}
+        print(f"{precision}: reference {rate['reference']:9,.0f} tokens/s   ours {rate['ours']:9,.0f} tokens/s   "
+              f"ratio {rate['ours'] / rate['reference']:5.2f}x")
+        print(f"      forward+backward: reference {t['reference'][0] * 1e3:6.0f} ms   ours {t['ours'][0] * 1e3:6.0f} ms"
+              f"   ratio {t['reference'][0] / t['ours'][0]:5.2f}x")
+        print(f"      optimizer step:   reference {t['reference'][1] * 1e3:6.0f} ms   ours {t['ours'][1] * 1e3:6.0f} ms"
+              f"   (AdamW vs Muon + Adam)")
 
 
 if __name__ == "__main__":

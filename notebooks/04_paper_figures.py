@@ -22,14 +22,16 @@
 # * the authors' released files (per-sample frontier results, the 500-sample test sets) — when
 #   `official_data` points at their folder; then also the per-difficulty curves and Figure 8;
 # * our task generator (Figures 5-7);
-# * our training results (Figure 4) — when `results_csv` names a CSV in the results schema of
-#   `workbench.paper_figures` (encoding, task, metric, value, seed), e.g. the `results.csv` of notebook 03.
+# * our training results (Figure 4) — `results_csv`, a CSV in the results schema of
+#   `workbench.paper_figures` (encoding, task, metric, value, seed): by default the published CPU
+#   tier (`results/cpu-tier.csv`, made by `python -m workbench.experiments cpu-tier`), or the
+#   `results.csv` of notebook 03, or None.
 #
 # The data preparation lives in `workbench/paper_figures.py` and is tested there.
 
 # %% tags=["parameters"]
 official_data = None  # folder of the released files, e.g. "../shared/data/official_bittokens"
-results_csv = None  # CSV of our runs: encoding, task, metric, value, seed
+results_csv = "results/cpu-tier.csv"  # our runs (relative: from the repository root); None: none
 generator_samples = 2000  # questions per task drawn from our generator (Figures 5-7)
 bootstrap_draws = 200  # resamples per sample count (Figure 8)
 seed = 0
@@ -40,6 +42,7 @@ figure_formats = ["html", "png"]
 import pandas as pd
 from IPython.display import Markdown, display
 
+from workbench import experiments
 from workbench import paper_figures as pf
 from workbench import plots
 from workbench.tasks import TASKS, generate
@@ -115,11 +118,12 @@ else:
 #
 # The paper trained the same 117M model with each encoding on all tasks at once (Table 4) and on
 # each task alone (Table 7). "Subword" there is the triple-digit tokenizer. Our own runs appear as a
-# third row when `results_csv` is given (mean and standard deviation over seeds).
+# third row when `results_csv` is given (mean and standard deviation over seeds); the table below
+# ranks the encodings per task, best first, with tokens per problem (Table 5).
 
 # %%
 if results is not None:
-    display(results.groupby(["encoding", "task", "metric"])["value"].agg(["mean", "std", "count"]))
+    display(experiments.summarize(results).round(3))
 save(pf.methods_figure(results), "04_fig4_methods")
 
 # %% [markdown]

@@ -48,3 +48,23 @@ def test_cpu_tier_is_one_protocol_for_every_encoding():
     paper = experiments.PROTOCOLS["paper-tier"]  # appendix C.1: 117M model, 10B tokens, batch 192
     assert (paper.preset, paper.tokens, paper.batch_size) == ("paper", 1e10, 192)
     assert set(paper.tasks) >= set(cpu.tasks)
+
+
+def test_summarize_averages_seeds_and_ranks_encodings():
+    rows = []
+    for encoding, scores in {"bittokens": (0.6, 0.8), "xval": (0.1, 0.3)}.items():
+        for seed, score in enumerate(scores):
+            common = dict(encoding=encoding, task="division", seed=seed, input_tokens=7.0,
+                          output_tokens=2.0 + seed, train_seconds=120.0)
+            rows += [dict(common, metric="log_smape", value=score), dict(common, metric="exact_match", value=score / 2)]
+    rows.append(dict(encoding="xval", task="minmax", seed=0, input_tokens=11.0, output_tokens=2.0,
+                     train_seconds=60.0, metric="accuracy", value=0.5))
+    summary = experiments.summarize(pd.DataFrame(rows))
+    division = summary[summary.task == "division"]
+    assert division.encoding.tolist() == ["bittokens", "xval"]  # best first
+    first = division.iloc[0]
+    assert first.score == pytest.approx(0.7) and first.score_std == pytest.approx(0.1414213, rel=1e-5)
+    assert first.exact == pytest.approx(0.35) and first.tokens == pytest.approx(9.5)
+    assert first.minutes == pytest.approx(2.0) and first.seeds == 2 and first.metric == "log_smape"
+    minmax = summary[summary.task == "minmax"].iloc[0]
+    assert minmax.metric == "accuracy" and pd.isna(minmax.exact)

@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
@@ -66,6 +67,27 @@ def run_protocol(name: str, seeds=(0, 1), out="runs/cpu-tier", encodings=None) -
     return table
 
 
+def summarize(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per task x encoding: mean and std over seeds of the score (log-sMAPE or accuracy)
+    and of exact match, tokens per problem (input + output, Table 5), minutes of training;
+    within a task the rows run from the best score down."""
+    table = table.assign(**{c: table[c] if c in table else np.nan
+                            for c in ("input_tokens", "output_tokens", "train_seconds")})
+    score = table[table.metric != "exact_match"]
+    exact = table[table.metric == "exact_match"]
+    keys = ["task", "encoding"]
+    out = score.groupby(keys).agg(metric=("metric", "first"), score=("value", "mean"),
+                                  score_std=("value", "std"), seeds=("seed", "nunique"),
+                                  tokens=("input_tokens", "mean"), output_tokens=("output_tokens", "mean"),
+                                  minutes=("train_seconds", "mean"))
+    out["tokens"] += out.pop("output_tokens")
+    out["minutes"] /= 60
+    out = out.join(exact.groupby(keys)["value"].agg(exact="mean", exact_std="std"))
+    out = out.reset_index().sort_values(["task", "score"], ascending=[True, False])
+    return out[["task", "encoding", "metric", "score", "score_std", "exact", "exact_std", "tokens",
+                "minutes", "seeds"]].reset_index(drop=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("protocol", choices=sorted(PROTOCOLS))
@@ -74,7 +96,7 @@ def main(argv=None):
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     table = run_protocol(args.protocol, args.seeds, args.out or f"runs/{args.protocol}", args.encodings)
-    print(table.pivot_table(index="task", columns=["encoding", "metric"], values="value").round(3).to_string())
+    print(summarize(table).round(3).to_string(index=False))
 
 
 if __name__ == "__main__":

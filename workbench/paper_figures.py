@@ -245,12 +245,20 @@ def validate_results(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
 def read_results(path) -> pd.DataFrame:
-    """Read and validate a results CSV."""
-    path = Path(path)
+    """Read and validate a results CSV; extra columns (tokens per problem, seconds) are kept.
+    A relative path not found from the working directory is looked up from the repository root,
+    so "results/cpu-tier.csv" works from notebooks/ too."""
+    path = Path(path).expanduser()
+    if not path.is_absolute() and not path.exists():
+        path = ROOT / path
     if not path.is_file():
         raise ValueError(f"results_csv {str(path)!r} does not exist")
-    return validate_results(pd.read_csv(path))
+    raw = pd.read_csv(path)
+    return validate_results(raw).join(raw.drop(columns=RESULTS_COLUMNS))
 
 
 def results_from_summary(summary: pd.DataFrame) -> pd.DataFrame:
