@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from workbench import encoders
-from workbench.data import pack, shard
+from workbench.data import NotEnoughSamples, make_pool, next_batch, pack, shard
 from workbench.evaluate import generate, score
 from workbench.model import GPT, packed_mask, preset
 from workbench.tokenizer import Tokenizer
@@ -156,3 +156,15 @@ def test_score_rules():
     assert list(score("interval", ["A", "B"], ["A", "C"])["exact"]) == [True, False]
     assert list(score("sorting", ["1, 2", "2, 1"], ["1, 2", "1, 2"])["exact"]) == [True, False]
     assert list(score("minmax", ["2", "2.0", "3"], ["2", "2", "2"])["exact"]) == [True, True, False]
+
+
+def test_next_batch_draws_again_when_long_samples_cannot_fill_the_rows(tok):
+    pools = {"sorting": make_pool("sorting", 50, tok, seed=0, split="train", decades=(0, 1), max_digits=2)}
+    few = {"sorting": 2}  # two samples of ~20 tokens: far from 3 rows of 40
+    with pytest.raises(NotEnoughSamples):
+        pack(pools["sorting"].samples[:2], 3, 40, tok.pad_id, tok.num_id)
+    rng = np.random.default_rng(0)
+    batch = next_batch(pools, few, rng, None, 3, 40, tok.pad_id, tok.num_id)
+    assert batch["ids"].shape == (3, 40) and (batch["ids"] != tok.pad_id).all()
+    again = next_batch(pools, few, np.random.default_rng(0), None, 3, 40, tok.pad_id, tok.num_id)
+    assert torch.equal(batch["ids"], again["ids"])  # seeded: the same rows

@@ -34,6 +34,10 @@ def make_pool(task: str, n: int, tokenizer: Tokenizer, seed: int, split: str, **
     return Pool(task, frame, samples, frame["difficulty"].to_numpy(), frame["difficulty_sd"].to_numpy())
 
 
+class NotEnoughSamples(ValueError):
+    """The samples given to `pack` are too few (or too short) to fill the rows."""
+
+
 def pack(samples, batch_size: int, context: int, pad_id: int, num_id: int = 4) -> dict[str, torch.Tensor]:
     """Concatenate samples into [B, context] inputs/targets; the last one in a row is cut.
 
@@ -57,7 +61,7 @@ def pack(samples, batch_size: int, context: int, pad_id: int, num_id: int = 4) -
         if col == width:
             row, col = row + 1, 0
     if row < batch_size:
-        raise ValueError(f"not enough samples to fill {batch_size} rows of {context} tokens")
+        raise NotEnoughSamples(f"not enough samples to fill {batch_size} rows of {context} tokens")
     loss_mask = mask[:, 1:] & (doc[:, 1:] == doc[:, :-1])
     t = torch.from_numpy
     return {"ids": t(ids[:, :-1]), "values": t(values[:, :-1]), "positions": t(pos[:, :-1]),
@@ -86,6 +90,18 @@ def draw(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Generato
         chosen += [pool.samples[i] for i in idx]
     order = rng.permutation(len(chosen))
     return [chosen[i] for i in order]
+
+
+def next_batch(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Generator, pick,
+               rows: int, context: int, pad_id: int, num_id: int) -> dict[str, torch.Tensor]:
+    """pack(draw(...)). When the draw falls short (the balancer favoured tasks with long samples),
+    draw the same counts again and append, until the rows are full."""
+    samples = draw(pools, counts, rng, pick)
+    while True:
+        try:
+            return pack(samples, rows, context, pad_id, num_id)
+        except NotEnoughSamples:
+            samples += draw(pools, counts, rng, pick)
 
 
 def mean_length(pools: dict[str, Pool]) -> float:

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from . import encoders, metrics
 from .balancing import TaskBalancer
 from .curriculum import Curriculum, difficulty_column
-from .data import draw, make_pool, mean_length, pack, shard
+from .data import make_pool, mean_length, next_batch, shard
 from .evaluate import evaluate, summarize
 from .model import GPT, preset
 from .optim import apply_schedule, build_optimizers
@@ -195,7 +195,7 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
     for step in bar:
         counts = balancer.task_counts(samples_per_step) if cfg.balancing else \
             {t: math.ceil(samples_per_step / len(cfg.tasks)) for t in cfg.tasks}
-        batch = pack(draw(pools, counts, rng, pick), cfg.batch_size * world, context, tok.pad_id, tok.num_id)
+        batch = next_batch(pools, counts, rng, pick, cfg.batch_size * world, context, tok.pad_id, tok.num_id)
         batch = shard(batch, rank, world, device)
         lr = apply_schedule(optimizers, step, total_steps)
         model.train()
