@@ -54,6 +54,10 @@ def test_sigkill_then_resume_gives_the_uninterrupted_curve(tmp_path):
     subprocess.run([sys.executable, "-m", "workbench.train", *ARGS, "--out", str(out), "--resume"],
                    check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     assert losses(out) == losses(reference)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    clock = [r["time"] for r in rows if "time" in r]
+    assert all(b > a for a, b in zip(clock, clock[1:]))  # training time goes on across the restart
+    assert pd.read_csv(out / "test_summary.csv").train_seconds.iloc[0] >= clock[-1]
 
 
 def test_corrupt_checkpoint_is_a_clear_error(tmp_path):

@@ -154,7 +154,7 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
     curricula = {t: Curriculum(max_difficulty(t, 2 if cfg.encoding == "bittokens" else 10), total_steps, 1.0)
                  for t in numeric if cfg.curriculum and t in CURRICULUM_TASKS}
     rng = np.random.default_rng(cfg.seed)
-    state = {"step": 0, "best": -1.0}
+    state = {"step": 0, "best": -1.0, "seconds": 0.0}  # seconds: training time of earlier processes
     ckpt_path, metrics_path = out / "checkpoint.pt", out / "metrics.jsonl"
     if resume and ckpt_path.exists():
         ckpt = load_checkpoint(ckpt_path)
@@ -191,7 +191,7 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
 
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16)
     bar = tqdm(range(state["step"], total_steps), desc=f"{cfg.encoding}", disable=rank != 0)
-    started = time.time()
+    started = time.time() - state.get("seconds", 0.0)  # a resumed run's clock goes on
     for step in bar:
         counts = balancer.task_counts(samples_per_step) if cfg.balancing else \
             {t: math.ceil(samples_per_step / len(cfg.tasks)) for t in cfg.tasks}
@@ -209,7 +209,7 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
         if distributed:
             dist.all_reduce(parts)
         parts = dict(zip(losses, parts.tolist()))
-        state["step"] = step + 1
+        state["step"], state["seconds"] = step + 1, time.time() - started
         bar.set_postfix(loss=f"{parts['loss']:.3f}")
         log({"step": step + 1, **parts, "lr": lr, "time": time.time() - started})
         if (step + 1) % cfg.eval_every == 0 or step + 1 == total_steps:
