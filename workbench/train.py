@@ -90,10 +90,15 @@ CONFIGS = {
 
 
 def _atomic_save(obj, path: Path):
+    """torch.save, or DataFrame.to_csv for a DataFrame, to a temporary file renamed into place:
+    a kill mid-write leaves the previous file (or none), never half of one."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     os.close(fd)
     try:
-        torch.save(obj, tmp)
+        if isinstance(obj, pd.DataFrame):
+            obj.to_csv(tmp, index=False)
+        else:
+            torch.save(obj, tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -244,11 +249,12 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
         model.load_state_dict(load_checkpoint(out / "best.pt"))
         test = {t: make_pool(t, cfg.test_samples, tok, cfg.seed, "test", **regime).frame for t in numeric}
         samples = evaluate(model, tok, test)
-        samples.to_csv(out / "test_samples.csv", index=False)
+        _atomic_save(samples, out / "test_samples.csv")
         summary = summarize(samples).assign(encoding=cfg.encoding, seed=cfg.seed,
                                             train_seconds=time.time() - started)
-        summary.to_csv(out / "test_summary.csv", index=False)
+        _atomic_save(summary, out / "test_summary.csv")
     if distributed:
+        dist.barrier()  # every rank returns after rank 0 wrote the test results
         dist.destroy_process_group()
     return out
 
