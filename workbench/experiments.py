@@ -11,9 +11,11 @@ trained on it alone, 2-digit integer addition reaches log-sMAPE >= 0.97 with Bit
 digits in 5-6M tokens (issue 4's runs), so six tasks sharing 3M tokens leave every task short of
 saturation and the encodings separate, instead of all scoring 0 (the paper's full operand range at
 this size) or all 1. Interval and sorting stayed near chance for all five: at this budget they do
-not separate. Every encoding gets the same model, token budget, seeds and data. Runs already finished (their test_summary.csv exists)
-are skipped, so an interrupted sweep resumes where it stopped. Results: one CSV in the schema of
-`workbench.paper_figures` plus tokens per problem (Table 5).
+not separate. Every encoding gets the same model, token budget, seeds and data.
+
+Runs already finished (their test_summary.csv exists) are skipped, so an interrupted sweep resumes
+where it stopped. Results: one CSV in the schema of `workbench.paper_figures` plus tokens per
+problem (Table 5).
 """
 from __future__ import annotations
 
