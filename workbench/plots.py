@@ -57,7 +57,8 @@ def save(fig: go.Figure, name: str, out_dir: str | os.PathLike | None = None,
     for fmt in formats:
         path = out / f"{name}.{fmt}"
         if fmt == "html":
-            _atomic(path, lambda tmp: fig.write_html(tmp, include_plotlyjs="directory", full_html=True))
+            _atomic(path, lambda tmp: fig.write_html(tmp, include_plotlyjs="directory", full_html=True,
+                                                         div_id=name))  # fixed id: same figure, same bytes
         elif _start_kaleido():
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="The kopts argument is ignored")
