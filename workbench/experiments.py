@@ -7,8 +7,8 @@ The CPU tier is the paper's multi-task experiment (section 6, Fig. 4) at laptop 
 comparison and single-step tasks on a narrowed operand regime (magnitudes 1 … 100, at most 2
 significant digits per operand: 7, 3.5, 42, -0.8) with the 2-layer, 128-wide `cpu-tiny` model,
 batch 8 x 128 tokens and 3M training tokens (5-6.5 minutes per run on one core). Why this regime:
-trained on it alone, 2-digit integer addition reaches log-sMAPE >= 0.97 with BitTokens and single
-digits in 5-6M tokens (issue 4's runs), so six tasks sharing 3M tokens leave every task short of
+trained on it alone, 2-digit integer addition reaches log-sMAPE >= 0.95 with BitTokens, single
+digits and FoNE in 5M tokens (issue 4's runs), so six tasks sharing 3M tokens leave every task short of
 saturation and the encodings separate, instead of all scoring 0 (the paper's full operand range at
 this size) or all 1. Interval and sorting stayed near chance for all five: at this budget they do
 not separate. Every encoding gets the same model, token budget, seeds and data.
