@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from . import encoders
+from .atomic import write_atomic
 from .paper_figures import results_from_summary
 from .train import TrainConfig, train
 
@@ -65,10 +65,7 @@ def run_protocol(name: str, seeds=(0, 1), out="runs/cpu-tier", encodings=None) -
         rows.append(results.join(tokens, on="task"))
     table = pd.concat(rows, ignore_index=True)
     if int(os.environ.get("RANK", 0)) == 0:  # under torchrun every rank trains, one writes
-        fd, tmp = tempfile.mkstemp(dir=out, prefix=".results.", suffix=".csv")
-        os.close(fd)
-        table.to_csv(tmp, index=False)
-        os.replace(tmp, out / "results.csv")
+        write_atomic(out / "results.csv", lambda tmp: table.to_csv(tmp, index=False))
     return table
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import warnings
 from pathlib import Path
 
 import plotly.graph_objects as go
+
+from .atomic import write_atomic
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 _kaleido_ready: bool | None = None
@@ -36,18 +37,6 @@ def _start_kaleido() -> bool:
     return _kaleido_ready
 
 
-def _atomic(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def save(fig: go.Figure, name: str, out_dir: str | os.PathLike | None = None,
          formats: tuple[str, ...] = ("html", "png")) -> list[Path]:
     """Write `fig` as `<out_dir>/<name>.<fmt>` for each format; returns the files written."""
@@ -57,12 +46,12 @@ def save(fig: go.Figure, name: str, out_dir: str | os.PathLike | None = None,
     for fmt in formats:
         path = out / f"{name}.{fmt}"
         if fmt == "html":
-            _atomic(path, lambda tmp: fig.write_html(tmp, include_plotlyjs="directory", full_html=True,
+            write_atomic(path, lambda tmp: fig.write_html(tmp, include_plotlyjs="directory", full_html=True,
                                                          div_id=name))  # fixed id: same figure, same bytes
         elif _start_kaleido():
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="The kopts argument is ignored")
-                _atomic(path, lambda tmp: fig.write_image(tmp, format=fmt, scale=2))
+                write_atomic(path, lambda tmp: fig.write_image(tmp, format=fmt, scale=2))
         else:
             continue
         written.append(path)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from . import encoders
+from .atomic import write_atomic
 from .encoders.base import NumberEncoding
 from .numbers import NUM_TOKEN, number_spans, parse_parts, render
 
@@ -83,15 +83,7 @@ def _train_bpe(text: str, vocab_size: int, cache_dir: Path) -> HFTokenizer:
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     bpe.train_from_iterator(runs, trainer)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=".tmp-", suffix=".json")
-    os.close(fd)
-    try:
-        bpe.save(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    write_atomic(path, bpe.save)
     return bpe
 
 

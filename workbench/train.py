@@ -15,7 +15,6 @@ import argparse
 import json
 import math
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -27,6 +26,7 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from . import encoders, metrics
+from .atomic import write_atomic
 from .balancing import TaskBalancer
 from .curriculum import Curriculum, difficulty_column
 from .data import make_pool, mean_length, next_batch, shard
@@ -87,22 +87,6 @@ CONFIGS = {
                          val_samples=256, test_samples=10_000, eval_every=32, checkpoint_every=1000,
                          bf16=True, vocab_size=50_000),
 }
-
-
-def _atomic_save(obj, path: Path):
-    """torch.save, or DataFrame.to_csv for a DataFrame, to a temporary file renamed into place:
-    a kill mid-write leaves the previous file (or none), never half of one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    try:
-        if isinstance(obj, pd.DataFrame):
-            obj.to_csv(tmp, index=False)
-        else:
-            torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def load_checkpoint(path: Path) -> dict:
@@ -216,7 +200,7 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
         parts = dict(zip(losses, parts.tolist()))
         state["step"], state["seconds"] = step + 1, time.time() - started
         bar.set_postfix(loss=f"{parts['loss']:.3f}")
-        log({"step": step + 1, **parts, "lr": lr, "time": time.time() - started})
+        log({"step": step + 1, **parts, "lr": lr, "time": state["seconds"]})
         if (step + 1) % cfg.eval_every == 0 or step + 1 == total_steps:
             answers = evaluate(model, tok, val) if numeric else None
             scores = summarize(answers).set_index("task")["score"].to_dict() if numeric else {}
@@ -238,21 +222,22 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
             if mean > state["best"]:
                 state["best"] = mean
                 if rank == 0:
-                    _atomic_save(model.state_dict(), out / "best.pt")
+                    write_atomic(out / "best.pt", lambda tmp: torch.save(model.state_dict(), tmp))
         if rank == 0 and ((step + 1) % cfg.checkpoint_every == 0 or step + 1 == total_steps):
-            _atomic_save({"model": model.state_dict(), "optimizers": [o.state_dict() for o in optimizers],
-                          "balancer": balancer.state_dict(),
-                          "curricula": {t: c.state_dict() for t, c in curricula.items()},
-                          "rng": json.dumps(rng.bit_generator.state), "torch_rng": torch.get_rng_state(),
-                          "state": dict(state), "config": _comparable(cfg)}, ckpt_path)
+            ckpt = {"model": model.state_dict(), "optimizers": [o.state_dict() for o in optimizers],
+                    "balancer": balancer.state_dict(),
+                    "curricula": {t: c.state_dict() for t, c in curricula.items()},
+                    "rng": json.dumps(rng.bit_generator.state), "torch_rng": torch.get_rng_state(),
+                    "state": dict(state), "config": _comparable(cfg)}
+            write_atomic(ckpt_path, lambda tmp: torch.save(ckpt, tmp))
     if rank == 0 and numeric:
         model.load_state_dict(load_checkpoint(out / "best.pt"))
         test = {t: make_pool(t, cfg.test_samples, tok, cfg.seed, "test", **regime).frame for t in numeric}
         samples = evaluate(model, tok, test)
-        _atomic_save(samples, out / "test_samples.csv")
+        write_atomic(out / "test_samples.csv", lambda tmp: samples.to_csv(tmp, index=False))
         summary = summarize(samples).assign(encoding=cfg.encoding, seed=cfg.seed,
                                             train_seconds=time.time() - started)
-        _atomic_save(summary, out / "test_summary.csv")
+        write_atomic(out / "test_summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
     if distributed:
         dist.barrier()  # every rank returns after rank 0 wrote the test results
         dist.destroy_process_group()

@@ -4,13 +4,12 @@ The prompt texts are the paper's; the PDF extraction dropped the braces of the J
 ('"answer": <numeric_answer>'), which we restore so that the requested format is valid JSON.
 """
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from workbench import tasks
+from workbench.atomic import write_atomic
 
 _HEADER_LIST = "You are an expert in numeracy. For each problem, output only valid JSON in this format:"
 _HEADER_ARITHMETIC = "You are an expert in numeracy. Return exactly one valid JSON object in this format:"
@@ -43,20 +42,6 @@ def system_prompt(task):
     return SYSTEM_PROMPTS[FAMILY[task]]
 
 
-def atomic_write_text(path, text):
-    """Write via a temp file in the same folder + os.replace, so readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def build_benchmark(n_per_task=500, seed=0, task_list=None):
     """n_per_task test-split questions per task, drawn by our generator with the test split's
     difficulty distribution; one row per question with a stable id."""
@@ -75,8 +60,9 @@ def export_benchmark(path, n_per_task=500, seed=0, task_list=None):
     df = build_benchmark(n_per_task, seed, task_list)
     path = Path(path)
     lines = (json.dumps(r, ensure_ascii=False) for r in df.to_dict(orient="records"))
-    atomic_write_text(path.with_suffix(".jsonl"), "".join(line + "\n" for line in lines))
-    atomic_write_text(path.with_suffix(".csv"), df.to_csv(index=False))
+    text = "".join(line + "\n" for line in lines)
+    write_atomic(path.with_suffix(".jsonl"), lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    write_atomic(path.with_suffix(".csv"), lambda tmp: df.to_csv(tmp, index=False))
     return df
 
 
