@@ -2,10 +2,14 @@
 reference GPT of the same size written here (nn.Linear attention + MLP, learned positions,
 LayerNorm, GELU, AdamW, plain causal attention), same batch and context, in one run.
 
-Prints tokens/s (median over timed steps after warm-up, the two models interleaved) in fp32 and
-bf16 autocast and the ratio, and how a step splits into forward + backward and the optimizer.
+Prints tokens/s (median over timed steps after warm-up, the two models interleaved step by step)
+in fp32 and bf16 autocast and the ratio, and how a step splits into forward + backward (the models
+alone) and the optimizer step (AdamW against the paper's Muon + Adam).
 
-    python benchmarks/train.py [--preset cpu-small] [--batch 16] [--steps 8] [--warmup 2]
+    python benchmarks/train.py [--preset cpu-small] [--batch 16] [--steps 12] [--bf16-steps 3]
+                               [--warmup 1] [--precisions fp32 bf16] [--threads N]
+
+bf16 gets its own, smaller step count: CPUs without bf16 matrix units run it ~25x slower.
 """
 import argparse
 import statistics
@@ -89,9 +93,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="cpu-small")
     parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=12, help="timed fp32 steps per model")
+    parser.add_argument("--bf16-steps", type=int, default=3, help="timed bf16 steps per model")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed steps per model first")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -105,8 +111,9 @@ def main():
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-3)
     print(f"preset {args.preset}: ours {sum(p.numel() for p in ours.parameters()) / 1e6:.2f}M params, "
           f"reference {sum(p.numel() for p in ref.parameters()) / 1e6:.2f}M; batch {args.batch} x "
-          f"{cfg.block_size}; median of {args.steps} steps; threads {torch.get_num_threads()}")
-    for precision in ("fp32", "bf16"):
+          f"{cfg.block_size}; threads {torch.get_num_threads()}")
+    for precision in args.precisions:
+        steps = args.steps if precision == "fp32" else args.bf16_steps
         autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
 
         def ours_model():
@@ -130,10 +137,10 @@ def main():
             ref_opt.zero_grad(set_to_none=True)
 
         t = measure({"reference": timed(ref_model, ref_optimizer), "ours": timed(ours_model, ours_optimizer)},
-                    args.steps, args.warmup)
+                    steps, args.warmup)
         rate = {name: tokens / sum(parts) for name, parts in t.items()}
-        print(f"{precision}: reference {rate['reference']:9,.0f} tokens/s   ours {rate['ours']:9,.0f} tokens/s   "
-              f"ratio {rate['ours'] / rate['reference']:5.2f}x")
+        print(f"{precision}, median of {steps} steps: reference {rate['reference']:7,.0f} tokens/s   "
+              f"ours {rate['ours']:7,.0f} tokens/s   ratio {rate['ours'] / rate['reference']:5.2f}x")
         print(f"      forward+backward: reference {t['reference'][0] * 1e3:6.0f} ms   ours {t['ours'][0] * 1e3:6.0f} ms"
               f"   ratio {t['reference'][0] / t['ours'][0]:5.2f}x")
         print(f"      optimizer step:   reference {t['reference'][1] * 1e3:6.0f} ms   ours {t['ours'][1] * 1e3:6.0f} ms"

@@ -1,5 +1,6 @@
 """Training: determinism, SIGKILL + resume, corrupt checkpoints, DDP with 2 CPU processes."""
 import json
+import math
 import os
 import signal
 import subprocess
@@ -35,6 +36,15 @@ def test_same_seed_same_loss_curve_and_results(tmp_path):
     summary = pd.read_csv(a / "test_summary.csv")
     assert set(summary.task) == {"addition", "multiplication"}
     assert {"score", "exact", "input_tokens", "output_tokens"} <= set(summary.columns)
+
+
+def test_bf16_autocast_and_torch_compile_train_on_cpu(tmp_path):
+    """The GPU paths (bf16 autocast, torch.compile), run on the CPU: the loss falls and the run ends."""
+    run = train(TrainConfig(**{**TINY, "tokens": 2 * 128 * 6, "eval_every": 3}, bf16=True, compile=True,
+                            out=str(tmp_path / "run")))
+    curve = losses(run)
+    assert len(curve) == 6 and all(map(math.isfinite, curve)) and curve[-1] < curve[0]
+    assert set(pd.read_csv(run / "test_summary.csv").task) == {"addition", "multiplication"}
 
 
 def test_sigkill_then_resume_gives_the_uninterrupted_curve(tmp_path):

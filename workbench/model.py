@@ -7,6 +7,9 @@ boolean mask built from the doc id of every token) and RoPE positions restart at
 Numbers enter at <|num|> positions: the number encoding joins the learned <|num|> embedding
 (`encoding.embed`). They leave through `encoding.head`, read from the final hidden state of every
 position whose next token is <|num|>. Loss = cross-entropy + 10 × number loss (C.1).
+
+RMSNorm, QK-norm, RoPE, ReLU² and the lm head's cross-entropy run as the fused autograd functions
+of `fused.py` (same values, less memory traffic: on a CPU they set the speed, benchmarks/train.py).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .encoders.base import NumberEncoding
+from .fused import linear_cross_entropy, relu_squared, rms_norm, rotate
 from .numbers import NUM_TOKEN
 from .tokenizer import SPECIAL_TOKENS
 
@@ -57,12 +61,6 @@ def packed_mask(doc_ids: Tensor) -> Tensor:
     return ((doc_ids[:, :, None] == doc_ids[:, None, :]) & causal)[:, None]
 
 
-def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate channel pairs (i, i + D/2) of x [B, H, T, D] by each token's angles [B, 1, T, D/2]."""
-    x1, x2 = x.float().chunk(2, dim=-1)
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).type_as(x)
-
-
 class Attention(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
@@ -74,8 +72,8 @@ class Attention(nn.Module):
     def forward(self, x, cos, sin, mask, cache=None):
         B, T, _ = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).transpose(1, 3).unbind(2)
-        q, k = F.rms_norm(q, (self.head_dim,)), F.rms_norm(k, (self.head_dim,))  # QK-norm
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        # QK-norm, then RoPE: channel pairs (i, i + D/2) rotated by each token's angles [B, 1, T, D/2]
+        q, k = rotate(rms_norm(q), cos, sin), rotate(rms_norm(k), cos, sin)
         if cache is not None:  # generation: keys and values of the earlier steps
             if cache:
                 k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
@@ -91,12 +89,11 @@ class Block(nn.Module):
         self.up = nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model, bias=False)
         self.down = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model, bias=False)
         nn.init.zeros_(self.down.weight)
-        self.act = (lambda h: F.relu(h).square()) if cfg.activation == "relu2" else F.gelu
+        self.act = relu_squared if cfg.activation == "relu2" else F.gelu
 
     def forward(self, x, cos, sin, mask, cache=None):
-        d = x.shape[-1]
-        x = x + self.attn(F.rms_norm(x, (d,)), cos, sin, mask, cache)
-        return x + self.down(self.act(self.up(F.rms_norm(x, (d,)))))
+        x = x + self.attn(rms_norm(x), cos, sin, mask, cache)
+        return x + self.down(self.act(self.up(rms_norm(x))))
 
 
 class GPT(nn.Module):
@@ -153,20 +150,20 @@ class GPT(nn.Module):
         cos, sin = angles.cos(), angles.sin()
         for i, block in enumerate(self.blocks):
             x = block(x, cos, sin, mask, None if cache is None else cache[i])
-        return F.rms_norm(x, (x.shape[-1],))
+        return rms_norm(x)
 
     def forward(self, ids, values, positions, doc_ids, targets=None, target_values=None, loss_mask=None,
                 ce_count=None, number_count=None):
-        """Without targets: (logits [B, T, V], None). With targets: (logits [N, V] at the N loss
-        positions only — the lm head is not spent on question tokens — and the losses
-        {"loss", "ce", "number"}). The means divide by `ce_count` / `number_count` when given (the
-        counts of the whole global batch, so data-parallel ranks average to the single-process loss)."""
+        """Without targets: (logits [B, T, V], None). With targets: (None, the losses {"loss", "ce",
+        "number"}); the lm head runs at the loss positions only (not on question tokens), fused with
+        the cross-entropy, so the logits are never kept. The means divide by `ce_count` /
+        `number_count` when given (the counts of the whole global batch, so data-parallel ranks
+        average to the single-process loss)."""
         hidden = self.trunk(ids, values, positions, packed_mask(doc_ids))
         if targets is None:
             return self.lm_head(hidden), None
         mask = loss_mask if loss_mask is not None else torch.ones_like(targets, dtype=torch.bool)
-        logits = self.lm_head(hidden[mask])
-        ce_sum = F.cross_entropy(logits.float(), targets[mask], reduction="sum")
+        ce_sum = linear_cross_entropy(hidden[mask], self.lm_head.weight, targets[mask])
         ce = ce_sum / (ce_count if ce_count is not None else max(1, int(mask.sum())))
         losses = {"ce": ce}
         total = ce
@@ -181,4 +178,4 @@ class GPT(nn.Module):
             losses["number"] = number
             total = total + NUMBER_LOSS_WEIGHT * number
         losses["loss"] = total
-        return logits, losses
+        return None, losses

@@ -47,6 +47,7 @@ def _cpu_float64(x) -> Tensor:
     return as_float64(x).detach().cpu()
 
 
+@torch.compiler.disable  # NumPy byte tables: under torch.compile this part runs eagerly
 def float64_bits(x) -> Tensor:
     """float64 [N] -> ±1 float32 [N, 64]: IEEE 754 bits, MSB first (one table row per byte).
 
@@ -78,6 +79,7 @@ _SIGNIFICAND = 17
 _POW10 = 10 ** np.arange(18, dtype=np.int64)
 
 
+@torch.compiler.disable  # NumPy digit arithmetic, run eagerly under torch.compile
 def decimal_bits(x) -> Tensor:
     """float64 [N] -> ±1 float32 [N, 84]: the binary-coded decimal layout of the module docstring."""
     x = _cpu_float64(x)

@@ -1,0 +1,85 @@
+"""The fused functions against PyTorch's composite versions: same values, same gradients."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from workbench.fused import linear_cross_entropy, relu_squared, rms_norm, rotate
+
+
+def composite_rotate(x, cos, sin):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
+
+
+def angles(shape, gen):
+    theta = torch.rand(*shape, generator=gen, dtype=torch.float64) * 6.3
+    return theta.cos(), theta.sin()
+
+
+CASES = {
+    "relu_squared": (relu_squared, lambda x: F.relu(x).square(), lambda gen: ()),
+    "rms_norm": (rms_norm, lambda x: F.rms_norm(x, (x.shape[-1],)), lambda gen: ()),
+    "rotate": (rotate, composite_rotate, lambda gen: angles((3, 1, 5, 4), gen)),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_fused_matches_the_composite_in_value_and_gradient(name):
+    fused, composite, extra = CASES[name]
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 2, 5, 8, generator=gen, dtype=torch.float64, requires_grad=True)
+    args = extra(gen)
+    grad_out = torch.randn(3, 2, 5, 8, generator=gen, dtype=torch.float64)
+    got, want = fused(x, *args), composite(x, *args)
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-12)
+    (g_got,) = torch.autograd.grad(got, x, grad_out)
+    (g_want,) = torch.autograd.grad(want, x, grad_out)
+    assert torch.allclose(g_got, g_want, rtol=1e-10, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda t: fused(t, *args), (x,))
+
+
+def test_fused_norm_and_rotation_of_non_contiguous_float32_views():
+    """Non-contiguous views (q, k are slices of the qkv projection) give the composite's result."""
+    gen = torch.Generator().manual_seed(1)
+    qkv = torch.randn(2, 7, 3, 2, 8, generator=gen).transpose(1, 3)  # [2, 2, 3, 7, 8] view
+    q = qkv[:, :, 0]
+    cos, sin = (t.float() for t in angles((2, 1, 7, 4), gen))
+    assert torch.allclose(rotate(rms_norm(q), cos, sin), composite_rotate(F.rms_norm(q, (8,)), cos, sin), atol=1e-6)
+    assert rotate(rms_norm(q), cos, sin).dtype == torch.float32
+
+
+@pytest.mark.parametrize("chunk_elements", [7, 40, 1 << 21])
+def test_linear_cross_entropy_matches_the_plain_loss(chunk_elements):
+    gen = torch.Generator().manual_seed(2)
+    hidden = torch.randn(13, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(9, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 9, (13,), generator=gen)
+    got = linear_cross_entropy(hidden, weight, targets, chunk_elements)
+    want = F.cross_entropy(hidden @ weight.T, targets, reduction="sum")
+    assert got.dtype == torch.float64 and torch.allclose(got, want, rtol=1e-12)
+    g_got = torch.autograd.grad(got * 3.0, (hidden, weight))
+    g_want = torch.autograd.grad(want * 3.0, (hidden, weight))
+    for a, b in zip(g_got, g_want):
+        assert a.dtype == torch.float64 and torch.allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_linear_cross_entropy_under_bf16_autocast_and_without_grad():
+    gen = torch.Generator().manual_seed(3)
+    hidden = torch.randn(50, 16, generator=gen, requires_grad=True)
+    weight = torch.randn(30, 16, generator=gen, requires_grad=True)
+    targets = torch.randint(0, 30, (50,), generator=gen)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = linear_cross_entropy(hidden, weight, targets, 64)
+        want = F.cross_entropy((hidden @ weight.T).float(), targets, reduction="sum")
+    assert torch.allclose(got, want, rtol=1e-3)
+    g_got = torch.autograd.grad(got, (hidden, weight))
+    g_want = torch.autograd.grad(want, (hidden, weight))
+    for a, b in zip(g_got, g_want):
+        assert a.dtype == torch.float32 and torch.allclose(a, b, rtol=0.02, atol=0.02 * b.abs().max().item())
+    with torch.no_grad():
+        assert torch.allclose(linear_cross_entropy(hidden, weight, targets), got.detach(), rtol=1e-2)
+
+
+def test_linear_cross_entropy_rejects_mismatched_shapes():
+    with pytest.raises(ValueError, match="targets"):
+        linear_cross_entropy(torch.zeros(4, 3), torch.zeros(5, 3), torch.zeros(3, dtype=torch.long))
