@@ -1,29 +1,47 @@
-"""Training throughput: our GPT (RoPE, QK-norm, packed-sample mask, Muon + Adam) beside a plain
-reference GPT of the same size written here (nn.Linear attention + MLP, learned positions,
-LayerNorm, GELU, AdamW, plain causal attention), same batch and context, in one run.
+"""Training throughput: our GPT (RoPE, QK-norm, packed-sample attention, number head, Muon + Adam)
+beside a plain reference GPT of the same size written here (nn.Linear attention + MLP, learned
+positions, LayerNorm, GELU, AdamW, causal attention over the whole row), in one run.
 
-Prints tokens/s (median over timed steps after warm-up, the two models interleaved step by step)
-in fp32 and bf16 autocast and the ratio, and how a step splits into forward + backward (the models
-alone) and the optimizer step (AdamW against the paper's Muon + Adam).
+Both models train on the same batches, drawn as the training loop draws them (task pools of the
+tokenizer, packed rows, question tokens masked out of the loss), and on a synthetic batch where
+every target is learned and samples are 40 tokens long (the least our model can skip):
 
-    python benchmarks/train.py [--preset cpu-small] [--batch 16] [--steps 12] [--bf16-steps 3]
+    addition       BitTokens training rows of the addition task (must-show 1 of issue 4)
+    numeric        the nine numeric tasks, equal sample counts
+    numeric+text   the nine tasks and the text task (text samples fill most of the tokens)
+    synthetic      random tokens, a <|num|> every 9th, 40-token samples, every target learned
+
+The plain GPT does what nanoGPT does with such rows: it attends across sample boundaries and
+computes the logits of every position, then ignores the masked ones in the loss. Ours computes the
+lm head only where there is a loss and skips the keys its packed-sample mask hides.
+
+Prints tokens/s (median over timed steps after warm-up, the two models interleaved step by step,
+each step on a new batch) and the ratio, and how a step splits into forward + backward and the
+optimizer step (AdamW against the paper's Muon + Adam). bf16 autocast is timed on the first data
+set only, with its own smaller step count: CPUs without bf16 matrix units run it ~25x slower.
+
+    python benchmarks/train.py [--encoding bittokens] [--data addition numeric numeric+text synthetic]
+                               [--preset cpu-small] [--batch 16] [--steps 12] [--bf16-steps 3]
                                [--warmup 1] [--precisions fp32 bf16] [--threads N]
-
-bf16 gets its own, smaller step count: CPUs without bf16 matrix units run it ~25x slower.
 """
 import argparse
+import math
 import statistics
 import time
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from workbench import encoders
+from workbench.data import make_pool, mean_length, next_batch
 from workbench.model import GPT, preset
 from workbench.optim import apply_schedule, build_optimizers
+from workbench.tasks import TASKS
+from workbench.tokenizer import Tokenizer
 
-VOCAB = 2060  # the tokenizer's size for single-token encodings
+MIXES = {"addition": ["addition"], "numeric": TASKS, "numeric+text": TASKS + ["text"]}
 
 
 class ReferenceBlock(nn.Module):
@@ -43,57 +61,64 @@ class ReferenceBlock(nn.Module):
 
 
 class ReferenceGPT(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, vocab):
         super().__init__()
-        self.wte, self.wpe = nn.Embedding(VOCAB, cfg.d_model), nn.Embedding(cfg.block_size, cfg.d_model)
+        self.wte, self.wpe = nn.Embedding(vocab, cfg.d_model), nn.Embedding(cfg.block_size, cfg.d_model)
         self.blocks = nn.Sequential(*[ReferenceBlock(cfg.d_model, cfg.n_head) for _ in range(cfg.n_layer)])
-        self.ln, self.head = nn.LayerNorm(cfg.d_model), nn.Linear(cfg.d_model, VOCAB, bias=False)
+        self.ln, self.head = nn.LayerNorm(cfg.d_model), nn.Linear(cfg.d_model, vocab, bias=False)
 
     def forward(self, ids, targets):
+        """Mean cross-entropy over the targets that are not -1."""
         x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))
         logits = self.head(self.ln(self.blocks(x)))
-        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-1)
 
 
-def batch(cfg, B, gen):
-    T = cfg.block_size
-    ids = torch.randint(12, VOCAB, (B, T + 1), generator=gen)
-    ids[:, ::9] = 4  # <|num|> every 9th token: the number head and encoding do real work
-    doc = torch.arange(T + 1).div(40, rounding_mode="floor").expand(B, -1)  # samples of 40 tokens
-    return {"ids": ids[:, :-1], "values": torch.rand(B, T, dtype=torch.float64, generator=gen) * 1e3,
-            "positions": (torch.arange(T) % 40).expand(B, -1), "doc_ids": doc[:, :-1].contiguous(),
-            "targets": ids[:, 1:], "target_values": torch.rand(B, T, dtype=torch.float64, generator=gen),
-            "loss_mask": torch.ones(B, T, dtype=torch.bool)}  # every target learned, as in the reference
+def training_batches(tasks, tok, rows, context, n, seed=0):
+    """n batches drawn as workbench.train draws them (uniform task counts, no curriculum)."""
+    pools = {t: make_pool(t, 2000, tok, seed, "train") for t in tasks}
+    per_task = math.ceil(rows * (context + 1) / mean_length(pools) * 1.3 / len(tasks)) + 8
+    rng = np.random.default_rng(seed)
+    return [next_batch(pools, {t: per_task for t in tasks}, rng, None, rows, context, tok.pad_id, tok.num_id)
+            for _ in range(n)]
 
 
-def timed(model_part, optimizer_part):
-    """A training step as (seconds in forward + backward, seconds in the optimizer step)."""
-    def step():
-        start = time.perf_counter()
-        model_part()
-        middle = time.perf_counter()
-        optimizer_part()
-        return middle - start, time.perf_counter() - middle
-    return step
+def synthetic_batches(vocab, num_id, rows, context, n, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        ids = torch.randint(12, vocab, (rows, context + 1), generator=gen)
+        ids[:, ::9] = num_id  # the number encoding and head do real work
+        doc = torch.arange(context + 1).div(40, rounding_mode="floor").expand(rows, -1)
+        out.append({"ids": ids[:, :-1], "values": torch.rand(rows, context, dtype=torch.float64, generator=gen) * 1e3,
+                    "positions": (torch.arange(context) % 40).expand(rows, -1), "doc_ids": doc[:, :-1].contiguous(),
+                    "targets": ids[:, 1:], "target_values": torch.rand(rows, context, dtype=torch.float64, generator=gen),
+                    "loss_mask": torch.ones(rows, context, dtype=torch.bool)})
+    return out
 
 
-def measure(steps: dict, n: int, warmup: int) -> dict:
-    """Median (model, optimizer) seconds per step of each named step, run interleaved so that
-    machine noise hits all of them alike."""
+def measure(steps: dict, batches: list, warmup: int) -> dict:
+    """Median (forward + backward, optimizer) seconds of each named step(batch), the steps run
+    interleaved on the same batch so that machine noise hits them alike."""
     times = {name: [] for name in steps}
-    for i in range(warmup + n):
-        for name, step in steps.items():
-            t = step()
+    for i, batch in enumerate(batches):
+        for name, (model_part, optimizer_part) in steps.items():
+            start = time.perf_counter()
+            model_part(batch)
+            middle = time.perf_counter()
+            optimizer_part()
             if i >= warmup:
-                times[name].append(t)
+                times[name].append((middle - start, time.perf_counter() - middle))
     return {name: tuple(statistics.median(column) for column in zip(*ts)) for name, ts in times.items()}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--encoding", default="bittokens", choices=encoders.names())
+    parser.add_argument("--data", nargs="+", default=[*MIXES, "synthetic"], choices=[*MIXES, "synthetic"])
     parser.add_argument("--preset", default="cpu-small")
     parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=12, help="timed fp32 steps per model")
+    parser.add_argument("--steps", type=int, default=12, help="timed fp32 steps per model and data set")
     parser.add_argument("--bf16-steps", type=int, default=3, help="timed bf16 steps per model")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps per model first")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
@@ -102,49 +127,54 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = preset(args.preset)
-    gen = torch.Generator().manual_seed(0)
-    data = batch(cfg, args.batch, gen)
-    tokens = args.batch * cfg.block_size
-    ours = GPT(cfg, encoders.get("bittokens", d_model=cfg.d_model), VOCAB)
+    encoding = encoders.get(args.encoding, d_model=cfg.d_model)
+    tok = Tokenizer(encoding)
+    ours = GPT(cfg, encoding, tok.vocab_size, tok.num_id)
     ours_opt = build_optimizers(ours)
-    ref = ReferenceGPT(cfg)
+    ref = ReferenceGPT(cfg, tok.vocab_size)
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-3)
-    print(f"preset {args.preset}: ours {sum(p.numel() for p in ours.parameters()) / 1e6:.2f}M params, "
-          f"reference {sum(p.numel() for p in ref.parameters()) / 1e6:.2f}M; batch {args.batch} x "
+    tokens = args.batch * cfg.block_size
+    print(f"{args.encoding}, preset {args.preset}: ours {sum(p.numel() for p in ours.parameters()) / 1e6:.2f}M "
+          f"params, reference {sum(p.numel() for p in ref.parameters()) / 1e6:.2f}M; batch {args.batch} x "
           f"{cfg.block_size}; threads {torch.get_num_threads()}")
-    for precision in args.precisions:
-        steps = args.steps if precision == "fp32" else args.bf16_steps
-        autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
+    for i, name in enumerate(args.data):
+        for precision in args.precisions if i == 0 else ["fp32"]:
+            n = args.warmup + (args.steps if precision == "fp32" else args.bf16_steps)
+            batches = synthetic_batches(tok.vocab_size, tok.num_id, args.batch, cfg.block_size, n) \
+                if name == "synthetic" else training_batches(MIXES[name], tok, args.batch, cfg.block_size, n)
+            autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
 
-        def ours_model():
-            apply_schedule(ours_opt, 10, 100)
-            with autocast:
-                _, losses = ours(**data)
-            losses["loss"].backward()
+            def ours_model(batch):
+                apply_schedule(ours_opt, 10, 100)
+                with autocast:
+                    _, losses = ours(**batch)
+                losses["loss"].backward()
 
-        def ours_optimizer():
-            for o in ours_opt:
-                o.step()
-                o.zero_grad(set_to_none=True)
+            def ours_optimizer():
+                for o in ours_opt:
+                    o.step()
+                    o.zero_grad(set_to_none=True)
 
-        def ref_model():
-            with autocast:
-                loss = ref(data["ids"], data["targets"])
-            loss.backward()
+            def ref_model(batch):
+                with autocast:
+                    loss = ref(batch["ids"], batch["targets"].masked_fill(~batch["loss_mask"], -1))
+                loss.backward()
 
-        def ref_optimizer():
-            ref_opt.step()
-            ref_opt.zero_grad(set_to_none=True)
+            def ref_optimizer():
+                ref_opt.step()
+                ref_opt.zero_grad(set_to_none=True)
 
-        t = measure({"reference": timed(ref_model, ref_optimizer), "ours": timed(ours_model, ours_optimizer)},
-                    steps, args.warmup)
-        rate = {name: tokens / sum(parts) for name, parts in t.items()}
-        print(f"{precision}, median of {steps} steps: reference {rate['reference']:7,.0f} tokens/s   "
-              f"ours {rate['ours']:7,.0f} tokens/s   ratio {rate['ours'] / rate['reference']:5.2f}x")
-        print(f"      forward+backward: reference {t['reference'][0] * 1e3:6.0f} ms   ours {t['ours'][0] * 1e3:6.0f} ms"
-              f"   ratio {t['reference'][0] / t['ours'][0]:5.2f}x")
-        print(f"      optimizer step:   reference {t['reference'][1] * 1e3:6.0f} ms   ours {t['ours'][1] * 1e3:6.0f} ms"
-              f"   (AdamW vs Muon + Adam)")
+            t = measure({"reference": (ref_model, ref_optimizer), "ours": (ours_model, ours_optimizer)},
+                        batches, args.warmup)
+            rate = {m: tokens / sum(parts) for m, parts in t.items()}
+            learned = float(np.mean([b["loss_mask"].float().mean() for b in batches]))
+            print(f"{name} ({learned:.0%} of targets learned), {precision}, median of {n - args.warmup} steps:")
+            print(f"      tokens/s:         reference {rate['reference']:6,.0f}      ours {rate['ours']:6,.0f}"
+                  f"      ratio {rate['ours'] / rate['reference']:5.2f}x")
+            print(f"      forward+backward: reference {t['reference'][0] * 1e3:6.0f} ms   ours {t['ours'][0] * 1e3:6.0f} ms"
+                  f"   ratio {t['reference'][0] / t['ours'][0]:5.2f}x")
+            print(f"      optimizer step:   reference {t['reference'][1] * 1e3:6.0f} ms   ours {t['ours'][1] * 1e3:6.0f} ms"
+                  f"   (AdamW vs Muon + Adam)")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from workbench.fused import linear_cross_entropy, relu_squared, rms_norm, rotate
+from workbench.fused import attention_plan, linear_cross_entropy, masked_attention, relu_squared, rms_norm, rotate
+from workbench.model import packed_mask
 
 
 def composite_rotate(x, cos, sin):
@@ -83,3 +84,53 @@ def test_linear_cross_entropy_under_bf16_autocast_and_without_grad():
 def test_linear_cross_entropy_rejects_mismatched_shapes():
     with pytest.raises(ValueError, match="targets"):
         linear_cross_entropy(torch.zeros(4, 3), torch.zeros(5, 3), torch.zeros(3, dtype=torch.long))
+
+
+def random_packing(rows, T, longest, gen):
+    """doc ids [rows, T] of samples 1..longest tokens long, packed back to back."""
+    lengths = torch.randint(1, longest + 1, (rows, T), generator=gen)
+    return torch.stack([torch.repeat_interleave(torch.arange(T), n)[:T] for n in lengths])
+
+
+@pytest.mark.parametrize("longest, block", [(3, 4), (9, 8), (30, 16)])
+def test_block_attention_matches_sdpa_with_the_full_mask(longest, block):
+    """Same output and gradients as SDPA over the whole mask, in float64, for packed samples shorter
+    and longer than a query block (T = 50 leaves a short last block)."""
+    gen = torch.Generator().manual_seed(3)
+    mask = packed_mask(random_packing(2, 50, longest, gen))
+    plan = attention_plan(mask, block=block, max_work=1.0)
+    assert plan is not None and all(lo <= s and e <= hi for s, e, lo, hi in plan[1])
+    q, k, v = (torch.randn(2, 3, 50, 4, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    got, want = masked_attention(q, k, v, mask, plan), F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-12)
+    grad_out = torch.randn(2, 3, 50, 4, generator=gen, dtype=torch.float64)
+    for g_got, g_want in zip(torch.autograd.grad(got, (q, k, v), grad_out), torch.autograd.grad(want, (q, k, v), grad_out)):
+        assert torch.allclose(g_got, g_want, rtol=1e-10, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda *t: masked_attention(*t, mask, plan), (q, k, v), fast_mode=True)
+
+
+def test_attention_plan_skips_only_hidden_keys_and_falls_back_for_long_samples():
+    gen = torch.Generator().manual_seed(4)
+    doc = random_packing(4, 256, 8, gen)
+    mask = packed_mask(doc)
+    bias, blocks = attention_plan(mask)
+    for start, end, lo, hi in blocks:  # every visible key of the block is inside its window ...
+        visible = mask[:, 0, start:end].any(1).any(0).nonzero().squeeze(1)
+        assert lo == visible.min() and hi == visible.max() + 1
+        assert end - 32 <= start and hi - lo <= end - start + 8  # ... which short samples keep narrow
+    assert torch.equal(bias == 0, mask)
+    assert attention_plan(packed_mask(torch.zeros(4, 256, dtype=torch.long))) is None  # one long sample
+    under_compile = torch.compile(lambda m: attention_plan(m) is None, backend="eager")
+    assert under_compile(mask)
+
+
+def test_block_attention_under_bf16_autocast():
+    gen = torch.Generator().manual_seed(5)
+    mask = packed_mask(random_packing(2, 64, 6, gen))
+    q, k, v = (torch.randn(2, 2, 64, 8, generator=gen).bfloat16().requires_grad_() for _ in range(3))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = masked_attention(q, k, v, mask, attention_plan(mask))
+        want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert got.dtype == torch.bfloat16 and torch.allclose(got.float(), want.float(), atol=2e-2)
+    got.float().sum().backward()
+    assert all(torch.isfinite(t.grad).all() for t in (q, k, v))

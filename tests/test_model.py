@@ -6,6 +6,7 @@ import torch
 from workbench import encoders
 from workbench.data import NotEnoughSamples, make_pool, next_batch, pack, shard
 from workbench.evaluate import generate, score
+from workbench.fused import attention_plan
 from workbench.model import GPT, packed_mask, preset
 from workbench.tokenizer import Tokenizer
 
@@ -43,9 +44,14 @@ def test_pack_restarts_positions_and_masks_questions(tok):
     assert torch.equal(doc[1:] >= doc[:-1], torch.ones(len(doc) - 1, dtype=torch.bool))
 
 
-def test_attention_never_crosses_a_sample_boundary(tok):
+@pytest.mark.parametrize("context, blocked", [(40, False), (128, True)])
+def test_attention_never_crosses_a_sample_boundary(tok, context, blocked):
+    """Both attention paths: plain SDPA over the mask (40 tokens: nothing worth skipping) and the
+    query blocks of fused.masked_attention (128 tokens of short samples)."""
     model = tiny(tok)
-    b = batch_of(tok, [("1.5 + 2", "3.5"), ("12 * 3", "36")])
+    b = pack([tok.sample(p, a) for p, a in [("1.5 + 2", "3.5"), ("12 * 3", "36")] * 40], 2, context,
+             tok.pad_id, tok.num_id)
+    assert (attention_plan(packed_mask(b["doc_ids"])) is not None) == blocked
     captured = {}
     def keep(module, inputs, output):
         output.retain_grad()

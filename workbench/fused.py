@@ -9,15 +9,25 @@ its composite does (tests/test_fused.py checks values and gradients against it):
     rms_norm(x)                           F.rms_norm(x, (x.shape[-1],))
     rotate(x, cos, sin)                   RoPE: channel pairs (i, i + D/2) rotated by the angles
     linear_cross_entropy(h, w, targets)   F.cross_entropy(h @ w.T, targets, reduction="sum")
+    masked_attention(q, k, v, mask, plan) F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 linear_cross_entropy never holds the whole [N, vocabulary] logits: it walks over row chunks and
 forms the gradients during the forward pass (the chunk's softmax is at hand then), so the backward
 pass only scales them. Same matrix products as the plain loss, a fraction of the memory traffic.
+
+masked_attention skips keys that the packed-sample mask hides anyway: each block of 32 queries only
+sees the keys from the start of its earliest sample up to its own end (an attention plan, computed
+once per batch by `attention_plan`). Samples of our numeric tasks are 8-30 tokens, so a block sees
+~40 keys instead of the row's 256. It runs on the CPU's flash-attention kernel, block by block;
+elsewhere (CUDA, torch.compile, or when the mask leaves nothing to skip) it is plain SDPA.
 """
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
+
+QUERY_BLOCK = 32
 
 
 class _ReLUSquared(torch.autograd.Function):
@@ -37,18 +47,20 @@ class _RMSNorm(torch.autograd.Function):
     def forward(ctx, x):
         xf = x.to(torch.promote_types(x.dtype, torch.float32))
         eps = torch.finfo(x.dtype).eps  # F.rms_norm's default
-        rstd = torch.rsqrt(xf.square().mean(-1, keepdim=True).add_(eps))
+        # mean(x²) from the norm: a reduction that allocates no [N, D] temporary
+        rstd = torch.linalg.vector_norm(xf, dim=-1, keepdim=True).square_().div_(x.shape[-1]).add_(eps).rsqrt_()
         y = xf * rstd
         ctx.save_for_backward(y, rstd)
         return y.to(x.dtype)
 
     @staticmethod
     def backward(ctx, grad):
-        # y = x * rstd  =>  dx = rstd * (g - y * mean(g * y))
+        # y = x * rstd  =>  dx = rstd * (g - y * mean(g * y)), all in one [N, D] buffer
         y, rstd = ctx.saved_tensors
         g = grad.to(y.dtype)
-        mean_gy = (g * y).mean(-1, keepdim=True)
-        return torch.addcmul(g, y, mean_gy, value=-1.0).mul_(rstd).to(grad.dtype)
+        out = torch.mul(g, y)
+        mean_gy = out.mean(-1, keepdim=True)
+        return torch.addcmul(g, y, mean_gy, value=-1.0, out=out).mul_(rstd).to(grad.dtype)
 
 
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -82,10 +94,13 @@ class _LinearCrossEntropy(torch.autograd.Function):
         for start in range(0, hidden.shape[0], chunk_rows):
             h, t = hidden[start:start + chunk_rows], targets[start:start + chunk_rows]
             logits = (h @ weight.T).to(exact)
-            lse = torch.logsumexp(logits, -1, keepdim=True)
-            total += (lse.squeeze(1) - logits.gather(1, t[:, None]).squeeze(1)).sum()
+            target_logits = logits.gather(1, t[:, None])
+            top = logits.amax(1, keepdim=True)
+            exp = logits.sub_(top).exp_()  # in place: one exp per logit serves the loss and the softmax
+            total_exp = exp.sum(1, keepdim=True)
+            total += (top + total_exp.log() - target_logits).sum()  # log-sum-exp - logit[target]
             if want_grad:
-                g = logits.sub_(lse).exp_()  # softmax in place; d(lse - logit[t]) / d logits
+                g = exp.div_(total_exp)  # softmax = d(lse - logit[t]) / d logits + one-hot
                 g[torch.arange(len(t), device=t.device), t] -= 1.0
                 g = g.to(weight.dtype)  # under autocast the products below run in its dtype anyway
                 torch.mm(g, weight, out=grad_hidden[start:start + chunk_rows])
@@ -97,6 +112,69 @@ class _LinearCrossEntropy(torch.autograd.Function):
     def backward(ctx, grad):
         grad_hidden, grad_weight = ctx.saved_tensors
         return grad_hidden * grad.to(grad_hidden.dtype), grad_weight * grad.to(grad_weight.dtype), None, None, None
+
+
+class _BlockAttention(torch.autograd.Function):
+    """Attention of each query block [start, end) to its keys [lo, hi) only, on the CPU flash kernel."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, bias, blocks):
+        B, H, T, D = q.shape
+        out = q.new_empty(B, T, H, D).transpose(1, 2)  # the layout the next projection reads
+        lse = None
+        for start, end, lo, hi in blocks:
+            o, block_lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                q[:, :, start:end], k[:, :, lo:hi], v[:, :, lo:hi], attn_mask=bias[:, :, start:end, lo:hi])
+            if lse is None:
+                lse = block_lse.new_empty(B, H, T)
+            out[:, :, start:end], lse[:, :, start:end] = o, block_lse
+        ctx.save_for_backward(q, k, v, bias, out, lse)
+        ctx.blocks = blocks
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, bias, out, lse = ctx.saved_tensors
+        dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        for start, end, lo, hi in ctx.blocks:
+            gq, gk, gv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+                grad[:, :, start:end], q[:, :, start:end], k[:, :, lo:hi], v[:, :, lo:hi], out[:, :, start:end],
+                lse[:, :, start:end], 0.0, False, attn_mask=bias[:, :, start:end, lo:hi])
+            dq[:, :, start:end] = gq
+            dk[:, :, lo:hi] += gk  # the key windows of neighbouring blocks overlap
+            dv[:, :, lo:hi] += gv
+        return dq, dk, dv, None, None
+
+
+def attention_plan(mask: Tensor, block: int = QUERY_BLOCK, max_work: float = 0.5):
+    """For a boolean mask [B, 1, T, S] (True = attend): (additive float mask, [(start, end, lo, hi)]
+    per block of `block` queries, with every key a query of the block may see in [lo, hi)).
+    None when the blocks would still compute more than `max_work` of the full T x S scores (long
+    samples): then plain SDPA is as fast."""
+    if mask.device.type != "cpu" or torch.compiler.is_compiling():
+        return None
+    T, S = mask.shape[-2:]
+    columns = torch.arange(S, device=mask.device)
+    rows = mask.flatten(0, -3)  # [B * heads, T, S]
+    first = torch.where(rows, columns, S).amin(-1).amin(0).tolist()
+    last = torch.where(rows, columns, -1).amax(-1).amax(0).tolist()
+    blocks = []
+    for start in range(0, T, block):
+        end = min(T, start + block)
+        lo, hi = min(first[start:end]), max(last[start:end]) + 1
+        blocks.append((start, end, lo, hi) if lo < hi else (start, end, 0, 1))  # all masked: any 1 key
+    if sum((e - s) * (h - lo) for s, e, lo, h in blocks) > max_work * T * S:
+        return None
+    return torch.zeros(mask.shape, dtype=torch.float32).masked_fill_(~mask, float("-inf")), blocks
+
+
+def masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, plan=None) -> Tensor:
+    """F.scaled_dot_product_attention(q, k, v, attn_mask=mask) for q, k, v [B, H, T, D]; with the
+    `attention_plan(mask)`, only the keys each query block may see are computed."""
+    if plan is None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    bias, blocks = plan
+    return _BlockAttention.apply(q, k, v, bias.to(torch.promote_types(q.dtype, torch.float32)), blocks)
 
 
 def relu_squared(x: Tensor) -> Tensor:

@@ -8,8 +8,9 @@ Numbers enter at <|num|> positions: the number encoding joins the learned <|num|
 (`encoding.embed`). They leave through `encoding.head`, read from the final hidden state of every
 position whose next token is <|num|>. Loss = cross-entropy + 10 × number loss (C.1).
 
-RMSNorm, QK-norm, RoPE, ReLU² and the lm head's cross-entropy run as the fused autograd functions
-of `fused.py` (same values, less memory traffic: on a CPU they set the speed, benchmarks/train.py).
+RMSNorm, QK-norm, RoPE, ReLU², the lm head's cross-entropy and the masked attention run as the
+fused autograd functions of `fused.py` (same values, less memory traffic, and attention that skips
+the keys of other samples: on a CPU they set the speed, benchmarks/train.py).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .encoders.base import NumberEncoding
-from .fused import linear_cross_entropy, relu_squared, rms_norm, rotate
+from .fused import attention_plan, linear_cross_entropy, masked_attention, relu_squared, rms_norm, rotate
 from .numbers import NUM_TOKEN
 from .tokenizer import SPECIAL_TOKENS
 
@@ -69,7 +70,7 @@ class Attention(nn.Module):
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         nn.init.zeros_(self.proj.weight)
 
-    def forward(self, x, cos, sin, mask, cache=None):
+    def forward(self, x, cos, sin, mask, plan=None, cache=None):
         B, T, _ = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).transpose(1, 3).unbind(2)
         # QK-norm, then RoPE: channel pairs (i, i + D/2) rotated by each token's angles [B, 1, T, D/2]
@@ -78,7 +79,7 @@ class Attention(nn.Module):
             if cache:
                 k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
             cache[:] = [k, v]
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        y = masked_attention(q, k, v, mask, plan)
         return self.proj(y.transpose(1, 2).reshape(B, T, -1))
 
 
@@ -91,8 +92,8 @@ class Block(nn.Module):
         nn.init.zeros_(self.down.weight)
         self.act = relu_squared if cfg.activation == "relu2" else F.gelu
 
-    def forward(self, x, cos, sin, mask, cache=None):
-        x = x + self.attn(rms_norm(x), cos, sin, mask, cache)
+    def forward(self, x, cos, sin, mask, plan=None, cache=None):
+        x = x + self.attn(rms_norm(x), cos, sin, mask, plan, cache)
         return x + self.down(self.act(self.up(rms_norm(x))))
 
 
@@ -148,8 +149,9 @@ class GPT(nn.Module):
         x = self.embed(ids, values)
         angles = positions[:, None, :, None].float() * self.inv_freq  # [B, 1, T, D/2]
         cos, sin = angles.cos(), angles.sin()
+        plan = attention_plan(mask) if cache is None else None  # the keys each query block may see
         for i, block in enumerate(self.blocks):
-            x = block(x, cos, sin, mask, None if cache is None else cache[i])
+            x = block(x, cos, sin, mask, plan, None if cache is None else cache[i])
         return rms_norm(x)
 
     def forward(self, ids, values, positions, doc_ids, targets=None, target_values=None, loss_mask=None,
