@@ -99,7 +99,7 @@ def test_block_attention_matches_sdpa_with_the_full_mask(longest, block):
     gen = torch.Generator().manual_seed(3)
     mask = packed_mask(random_packing(2, 50, longest, gen))
     plan = attention_plan(mask, block=block, max_work=1.0)
-    assert plan is not None and all(lo <= s and e <= hi for s, e, lo, hi in plan[1])
+    assert plan[1] is not None and all(lo <= s and e <= hi for s, e, lo, hi in plan[1])
     q, k, v = (torch.randn(2, 3, 50, 4, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
     got, want = masked_attention(q, k, v, mask, plan), F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     assert torch.allclose(got, want, rtol=1e-12, atol=1e-12)
@@ -119,7 +119,13 @@ def test_attention_plan_skips_only_hidden_keys_and_falls_back_for_long_samples()
         assert lo == visible.min() and hi == visible.max() + 1
         assert end - 32 <= start and hi - lo <= end - start + 8  # ... which short samples keep narrow
     assert torch.equal(bias == 0, mask)
-    assert attention_plan(packed_mask(torch.zeros(4, 256, dtype=torch.long))) is None  # one long sample
+    long_mask = packed_mask(torch.zeros(4, 256, dtype=torch.long))
+    long_plan = attention_plan(long_mask)
+    assert long_plan[1] is None  # one long sample: nothing worth skipping, SDPA over the float mask
+    for dtype in (torch.float64, torch.bfloat16):
+        q, k, v = (torch.randn(4, 2, 256, 8, generator=gen, dtype=dtype) for _ in range(3))
+        want = F.scaled_dot_product_attention(q, k, v, attn_mask=long_mask)
+        assert torch.equal(masked_attention(q, k, v, long_mask, long_plan), want)
     under_compile = torch.compile(lambda m: attention_plan(m) is None, backend="eager")
     assert under_compile(mask)
 

@@ -147,24 +147,25 @@ class _BlockAttention(torch.autograd.Function):
 
 
 def attention_plan(mask: Tensor, block: int = QUERY_BLOCK, max_work: float = 0.5):
-    """For a boolean mask [B, 1, T, S] (True = attend): (additive float mask, [(start, end, lo, hi)]
-    per block of `block` queries, with every key a query of the block may see in [lo, hi)).
-    None when the blocks would still compute more than `max_work` of the full T x S scores (long
-    samples): then plain SDPA is as fast."""
+    """For a boolean mask [B, 1, T, S] (True = attend): (the additive float mask, made once for all
+    layers; [(start, end, lo, hi)] per block of `block` queries, with every key a query of the block
+    may see, in any row, in [lo, hi)). The blocks are None when they would still compute more than
+    `max_work` of the full T x S scores (long samples): then plain SDPA is as fast. None off the CPU.
+
+    One window for all rows: per row or per group of rows, the extra kernel calls cost what the
+    narrower windows save (measured with benchmarks/train.py)."""
     if mask.device.type != "cpu" or torch.compiler.is_compiling():
         return None
     T, S = mask.shape[-2:]
-    columns = torch.arange(S, device=mask.device)
-    rows = mask.flatten(0, -3)  # [B * heads, T, S]
-    first = torch.where(rows, columns, S).amin(-1).amin(0).tolist()
-    last = torch.where(rows, columns, -1).amax(-1).amax(0).tolist()
+    visible = mask.flatten(0, -3).view(torch.uint8)  # [B * heads, T, S]; argmax finds the first 1
+    first = visible.argmax(-1).amin(0).tolist()  # (a query that sees no key gets the whole row)
+    last = (S - 1 - visible.flip(-1).argmax(-1)).amax(0).tolist()
     blocks = []
     for start in range(0, T, block):
         end = min(T, start + block)
-        lo, hi = min(first[start:end]), max(last[start:end]) + 1
-        blocks.append((start, end, lo, hi) if lo < hi else (start, end, 0, 1))  # all masked: any 1 key
+        blocks.append((start, end, min(first[start:end]), max(last[start:end]) + 1))
     if sum((e - s) * (h - lo) for s, e, lo, h in blocks) > max_work * T * S:
-        return None
+        blocks = None
     return torch.zeros(mask.shape, dtype=torch.float32).masked_fill_(~mask, float("-inf")), blocks
 
 
@@ -174,7 +175,10 @@ def masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, plan=None) -
     if plan is None:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     bias, blocks = plan
-    return _BlockAttention.apply(q, k, v, bias.to(torch.promote_types(q.dtype, torch.float32)), blocks)
+    bias = bias.to(torch.promote_types(q.dtype, torch.float32))
+    if blocks is None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    return _BlockAttention.apply(q, k, v, bias, blocks)
 
 
 def relu_squared(x: Tensor) -> Tensor:

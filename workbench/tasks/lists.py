@@ -13,7 +13,7 @@ import pandas as pd
 from . import difficulty as dif
 from .arithmetic import in_range
 from .exact import EPS_LD, fmt_all, fraction, round_fast, round_fraction, round_sqrt_fraction, settle, value_ld
-from .sampling import HIGH, LOW, MAX_DIGITS, decades, question_hash, round_to_digits
+from .sampling import LOW, MAX_DIGITS, decades, question_hash, round_to_digits
 
 MAX_LEN, CANDIDATES = 5, 32
 LETTERS = "ABCDEF"
