@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from workbench import encoders
-from workbench.data import make_pool, mean_length, next_batch
+from workbench.data import make_pool, next_batch, samples_per_step
 from workbench.model import GPT, preset
 from workbench.optim import apply_schedule, build_optimizers
 from workbench.tasks import TASKS
@@ -77,21 +77,21 @@ class ReferenceGPT(nn.Module):
 def training_batches(tasks, tok, rows, context, n, seed=0):
     """n batches drawn as workbench.train draws them (uniform task counts, no curriculum)."""
     pools = {t: make_pool(t, 2000, tok, seed, "train") for t in tasks}
-    per_task = math.ceil(rows * (context + 1) / mean_length(pools) * 1.3 / len(tasks)) + 8
+    counts = {t: math.ceil(samples_per_step(pools, rows, context) / len(tasks)) for t in tasks}
     rng = np.random.default_rng(seed)
-    return [next_batch(pools, {t: per_task for t in tasks}, rng, None, rows, context, tok.pad_id, tok.num_id)
-            for _ in range(n)]
+    return [next_batch(pools, counts, rng, None, rows, context, tok.pad_id, tok.num_id) for _ in range(n)]
 
 
 def synthetic_batches(vocab, num_id, rows, context, n, seed=0):
     gen = torch.Generator().manual_seed(seed)
+    doc = torch.arange(context).div(40, rounding_mode="floor").expand(rows, -1).contiguous()
+    positions = (torch.arange(context) % 40).expand(rows, -1)
     out = []
     for _ in range(n):
         ids = torch.randint(12, vocab, (rows, context + 1), generator=gen)
         ids[:, ::9] = num_id  # the number encoding and head do real work
-        doc = torch.arange(context + 1).div(40, rounding_mode="floor").expand(rows, -1)
         out.append({"ids": ids[:, :-1], "values": torch.rand(rows, context, dtype=torch.float64, generator=gen) * 1e3,
-                    "positions": (torch.arange(context) % 40).expand(rows, -1), "doc_ids": doc[:, :-1].contiguous(),
+                    "positions": positions, "doc_ids": doc,
                     "targets": ids[:, 1:], "target_values": torch.rand(rows, context, dtype=torch.float64, generator=gen),
                     "loss_mask": torch.ones(rows, context, dtype=torch.bool)})
     return out

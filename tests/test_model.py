@@ -28,7 +28,7 @@ def tiny(tok, name="bittokens"):
 
 
 def batch_of(tok, pairs, context=40, rows=2):
-    return pack([tok.sample(p, a) for p, a in pairs] * 12, rows, context, tok.pad_id, tok.num_id)
+    return pack([tok.sample(p, a) for p, a in pairs] * 40, rows, context, tok.pad_id, tok.num_id)
 
 
 def test_pack_restarts_positions_and_masks_questions(tok):
@@ -49,8 +49,7 @@ def test_attention_never_crosses_a_sample_boundary(tok, context, blocked):
     """Both attention paths: plain SDPA over the mask (40 tokens: nothing worth skipping) and the
     query blocks of fused.masked_attention (128 tokens of short samples)."""
     model = tiny(tok)
-    b = pack([tok.sample(p, a) for p, a in [("1.5 + 2", "3.5"), ("12 * 3", "36")] * 40], 2, context,
-             tok.pad_id, tok.num_id)
+    b = batch_of(tok, [("1.5 + 2", "3.5"), ("12 * 3", "36")], context)
     assert (attention_plan(packed_mask(b["doc_ids"]))[1] is not None) == blocked
     captured = {}
     def keep(module, inputs, output):

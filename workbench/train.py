@@ -29,7 +29,7 @@ from . import encoders, metrics
 from .atomic import write_atomic
 from .balancing import TaskBalancer
 from .curriculum import Curriculum, difficulty_column
-from .data import make_pool, mean_length, next_batch, shard
+from .data import make_pool, next_batch, samples_per_step, shard
 from .evaluate import evaluate, summarize
 from .model import GPT, preset
 from .optim import apply_schedule, build_optimizers
@@ -138,7 +138,7 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
     context = gpt_cfg.block_size
     tokens_per_step = cfg.batch_size * context * world
     total_steps = max(1, math.ceil(cfg.tokens / tokens_per_step))
-    samples_per_step = math.ceil(cfg.batch_size * world * (context + 1) / mean_length(pools) * 1.3) + 8
+    per_step = samples_per_step(pools, cfg.batch_size * world, context)
     balancer = TaskBalancer(cfg.tasks)
     curricula = {t: Curriculum(max_difficulty(t, 2 if cfg.encoding == "bittokens" else 10), total_steps, 1.0)
                  for t in numeric if cfg.curriculum and t in CURRICULUM_TASKS}
@@ -182,8 +182,8 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
     bar = tqdm(range(state["step"], total_steps), desc=f"{cfg.encoding}", disable=rank != 0)
     started = time.time() - state.get("seconds", 0.0)  # a resumed run's clock goes on
     for step in bar:
-        counts = balancer.task_counts(samples_per_step) if cfg.balancing else \
-            {t: math.ceil(samples_per_step / len(cfg.tasks)) for t in cfg.tasks}
+        counts = balancer.task_counts(per_step) if cfg.balancing else \
+            {t: math.ceil(per_step / len(cfg.tasks)) for t in cfg.tasks}
         batch = next_batch(pools, counts, rng, pick, cfg.batch_size * world, context, tok.pad_id, tok.num_id)
         batch = shard(batch, rank, world, device)
         lr = apply_schedule(optimizers, step, total_steps)
