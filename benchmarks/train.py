@@ -1,8 +1,10 @@
 """Training throughput: our GPT (RoPE, QK-norm, packed-sample attention, number head, Muon + Adam)
 beside a plain reference GPT of the same size written here (nn.Linear attention + MLP, learned
-positions, LayerNorm, GELU, AdamW, causal attention over the whole row), in one run.
+positions, LayerNorm, GELU, causal attention over the whole row), in one run. The plain GPT trains
+twice: with AdamW, as nanoGPT does, and with our optimizer groups (Muon + Adam, workbench.optim),
+so that the model and the optimizer each show their share.
 
-Both models train on the same batches, drawn as the training loop draws them (task pools of the
+All runs train on the same batches, drawn as the training loop draws them (task pools of the
 tokenizer, packed rows, question tokens masked out of the loss), and on a synthetic batch where
 every target is learned and samples are 40 tokens long (the least our model can skip):
 
@@ -15,10 +17,10 @@ The plain GPT does what nanoGPT does with such rows: it attends across sample bo
 computes the logits of every position, then ignores the masked ones in the loss. Ours computes the
 lm head only where there is a loss and skips the keys its packed-sample mask hides.
 
-Prints tokens/s (median over timed steps after warm-up, the two models interleaved step by step,
-each step on a new batch) and the ratio, and how a step splits into forward + backward and the
-optimizer step (AdamW against the paper's Muon + Adam). bf16 autocast is timed on the first data
-set only, with its own smaller step count: CPUs without bf16 matrix units run it ~25x slower.
+Prints tokens/s (median over timed steps after warm-up, the three runs interleaved step by step,
+each step on a new batch), our ratio to each reference run, and how a step splits into forward +
+backward and the optimizer step. bf16 autocast is timed on the first data set only, with its own
+smaller step count: CPUs without bf16 matrix units run it ~25x slower.
 
     python benchmarks/train.py [--encoding bittokens] [--data addition numeric numeric+text synthetic]
                                [--preset cpu-small] [--batch 16] [--steps 12] [--bf16-steps 3]
@@ -66,6 +68,14 @@ class ReferenceGPT(nn.Module):
         self.wte, self.wpe = nn.Embedding(vocab, cfg.d_model), nn.Embedding(cfg.block_size, cfg.d_model)
         self.blocks = nn.Sequential(*[ReferenceBlock(cfg.d_model, cfg.n_head) for _ in range(cfg.n_layer)])
         self.ln, self.head = nn.LayerNorm(cfg.d_model), nn.Linear(cfg.d_model, vocab, bias=False)
+
+    def param_groups(self):
+        """The groups of workbench.optim: Muon for the blocks' matrices, Adam for the rest."""
+        groups = {"hidden": [], "embedding": [self.wte.weight, self.wpe.weight], "head": [self.head.weight],
+                  "scalar": []}
+        for p in [*self.blocks.parameters(), *self.ln.parameters()]:
+            groups["hidden" if p.ndim == 2 else "scalar"].append(p)
+        return groups
 
     def forward(self, ids, targets):
         """Mean cross-entropy over the targets that are not -1."""
@@ -130,12 +140,15 @@ def main():
     encoding = encoders.get(args.encoding, d_model=cfg.d_model)
     tok = Tokenizer(encoding)
     ours = GPT(cfg, encoding, tok.vocab_size, tok.num_id)
-    ours_opt = build_optimizers(ours)
-    ref = ReferenceGPT(cfg, tok.vocab_size)
-    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-3)
+    ref_adamw, ref_muon = ReferenceGPT(cfg, tok.vocab_size), ReferenceGPT(cfg, tok.vocab_size)
+    runs = {  # name: (model, optimizers, loss of a batch)
+        "reference, AdamW": (ref_adamw, [torch.optim.AdamW([dict(params=ref_adamw.parameters(), initial_lr=1e-3)])], reference_loss),
+        "reference, Muon + Adam": (ref_muon, build_optimizers(ref_muon), reference_loss),
+        "ours, Muon + Adam": (ours, build_optimizers(ours), lambda model, batch: model(**batch)[1]["loss"]),
+    }
     tokens = args.batch * cfg.block_size
     print(f"{args.encoding}, preset {args.preset}: ours {sum(p.numel() for p in ours.parameters()) / 1e6:.2f}M "
-          f"params, reference {sum(p.numel() for p in ref.parameters()) / 1e6:.2f}M; batch {args.batch} x "
+          f"params, reference {sum(p.numel() for p in ref_adamw.parameters()) / 1e6:.2f}M; batch {args.batch} x "
           f"{cfg.block_size}; threads {torch.get_num_threads()}")
     for i, name in enumerate(args.data):
         for precision in args.precisions if i == 0 else ["fp32"]:
@@ -143,39 +156,33 @@ def main():
             batches = synthetic_batches(tok.vocab_size, tok.num_id, args.batch, cfg.block_size, n) \
                 if name == "synthetic" else training_batches(MIXES[name], tok, args.batch, cfg.block_size, n)
             autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
-
-            def ours_model(batch):
-                apply_schedule(ours_opt, 10, 100)
-                with autocast:
-                    _, losses = ours(**batch)
-                losses["loss"].backward()
-
-            def ours_optimizer():
-                for o in ours_opt:
-                    o.step()
-                    o.zero_grad(set_to_none=True)
-
-            def ref_model(batch):
-                with autocast:
-                    loss = ref(batch["ids"], batch["targets"].masked_fill(~batch["loss_mask"], -1))
-                loss.backward()
-
-            def ref_optimizer():
-                ref_opt.step()
-                ref_opt.zero_grad(set_to_none=True)
-
-            t = measure({"reference": (ref_model, ref_optimizer), "ours": (ours_model, ours_optimizer)},
-                        batches, args.warmup)
-            rate = {m: tokens / sum(parts) for m, parts in t.items()}
+            t = measure({run: training_step(*parts, autocast) for run, parts in runs.items()}, batches, args.warmup)
+            rate = {run: tokens / sum(parts) for run, parts in t.items()}
             learned = float(np.mean([b["loss_mask"].float().mean() for b in batches]))
             print(f"{name} ({learned:.0%} of targets learned), {precision}, median of {n - args.warmup} steps:")
-            print(f"      tokens/s:         reference {rate['reference']:6,.0f}      ours {rate['ours']:6,.0f}"
-                  f"      ratio {rate['ours'] / rate['reference']:5.2f}x")
-            print(f"      forward+backward: reference {t['reference'][0] * 1e3:6.0f} ms   ours {t['ours'][0] * 1e3:6.0f} ms"
-                  f"   ratio {t['reference'][0] / t['ours'][0]:5.2f}x")
-            print(f"      optimizer step:   reference {t['reference'][1] * 1e3:6.0f} ms   ours {t['ours'][1] * 1e3:6.0f} ms"
-                  f"   (AdamW vs Muon + Adam)")
+            print(f"      {'':24s} tokens/s   forward+backward   optimizer   ours / this")
+            for run, (forward_backward, optimizer) in t.items():
+                ratio = f"{rate['ours, Muon + Adam'] / rate[run]:10.2f}x" if not run.startswith("ours") else ""
+                print(f"      {run:24s} {rate[run]:8,.0f} {forward_backward * 1e3:15.0f} ms {optimizer * 1e3:8.0f} ms{ratio}")
 
+
+def reference_loss(model, batch):
+    return model(batch["ids"], batch["targets"].masked_fill(~batch["loss_mask"], -1))
+
+
+def training_step(model, optimizers, loss_of, autocast):
+    """(forward + backward of a batch, optimizer step) of one run, for `measure`."""
+    def forward_backward(batch):
+        apply_schedule(optimizers, 10, 100)
+        with autocast:
+            loss = loss_of(model, batch)
+        loss.backward()
+
+    def optimizer_step():
+        for optimizer in optimizers:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    return forward_backward, optimizer_step
 
 if __name__ == "__main__":
     main()
