@@ -196,3 +196,18 @@ def test_newton_schulz_on_cpu_is_the_quintic_iteration(shape):
     got = _muon._zeropower_via_newtonschulz(grad, (a, b, c), 5, 1e-7)
     assert got.dtype == torch.float32 and got.shape == grad.shape
     assert torch.allclose(got.double(), expected, rtol=0, atol=1e-5 * expected.abs().max().item())
+
+
+@pytest.mark.parametrize("amx", [False, True])
+def test_newton_schulz_precision_follows_the_cpu(monkeypatch, amx):
+    """fp32 on CPUs without bf16 matrix units (bf16 there is ~100x slower); torch's own bf16
+    iteration on CPUs with AMX, as on CUDA."""
+    from torch.optim import _muon
+    from workbench import optim
+    monkeypatch.setattr(optim, "cpu_has_bf16_matrix_units", lambda: amx)
+    grad = torch.randn(32, 96, generator=torch.Generator().manual_seed(2))
+    got = _muon._zeropower_via_newtonschulz(grad, OptimConfig().ns_coefficients, 5, 1e-7)
+    torch_own = optim._bf16_newton_schulz(grad, OptimConfig().ns_coefficients, 5, 1e-7)
+    assert got.dtype == (torch.bfloat16 if amx else torch.float32)
+    if amx:
+        assert torch.equal(got, torch_own)
