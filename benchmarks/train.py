@@ -44,6 +44,7 @@ from workbench.tasks import TASKS
 from workbench.tokenizer import Tokenizer
 
 MIXES = {"addition": ["addition"], "numeric": TASKS, "numeric+text": TASKS + ["text"]}
+OURS = "ours, Muon + Adam"
 
 
 class ReferenceBlock(nn.Module):
@@ -141,11 +142,12 @@ def main():
     tok = Tokenizer(encoding)
     ours = GPT(cfg, encoding, tok.vocab_size, tok.num_id)
     ref_adamw, ref_muon = ReferenceGPT(cfg, tok.vocab_size), ReferenceGPT(cfg, tok.vocab_size)
-    runs = {  # name: (model, optimizers, loss of a batch)
-        "reference, AdamW": (ref_adamw, [torch.optim.AdamW([dict(params=ref_adamw.parameters(), initial_lr=1e-3)])], reference_loss),
+    adamw = torch.optim.AdamW([dict(params=ref_adamw.parameters(), initial_lr=1e-3)])
+    references = {  # name: (model, optimizers, loss of a batch)
+        "reference, AdamW": (ref_adamw, [adamw], reference_loss),
         "reference, Muon + Adam": (ref_muon, build_optimizers(ref_muon), reference_loss),
-        "ours, Muon + Adam": (ours, build_optimizers(ours), lambda model, batch: model(**batch)[1]["loss"]),
     }
+    runs = {**references, OURS: (ours, build_optimizers(ours), lambda model, batch: model(**batch)[1]["loss"])}
     tokens = args.batch * cfg.block_size
     print(f"{args.encoding}, preset {args.preset}: ours {sum(p.numel() for p in ours.parameters()) / 1e6:.2f}M "
           f"params, reference {sum(p.numel() for p in ref_adamw.parameters()) / 1e6:.2f}M; batch {args.batch} x "
@@ -162,7 +164,7 @@ def main():
             print(f"{name} ({learned:.0%} of targets learned), {precision}, median of {n - args.warmup} steps:")
             print(f"      {'':24s} tokens/s   forward+backward   optimizer   ours / this")
             for run, (forward_backward, optimizer) in t.items():
-                ratio = f"{rate['ours, Muon + Adam'] / rate[run]:10.2f}x" if not run.startswith("ours") else ""
+                ratio = f"{rate[OURS] / rate[run]:10.2f}x" if run in references else ""
                 print(f"      {run:24s} {rate[run]:8,.0f} {forward_backward * 1e3:15.0f} ms {optimizer * 1e3:8.0f} ms{ratio}")
 
 
@@ -183,6 +185,7 @@ def training_step(model, optimizers, loss_of, autocast):
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
     return forward_backward, optimizer_step
+
 
 if __name__ == "__main__":
     main()

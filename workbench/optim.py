@@ -12,6 +12,7 @@ group["lr"] = initial_lr * lr_multiplier(step) (and Muon's momentum) before each
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -62,6 +63,7 @@ def _newton_schulz_fp32(grad, ns_coefficients, ns_steps, eps):
 _bf16_newton_schulz = torch.optim._muon._zeropower_via_newtonschulz
 
 
+@functools.cache  # a fact of the machine, asked for every matrix at every step
 def cpu_has_bf16_matrix_units() -> bool:
     """True on CPUs with AMX tiles (Intel Sapphire Rapids and later), where bf16 products run
     several times faster than fp32 ones, so torch's own bf16 iteration is the fast one there."""
