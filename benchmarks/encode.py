@@ -45,7 +45,7 @@ def main():
     gen = torch.Generator().manual_seed(0)
     x = (torch.rand(args.n, generator=gen, dtype=torch.float64) - 0.5) * 10 ** torch.randint(
         -14, 16, (args.n,), generator=gen).double()
-    ours = encoders.get("bittokens", d_model=768).encode
+    ours = encoders.get("bittokens").encode
     specials = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324, -2.2250738585072014e-308,
                              1.7976931348623157e308], dtype=torch.float64)
     for values in (x, specials):

@@ -40,10 +40,10 @@ from workbench import encoders
 from workbench.data import make_pool, next_batch, samples_per_step
 from workbench.model import GPT, preset
 from workbench.optim import apply_schedule, build_optimizers
-from workbench.tasks import TASKS
+from workbench.tasks import numeric
 from workbench.tokenizer import Tokenizer
 
-MIXES = {"addition": ["addition"], "numeric": TASKS, "numeric+text": TASKS + ["text"]}
+MIXES = {"addition": ["addition"], "numeric": numeric(), "numeric+text": numeric() + ["text"]}
 OURS = "ours, Muon + Adam"
 
 
@@ -138,7 +138,7 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = preset(args.preset)
-    encoding = encoders.get(args.encoding, d_model=cfg.d_model)
+    encoding = encoders.get(args.encoding)
     tok = Tokenizer(encoding)
     ours = GPT(cfg, encoding, tok.vocab_size, tok.num_id)
     ref_adamw, ref_muon = ReferenceGPT(cfg, tok.vocab_size), ReferenceGPT(cfg, tok.vocab_size)

@@ -44,6 +44,7 @@ import torch
 from IPython.display import display
 
 from workbench import desiderata, encoders, plots
+from workbench.encoders import fone
 
 if not isinstance(n_values, int) or n_values < 100:
     raise ValueError(f"n_values must be an integer >= 100, got {n_values!r}")
@@ -79,7 +80,7 @@ print("encodings:", encoders.names())
 # %%
 import ipywidgets as widgets
 
-bit_codec, fone_codec, xval_codec = (encoders.get(n, d_model=256) for n in ("bittokens", "fone", "xval"))
+bit_codec, fone_codec, xval_codec = (encoders.get(n) for n in ("bittokens", "fone", "xval"))
 
 
 def explain(value: float) -> go.Figure:
@@ -88,7 +89,7 @@ def explain(value: float) -> go.Figure:
     colors = ["#d62728"] + ["#1f77b4"] * 11 + ["#2ca02c"] * 52
     fig = go.Figure(go.Bar(x=list(range(64)), y=bits, marker_color=colors, name="BitTokens bit"))
     if np.isfinite(value):
-        phases = desiderata.fone.phases(x)[0]
+        phases = fone.phases(x)[0]
         fig.add_trace(go.Scatter(x=list(range(64)), y=np.interp(np.linspace(0, 48, 64), range(49), phases),
                                  mode="lines", name="FoNE phase (periods 10^-31 … 10^17, rescaled)", yaxis="y2"))
     fig.update_layout(title=f"{value!r}: xVal scale s = {xval_codec.encode(x).item():.6f}; "

@@ -27,7 +27,7 @@
 
 # %% tags=["parameters"]
 encoding = "bittokens"  # bittokens | fone | xval | single_digit | triple_digit
-tasks = "addition,multiplication"  # comma-separated, from workbench.tasks.ALL_TASKS
+tasks = "addition,multiplication"  # comma-separated, from workbench.tasks.names()
 preset = "cpu-tiny"  # cpu-tiny | cpu-small | paper
 tokens = 1e6  # training budget in tokens
 seed = 0

@@ -45,7 +45,7 @@ from IPython.display import Markdown, display
 from workbench import experiments
 from workbench import paper_figures as pf
 from workbench import plots
-from workbench.tasks import TASKS, generate
+from workbench.tasks import generate, numeric
 
 if not isinstance(generator_samples, int) or generator_samples < 1:
     raise ValueError(f"generator_samples must be a positive integer, got {generator_samples!r}")
@@ -147,7 +147,7 @@ for task, number in (("addition", 5), ("multiplication", 6)):
 # released 500-question benchmark.
 
 # %%
-sources = {"workbench generator (test)": {t: generate(t, generator_samples, seed, "test") for t in TASKS}}
+sources = {"workbench generator (test)": {t: generate(t, generator_samples, seed, "test") for t in numeric()}}
 if test_sets:
     sources["released test set"] = test_sets
 shares = pf.difficulty_distribution(sources)

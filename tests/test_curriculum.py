@@ -4,6 +4,8 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
+from workbench import encoders
+
 from workbench.curriculum import Curriculum, difficulty_column
 
 
@@ -153,11 +155,14 @@ def test_bad_arguments():
 
 
 def test_difficulty_column_switches_bittokens_to_base10_at_the_end():
-    assert difficulty_column("bittokens", 0, 1000) == "difficulty"
-    assert difficulty_column("bittokens", 899, 1000) == "difficulty"
-    assert difficulty_column("bittokens", 900, 1000) == "difficulty_sd"
-    assert difficulty_column("bittokens", 500, 1000, switch_frac=0.5) == "difficulty_sd"
+    binary = encoders.get("bittokens").difficulty_base
+    assert difficulty_column(binary, 0, 1000) == "difficulty"
+    assert difficulty_column(binary, 899, 1000) == "difficulty"
+    assert difficulty_column(binary, 900, 1000) == "difficulty_sd"
+    assert difficulty_column(binary, 500, 1000, switch_frac=0.5) == "difficulty_sd"
     for name in ["single_digit", "triple_digit", "xval", "fone"]:
-        assert difficulty_column(name, 0, 1000) == "difficulty_sd"
+        assert difficulty_column(encoders.get(name).difficulty_base, 0, 1000) == "difficulty_sd"
     with pytest.raises(ValueError):
-        difficulty_column("bittokens", 0, 1000, switch_frac=1.5)
+        difficulty_column(binary, 0, 1000, switch_frac=1.5)
+    with pytest.raises(ValueError, match="difficulty_base"):
+        difficulty_column(3, 0, 1000)

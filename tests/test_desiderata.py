@@ -38,7 +38,7 @@ def test_d2_xval_float32_scale_collides_for_15_digit_neighbours():
 def test_d6_bittokens_survive_fp8_because_bits_are_plus_minus_one():
     df = D.d6_precision(names=["bittokens"], n=300)
     assert (df["exact"] == 1.0).all()
-    bits = encoders.get("bittokens", 256).encode(torch.tensor([math.pi], dtype=torch.float64))[0, :64]
+    bits = encoders.get("bittokens").encode(torch.tensor([math.pi], dtype=torch.float64))[0, :64]
     raw = format(struct.unpack(">Q", struct.pack(">d", math.pi))[0], "064b")
     assert "".join("1" if b > 0 else "0" for b in bits.tolist()) == raw
 
@@ -77,8 +77,8 @@ def test_d3_xval_is_ordered():
 def test_ideal_head_predicts_its_value():
     x = np.array([7.0, 0.0123, 123456.789])
     for name in ("bittokens", "fone", "xval"):
-        codec = encoders.get(name, 256)
-        pred = codec.predict(D.ideal_head_out(codec, x)).numpy()
+        head = encoders.get(name).number_head(256)
+        pred = head.predict(head.ideal_output(x)).numpy()
         if name == "xval":
             assert np.allclose(pred, x, rtol=1e-5)
         else:

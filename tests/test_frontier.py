@@ -24,7 +24,7 @@ needs_official = pytest.mark.skipif(not OFFICIAL.is_dir(), reason="released BitT
 # ---- prompts -------------------------------------------------------------------------------
 
 def test_system_prompts_carry_the_paper_facts():
-    for task in tasks.TASKS:
+    for task in tasks.numeric():
         p = prompts.system_prompt(task)
         assert p.startswith("You are an expert in numeracy.")
         assert "DO NOT USE a calculator tool. DO NOT USE python. DO NOT USE Wolfram Alpha." in p
@@ -35,13 +35,15 @@ def test_system_prompts_carry_the_paper_facts():
     for task in ("addition", "division", "exponentiation", "std"):
         assert "rounded to at most 15 significant digits" in prompts.system_prompt(task)
         assert "Return exactly one valid JSON object" in prompts.system_prompt(task)
-    with pytest.raises(ValueError, match="unknown task"):
+    with pytest.raises(ValueError, match="no frontier system prompt"):
         prompts.system_prompt("text")
+    with pytest.raises(ValueError, match="unknown task"):
+        prompts.system_prompt("nope")
 
 
 def test_export_benchmark_is_deterministic_and_atomic(tmp_path):
     df = prompts.export_benchmark(tmp_path / "bench", n_per_task=4, seed=3)
-    assert len(df) == 4 * len(tasks.TASKS) and df["id"].is_unique
+    assert len(df) == 4 * len(tasks.numeric()) and df["id"].is_unique
     first = (tmp_path / "bench.jsonl").read_bytes()
     prompts.export_benchmark(tmp_path / "bench", n_per_task=4, seed=3)
     assert (tmp_path / "bench.jsonl").read_bytes() == first
@@ -88,7 +90,7 @@ def test_parse_keeps_all_digits():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(max_size=200), st.sampled_from(tasks.TASKS))
+@given(st.text(max_size=200), st.sampled_from(tasks.numeric()))
 def test_parse_never_crashes(text, task):
     out = answers.parse_answer(text, task)
     assert out is None or isinstance(out, (Decimal, list, str))
@@ -248,7 +250,7 @@ def test_loaders():
     t = official.load_test_set("exponentiation")
     assert len(t) == 500 and t["answer"].map(type).eq(str).all()
     s = official.load_samples()
-    assert len(s) == 13 * 9 * 500 and s["task"].isin(tasks.TASKS).all()
+    assert len(s) == 13 * 9 * 500 and s["task"].isin(tasks.numeric()).all()
     assert set(zip(s["paper_model"], s["paper_reasoning"])) == set(official.MODELS.values())
 
 

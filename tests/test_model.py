@@ -5,9 +5,10 @@ import torch
 
 from workbench import encoders
 from workbench.data import NotEnoughSamples, make_pool, next_batch, pack, shard
-from workbench.evaluate import generate, score
+from workbench.evaluate import answer, score
 from workbench.fused import attention_plan
-from workbench.model import GPT, packed_mask, preset
+from workbench.tasks import Regime
+from workbench.model import GPT, KVCache, packed_mask, preset
 from workbench.tokenizer import Tokenizer
 
 
@@ -20,7 +21,7 @@ def tiny(tok, name="bittokens"):
     torch.manual_seed(0)
     cfg = preset("cpu-tiny")
     vocab = tok.vocab_size if name == "bittokens" else Tokenizer(name).vocab_size
-    model = GPT(cfg, encoders.get(name, d_model=cfg.d_model), vocab, tok.num_id)
+    model = GPT(cfg, encoders.get(name), vocab, tok.num_id)
     for block in model.blocks:  # the zero-initialised output projections would hide cross-talk
         torch.nn.init.normal_(block.attn.proj.weight, std=0.05)
         torch.nn.init.normal_(block.down.weight, std=0.05)
@@ -69,8 +70,7 @@ def test_number_head_reads_positions_whose_next_token_is_num(tok):
     model = tiny(tok)
     b = batch_of(tok, [("1.5 + 2", "3.5"), ("12 * 3", "36")])
     seen = []
-    original = model.number.head
-    model.number.head = lambda h: seen.append(h.shape[0]) or original(h)
+    model.number_head.register_forward_hook(lambda module, inputs, output: seen.append(inputs[0].shape[0]))
     _, losses = model(**b)
     expected = b["loss_mask"] & (b["targets"] == tok.num_id)
     assert seen == [int(expected.sum())] and expected.sum() > 0
@@ -112,19 +112,20 @@ def test_param_groups_partition_every_parameter(tok):
     for name, options in [("bittokens", {}), ("bittokens", {"combine": "weighted"}), ("xval", {}),
                           ("fone", {}), ("single_digit", {})]:
         cfg = preset("cpu-tiny")
-        model = GPT(cfg, encoders.get(name, d_model=cfg.d_model, **options), 3000)
+        model = GPT(cfg, encoders.get(name, **options), 3000)
         groups = model.param_groups()
         ids = [id(p) for ps in groups.values() for p in ps]
         assert sorted(ids) == sorted(id(p) for p in model.parameters())  # each exactly once
         assert all(p.ndim == 2 for p in groups["hidden"]) and len(groups["hidden"]) == 4 * cfg.n_layer
         assert any(p is model.lm_head.weight for p in groups["head"])
         assert any(p is model.wte.weight for p in groups["embedding"])
-        for p in model.number.parameters():  # number head -> head, combination layers -> embedding
-            assert any(p is q for q in groups["head"] + groups["embedding"] + groups["scalar"])
-        if hasattr(model.number, "number_head"):
-            assert all(any(p is q for q in groups["head"]) for p in model.number.number_head.parameters())
+        if model.number_head is None:  # digit encodings: no number head at all
+            assert name == "single_digit"
+            continue
+        if hasattr(model.number_head, "output"):  # output layers -> head, combination layers -> embedding
+            assert all(any(p is q for q in groups["head"]) for p in model.number_head.output.parameters())
         if options:
-            assert any(p is model.number.combine_proj.weight for p in groups["embedding"])
+            assert any(p is model.number_head.combine.weight for p in groups["embedding"])
 
 
 def test_kv_cache_matches_full_recompute(tok):
@@ -134,8 +135,8 @@ def test_kv_cache_matches_full_recompute(tok):
     T = ids.shape[1]
     pos = torch.arange(T)[None]
     full = model.trunk(ids, values, pos, packed_mask(torch.zeros(1, T, dtype=torch.long)))
-    cache = [[] for _ in model.blocks]
     k = 5
+    cache = KVCache(len(model.blocks), torch.ones(1, k, dtype=torch.bool))
     first = model.trunk(ids[:, :k], values[:, :k], pos[:, :k], packed_mask(torch.zeros(1, k, dtype=torch.long)), cache)
     steps = [first[:, -1]]
     for t in range(k, T):
@@ -149,8 +150,8 @@ def test_generate_and_score_run_for_every_encoding(tok):
     for name in ["bittokens", "fone", "xval", "single_digit", "triple_digit"]:
         t = Tokenizer(name)
         cfg = preset("cpu-tiny")
-        model = GPT(cfg, encoders.get(name, d_model=cfg.d_model), t.vocab_size, t.num_id)
-        texts, n_in, n_out = generate(model, t, ["1.5 + 2", "<|min|>3, 4"], max_new_tokens=4)
+        model = GPT(cfg, encoders.get(name), t.vocab_size, t.num_id)
+        texts, n_in, n_out = answer(model, t, ["1.5 + 2", "<|min|>3, 4"], max_new_tokens=4)
         assert len(texts) == 2 and all(isinstance(s, str) for s in texts)
         assert all(n > 0 for n in n_in) and all(1 <= n <= 4 for n in n_out)
 
@@ -164,7 +165,7 @@ def test_score_rules():
 
 
 def test_next_batch_draws_again_when_long_samples_cannot_fill_the_rows(tok):
-    pools = {"sorting": make_pool("sorting", 50, tok, seed=0, split="train", decades=(0, 1), max_digits=2)}
+    pools = {"sorting": make_pool("sorting", 50, tok, seed=0, split="train", regime=Regime((0, 1), 2))}
     few = {"sorting": 2}  # two samples of ~20 tokens: far from 3 rows of 40
     with pytest.raises(NotEnoughSamples):
         pack(pools["sorting"].samples[:2], 3, 40, tok.pad_id, tok.num_id)

@@ -97,7 +97,7 @@ def test_unknown_parameter_is_refused_before_running(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name, params, message", [
     ("03_training", {"encoding": "base64"}, "unknown encoding 'base64'"),
-    ("03_training", {"tokens": -5.0}, "must be positive"),
+    ("03_training", {"tokens": -5.0}, "--tokens must be a finite number"),
     ("04_paper_figures", {"official_data": "/nonexistent/folder"}, "is not a directory"),
 ])
 def test_wrong_parameter_fails_with_a_clear_message(name, params, message, tmp_path):

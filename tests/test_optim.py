@@ -5,6 +5,7 @@ import pytest
 import torch
 from torch import nn
 
+from workbench import optim
 from workbench.optim import OptimConfig, apply_schedule, build_optimizers, lr_multiplier, muon_momentum
 
 
@@ -78,14 +79,14 @@ def test_muon_momentum_warmup():
     optimizers = build_optimizers(model)
     for step, expected in [(0, 0.85), (30, 0.86), (299, 0.85 + 0.1 * 299 / 300), (400, 0.95)]:
         apply_schedule(optimizers, step, 1000)
-        muon = [o for o in optimizers if isinstance(o, torch.optim.Muon)]
+        muon = [o for o in optimizers if isinstance(o, (torch.optim.Muon, optim.Float32Muon))]
         assert muon[0].param_groups[0]["momentum"] == pytest.approx(expected)
 
 
 def test_muon_gets_exactly_the_hidden_matrices_with_paper_settings():
     model = Toy()
     optimizers = build_optimizers(model)
-    muon = [o for o in optimizers if isinstance(o, torch.optim.Muon)]
+    muon = [o for o in optimizers if isinstance(o, (torch.optim.Muon, optim.Float32Muon))]
     adam = [o for o in optimizers if isinstance(o, torch.optim.Adam)]
     assert len(muon) == 1 and len(adam) == 1 and len(optimizers) == 2
     muon_params = {id(p) for g in muon[0].param_groups for p in g["params"]}
@@ -100,11 +101,11 @@ def test_muon_gets_exactly_the_hidden_matrices_with_paper_settings():
 
 
 def test_adamw_ablation_replaces_muon():
-    optimizers = build_optimizers(Toy(), OptimConfig(kind="adamw"))
-    assert not any(isinstance(o, torch.optim.Muon) for o in optimizers)
+    optimizers = build_optimizers(Toy(), OptimConfig(optimizer="adamw"))
+    assert not any(isinstance(o, (torch.optim.Muon, optim.Float32Muon)) for o in optimizers)
     assert isinstance(optimizers[0], torch.optim.AdamW)
-    with pytest.raises(ValueError, match="kind"):
-        build_optimizers(Toy(), OptimConfig(kind="sgd"))
+    with pytest.raises(ValueError, match="optimizer"):
+        build_optimizers(Toy(), OptimConfig(optimizer="sgd"))
 
 
 def test_group_errors():
@@ -140,7 +141,7 @@ def test_toy_model_learns(kind):
     model = Toy()
     ids = torch.randint(0, 11, (4, 6), generator=torch.Generator().manual_seed(1))
     targets = (ids + 1) % 11  # learnable: next id
-    optimizers = build_optimizers(model, OptimConfig(kind=kind))
+    optimizers = build_optimizers(model, OptimConfig(optimizer=kind))
 
     def loss_fn():
         return nn.functional.cross_entropy(model(ids).flatten(0, 1), targets.flatten())
@@ -181,10 +182,9 @@ def test_optimizer_state_survives_a_weights_only_checkpoint():
 
 
 @pytest.mark.parametrize("shape", [(256, 1024), (1024, 256), (96, 384), (64, 64), (40, 70)])
-def test_newton_schulz_on_cpu_is_the_quintic_iteration(shape):
+def test_float32_newton_schulz_is_the_quintic_iteration(shape):
     """Our fp32 Newton-Schulz (Gram form for wide matrices) against the textbook iteration in
-    float64, X <- a X + (b A + c A^2) X with A = X X^T, and it is what torch's Muon calls."""
-    from torch.optim import _muon
+    float64, X <- a X + (b A + c A^2) X with A = X X^T."""
     a, b, c = OptimConfig().ns_coefficients
     grad = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
     x = grad.double()
@@ -193,20 +193,55 @@ def test_newton_schulz_on_cpu_is_the_quintic_iteration(shape):
         gram = x @ x.T
         x = a * x + (b * gram + c * gram @ gram) @ x
     expected = x.T if shape[0] > shape[1] else x
-    got = _muon._zeropower_via_newtonschulz(grad, (a, b, c), 5, 1e-7)
+    got = optim._newton_schulz_fp32(grad, (a, b, c), 5, 1e-7)
     assert got.dtype == torch.float32 and got.shape == grad.shape
     assert torch.allclose(got.double(), expected, rtol=0, atol=1e-5 * expected.abs().max().item())
 
 
-@pytest.mark.parametrize("amx", [False, True])
-def test_newton_schulz_precision_follows_the_cpu(monkeypatch, amx):
-    """fp32 on CPUs without bf16 matrix units (bf16 there is ~100x slower); torch's own bf16
-    iteration on CPUs with AMX, as on CUDA."""
+def test_importing_workbench_leaves_torch_alone():
+    """Nothing in torch is replaced: torch's Newton-Schulz is torch's own function after import."""
+    import subprocess
+    import sys
+    code = ("import torch.optim._muon as m; before = m._zeropower_via_newtonschulz; import workbench, "
+            "workbench.train, workbench.optim; assert m._zeropower_via_newtonschulz is before; "
+            "assert m._zeropower_via_newtonschulz.__module__ == 'torch.optim._muon'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("nesterov, adjust", [(True, "original"), (False, "match_rms_adamw")])
+def test_float32_muon_is_torch_muon_with_a_float32_iteration(monkeypatch, nesterov, adjust):
+    """Step for step, Float32Muon equals torch.optim.Muon whose iteration is replaced (here, in the
+    test only) by the same float32 function: momentum, Nesterov, lr adjustment and weight decay
+    are torch's."""
     from torch.optim import _muon
-    from workbench import optim
+    torch.manual_seed(0)
+    ours, theirs = Toy(), Toy()
+    theirs.load_state_dict(ours.state_dict())
+    settings = dict(lr=0.05, weight_decay=0.1, momentum=0.9, nesterov=nesterov, adjust_lr_fn=adjust)
+    a = optim.Float32Muon(ours.param_groups()["hidden"], **settings)
+    monkeypatch.setattr(_muon, "_zeropower_via_newtonschulz", optim._newton_schulz_fp32)
+    b = torch.optim.Muon(theirs.param_groups()["hidden"], **settings)
+    ids = torch.randint(0, 11, (4, 6), generator=torch.Generator().manual_seed(1))
+    for _ in range(4):
+        for model, opt in ((ours, a), (theirs, b)):
+            model.zero_grad()
+            model(ids).square().mean().backward()
+            opt.step()
+    for p, q in zip(ours.param_groups()["hidden"], theirs.param_groups()["hidden"]):
+        assert torch.equal(p, q)
+
+
+@pytest.mark.parametrize("amx", [False, True])
+def test_newton_schulz_precision_follows_the_machine(monkeypatch, amx):
+    """auto: float32 (our Float32Muon) on CPUs without bf16 matrix units, where bf16 is ~25x
+    slower; torch's own bf16 Muon on CPUs with AMX and on CUDA. An explicit choice wins."""
     monkeypatch.setattr(optim, "cpu_has_bf16_matrix_units", lambda: amx)
-    grad = torch.randn(32, 96, generator=torch.Generator().manual_seed(2))
-    got = _muon._zeropower_via_newtonschulz(grad, OptimConfig().ns_coefficients, 5, 1e-7)
-    assert got.dtype == (torch.bfloat16 if amx else torch.float32)
-    if amx:
-        assert torch.equal(got, optim._bf16_newton_schulz(grad, OptimConfig().ns_coefficients, 5, 1e-7))
+    cpu = torch.device("cpu")
+    assert optim.newton_schulz_dtype(OptimConfig(), cpu) == ("bfloat16" if amx else "float32")
+    assert optim.newton_schulz_dtype(OptimConfig(), torch.device("cuda")) == "bfloat16"
+    assert optim.newton_schulz_dtype(OptimConfig(newton_schulz="float32"), cpu) == "float32"
+    muon = build_optimizers(Toy())[0]
+    assert type(muon) is (torch.optim.Muon if amx else optim.Float32Muon)
+    assert type(build_optimizers(Toy(), OptimConfig(newton_schulz="float32"))[0]) is optim.Float32Muon
+    with pytest.raises(ValueError, match="newton_schulz"):
+        optim.newton_schulz_dtype(OptimConfig(newton_schulz="fp16"), cpu)

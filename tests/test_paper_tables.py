@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from workbench import tasks
 from workbench.frontier import official, paper
 
 OFFICIAL = Path(os.environ.get(official.ENV, Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "official_bittokens"))
@@ -54,7 +55,7 @@ def test_frontier_tables_recomputed_from_samples(n):
 def test_table3_gemini_flash_excludes_runaway_generations():
     s = official.load_samples()
     s = s[(s.paper_model == "Gemini 2.5 Flash") & (s.paper_reasoning == "none") & (s.tokens <= 100)]
-    means = s.groupby("task")["tokens"].mean().rename(official.TABLE_COLUMNS[3])
+    means = s.groupby("task")["tokens"].mean().rename(paper.table_columns(3))
     for _, model, reasoning, column in EXPECTED_TABLE_DIFFERENCES:
         assert abs(means[column] - paper.table(3).loc[(model, reasoning), column]) <= 0.5
 
@@ -65,8 +66,8 @@ def test_table1_matches_released_aggregate():
     ours = official.recompute_table(1)
     for row in agg.itertuples():
         model, reasoning = official.MODELS[(row.model, row.reasoning)]
-        task = {v: k for k, v in official.RELEASED_NAME.items()}[row.task]
-        assert ours.loc[(model, reasoning), official.TABLE_COLUMNS[1][task]] == pytest.approx(100 * row.mean_performance)
+        task = {tasks.get(t).released_name: t for t in official.released_tasks()}[row.task]
+        assert ours.loc[(model, reasoning), paper.table_columns(1)[task]] == pytest.approx(100 * row.mean_performance)
 
 
 def _released(name):

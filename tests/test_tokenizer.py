@@ -5,7 +5,9 @@ from hypothesis import given, settings, strategies as st
 
 from workbench import encoders
 from workbench.numbers import NUM_TOKEN, render
-from workbench.tokenizer import SPECIAL_TOKENS, Tokenizer, corpus_text
+from workbench.tokenizer import Tokenizer, corpus_text, special_tokens
+
+SPECIAL_TOKENS = special_tokens()
 
 SCHEMES = ["bittokens", "fone", "xval", "single_digit", "triple_digit"]
 DIGITS = set("0123456789")
@@ -21,6 +23,9 @@ class UnsignedDigits:
 
     def number_tokens(self, text):
         return list(text)
+
+    def number_text(self, pieces):
+        return "".join(pieces)
 
 
 @pytest.fixture(scope="module")

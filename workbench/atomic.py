@@ -1,11 +1,17 @@
 """Atomic file writes: the content goes to a temporary file beside the target, which is then
 renamed into place, so a reader (or a run resumed after a kill) finds the old file or the new one,
-never half of one."""
+never half of one. A write that fails (a full disk) leaves the old file as it was."""
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import tempfile
 from pathlib import Path
+
+# Below this much free space a failed write is reported as a full disk: torch.save, for one,
+# reports ENOSPC as "RuntimeError: basic_ios::clear: iostream error".
+_NEARLY_FULL = 64 * 2**20
 
 
 def write_atomic(path, write) -> Path:
@@ -18,7 +24,31 @@ def write_atomic(path, write) -> Path:
         write(tmp)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; the result is an ordinary file
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as err:
+        if _disk_full(err, path.parent):
+            raise OSError(errno.ENOSPC, f"the disk is full: could not write {path} (the previous "
+                          f"{path.name}, if any, is kept); free some space and try again") from err
+        raise
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
     return path
+
+
+def _disk_full(err: BaseException, folder: Path) -> bool:
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    try:
+        return shutil.disk_usage(folder).free < _NEARLY_FULL
+    except OSError:
+        return False
+
+
+def clean_temporaries(folder, names) -> list[Path]:
+    """Remove the temporaries a killed `write_atomic` of folder/NAME left (".NAME.xxxxxxxx")."""
+    removed = []
+    for name in names:
+        for tmp in Path(folder).glob(f".{name}.*"):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed

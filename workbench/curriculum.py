@@ -20,17 +20,20 @@ from workbench.balancing import update_ratios
 from workbench.optim import lr_multiplier
 
 
-def difficulty_column(encoding_name: str, step: int, total_steps: int, switch_frac: float = 0.1) -> str:
+def difficulty_column(difficulty_base: int, step: int, total_steps: int, switch_frac: float = 0.1) -> str:
     """Task-data column that drives sampling: "difficulty" (base 2) or "difficulty_sd" (base 10).
 
-    Only BitTokens (binary) use base 2, and only until the last `switch_frac` of the steps; every
-    other encoding, and BitTokens at the end, use the decimal difficulty of the test set.
+    Encodings whose difficulty base is 2 (BitTokens) use the binary difficulty until the last
+    `switch_frac` of the steps; every other encoding, and BitTokens at the end, the decimal
+    difficulty of the test set (A.3).
     """
     if not 0 <= switch_frac <= 1:
         raise ValueError(f"switch_frac must be in [0, 1], got {switch_frac}")
     if not 0 <= step <= total_steps:
         raise ValueError(f"step must be in [0, {total_steps}], got {step}")
-    binary = encoding_name == "bittokens"
+    if difficulty_base not in (2, 10):
+        raise ValueError(f"difficulty_base must be 2 or 10, got {difficulty_base!r}")
+    binary = difficulty_base == 2
     return "difficulty" if binary and step < (1 - switch_frac) * total_steps else "difficulty_sd"
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .tasks import generate
+from . import tasks
+from .tasks import Regime, generate
 from .tokenizer import Tokenizer
 
 
@@ -26,9 +27,10 @@ class Pool:
     difficulty_sd: np.ndarray
 
 
-def make_pool(task: str, n: int, tokenizer: Tokenizer, seed: int, split: str, **regime) -> Pool:
-    frame = generate(task, n, seed=seed, split=split, **regime)
-    if task == "text":
+def make_pool(task: str, n: int, tokenizer: Tokenizer, seed: int, split: str, regime: Regime | None = None) -> Pool:
+    """n samples of `task` from `split`, generated and tokenized once."""
+    frame = generate(task, n, seed=seed, split=split, regime=regime)
+    if tasks.get(task).answer == "text":  # prose: every token after <|bos|> is learned
         samples = [tokenizer.text_sample(t) for t in frame["answer"]]
     else:
         samples = [tokenizer.sample(p, a) for p, a in zip(frame["prompt"], frame["answer"])]

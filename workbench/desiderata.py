@@ -2,14 +2,14 @@
 
 Each `d*` function returns a tidy DataFrame; `measure_all` runs them at one size and
 `scorecard` turns the measurements into pass / trade-off / fail with the thresholds of
-`THRESHOLDS`, next to the verdicts the paper gives in section 4 (`PAPER_VERDICTS`).
+`THRESHOLDS`, next to the verdicts the paper gives in section 4 (each encoding's `paper_verdicts`).
 
 Two kinds of encoding are registered. Single-token encodings (BitTokens, FoNE, xVal) have a
 fixed vector per number, so D3 and D5–D9 are properties of that vector and its head. Digit
 encodings (single / triple digit) keep numbers as text tokens whose embeddings are learned: D1,
 D2 and D4 apply to them, D3 and D5–D9 do not (reported as "n/a").
 
-Heads are "ideal": the head output a perfect model would produce for a value p (`ideal_head_out`),
+Heads are "ideal": the head output a perfect model would produce for a value p (`ideal_output`),
 so D7 and D8 measure the encoding and its loss/decision rule, not a particular trained model.
 """
 from __future__ import annotations
@@ -25,7 +25,6 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from . import encoders, metrics, numbers
-from .encoders import fone
 
 DESIDERATA = {
     "D1": "Token efficiency", "D2": "Uniqueness", "D3": "Structured", "D4": "Scale invariance",
@@ -33,14 +32,9 @@ DESIDERATA = {
     "D9": "Arithmetic",
 }
 
-# Section 4 and 5 of the paper, as data: xVal breaks D4, D6, D9 (D5 only by squeezing inputs to
-# ±5), FoNE breaks D9, BitTokens is a trade-off on D7 (bit-wise BCE). Digit tokenizers are not
-# scored there (they fail D1 by construction, which the paper states in section 1).
-PAPER_VERDICTS = {
-    "xval": {**{d: "pass" for d in DESIDERATA}, "D4": "fail", "D6": "fail", "D9": "fail"},
-    "fone": {**{d: "pass" for d in DESIDERATA}, "D9": "fail"},
-    "bittokens": {**{d: "pass" for d in DESIDERATA}, "D7": "trade-off"},
-}
+# The paper's own verdicts (sections 4 and 5) are each encoding's `paper_verdicts`: xVal breaks
+# D4, D6, D9 (D5 only by squeezing inputs to ±5), FoNE breaks D9, BitTokens is a trade-off on D7
+# (bit-wise BCE). Digit tokenizers are not scored there (they fail D1 by construction, section 1).
 
 # Verdict rules; each (pass_if, trade_off_if) is applied to the number `scorecard` reports.
 THRESHOLDS = {
@@ -79,11 +73,18 @@ def sample_values(n: int, seed: int = 0, lo: float = -14, hi: float = 15, max_di
 
 
 def single_token_names() -> list[str]:
-    return [n for n in encoders.names() if encoders.get(n, d_model=256).single_token]
+    """Encodings with a number head (one <|num|> token per number)."""
+    return [n for n in encoders.names() if encoders.get(n).single_token]
 
 
-def _codec(name: str, d_model: int = 256):
-    return encoders.get(name, d_model=d_model)
+def _codec(name: str):
+    return encoders.get(name)
+
+
+def _head(name: str, d_model: int = 256):
+    """The encoding's number head for a model of width d_model (the ideal-head measurements use
+    its loss, decision rule and target vector, never trained weights)."""
+    return encoders.get(name).number_head(d_model)
 
 
 def _target(codec, x: np.ndarray) -> np.ndarray:
@@ -119,46 +120,17 @@ def _round_trip(codec, x: np.ndarray) -> np.ndarray:
     return codec.decode(codec.encode(torch.from_numpy(x))).numpy()
 
 
-# -- ideal heads (D7, D8, D9) ----------------------------------------------------------------
-_PROTOTYPES = torch.stack([torch.cos(2 * math.pi * torch.arange(10) / 10),
-                           torch.sin(2 * math.pi * torch.arange(10) / 10)], 1).double()
-
-
-def head_vector(codec, values) -> torch.Tensor:
-    """The vector a perfect head is trained to produce for `values`, float64 [N, k]:
-    BitTokens the ±1 value bits (logits), FoNE the (cos, sin) digit prototype of every place,
-    xVal the scaled scalar s(x)."""
-    x = torch.as_tensor(np.asarray(values, dtype=np.float64))
-    if codec.name == "bittokens":
-        return codec.encode(x)[:, : codec.bits].double()
-    if codec.name == "fone":
-        digits = torch.from_numpy(fone.digits_at(x.abs()))
-        return _PROTOTYPES[digits].reshape(len(x), -1)
-    if codec.name == "xval":
-        return codec.encode(x).double()
-    raise ValueError(f"no ideal head for encoding {codec.name!r}")
-
-
-def head_out(codec, vector: torch.Tensor) -> torch.Tensor:
-    """Head output (what `codec.loss` / `codec.predict` take) for a head vector."""
-    if codec.name == "fone":
-        return (vector.reshape(len(vector), -1, 2) @ _PROTOTYPES.T).float()
-    if codec.name == "xval":
-        return vector[:, 0].float()
-    return vector.float()
-
-
-def ideal_head_out(codec, values, confidence: float = 4.0) -> torch.Tensor:
-    """Head output of a perfect head for `values`; classification heads scaled by `confidence`."""
-    scale = 1.0 if codec.name == "xval" else confidence
-    return head_out(codec, head_vector(codec, values) * scale)
+# -- ideal heads (D7, D8) --------------------------------------------------------------------
+# A perfect head's output for a value p is `head.ideal_output(p)`: the vector its loss is trained
+# towards (`head.target_vector`), classification heads scaled by a confidence. D7 and D8 measure
+# the encoding and its loss / decision rule, not a particular trained model.
 
 
 # -- D1 token efficiency ---------------------------------------------------------------------
 def d1_corpus(names=None, vocab_size: int = 2048) -> pd.DataFrame:
     """Tokens per number in the stdlib pydoc corpus: <|num|> tokens (+ a '-' token for encodings
     that leave the sign to text) or digit pieces, divided by the numbers `numbers.parse` finds."""
-    from .tokenizer import SPECIAL_TOKENS, Tokenizer, corpus_text
+    from .tokenizer import Tokenizer, corpus_text
     text = corpus_text()
     values = np.array(numbers.parse(text, signed=True)[1])
     rows = []
@@ -170,7 +142,7 @@ def d1_corpus(names=None, vocab_size: int = 2048) -> pd.DataFrame:
             if not tok.encoding.signed:
                 number_tokens += int((values < 0).sum())
         else:
-            number_tokens = int(((ids >= len(SPECIAL_TOKENS)) & (ids < tok.offset)).sum())
+            number_tokens = int(((ids >= len(tok.special_tokens)) & (ids < tok.offset)).sum())
         rows.append(dict(encoding=name, numbers=len(values), number_tokens=number_tokens,
                          tokens_per_number=number_tokens / len(values), corpus_tokens=len(ids)))
     return pd.DataFrame(rows)
@@ -178,9 +150,9 @@ def d1_corpus(names=None, vocab_size: int = 2048) -> pd.DataFrame:
 
 def d1_tasks(names=None, n: int = 30, seed: int = 0, tasks=None, vocab_size: int = 2048) -> pd.DataFrame:
     """Table 5 style: mean input (<|bos|>…<|eoq|>) and output (answer + <|eos|>) tokens per sample."""
-    from .tasks import TASKS, generate
+    from .tasks import generate, numeric
     from .tokenizer import Tokenizer
-    frames = {task: generate(task, n, seed=seed, split="test") for task in (tasks or TASKS)}
+    frames = {task: generate(task, n, seed=seed, split="test") for task in (tasks or numeric())}
     rows = []
     for name in names or encoders.names():
         tok = Tokenizer(name, vocab_size=vocab_size)
@@ -303,19 +275,6 @@ def d4_specials(names=None) -> pd.DataFrame:
 
 
 # -- D5 normalization ------------------------------------------------------------------------
-def _embedding_map(codec, e: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(A [d, w], c [d]) with embed(e, x) = A @ enc(x) + c: how each encoding joins [NUM]."""
-    d, w = codec.d_model, codec.width
-    pad = torch.eye(d, w, dtype=torch.float64)
-    if codec.name == "xval":
-        return e.double().reshape(d, 1), torch.zeros(d, dtype=torch.float64)
-    if codec.name == "fone" or (codec.name == "bittokens" and codec.combine == "sum"):
-        return pad, e.double()
-    if codec.name == "bittokens" and codec.combine == "zero_pad":
-        return pad * math.sqrt(d / w), torch.zeros(d, dtype=torch.float64)
-    raise ValueError(f"no embedding map for {codec.name!r}")
-
-
 def _normalize(v: torch.Tensor, kind: str) -> torch.Tensor:
     if kind == "rmsnorm":
         return F.rms_norm(v, (v.shape[-1],))
@@ -344,11 +303,11 @@ def d5_normalization(names=None, n: int = 2_000, seed: int = 0, d_model: int = 2
     e = torch.randn(d_model, generator=torch.Generator().manual_seed(seed))
     rows = []
     for name in names or single_token_names():
-        codec = _codec(name, d_model)
+        codec, head = _codec(name), _head(name, d_model)
         target = _target(codec, x)
-        A, c = _embedding_map(codec, e)
+        A, c = head.embedding_map(e)
         enc = codec.encode(torch.from_numpy(x))
-        v = codec.embed(e.expand(n, -1), torch.from_numpy(x)).double()
+        v = head.embed(e.expand(n, -1), torch.from_numpy(x)).double()
         if not torch.allclose(v, enc.double() @ A.T + c, atol=1e-5):
             raise ValueError(f"{name}: embed() no longer matches the map assumed for D5")
         for kind in ("none", "rmsnorm", "layernorm"):
@@ -394,10 +353,10 @@ def d7_example(names=None, confidence: float = 4.0) -> pd.DataFrame:
     """Section 5's example: the loss of predicting 8 and 3 for the label 7 under each own loss."""
     rows = []
     for name in names or single_token_names():
-        codec = _codec(name)
+        head = _head(name)
         target = torch.tensor([7.0], dtype=torch.float64)
         for p in (7.0, 8.0, 3.0):
-            loss = codec.loss(ideal_head_out(codec, [p], confidence), target).item()
+            loss = head.loss(head.ideal_output([p], confidence), target).item()
             rows.append(dict(encoding=name, label=7.0, prediction=p, loss=loss))
     return pd.DataFrame(rows)
 
@@ -408,13 +367,12 @@ def d7_curves(names=None, targets=(7.0, 0.0123, 123456.0, 1e9), points: int = 40
     (and 0 … 2 for t = 7)."""
     rows = []
     for name in names or single_token_names():
-        codec = _codec(name)
+        head = _head(name)
         for t in targets:
             grid = np.linspace(0.0, 2.0 * t, points)
             grid = np.array([float(f"{g:.12g}") for g in grid])
-            out = ideal_head_out(codec, grid, confidence)
-            target = torch.full((1,), t, dtype=torch.float64)
-            losses = [codec.loss(out[i: i + 1], target).item() for i in range(points)]
+            losses = head.loss(head.ideal_output(grid, confidence), torch.full((points,), t, dtype=torch.float64))
+            losses = losses.tolist()
             rows += [dict(encoding=name, target=t, prediction=p, loss=l) for p, l in zip(grid, losses)]
     return pd.DataFrame(rows)
 
@@ -438,13 +396,13 @@ def d8_noise(names=None, n: int = 2_000, seed: int = 0, sigmas=None) -> pd.DataF
     gen = torch.Generator().manual_seed(seed)
     rows = []
     for name in names or single_token_names():
-        codec = _codec(name)
-        target = _target(codec, x)
-        vector = head_vector(codec, x)
+        head = _head(name)
+        target = _target(head.encoding, x)
+        vector = head.target_vector(x)
         rms = vector.pow(2).mean().sqrt()
         for sigma in sigmas or D8_SIGMAS:
             noisy = vector + sigma * rms * torch.randn(vector.shape, generator=gen, dtype=torch.float64)
-            decoded = codec.predict(head_out(codec, noisy)).numpy()
+            decoded = head.predict(head.output_of(noisy)).numpy()
             rows.append(dict(encoding=name, sigma=sigma, exact=float(_same(decoded, target).mean()),
                              log_smape=float(metrics.log_smape(decoded, target).mean())))
     return pd.DataFrame(rows)
@@ -471,22 +429,22 @@ def d9_operator(names=None, ops=("add", "mul"), steps: int = 400, n_train: int =
             y = sample_values(n_train + n_test, seed + 1, lo, hi, max_digits, signed=False)
             z = _exact_result(x, y, op)
             torch.manual_seed(seed)  # module initialisation; the data order uses its own generator
-            codec = _codec(name, hidden)
+            codec, head = _codec(name), _head(name, hidden)
             inputs = torch.cat([codec.encode(torch.from_numpy(x)), codec.encode(torch.from_numpy(y))], 1).float()
             mlp = nn.Sequential(nn.Linear(inputs.shape[1], hidden), nn.GELU(), nn.Linear(hidden, hidden),
                                 nn.GELU(), nn.Linear(hidden, hidden))
-            params = list(mlp.parameters()) + list(codec.parameters())
+            params = list(mlp.parameters()) + list(head.parameters())
             opt = torch.optim.Adam(params, lr=lr)
             gen = torch.Generator().manual_seed(seed)
             target = torch.from_numpy(z)
             for _ in tqdm(range(steps), desc=f"D9 {name} {op}", leave=False, disable=not progress):
                 idx = torch.randint(0, n_train, (batch,), generator=gen)
-                loss = codec.loss(codec.head(mlp(inputs[idx])), target[idx])
+                loss = head.loss(head(mlp(inputs[idx])), target[idx]).mean()
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
             with torch.no_grad():
-                pred = codec.predict(codec.head(mlp(inputs[n_train:]))).numpy()
+                pred = head.predict(head(mlp(inputs[n_train:]))).numpy()
             truth = z[n_train:]
             rows.append(dict(encoding=name, op=op, steps=steps, final_loss=loss.item(),
                              exact=float(metrics.exact_match(pred, truth).mean()),
@@ -583,5 +541,5 @@ def scorecard(m: dict[str, pd.DataFrame]) -> pd.DataFrame:
             verdict = _grade(value, pass_ok, trade_ok)
             rows.append(dict(encoding=name, desideratum=d, name=DESIDERATA[d], value=value,
                              measured=text if verdict != "n/a" else "not applicable (text tokens)",
-                             verdict=verdict, paper=PAPER_VERDICTS.get(name, {}).get(d, "—")))
+                             verdict=verdict, paper=_codec(name).paper_verdicts.get(d, "—")))
     return pd.DataFrame(rows)

@@ -28,18 +28,19 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from . import encoders
+from . import encoders, tasks
 from .atomic import write_atomic
 from .paper_figures import results_from_summary
 from .train import TrainConfig, train
 
-SIX_TASKS = ("addition", "multiplication", "division", "minmax", "sorting", "interval")
+# The paper's multi-task mix (section 6): the comparison and single-step tasks (plus text at scale).
+SIX_TASKS = tuple(tasks.names("single_step") + tasks.names("comparison"))
 PROTOCOLS = {
     "cpu-tier": TrainConfig(tasks=SIX_TASKS, preset="cpu-tiny", tokens=3e6, batch_size=8,
                             decades=(0, 1), max_digits=2, pool_size=50_000, val_samples=48,
                             test_samples=500, eval_every=200, checkpoint_every=200),
     # torchrun --nproc_per_node 8 -m workbench.experiments paper-tier: 8 GPUs x 24 rows = batch 192
-    "paper-tier": TrainConfig(tasks=SIX_TASKS + ("text",), preset="paper", tokens=1e10, batch_size=24,
+    "paper-tier": TrainConfig(tasks=SIX_TASKS + tuple(tasks.names("text")), preset="paper", tokens=1e10, batch_size=24,
                               pool_size=1_000_000, val_samples=256, test_samples=10_000,
                               eval_every=32, checkpoint_every=1000, bf16=True, compile=True),
 }
@@ -57,8 +58,9 @@ def run_protocol(name: str, seeds=(0, 1), out="runs/cpu-tier", encodings=None) -
         enc, seed = encoding
         run_dir = out / f"{enc}-seed{seed}"
         if not (run_dir / "test_summary.csv").exists():
-            train(replace(PROTOCOLS[name], encoding=enc, seed=seed, out=str(run_dir)),
-                  resume=(run_dir / "checkpoint.pt").exists())
+            resume = (run_dir / "checkpoint.pt").exists()  # a run killed before its first checkpoint starts over
+            train(replace(PROTOCOLS[name], encoding=enc, seed=seed, out=str(run_dir), overwrite=not resume),
+                  resume=resume)
         summary = pd.read_csv(run_dir / "test_summary.csv")
         results = results_from_summary(summary)
         tokens = summary.set_index("task")[["input_tokens", "output_tokens", "train_seconds"]]

@@ -43,7 +43,7 @@ def homomorphism_error(n: int = 1_000, seed: int = 0, digits: int = 6) -> pd.Dat
     s = np.array([float(Fraction(int(i) + int(j), scale)) for i, j in zip(a, b)])
     p = np.array([float(Fraction(int(i) * int(j), scale * scale)) for i, j in zip(a, b)])
     Fx, Fy, Fs, Fp = (complex_fone(fone.phases(torch.from_numpy(v))) for v in (x, y, s, p))
-    codec = fone.FoNE(d_model=fone.PERIODS * 2)
+    codec = fone.FoNE()
     enc = [codec.encode(torch.from_numpy(v)).double().numpy().reshape(n, -1, 2) for v in (x, y, s)]
     ex, ey, es = (e[..., 0] + 1j * e[..., 1] for e in enc)
     return pd.DataFrame(dict(
@@ -115,27 +115,46 @@ def width_needed(best: pd.DataFrame, tol: float = 1e-9) -> pd.DataFrame:
 
 
 # -- Proposition 4.3 (b): learned probes on windows ------------------------------------------
+def _fone_of(transform):
+    """FoNE probe of transform(v): components (cos, sin) per period 10^φ, targets the digit a
+    period reads."""
+    def components(v):
+        angle = 2 * np.pi * fone.phases(transform(v))
+        return np.stack([np.cos(angle), np.sin(angle)], -1), fone.EXPONENTS.copy()
+
+    def target(v, position):
+        return fone.digits_at(transform(v))[:, int(np.flatnonzero(fone.EXPONENTS == position)[0])]
+    return components, target
+
+
+def _bits_components(v):
+    return float64_bits(v).numpy()[..., None], np.arange(64)
+
+
+def _bit_target(v, position):
+    return (float64_bits(v).numpy()[:, position] > 0).astype(np.int64)
+
+
+# Probe encodings: (components [N, k, c] and the position of each, the class of one output component).
+PROBES = {"fone": _fone_of(lambda v: v), "log_fone": _fone_of(torch.log10),
+          "bittokens": (_bits_components, _bit_target)}
+
+
+def _probe(encoding: str):
+    if encoding not in PROBES:
+        raise ValueError(f"unknown probe encoding {encoding!r}; choose one of {list(PROBES)}")
+    return PROBES[encoding]
+
+
 def features(encoding: str, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Components [N, k, c] of an encoding and the position of each component (for windows):
     fone: (cos, sin) per period 10^φ; log_fone: the same of log10 v; bittokens: the 64 bits."""
-    v = torch.from_numpy(np.asarray(values, dtype=np.float64))
-    if encoding in ("fone", "log_fone"):
-        source = torch.log10(v) if encoding == "log_fone" else v
-        angle = 2 * np.pi * fone.phases(source)
-        return np.stack([np.cos(angle), np.sin(angle)], -1), fone.EXPONENTS.copy()
-    if encoding == "bittokens":
-        return float64_bits(v).numpy()[..., None], np.arange(64)
-    raise ValueError(f"unknown probe encoding {encoding!r}; choose fone, log_fone or bittokens")
+    return _probe(encoding)[0](torch.from_numpy(np.asarray(values, dtype=np.float64)))
 
 
 def target_component(encoding: str, values: np.ndarray, position: int) -> np.ndarray:
     """The class of one output component: the digit a FoNE period reads, or one bit."""
-    v = torch.from_numpy(np.asarray(values, dtype=np.float64))
-    if encoding in ("fone", "log_fone"):
-        source = torch.log10(v) if encoding == "log_fone" else v
-        column = int(np.flatnonzero(fone.EXPONENTS == position)[0])
-        return fone.digits_at(source)[:, column]
-    return (float64_bits(v).numpy()[:, position] > 0).astype(np.int64)
+    return _probe(encoding)[1](torch.from_numpy(np.asarray(values, dtype=np.float64)), position)
 
 
 # Output component probed per encoding: a middle digit / bit of the result of 2-3 digit operands.

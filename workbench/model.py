@@ -4,9 +4,13 @@ no dropout, causal scaled-dot-product attention over packed sequences.
 Packed rows hold many samples. Attention never crosses a sample boundary (a block-diagonal causal
 boolean mask built from the doc id of every token) and RoPE positions restart at every sample.
 
-Numbers enter at <|num|> positions: the number encoding joins the learned <|num|> embedding
-(`encoding.embed`). They leave through `encoding.head`, read from the final hidden state of every
-position whose next token is <|num|>. Loss = cross-entropy + 10 × number loss (C.1).
+Numbers enter at <|num|> positions: the encoding's number head joins the learned <|num|> embedding
+(`number_head.embed`). They leave through `number_head`, read from the final hidden state of every
+position whose next token is <|num|>. Loss = cross-entropy + 10 × number loss (C.1). Digit
+encodings have no number head: their digits are ordinary tokens.
+
+`generate` decodes greedily with a KV cache; when the model writes <|num|>, the head's value is the
+number and is fed back with the token, as in training.
 
 RMSNorm, QK-norm, RoPE, ReLU², the lm head's cross-entropy and the masked attention run as the
 fused autograd functions of `fused.py` (same values, less memory traffic, and attention that skips
@@ -16,17 +20,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 import torch.nn.functional as F
+from einops import rearrange
 from torch import Tensor, nn
 
 from .encoders.base import NumberEncoding
 from .fused import attention_plan, linear_cross_entropy, masked_attention, relu_squared, rms_norm, rotate
 from .numbers import NUM_TOKEN
-from .tokenizer import SPECIAL_TOKENS
+from .tokenizer import CONTROL_TOKENS
 
 NUMBER_LOSS_WEIGHT = 10.0
-NUM_ID = SPECIAL_TOKENS.index(NUM_TOKEN)
+NUM_ID = CONTROL_TOKENS.index(NUM_TOKEN)
 
 
 @dataclass(frozen=True)
@@ -70,17 +76,31 @@ class Attention(nn.Module):
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         nn.init.zeros_(self.proj.weight)
 
-    def forward(self, x, cos, sin, mask, plan=None, cache=None):
-        B, T, _ = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).transpose(1, 3).unbind(2)
+    def forward(self, x, cos, sin, mask, plan=None, cache=None, layer=0):
+        # (unbound along a middle axis: unpacking a leading qkv axis breaks torch.compile in torch 2.13)
+        q, k, v = rearrange(self.qkv(x), "b t (qkv h d) -> b h qkv t d", qkv=3, h=self.n_head).unbind(2)
         # QK-norm, then RoPE: channel pairs (i, i + D/2) rotated by each token's angles [B, 1, T, D/2]
         q, k = rotate(rms_norm(q), cos, sin), rotate(rms_norm(k), cos, sin)
-        if cache is not None:  # generation: keys and values of the earlier steps
-            if cache:
-                k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
-            cache[:] = [k, v]
+        if cache is not None:  # generation: keys and values of the earlier steps come first
+            k, v = cache.extend(layer, k, v)
         y = masked_attention(q, k, v, mask, plan)
-        return self.proj(y.transpose(1, 2).reshape(B, T, -1))
+        return self.proj(rearrange(y, "b h t d -> b t (h d)"))
+
+
+class KVCache:
+    """Keys and values of every layer for the tokens seen so far in generation, and which of those
+    keys a new token may attend to (the left padding of shorter prompts never)."""
+
+    def __init__(self, n_layer: int, visible: Tensor):
+        self.layers: list[tuple[Tensor, Tensor] | None] = [None] * n_layer
+        self.visible = visible  # [B, keys] bool
+
+    def extend(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append this step's keys/values [B, H, T, D] to the layer's; return all of them."""
+        if self.layers[layer] is not None:
+            k, v = (torch.cat([old, new], 2) for old, new in zip(self.layers[layer], (k, v)))
+        self.layers[layer] = (k, v)
+        return k, v
 
 
 class Block(nn.Module):
@@ -92,8 +112,8 @@ class Block(nn.Module):
         nn.init.zeros_(self.down.weight)
         self.act = relu_squared if cfg.activation == "relu2" else F.gelu
 
-    def forward(self, x, cos, sin, mask, plan=None, cache=None):
-        x = x + self.attn(rms_norm(x), cos, sin, mask, plan, cache)
+    def forward(self, x, cos, sin, mask, plan=None, cache=None, layer=0):
+        x = x + self.attn(rms_norm(x), cos, sin, mask, plan, cache, layer)
         return x + self.down(self.act(self.up(rms_norm(x))))
 
 
@@ -104,27 +124,25 @@ class GPT(nn.Module):
             raise ValueError(f"d_model {cfg.d_model} must split into n_head {cfg.n_head} heads of even size")
         if cfg.activation not in ("relu2", "gelu"):
             raise ValueError(f"activation must be 'relu2' or 'gelu', got {cfg.activation!r}")
-        if encoding.d_model != cfg.d_model:
-            raise ValueError(f"the encoding was built for d_model={encoding.d_model}, the model has {cfg.d_model}")
         if not 0 <= num_id < vocab_size:
             raise ValueError(f"num_id {num_id} is outside the vocabulary of {vocab_size}")
-        self.cfg, self.num_id = cfg, num_id
+        self.cfg, self.num_id, self.encoding = cfg, num_id, encoding
         self.wte = nn.Embedding(vocab_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.lm_head = nn.Linear(cfg.d_model, vocab_size, bias=False)
         nn.init.normal_(self.lm_head.weight, std=cfg.d_model ** -0.5)
-        self.number = encoding
+        self.number_head = encoding.number_head(cfg.d_model)  # None: numbers are digit tokens
         head_dim = cfg.d_model // cfg.n_head
         inv_freq = 10000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def param_groups(self) -> dict[str, list[nn.Parameter]]:
         """Optimizer groups of C.1. hidden: 2-D matrices in the blocks (Muon); embedding: token
-        embedding + the encoding's combination layers; head: lm head + number head; scalar: the
-        remaining parameters with fewer than 2 dimensions."""
+        embedding + the number head's combination layers; head: lm head + the number head's
+        `output`; scalar: the remaining parameters with fewer than 2 dimensions."""
         groups = {"hidden": [], "embedding": [], "head": [], "scalar": []}
         for name, p in self.named_parameters():
-            if name.startswith("lm_head.") or name.startswith("number.number_head."):
+            if name.startswith(("lm_head.", "number_head.output.")):
                 groups["head"].append(p)
             elif p.ndim < 2:
                 groups["scalar"].append(p)
@@ -136,22 +154,20 @@ class GPT(nn.Module):
 
     def embed(self, ids: Tensor, values: Tensor) -> Tensor:
         x = self.wte(ids)
-        if self.number.single_token:
-            at = ids == self.num_id
-            if at.any():
-                x = x.clone()
-                x[at] = self.number.embed(x[at], values[at]).to(x.dtype)
+        at = ids == self.num_id
+        if self.number_head is not None and at.any():
+            x = x.clone()
+            x[at] = self.number_head.embed(x[at], values[at]).to(x.dtype)
         return x
 
-    def trunk(self, ids: Tensor, values: Tensor, positions: Tensor, mask: Tensor, cache=None) -> Tensor:
-        """Final (normalized) hidden states [B, T, d]. `mask` [B, 1, T, T_keys] bool; `cache` a list
-        with one [] per block, filled with keys/values for generation."""
+    def trunk(self, ids: Tensor, values: Tensor, positions: Tensor, mask: Tensor, cache: KVCache | None = None) -> Tensor:
+        """Final (normalized) hidden states [B, T, d]. `mask` [B, 1, T, T_keys] bool."""
         x = self.embed(ids, values)
         angles = positions[:, None, :, None].float() * self.inv_freq  # [B, 1, T, D/2]
         cos, sin = angles.cos(), angles.sin()
         plan = attention_plan(mask) if cache is None else None  # the keys each query block may see
         for i, block in enumerate(self.blocks):
-            x = block(x, cos, sin, mask, plan, None if cache is None else cache[i])
+            x = block(x, cos, sin, mask, plan, cache, i)
         return rms_norm(x)
 
     def forward(self, ids, values, positions, doc_ids, targets=None, target_values=None, loss_mask=None,
@@ -169,15 +185,63 @@ class GPT(nn.Module):
         ce = ce_sum / (ce_count if ce_count is not None else max(1, int(mask.sum())))
         losses = {"ce": ce}
         total = ce
-        if self.number.single_token:
+        if self.number_head is not None:
             at = mask & (targets == self.num_id)
             n = int(at.sum())
             if n:
-                mean = self.number.loss(self.number.head(hidden[at]).float(), target_values[at])
-                number = mean * n / (number_count if number_count is not None else n)
+                number_sum = self.number_head.loss(self.number_head(hidden[at]).float(), target_values[at]).sum()
+                number = number_sum / (number_count if number_count is not None else n)
             else:  # keeps the head in the graph, so every data-parallel rank reduces the same tensors
-                number = sum((p.sum() for p in self.number.parameters()), hidden.new_zeros(())) * 0.0
+                number = sum((p.sum() for p in self.number_head.parameters()), hidden.new_zeros(())) * 0.0
             losses["number"] = number
             total = total + NUMBER_LOSS_WEIGHT * number
         losses["loss"] = total
         return None, losses
+
+    @torch.no_grad()
+    def generate(self, prompts: list[tuple[np.ndarray, np.ndarray]], max_new_tokens: int,
+                 eos_id: int, pad_id: int = 0) -> list[tuple[list[int], list[float]]]:
+        """Greedy continuation of each prompt (token ids, values) until <|eos|> (included) or
+        `max_new_tokens`: its (ids, values). Prompts are left-padded into one batch; padding is
+        never attended to."""
+        self.eval()
+        device = self.lm_head.weight.device
+        B, L = len(prompts), max(len(ids) for ids, _ in prompts)
+        ids = torch.full((B, L), pad_id, dtype=torch.long)
+        values = torch.zeros(B, L, dtype=torch.float64)
+        real = torch.zeros(B, L, dtype=torch.bool)
+        positions = torch.zeros(B, L, dtype=torch.long)
+        for b, (i, v) in enumerate(prompts):
+            n = len(i)
+            ids[b, L - n:], values[b, L - n:] = torch.as_tensor(i), torch.as_tensor(v, dtype=torch.float64)
+            real[b, L - n:], positions[b, L - n:] = True, torch.arange(n)
+        # padding attends to padding only (a query that sees no key would give NaN), real tokens to real ones
+        mask = ((real[:, :, None] == real[:, None, :]) & torch.ones(L, L, dtype=torch.bool).tril())[:, None]
+        cache = KVCache(len(self.blocks), real)
+        hidden = self.trunk(ids.to(device), values.to(device), positions.to(device), mask.to(device), cache)[:, -1]
+        out = [([], []) for _ in range(B)]
+        done = torch.zeros(B, dtype=torch.bool)
+        next_position = positions[:, -1] + 1
+        for _ in range(max_new_tokens):
+            token, value = self._next_token(hidden)
+            for b in torch.nonzero(~done).flatten().tolist():
+                out[b][0].append(int(token[b]))
+                out[b][1].append(float(value[b]))
+            done |= token == eos_id
+            if done.all():
+                break
+            cache.visible = torch.cat([cache.visible, torch.ones(B, 1, dtype=torch.bool)], 1)
+            step_mask = cache.visible[:, None, None].to(device)
+            hidden = self.trunk(token[:, None].to(device), value[:, None].to(device),
+                                next_position[:, None].to(device), step_mask, cache)[:, -1]
+            next_position += 1
+        return out
+
+    def _next_token(self, hidden: Tensor) -> tuple[Tensor, Tensor]:
+        """Greedy token [B] and its value [B] (the number head's, where the token is <|num|>)."""
+        token = self.lm_head(hidden).argmax(-1).cpu()
+        value = torch.zeros(len(token), dtype=torch.float64)
+        is_num = token == self.num_id
+        if self.number_head is not None and is_num.any():
+            value[is_num] = self.number_head.predict(self.number_head(hidden[is_num.to(hidden.device)])).cpu()
+        return token, value

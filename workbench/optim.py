@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .cli import setting
+
 GROUPS = ("hidden", "embedding", "head", "scalar")
 
 
@@ -60,10 +62,7 @@ def _newton_schulz_fp32(grad, ns_coefficients, ns_steps, eps):
     return x.T if tall else x
 
 
-_bf16_newton_schulz = torch.optim._muon._zeropower_via_newtonschulz
-
-
-@functools.cache  # a fact of the machine, asked for every matrix at every step
+@functools.cache  # a fact of the machine
 def cpu_has_bf16_matrix_units() -> bool:
     """True on CPUs with AMX tiles (Intel Sapphire Rapids and later), where bf16 products run
     several times faster than fp32 ones, so torch's own bf16 iteration is the fast one there."""
@@ -71,40 +70,80 @@ def cpu_has_bf16_matrix_units() -> bool:
     return bool(probe and probe())
 
 
-def _newton_schulz(grad, ns_coefficients, ns_steps, eps):
-    if grad.device.type == "cpu" and not cpu_has_bf16_matrix_units():
-        return _newton_schulz_fp32(grad, ns_coefficients, ns_steps, eps)
-    return _bf16_newton_schulz(grad, ns_coefficients, ns_steps, eps)
+class Float32Muon(torch.optim.Optimizer):
+    """torch.optim.Muon with its Newton-Schulz iteration in float32 (`_newton_schulz_fp32`).
 
+    The update is torch's, term for term: momentum buffer lerp, Nesterov, the orthogonalized
+    update, the "original" lr adjustment sqrt(max(1, rows / cols)), decoupled weight decay. Only
+    the precision of the iteration differs (torch runs it in bfloat16). tests/test_optim.py checks
+    it step for step against torch.optim.Muon. 2-D parameters only, as torch's."""
 
-torch.optim._muon._zeropower_via_newtonschulz = _newton_schulz
+    def __init__(self, params, lr: float, weight_decay: float, momentum: float = 0.95,
+                 nesterov: bool = True, ns_coefficients=(3.4445, -4.7750, 2.0315), eps: float = 1e-7,
+                 ns_steps: int = 5, adjust_lr_fn: str = "original"):
+        if adjust_lr_fn not in ("original", "match_rms_adamw"):
+            raise ValueError(f"adjust_lr_fn must be 'original' or 'match_rms_adamw', got {adjust_lr_fn!r}")
+        defaults = dict(lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov,
+                        ns_coefficients=tuple(ns_coefficients), eps=eps, ns_steps=ns_steps,
+                        adjust_lr_fn=adjust_lr_fn)
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.ndim != 2:
+                    raise ValueError(f"Muon takes only 2-D parameters, got shape {tuple(p.shape)}")
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p.grad))
+                buf.lerp_(p.grad, 1 - group["momentum"])
+                update = p.grad.lerp(buf, group["momentum"]) if group["nesterov"] else buf
+                update = _newton_schulz_fp32(update, group["ns_coefficients"], group["ns_steps"], group["eps"])
+                rows, cols = p.shape
+                scale = (math.sqrt(max(1.0, rows / cols)) if group["adjust_lr_fn"] == "original"
+                         else 0.2 * math.sqrt(max(rows, cols)))
+                p.mul_(1 - group["lr"] * group["weight_decay"])
+                p.add_(update.to(p.dtype), alpha=-group["lr"] * scale)
+        return loss
 
 
 @dataclass
 class OptimConfig:
-    kind: str = "muon"  # "muon" (paper) or "adamw" (Table 10 ablation: AdamW replaces Muon)
-    hidden_lr: float = 0.02
-    embedding_lr: float = 0.03
-    head_lr: float = 0.004
-    scalar_lr: float = 0.02
-    # Muon. torch's defaults differ from the paper (weight_decay=0.1), so every value is set here.
-    muon_momentum: float = 0.95
-    muon_momentum_start: float = 0.85
-    muon_momentum_warmup_steps: int = 300
-    nesterov: bool = True
-    ns_coefficients: tuple[float, float, float] = (3.4445, -4.7750, 2.0315)
-    ns_steps: int = 5
-    ns_eps: float = 1e-7
-    muon_adjust_lr_fn: str = "original"  # Keller Jordan's sqrt(max(1, rows/cols)) scaling
-    # Adam for embedding / head / scalar.
-    adam_betas: tuple[float, float] = (0.9, 0.95)
-    adam_eps: float = 1e-8
-    weight_decay: float = 0.0
-    # AdamW ablation: the paper gives no lr or decay for it; ours = the head lr and torch's default.
-    adamw_hidden_lr: float = 0.004
-    adamw_weight_decay: float = 0.01
-    # Schedule.
-    warmup_frac: float = 0.1
+    """Appendix C.1's optimizer settings; every value is set here (torch's Muon defaults differ)."""
+
+    optimizer: str = setting("muon", "Muon for the hidden matrices (C.1) or AdamW in their place (Table 10)",
+                             choices=("muon", "adamw"))
+    hidden_lr: float = setting(0.02, "learning rate of the hidden matrices (Muon)")
+    embedding_lr: float = setting(0.03, "learning rate of the token embedding and the number head's joins (Adam)")
+    head_lr: float = setting(0.004, "learning rate of the lm head and number head (Adam)")
+    scalar_lr: float = setting(0.02, "learning rate of parameters with fewer than 2 dimensions (Adam)")
+    muon_momentum: float = setting(0.95, "Muon momentum after its warm-up")
+    muon_momentum_start: float = setting(0.85, "Muon momentum at step 0")
+    muon_momentum_warmup_steps: int = setting(300, "steps of Muon's linear momentum warm-up")
+    nesterov: bool = setting(True, "Nesterov momentum in Muon")
+    ns_coefficients: tuple[float, float, float] = setting((3.4445, -4.7750, 2.0315),
+                                                          "Newton-Schulz quintic coefficients a b c")
+    ns_steps: int = setting(5, "Newton-Schulz steps")
+    ns_eps: float = setting(1e-7, "Newton-Schulz normalization epsilon")
+    muon_adjust_lr_fn: str = setting("original", "Muon's per-matrix lr scaling: sqrt(max(1, rows/cols)) "
+                                     "(Keller Jordan's) or torch's RMS match", choices=("original", "match_rms_adamw"))
+    newton_schulz: str = setting("auto", "precision of Muon's iteration: torch's bfloat16 or our float32 "
+                                 "(bf16 is ~25x slower on CPUs without bf16 matrix units); auto picks float32 "
+                                 "exactly there", choices=("auto", "float32", "bfloat16"))
+    adam_betas: tuple[float, float] = setting((0.9, 0.95), "Adam betas")
+    adam_eps: float = setting(1e-8, "Adam epsilon")
+    weight_decay: float = setting(0.0, "weight decay of Muon and Adam (C.1: none)")
+    adamw_hidden_lr: float = setting(0.004, "AdamW ablation: lr of the hidden matrices (the paper gives none; "
+                                     "ours = the head lr)")
+    adamw_weight_decay: float = setting(0.01, "AdamW ablation: weight decay (torch's default)")
+    warmup_frac: float = setting(0.1, "share of the steps for the linear lr warm-up (C.1: 10 %)")
 
 
 def _checked_groups(model) -> dict[str, list[torch.nn.Parameter]]:
@@ -136,15 +175,16 @@ def _checked_groups(model) -> dict[str, list[torch.nn.Parameter]]:
 def build_optimizers(model, cfg: OptimConfig | None = None) -> list[torch.optim.Optimizer]:
     """[Muon(hidden), Adam(embedding, head, scalar)] with the base lrs of C.1 (empty groups skipped)."""
     cfg = cfg or OptimConfig()
-    if cfg.kind not in ("muon", "adamw"):
-        raise ValueError(f"OptimConfig.kind must be 'muon' or 'adamw', not {cfg.kind!r}")
+    if cfg.optimizer not in ("muon", "adamw"):
+        raise ValueError(f"optimizer must be 'muon' or 'adamw', not {cfg.optimizer!r}")
     groups = _checked_groups(model)
     lrs = {"embedding": cfg.embedding_lr, "head": cfg.head_lr, "scalar": cfg.scalar_lr}
     adam_groups = [dict(params=groups[n], lr=lrs[n], initial_lr=lrs[n], name=n)
                    for n in lrs if groups[n]]
     optimizers = []
-    if groups["hidden"] and cfg.kind == "muon":
-        optimizers.append(torch.optim.Muon(
+    if groups["hidden"] and cfg.optimizer == "muon":
+        muon = torch.optim.Muon if newton_schulz_dtype(cfg, groups["hidden"][0].device) == "bfloat16" else Float32Muon
+        optimizers.append(muon(
             [dict(params=groups["hidden"], initial_lr=cfg.hidden_lr, name="hidden")],
             lr=cfg.hidden_lr, weight_decay=cfg.weight_decay, momentum=cfg.muon_momentum_start,
             nesterov=cfg.nesterov, ns_coefficients=cfg.ns_coefficients, eps=cfg.ns_eps,
@@ -158,6 +198,15 @@ def build_optimizers(model, cfg: OptimConfig | None = None) -> list[torch.optim.
         optimizers.append(torch.optim.Adam(adam_groups, betas=cfg.adam_betas, eps=cfg.adam_eps,
                                            weight_decay=cfg.weight_decay))
     return optimizers
+
+
+def newton_schulz_dtype(cfg: OptimConfig, device: torch.device) -> str:
+    """The precision of Muon's iteration: cfg.newton_schulz, with "auto" resolved for `device`."""
+    if cfg.newton_schulz not in ("auto", "float32", "bfloat16"):
+        raise ValueError(f"newton_schulz must be 'auto', 'float32' or 'bfloat16', got {cfg.newton_schulz!r}")
+    if cfg.newton_schulz != "auto":
+        return cfg.newton_schulz
+    return "float32" if device.type == "cpu" and not cpu_has_bf16_matrix_units() else "bfloat16"
 
 
 def lr_multiplier(step: int, total_steps: int, warmup_frac: float = 0.1) -> float:
@@ -195,6 +244,6 @@ def apply_schedule(optimizers, step: int, total_steps: int, cfg: OptimConfig | N
     for opt in optimizers:
         for group in opt.param_groups:
             group["lr"] = group["initial_lr"] * mult
-            if isinstance(opt, torch.optim.Muon):
+            if isinstance(opt, (torch.optim.Muon, Float32Muon)):
                 group["momentum"] = momentum
     return mult

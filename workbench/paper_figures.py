@@ -9,7 +9,7 @@ results CSV of our runs in the schema below.
 Results schema (one row per run, task and metric; `validate_results` enforces it):
 
     encoding  str    one of workbench.encoders.names()
-    task      str    one of workbench.tasks.TASKS, or "text" (perplexity on prose)
+    task      str    one of workbench.tasks.names() ("text": perplexity on prose)
     metric    str    log_smape | exact_match | accuracy (in [0, 1]) or perplexity (>= 1)
     value     float  finite
     seed      int    >= 0; (encoding, task, metric, seed) is unique
@@ -24,27 +24,22 @@ import plotly.express as px
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from . import encoders
+from . import encoders, tasks
 from .frontier import official, paper
-from .tasks import TASKS
 
-# Names of the paper's tables and of the released files, mapped to ours.
-PAPER_TASKS = {"Add": "addition", "Mult": "multiplication", "Div": "division", "Exp": "exponentiation",
-               "Mean": "mean", "Std": "std", "MinMax": "minmax", "Min/Max": "minmax",
-               "Interval": "interval", "Sort": "sorting", "Sorting": "sorting"}
-TASK_LABELS = {"addition": "Add", "multiplication": "Mult", "division": "Div", "exponentiation": "Exp",
-               "mean": "Mean", "std": "Std", "minmax": "MinMax", "interval": "Interval", "sorting": "Sort"}
-RADAR_ORDER = ["addition", "multiplication", "division", "mean", "std", "minmax", "interval",
-               "sorting", "exponentiation"]  # the column order of Table 1
-# Figure 4's methods; the paper's "Subword" is the triple-digit tokenizer (section 6).
-PAPER_METHODS = {"Subword": "triple_digit", "Single Digit": "single_digit", "xVal": "xval",
-                 "FoNE": "fone", "BitToken (Ours)": "bittokens"}
-METHOD_LABELS = {v: k.replace(" (Ours)", "") for k, v in PAPER_METHODS.items()}
+# The paper's task labels (its tables, the released files) mapped to our task names.
+TASK_LABELS = {name: tasks.get(name).label for name in tasks.numeric()}
+PAPER_TASKS = {label: paper.task_of(label) for label in list(TASK_LABELS.values()) + list(paper.LABEL_ALIASES)}
+RADAR_ORDER = [paper.task_of(c) for c in paper.table(1).columns]  # the column order of Table 1
+# Figure 4's methods, by each encoding's `paper_label` (the paper's "Subword" is triple digit).
+METHOD_LABELS = {name: encoders.get(name).paper_label for name in encoders.names() if encoders.get(name).paper_label}
+PAPER_METHODS = {column: name for column in paper.METHODS for name, label in METHOD_LABELS.items()
+                 if column.replace(" (Ours)", "") == label}
 PAPER_METRICS = {"exact match acc": "accuracy", "log-smape": "log_smape", "perplexity": "perplexity"}
 RESULTS_COLUMNS = ["encoding", "task", "metric", "value", "seed"]
 SCORE_METRICS = ("log_smape", "exact_match", "accuracy")
 METRICS = SCORE_METRICS + ("perplexity",)
-ARITHMETIC = ("addition", "multiplication", "division", "exponentiation", "mean", "std")  # log-sMAPE tasks
+ARITHMETIC = tuple(tasks.with_metric("log_smape"))
 SAMPLE_COUNTS = (25, 50, 100, 200, 300, 400, 500)
 
 
@@ -212,7 +207,7 @@ def method_scores(n: int) -> pd.DataFrame:
     table = paper.table(n).reset_index()
     rows = []
     for _, row in table.iterrows():
-        task = PAPER_TASKS.get(row["Task"], "text")
+        task = paper.task_of(row["Task"]) or tasks.with_metric("perplexity")[0]  # Fineweb rows: prose
         metric = PAPER_METRICS[row["Metric"].lower()]
         for method, encoding in PAPER_METHODS.items():
             rows.append((row["Task"], task, encoding, metric, float(row[method])))
@@ -225,7 +220,7 @@ def validate_results(frame: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise ValueError(f"results lack column(s) {missing}; the schema is {RESULTS_COLUMNS}")
     out = frame[RESULTS_COLUMNS].copy()
-    for column, allowed in (("encoding", encoders.names()), ("task", TASKS + ["text"]), ("metric", METRICS)):
+    for column, allowed in (("encoding", encoders.names()), ("task", tasks.names()), ("metric", METRICS)):
         bad = sorted(set(out[column].astype(str)) - set(allowed))
         if bad:
             raise ValueError(f"results column {column!r} has unknown values {bad}; allowed: {list(allowed)}")
@@ -350,8 +345,8 @@ def difficulty_distribution_figure(shares: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def official_test_sets(folder, tasks=TASKS) -> dict[str, pd.DataFrame]:
+def official_test_sets(folder, task_names=None) -> dict[str, pd.DataFrame]:
     """The released 500-sample test set of each task."""
     folder = official_folder(folder)
-    return {t: official.load_test_set(t, folder) for t in tasks}
+    return {t: official.load_test_set(t, folder) for t in task_names or official.released_tasks()}
 

@@ -1,7 +1,8 @@
 """Text -> (token ids, float64 values) -> text, for every number encoding.
 
-Ids are laid out as: the special tokens, then the number pieces of a digit encoding (none for
-single-token encodings), then a byte-level BPE trained locally with HF `tokenizers`. Numbers
+Ids are laid out as: the special tokens (the control tokens, then every task's prompt markers),
+then the number pieces of a digit encoding (none for single-token encodings), then a byte-level
+BPE trained locally with HF `tokenizers`. Numbers
 never reach the BPE: `numbers.parse_parts` / `numbers.number_spans` cut them out of the text
 first (also from the training corpus), so a digit can never merge into a text token.
 
@@ -14,22 +15,30 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from itertools import groupby
 from pathlib import Path
 
 import numpy as np
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from . import encoders
+from . import encoders, tasks
 from .atomic import write_atomic
 from .encoders.base import NumberEncoding
 from .numbers import NUM_TOKEN, number_spans, parse_parts, render
 
-SPECIAL_TOKENS = ["<|pad|>", "<|bos|>", "<|eoq|>", "<|eos|>", NUM_TOKEN, "<|min|>", "<|max|>",
-                  "<|asc|>", "<|desc|>", "<|intva|>", "<|mean|>", "<|std|>"]
-# Markers written in text become their ids. <|num|> is not one: only a parsed number is a
-# <|num|> token, and the text "<|num|>" itself is refused (it would be ambiguous).
-_MARKER_SPLIT = re.compile("(" + "|".join(map(re.escape, SPECIAL_TOKENS[:4] + SPECIAL_TOKENS[5:])) + ")")
+CONTROL_TOKENS = ["<|pad|>", "<|bos|>", "<|eoq|>", "<|eos|>", NUM_TOKEN]
+
+
+def special_tokens() -> list[str]:
+    """The control tokens, then the prompt markers of every registered task ("<|min|>", ...)."""
+    return CONTROL_TOKENS + tasks.markers()
+
+
+def _marker_split(specials: list[str]) -> re.Pattern:
+    """Markers written in text become their ids. <|num|> is not one: only a parsed number is a
+    <|num|> token, and the text "<|num|>" itself is refused (it would be ambiguous)."""
+    return re.compile("(" + "|".join(re.escape(t) for t in specials if t != NUM_TOKEN) + ")")
 CACHE = Path(os.environ.get("WORKBENCH_CACHE", Path.home() / ".cache" / "workbench")) / "tokenizers"
 _RECIPE = "byte-level BPE v2: text runs between numbers and markers"  # part of the cache key
 # Short text runs (task prompts: " * ", ", ") are looked up instead of re-encoded, up to a bound.
@@ -56,9 +65,9 @@ def corpus_text(files=None) -> str:
     return text
 
 
-def _segments(text: str):
+def _segments(text: str, markers: re.Pattern):
     """Split at the marker tokens: yields ("marker", token) and ("text", piece)."""
-    for i, piece in enumerate(_MARKER_SPLIT.split(text)):
+    for i, piece in enumerate(markers.split(text)):
         if i % 2:
             yield "marker", piece
         elif piece:
@@ -75,7 +84,7 @@ def _train_bpe(text: str, vocab_size: int, cache_dir: Path) -> HFTokenizer:
         except Exception as error:
             raise ValueError(f"the cached tokenizer {path} is corrupt ({error}); delete it to "
                              "retrain") from error
-    runs = [part for kind, piece in _segments(text) if kind == "text"
+    runs = [part for kind, piece in _segments(text, _marker_split(special_tokens())) if kind == "text"
             for part in parse_parts(piece, signed=False) if isinstance(part, str)]
     bpe = HFTokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -97,10 +106,12 @@ class Tokenizer:
         if vocab_size < 300:
             raise ValueError(f"vocab_size must be >= 300 (256 bytes + merges), got {vocab_size}")
         self.bpe = _train_bpe(corpus_text(corpus_files), vocab_size, Path(cache_dir or CACHE))
+        self.special_tokens = special_tokens()
         self.pieces = [] if self.encoding.single_token else list(self.encoding.vocabulary())
-        self.tokens = SPECIAL_TOKENS + self.pieces
+        self.tokens = self.special_tokens + self.pieces
         if len(set(self.tokens)) != len(self.tokens):
             raise ValueError(f"the number pieces of {self.encoding.name} repeat a token")
+        self._markers = _marker_split(self.special_tokens)
         self.offset = len(self.tokens)  # first BPE id
         self.vocab_size = self.offset + self.bpe.get_vocab_size()
         self._id = {t: i for i, t in enumerate(self.tokens)}
@@ -137,7 +148,7 @@ class Tokenizer:
                              "<|num|> tokens")
         ids: list[int] = []
         values: list[float] = []
-        for kind, piece in _segments(text):
+        for kind, piece in _segments(text, self._markers):
             if kind == "marker":
                 ids.append(self._id[piece])
                 values.append(0.0)
@@ -172,18 +183,20 @@ class Tokenizer:
         if bad.any():
             raise ValueError(f"token ids {ids[bad][:5].tolist()} are outside the vocabulary "
                              f"(size {self.vocab_size})")
-        out, run = [], []
-        for i, v in zip(ids.tolist(), values.tolist()):
-            if i >= self.offset:
-                run.append(i - self.offset)
-                continue
-            if run:
-                out.append(self.bpe.decode(run, skip_special_tokens=False))
-                run = []
-            out.append(render(v, 17) if i == self.num_id else self.tokens[i])
-        if run:
-            out.append(self.bpe.decode(run, skip_special_tokens=False))
+        out = []
+        for kind, run in groupby(zip(ids.tolist(), values.tolist()), key=self._kind):
+            run = list(run)
+            if kind == "text":
+                out.append(self.bpe.decode([i - self.offset for i, _ in run], skip_special_tokens=False))
+            elif kind == "piece":  # a digit encoding's pieces: it joins its own numbers' text
+                out.append(self.encoding.number_text([self.tokens[i] for i, _ in run]))
+            else:
+                out += [render(v, 17) if i == self.num_id else self.tokens[i] for i, v in run]
         return "".join(out)
+
+    def _kind(self, id_value) -> str:
+        i = id_value[0]
+        return "text" if i >= self.offset else "piece" if i >= len(self.special_tokens) else "special"
 
     def sample(self, prompt: str, answer: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A task sample "<|bos|>prompt<|eoq|>answer<|eos|>". loss_mask[i] says token i is a

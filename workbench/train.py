@@ -1,13 +1,19 @@
-"""Training loop (section 6, appendix C): one file, flat, CPU first, CUDA and DDP when present.
+"""Training loop (section 6, appendix C): flat, CPU first, CUDA and DDP when present.
 
     python -m workbench.train --encoding bittokens --tasks addition --preset cpu-small \
         --tokens 2e6 --decades 1 1 --max-digits 2 --out runs/add-bit
     torchrun --nproc_per_node 8 -m workbench.train --config paper --tasks addition,multiplication,...
 
-Every `eval_every` steps the model answers a small validation set; the per-task scores drive the
-task balancer (eq. 16) and the curricula (C.3), and their harmonic mean (eq. 15) picks the best
-checkpoint. Checkpoints are written atomically; `--resume` continues a killed run and on CPU gives
-the same loss curve. At the end the best weights answer the held-out test split.
+Read top to bottom: `TrainConfig` (every setting, one flag each), `setup` (model, data, optimizers,
+balancer, curricula; resume), `train_step`, `evaluate_and_adapt` (every `eval_every` steps the model
+answers a small validation set; the per-task scores drive the task balancer, eq. 16, and the
+curricula, C.3, and their harmonic mean, eq. 15, picks the best checkpoint), `save_checkpoint`,
+`final_test` (the best weights answer the held-out test split), and `train`, which runs them.
+
+A run directory holds config.json, metrics.jsonl (one row per step), evals.jsonl (one row per
+evaluation; `load_metrics` reads both), checkpoint.pt, best.pt, test_samples.csv, test_summary.csv.
+Every file is written atomically; `--resume` continues a killed run and on CPU gives the same loss
+curve.
 """
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -25,58 +31,77 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from . import encoders, metrics
-from .atomic import write_atomic
+from . import encoders, metrics, tasks
+from .atomic import clean_temporaries, write_atomic
 from .balancing import TaskBalancer
+from .cli import add_arguments, flag, setting, values_of
 from .curriculum import Curriculum, difficulty_column
 from .data import make_pool, next_batch, samples_per_step, shard
 from .evaluate import evaluate, summarize
-from .model import GPT, preset
-from .optim import apply_schedule, build_optimizers
-from .tasks import ALL_TASKS, max_difficulty
+from .model import GPT, PRESETS, preset
+from .optim import OptimConfig, apply_schedule, build_optimizers
+from .tasks import Regime
 from .tokenizer import Tokenizer
 
-CURRICULUM_TASKS = {"multiplication", "division", "exponentiation", "mean", "std"}  # A.3
+RUN_FILES = ("config.json", "metrics.jsonl", "evals.jsonl", "checkpoint.pt", "best.pt", "test_samples.csv",
+             "test_summary.csv")
 
 
 @dataclass
 class TrainConfig:
-    encoding: str = "bittokens"
-    tasks: tuple[str, ...] = ("addition",)
-    preset: str = "cpu-small"
-    tokens: float = 2e6  # training budget (all processes together); the paper: 1e10
-    batch_size: int = 16  # rows per process; the paper: 192 in all
-    context: int | None = None  # default: the preset's block size
-    seed: int = 0
-    out: str = "runs/default"
-    decades: tuple[int, int] | None = None  # operand regime; None = the paper's
-    max_digits: int | None = None
-    pool_size: int = 20_000  # training questions per task
-    val_samples: int = 64
-    test_samples: int = 500
-    eval_every: int = 100
-    checkpoint_every: int = 100
-    curriculum: bool = True
-    balancing: bool = True
-    vocab_size: int = 2048
-    device: str = "auto"
-    bf16: bool = False
-    compile: bool = False
-    threads: int = 0  # torch CPU threads; 0 = torch's default
-    encoding_options: dict = field(default_factory=dict)
+    encoding: str = setting("bittokens", "number encoding", choices=encoders.names)
+    encoding_options: dict = setting({}, "options of the encoding, e.g. combine=sum (see --help's list)")
+    tasks: tuple[str, ...] = setting(("addition",), "tasks to train on, e.g. addition,division,text",
+                                     choices=tasks.names)
+    preset: str = setting("cpu-small", "model size", choices=tuple(PRESETS))
+    tokens: float = setting(2e6, "training budget in tokens, all processes together (the paper: 1e10)")
+    batch_size: int = setting(16, "rows per process per step (the paper: 192 over all GPUs)")
+    context: int | None = setting(None, "tokens per row (None: the preset's block size)")
+    seed: int = setting(0, "seed of the data, the initialisation and the sampling")
+    out: str = setting("runs/default", "run directory")
+    overwrite: bool = setting(False, "replace a run already in the run directory")
+    decades: tuple[int, int] | None = setting(None, "operand magnitudes 10**LOW ... 10**(HIGH+1) (None: the "
+                                              "paper's -14 14)", metavar="LOW HIGH")
+    max_digits: int | None = setting(None, "significant digits per operand (None: the paper's 17)")
+    pool_size: int = setting(20_000, "training questions generated per task")
+    val_samples: int = setting(64, "validation questions per task, answered every --eval-every steps")
+    test_samples: int = setting(500, "held-out test questions per task, answered at the end")
+    eval_every: int = setting(100, "steps between evaluations (balancer, curriculum, best checkpoint)")
+    checkpoint_every: int = setting(100, "steps between checkpoints (--resume continues from the last)")
+    curriculum: bool = setting(True, "difficulty curriculum of C.3 for the tasks A.3 names")
+    balancing: bool = setting(True, "task balancing of C.4 (eq. 16); else equal shares")
+    vocab_size: int = setting(2048, "size of the text BPE")
+    device: str = setting("auto", "cpu, cuda, cuda:N or auto")
+    bf16: bool = setting(False, "bf16 autocast (fast on GPUs and CPUs with AMX, ~25x slower on other CPUs)")
+    compile: bool = setting(False, "torch.compile the model")
+    threads: int = setting(0, "torch CPU threads (0: torch's default)")
+    optim: OptimConfig = field(default_factory=OptimConfig)
 
     def __post_init__(self):
         self.tasks = tuple(self.tasks)
-        unknown = [t for t in self.tasks if t not in ALL_TASKS]
-        if not self.tasks or unknown:
-            raise ValueError(f"tasks must be a non-empty subset of {ALL_TASKS}, got {self.tasks}")
-        if self.encoding not in encoders.names():
-            raise ValueError(f"unknown encoding {self.encoding!r}; choose one of {encoders.names()}")
-        if not self.tokens > 0 or self.batch_size < 1 or self.eval_every < 1:
-            raise ValueError("tokens, batch_size and eval_every must be positive")
-        preset(self.preset)  # raises for an unknown preset
-        if self.decades is not None:
-            self.decades = tuple(self.decades)
+        if isinstance(self.optim, dict):
+            self.optim = OptimConfig(**self.optim)
+        unknown = [t for t in self.tasks if t not in tasks.names()]
+        if not self.tasks or unknown or len(set(self.tasks)) != len(self.tasks):
+            raise ValueError(f"--tasks must be distinct names from {tasks.names()}, got {list(self.tasks)}")
+        encoders.get(self.encoding, **self.encoding_options)  # raises for a bad name or option
+        preset(self.preset)
+        self.regime = Regime.of(self.decades, self.max_digits)  # raises for a bad regime
+        if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens) and self.tokens >= 1):
+            raise ValueError(f"--tokens must be a finite number >= 1, got {self.tokens}")
+        for name, low in (("batch_size", 1), ("pool_size", 1), ("val_samples", 1), ("test_samples", 1),
+                          ("eval_every", 1), ("checkpoint_every", 1), ("vocab_size", 300), ("threads", 0),
+                          ("seed", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"{flag(name)} must be an integer >= {low}, got {value!r}")
+        if self.context is not None and not (isinstance(self.context, int) and 8 <= self.context <= 65_536):
+            raise ValueError(f"--context must be an integer in 8..65536 (or None), got {self.context!r}")
+        if not str(self.out).strip():
+            raise ValueError("--out must name a run directory, got an empty string")
+
+    def model_config(self):
+        return preset(self.preset, **({"block_size": self.context} if self.context else {}))
 
 
 # Appendix C.1 as a training configuration: 117M model, 10B tokens, context 1024, batch 192
@@ -89,6 +114,255 @@ CONFIGS = {
 }
 
 
+@dataclass
+class Run:
+    """Everything one training process holds."""
+    cfg: TrainConfig
+    out: Path
+    device: torch.device
+    rank: int
+    world: int
+    tok: Tokenizer
+    model: GPT
+    runner: torch.nn.Module  # the model as stepped: compiled and/or DDP-wrapped
+    optimizers: list
+    pools: dict
+    val: dict
+    balancer: TaskBalancer
+    curricula: dict
+    rng: np.random.Generator
+    total_steps: int
+    per_step: int
+    state: dict  # step, best harmonic mean, training seconds of earlier processes
+
+
+def setup(cfg: TrainConfig, resume: bool = False) -> Run:
+    """Build the run; with `resume`, restore it from OUT/checkpoint.pt."""
+    rank, world = _start_processes()
+    device = _device(cfg.device)
+    if world > 1 and device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    out = _prepare_run_dir(cfg, resume, rank)
+    gpt_cfg = cfg.model_config()
+    encoding = encoders.get(cfg.encoding, **cfg.encoding_options)
+    tok = Tokenizer(encoding, vocab_size=cfg.vocab_size)
+    check_memory(cfg, tok.vocab_size)
+    torch.manual_seed(cfg.seed)
+    model = GPT(gpt_cfg, encoding, tok.vocab_size, tok.num_id).to(device)
+    runner = torch.compile(model) if cfg.compile else model
+    if world > 1:  # some number-head parameters see no gradient in a batch without numbers
+        runner = torch.nn.parallel.DistributedDataParallel(runner, find_unused_parameters=True)
+    pools = {t: make_pool(t, cfg.pool_size, tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
+    val = {t: make_pool(t, cfg.val_samples, tok, cfg.seed, "val", cfg.regime).frame
+           for t in cfg.tasks if tasks.get(t).score is not None}
+    total_steps = max(1, math.ceil(cfg.tokens / (cfg.batch_size * gpt_cfg.block_size * world)))
+    curricula = {t: Curriculum(tasks.max_difficulty(t, encoding.difficulty_base), total_steps, 1.0)
+                 for t in val if cfg.curriculum and tasks.get(t).curriculum}
+    run = Run(cfg, out, device, rank, world, tok, model, runner, build_optimizers(model, cfg.optim), pools, val,
+              TaskBalancer(cfg.tasks), curricula, np.random.default_rng(cfg.seed), total_steps,
+              samples_per_step(pools, cfg.batch_size * world, gpt_cfg.block_size),
+              {"step": 0, "best": -1.0, "seconds": 0.0})
+    if resume:
+        _restore(run)
+    if rank == 0:
+        write_atomic(out / "config.json", lambda tmp: Path(tmp).write_text(json.dumps(asdict(cfg), indent=1)))
+    return run
+
+
+def train_step(run: Run, step: int) -> dict[str, float]:
+    """Draw a batch by the balancer's ratios (and the curricula), one optimizer step; its losses."""
+    cfg = run.cfg
+    counts = (run.balancer.task_counts(run.per_step) if cfg.balancing
+              else {t: math.ceil(run.per_step / len(cfg.tasks)) for t in cfg.tasks})
+    batch = next_batch(run.pools, counts, run.rng, lambda *a: _pick(run, step, *a), cfg.batch_size * run.world,
+                       run.model.cfg.block_size, run.tok.pad_id, run.tok.num_id)
+    batch = shard(batch, run.rank, run.world, run.device)
+    lr = apply_schedule(run.optimizers, step, run.total_steps, cfg.optim)
+    run.model.train()
+    with torch.autocast(run.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+        _, losses = run.runner(**batch)
+    (losses["loss"] * run.world).backward()  # DDP averages gradients over ranks; the counts are global
+    for opt in run.optimizers:
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    parts = torch.stack([v.detach().float() for v in losses.values()])
+    if run.world > 1:
+        dist.all_reduce(parts)
+    return {**dict(zip(losses, parts.tolist())), "lr": lr}
+
+
+def _pick(run: Run, step: int, task: str, pool, n: int, rng) -> np.ndarray:
+    """Indices of n samples of `task`: its curriculum's levels, or uniform (no curriculum, or the
+    decimal end phase of an encoding trained on base-2 difficulty, A.3)."""
+    column = difficulty_column(run.model.encoding.difficulty_base, step, run.total_steps)
+    binary_end_phase = run.model.encoding.difficulty_base == 2 and column == "difficulty_sd"
+    if task not in run.curricula or binary_end_phase:
+        return rng.integers(0, len(pool.samples), n)
+    return run.curricula[task].sample(getattr(pool, column), n, rng)
+
+
+def evaluate_and_adapt(run: Run, step: int, lr: float, loss: float) -> dict:
+    """Answer the validation questions; feed the scores to the balancer and the curricula; keep
+    the best weights by the harmonic mean of the scores (eq. 15). Returns the evaluation row."""
+    answers = evaluate(run.model, run.tok, run.val) if run.val else None
+    scores = summarize(answers).set_index("task")["score"].to_dict() if run.val else {}
+    if run.cfg.balancing and scores:
+        run.balancer.update(scores)
+    column = difficulty_column(run.model.encoding.difficulty_base, step, run.total_steps)
+    for task, curriculum in run.curricula.items():
+        levels = run.val[task][column].to_numpy()
+        task_scores = answers.loc[answers.task == task, "score"].to_numpy()
+        curriculum.update(pd.Series(task_scores).groupby(levels).mean().to_dict(), step + 1, lr)
+    mean = metrics.generalized_mean(scores.values(), -1) if scores else -loss
+    if mean > run.state["best"]:
+        run.state["best"] = mean
+        if run.rank == 0:
+            write_atomic(run.out / "best.pt", lambda tmp: torch.save(run.model.state_dict(), tmp))
+    return {"step": step + 1, "harmonic_mean": mean, **{f"score/{t}": s for t, s in scores.items()},
+            **{f"ratio/{t}": r for t, r in run.balancer.ratios.items()},
+            **{f"frontier/{t}": c.frontier for t, c in run.curricula.items()}}
+
+
+def save_checkpoint(run: Run) -> None:
+    """Weights, optimizers, balancer, curricula, random states and the step: all a resume needs."""
+    ckpt = {"model": run.model.state_dict(), "optimizers": [o.state_dict() for o in run.optimizers],
+            "balancer": run.balancer.state_dict(), "curricula": {t: c.state_dict() for t, c in run.curricula.items()},
+            "rng": json.dumps(run.rng.bit_generator.state), "torch_rng": torch.get_rng_state(),
+            "state": dict(run.state), "config": _comparable(run.cfg)}
+    write_atomic(run.out / "checkpoint.pt", lambda tmp: torch.save(ckpt, tmp))
+
+
+def final_test(run: Run, started: float) -> None:
+    """The best weights answer the held-out test split: test_samples.csv and test_summary.csv."""
+    cfg = run.cfg
+    run.model.load_state_dict(load_checkpoint(run.out / "best.pt"))
+    test = {t: make_pool(t, cfg.test_samples, run.tok, cfg.seed, "test", cfg.regime).frame for t in run.val}
+    samples = evaluate(run.model, run.tok, test)
+    write_atomic(run.out / "test_samples.csv", lambda tmp: samples.to_csv(tmp, index=False))
+    summary = summarize(samples).assign(encoding=cfg.encoding, seed=cfg.seed, train_seconds=time.time() - started)
+    write_atomic(run.out / "test_summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
+
+
+def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
+    """Train, evaluate on the test split, return the run directory. `on_eval(row)` is called
+    with every evaluation row (live plots in notebooks)."""
+    run = setup(cfg, resume)
+    log = _Logger(run.out, run.rank)
+    if run.rank == 0:
+        print(f"run directory: {run.out}")
+    bar = tqdm(range(run.state["step"], run.total_steps), desc=cfg.encoding, disable=run.rank != 0)
+    started = time.time() - run.state["seconds"]  # a resumed run's clock goes on
+    for step in bar:
+        parts = train_step(run, step)
+        run.state["step"], run.state["seconds"] = step + 1, time.time() - started
+        bar.set_postfix(loss=f"{parts['loss']:.3f}")
+        log.step({"step": step + 1, **parts, "time": run.state["seconds"]})
+        last = step + 1 == run.total_steps
+        if (step + 1) % cfg.eval_every == 0 or last:
+            row = evaluate_and_adapt(run, step, parts["lr"], parts["loss"])
+            log.evaluation(row)
+            if on_eval:
+                on_eval(row)
+        if run.rank == 0 and ((step + 1) % cfg.checkpoint_every == 0 or last):
+            save_checkpoint(run)
+    if run.rank == 0 and run.val:
+        final_test(run, started)
+    if run.world > 1:
+        dist.barrier()  # every rank returns after rank 0 wrote the test results
+        dist.destroy_process_group()
+    if run.rank == 0:
+        print(f"run directory: {run.out}")
+    return run.out
+
+
+# -- the run directory ------------------------------------------------------------------------
+class _Logger:
+    """Appends training rows to metrics.jsonl and evaluation rows to evals.jsonl (rank 0 only)."""
+
+    def __init__(self, out: Path, rank: int):
+        self.paths = {"step": out / "metrics.jsonl", "eval": out / "evals.jsonl"}
+        self.active = rank == 0
+
+    def _append(self, kind: str, row: dict) -> None:
+        if self.active:
+            with self.paths[kind].open("a") as f:
+                f.write(json.dumps(row) + "\n")
+
+    def step(self, row: dict) -> None:
+        self._append("step", row)
+
+    def evaluation(self, row: dict) -> None:
+        self._append("eval", row)
+
+
+def load_metrics(run_dir) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(one row per training step, one row per evaluation) of a run directory."""
+    def read(name):
+        path = Path(run_dir) / name
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+        return pd.DataFrame(rows)
+    return read("metrics.jsonl"), read("evals.jsonl")
+
+
+def _prepare_run_dir(cfg: TrainConfig, resume: bool, rank: int) -> Path:
+    """The run directory, checked: resume needs a checkpoint; a new run never silently replaces
+    an old one. Temporaries left by a killed atomic write are removed."""
+    out = Path(cfg.out)
+    existing = [name for name in RUN_FILES if (out / name).exists()]
+    if resume and not (out / "checkpoint.pt").exists():
+        raise FileNotFoundError(f"--resume: there is no {out / 'checkpoint.pt'} to continue from; start the run "
+                                f"without --resume (add --overwrite to replace {existing})" if existing else
+                                f"--resume: there is no {out / 'checkpoint.pt'} to continue from; start the run "
+                                "without --resume")
+    if not resume and existing and not cfg.overwrite:
+        raise FileExistsError(f"{out} already holds a run ({', '.join(existing)}): pass --resume to continue "
+                              "it, --overwrite to replace it, or choose a new --out")
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        clean_temporaries(out, RUN_FILES)
+        if not resume:
+            for name in existing:
+                (out / name).unlink()
+    return out
+
+
+def _restore(run: Run) -> None:
+    """Continue from OUT/checkpoint.pt: weights, optimizers, balancer, curricula, random states;
+    the logs lose the rows written after the checkpoint."""
+    ckpt = load_checkpoint(run.out / "checkpoint.pt")
+    if ckpt.get("config") != _comparable(run.cfg):
+        raise ValueError(f"{run.out / 'checkpoint.pt'} was written with another configuration: {ckpt.get('config')}")
+    run.model.load_state_dict(ckpt["model"])
+    for opt, state in zip(run.optimizers, ckpt["optimizers"]):
+        opt.load_state_dict(state)
+    run.balancer.load_state_dict(ckpt["balancer"])
+    for task, state in ckpt["curricula"].items():
+        run.curricula[task].load_state_dict(state)
+    run.rng.bit_generator.state = json.loads(ckpt["rng"])
+    torch.set_rng_state(ckpt["torch_rng"])
+    run.state = ckpt["state"]
+    if run.rank == 0:
+        for name in ("metrics.jsonl", "evals.jsonl"):
+            _truncate_log(run.out / name, run.state["step"])
+
+
+def _truncate_log(path: Path, step: int) -> None:
+    """Keep the rows logged up to `step` (a line cut short by a kill is dropped); atomic."""
+    if path.exists():
+        rows = [r for r in path.read_text().splitlines() if _logged_by(r, step)]
+        write_atomic(path, lambda tmp: Path(tmp).write_text("".join(r + "\n" for r in rows)))
+
+
+def _logged_by(line: str, step: int) -> bool:
+    try:
+        return json.loads(line)["step"] <= step
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return False
+
+
 def load_checkpoint(path: Path) -> dict:
     """torch.load(weights_only=True) with a clear error for a missing or corrupt file."""
     try:
@@ -99,190 +373,99 @@ def load_checkpoint(path: Path) -> dict:
         raise ValueError(f"checkpoint {path} is corrupt or not a workbench checkpoint: {err}") from err
 
 
+def _comparable(cfg: TrainConfig) -> dict:
+    """The configuration that must match to resume a run (not where it lives or its speed knobs)."""
+    skip = {"out", "overwrite", "device", "compile", "threads"}
+    return json.loads(json.dumps({k: v for k, v in asdict(cfg).items() if k not in skip}))
+
+
+# -- processes, devices, memory ---------------------------------------------------------------
+def _start_processes() -> tuple[int, int]:
+    """(rank, world size): one process, or the torchrun group (NCCL on CUDA, gloo on CPUs)."""
+    if int(os.environ.get("WORLD_SIZE", 1)) <= 1:
+        return 0, 1
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return dist.get_rank(), dist.get_world_size()
+
+
 def _device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
-    """Train, evaluate on the test split, return the run directory. `on_eval(row)` is called
-    with every validation row (live plots in notebooks)."""
-    distributed = int(os.environ.get("WORLD_SIZE", 1)) > 1
-    rank, world = 0, 1
-    if distributed:
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-        rank, world = dist.get_rank(), dist.get_world_size()
-    device = _device(cfg.device)
-    if distributed and device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        torch.cuda.set_device(device)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(cfg.seed)
-    gpt_cfg = preset(cfg.preset, **({"block_size": cfg.context} if cfg.context else {}))
-    encoding = encoders.get(cfg.encoding, d_model=gpt_cfg.d_model, **cfg.encoding_options)
-    tok = Tokenizer(encoding, vocab_size=cfg.vocab_size)
-    model = GPT(gpt_cfg, encoding, tok.vocab_size, tok.num_id).to(device)
-    optimizers = build_optimizers(model)
-    runner = torch.compile(model) if cfg.compile else model
-    if distributed:  # some encoding parameters see no gradient in a batch without numbers
-        runner = torch.nn.parallel.DistributedDataParallel(runner, find_unused_parameters=True)
-
-    regime = {"decades": cfg.decades, "max_digits": cfg.max_digits}
-    pools = {t: make_pool(t, cfg.pool_size, tok, cfg.seed, "train", **regime) for t in cfg.tasks}
-    numeric = [t for t in cfg.tasks if t != "text"]
-    val = {t: make_pool(t, cfg.val_samples, tok, cfg.seed, "val", **regime).frame for t in numeric}
-    context = gpt_cfg.block_size
-    tokens_per_step = cfg.batch_size * context * world
-    total_steps = max(1, math.ceil(cfg.tokens / tokens_per_step))
-    per_step = samples_per_step(pools, cfg.batch_size * world, context)
-    balancer = TaskBalancer(cfg.tasks)
-    curricula = {t: Curriculum(max_difficulty(t, 2 if cfg.encoding == "bittokens" else 10), total_steps, 1.0)
-                 for t in numeric if cfg.curriculum and t in CURRICULUM_TASKS}
-    rng = np.random.default_rng(cfg.seed)
-    state = {"step": 0, "best": -1.0, "seconds": 0.0}  # seconds: training time of earlier processes
-    ckpt_path, metrics_path = out / "checkpoint.pt", out / "metrics.jsonl"
-    if resume and ckpt_path.exists():
-        ckpt = load_checkpoint(ckpt_path)
-        if ckpt.get("config") != _comparable(cfg):
-            raise ValueError(f"{ckpt_path} was written with another configuration: {ckpt.get('config')}")
-        model.load_state_dict(ckpt["model"])
-        for opt, s in zip(optimizers, ckpt["optimizers"]):
-            opt.load_state_dict(s)
-        balancer.load_state_dict(ckpt["balancer"])
-        for t, s in ckpt["curricula"].items():
-            curricula[t].load_state_dict(s)
-        rng.bit_generator.state = json.loads(ckpt["rng"])
-        torch.set_rng_state(ckpt["torch_rng"])
-        state = ckpt["state"]
-        if rank == 0 and metrics_path.exists():  # drop rows logged after the checkpoint
-            rows = [r for r in metrics_path.read_text().splitlines() if _logged_by(r, state["step"])]
-            metrics_path.write_text("".join(r + "\n" for r in rows))
-    elif rank == 0 and metrics_path.exists():
-        metrics_path.unlink()
-    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
-
-    def pick(task, pool, n, rng):
-        if task not in curricula:
-            return rng.integers(0, len(pool.samples), n)
-        column = difficulty_column(cfg.encoding, state["step"], total_steps)
-        if cfg.encoding == "bittokens" and column == "difficulty_sd":  # A.3: the decimal distribution
-            return rng.integers(0, len(pool.samples), n)
-        return curricula[task].sample(getattr(pool, column), n, rng)
-
-    def log(row):
-        if rank == 0:
-            with metrics_path.open("a") as f:
-                f.write(json.dumps(row) + "\n")
-
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16)
-    bar = tqdm(range(state["step"], total_steps), desc=f"{cfg.encoding}", disable=rank != 0)
-    started = time.time() - state.get("seconds", 0.0)  # a resumed run's clock goes on
-    for step in bar:
-        counts = balancer.task_counts(per_step) if cfg.balancing else \
-            {t: math.ceil(per_step / len(cfg.tasks)) for t in cfg.tasks}
-        batch = next_batch(pools, counts, rng, pick, cfg.batch_size * world, context, tok.pad_id, tok.num_id)
-        batch = shard(batch, rank, world, device)
-        lr = apply_schedule(optimizers, step, total_steps)
-        model.train()
-        with autocast:
-            _, losses = runner(**batch)
-        (losses["loss"] * world).backward()  # DDP averages gradients over ranks; the counts are global
-        for opt in optimizers:
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        parts = torch.stack([v.detach().float() for v in losses.values()])
-        if distributed:
-            dist.all_reduce(parts)
-        parts = dict(zip(losses, parts.tolist()))
-        state["step"], state["seconds"] = step + 1, time.time() - started
-        bar.set_postfix(loss=f"{parts['loss']:.3f}")
-        log({"step": step + 1, **parts, "lr": lr, "time": state["seconds"]})
-        if (step + 1) % cfg.eval_every == 0 or step + 1 == total_steps:
-            answers = evaluate(model, tok, val) if numeric else None
-            scores = summarize(answers).set_index("task")["score"].to_dict() if numeric else {}
-            if cfg.balancing and scores:
-                balancer.update(scores)
-            column = difficulty_column(cfg.encoding, step, total_steps)
-            for t, cur in curricula.items():
-                levels = val[t][column].to_numpy()
-                per_level = pd.Series(answers.loc[answers.task == t, "score"].to_numpy()).groupby(levels).mean()
-                cur.update(per_level.to_dict(), step + 1, lr)
-            mean = metrics.generalized_mean(scores.values(), -1) if scores else -parts["loss"]
-            row = {"step": step + 1, "eval": True, "harmonic_mean": mean,
-                   **{f"score/{t}": s for t, s in scores.items()},
-                   **{f"ratio/{t}": r for t, r in balancer.ratios.items()},
-                   **{f"frontier/{t}": c.frontier for t, c in curricula.items()}}
-            log(row)
-            if on_eval:
-                on_eval(row)
-            if mean > state["best"]:
-                state["best"] = mean
-                if rank == 0:
-                    write_atomic(out / "best.pt", lambda tmp: torch.save(model.state_dict(), tmp))
-        if rank == 0 and ((step + 1) % cfg.checkpoint_every == 0 or step + 1 == total_steps):
-            ckpt = {"model": model.state_dict(), "optimizers": [o.state_dict() for o in optimizers],
-                    "balancer": balancer.state_dict(),
-                    "curricula": {t: c.state_dict() for t, c in curricula.items()},
-                    "rng": json.dumps(rng.bit_generator.state), "torch_rng": torch.get_rng_state(),
-                    "state": dict(state), "config": _comparable(cfg)}
-            write_atomic(ckpt_path, lambda tmp: torch.save(ckpt, tmp))
-    if rank == 0 and numeric:
-        model.load_state_dict(load_checkpoint(out / "best.pt"))
-        test = {t: make_pool(t, cfg.test_samples, tok, cfg.seed, "test", **regime).frame for t in numeric}
-        samples = evaluate(model, tok, test)
-        write_atomic(out / "test_samples.csv", lambda tmp: samples.to_csv(tmp, index=False))
-        summary = summarize(samples).assign(encoding=cfg.encoding, seed=cfg.seed,
-                                            train_seconds=time.time() - started)
-        write_atomic(out / "test_summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
-    if distributed:
-        dist.barrier()  # every rank returns after rank 0 wrote the test results
-        dist.destroy_process_group()
-    return out
-
-
-def _logged_by(line: str, step: int) -> bool:
-    """A metrics row written up to `step` (a line cut short by a kill is dropped)."""
     try:
-        return json.loads(line)["step"] <= step
-    except (json.JSONDecodeError, KeyError, TypeError):
-        return False
+        return torch.device(name)
+    except RuntimeError as err:
+        raise ValueError(f"--device {name!r} is not a device (cpu, cuda, cuda:N or auto): {err}") from None
 
 
-def _comparable(cfg: TrainConfig) -> dict:
-    """The configuration that must match to resume a run (not where it lives or its speed knobs)."""
-    skip = {"out", "device", "compile", "threads"}
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items() if k not in skip}
+def check_memory(cfg: TrainConfig, vocab_size: int) -> int:
+    """Refuse a configuration whose training step cannot fit in the free memory (an estimate:
+    weights, gradients and optimizer state, the activations autograd keeps, the attention masks).
+    Returns the estimate in bytes."""
+    m = cfg.model_config()
+    rows, T, d = cfg.batch_size, m.block_size, m.d_model
+    params = vocab_size * d * 2 + m.n_layer * d * d * (4 + 2 * m.mlp_ratio)
+    activations = rows * T * d * m.n_layer * (14 + 3 * m.mlp_ratio) * 4
+    masks = rows * T * T * (1 + 4 + 4 * m.n_head)  # bool mask, float bias, one layer's scores
+    need = params * 4 * 4 + activations + masks
+    free = _free_memory()
+    if free is not None and need > free:
+        raise MemoryError(f"--batch-size {rows} x --context {T} with preset {cfg.preset!r} needs about "
+                          f"{need / 2**30:.1f} GiB but {free / 2**30:.1f} GiB are free; lower --context or "
+                          "--batch-size")
+    return need
+
+
+def _free_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux), None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            info = dict(line.split(":", 1) for line in f)
+        return int(info["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+# -- command line -----------------------------------------------------------------------------
+def _parser(defaults: TrainConfig) -> argparse.ArgumentParser:
+    encodings = "; ".join(f"{n}: {encoders.options(n) or 'none'}" for n in encoders.names())
+    parser = argparse.ArgumentParser(
+        description="Train a GPT with a number encoding on the numeracy tasks (appendix C).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        epilog=f"Encoding options (--encoding-option KEY=VALUE) and their defaults: {encodings}")
+    parser.add_argument("--config", default="cpu", choices=sorted(CONFIGS),
+                        help="a named configuration whose values the other flags override")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint.pt")
+    parser.add_argument("--encoding-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of the encoding (repeatable)")
+    add_arguments(parser, TrainConfig, defaults, skip={"encoding_options", "optim"})
+    add_arguments(parser.add_argument_group("optimizer (appendix C.1)"), OptimConfig, defaults.optim)
+    return parser
+
+
+def _encoding_options(pairs: list[str]) -> dict:
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--encoding-option takes KEY=VALUE, got {pair!r}")
+        options[key] = json.loads(value) if value in ("true", "false") or value.lstrip("-").isdigit() else value
+    return options
 
 
 def main(argv=None):
     first = argparse.ArgumentParser(add_help=False)
     first.add_argument("--config", default="cpu", choices=sorted(CONFIGS))
     defaults = CONFIGS[first.parse_known_args(argv)[0].config]
-    parser = argparse.ArgumentParser(description="Train a GPT with a number encoding on the numeracy tasks.",
-                                     parents=[first])
-    for f in fields(TrainConfig):
-        if f.name in ("tasks", "decades", "encoding_options"):
-            continue
-        flag, default = "--" + f.name.replace("_", "-"), getattr(defaults, f.name)
-        if isinstance(f.default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
-        else:
-            kind = float if f.name == "tokens" else (int if f.name in ("context", "max_digits") else type(f.default))
-            parser.add_argument(flag, type=kind, default=default)
-    parser.add_argument("--tasks", default=",".join(defaults.tasks), help="comma-separated, e.g. addition,division")
-    parser.add_argument("--decades", type=int, nargs=2, default=defaults.decades, metavar=("LOW", "HIGH"),
-                        help="operand magnitudes 10**LOW ... 10**(HIGH+1) (default: the paper's -14 14)")
-    parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    parser = _parser(defaults)
     args = vars(parser.parse_args(argv))
-    resume = args.pop("resume")
-    args.pop("config")
-    args["tasks"] = tuple(t for t in args["tasks"].split(",") if t)
-    args["decades"] = tuple(args["decades"]) if args["decades"] else None
-    out = train(TrainConfig(**args), resume=resume)
+    try:
+        options = {**defaults.encoding_options, **_encoding_options(args["encoding_option"])}
+        optim = OptimConfig(**values_of(args, OptimConfig))
+        cfg = TrainConfig(**values_of(args, TrainConfig, skip={"encoding_options", "optim"}),
+                          encoding_options=options, optim=optim)
+    except ValueError as err:
+        parser.error(str(err))
+    out = train(cfg, resume=args["resume"])
     if (out / "test_summary.csv").exists():
         print(pd.read_csv(out / "test_summary.csv").to_string(index=False))
 

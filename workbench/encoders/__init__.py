@@ -3,11 +3,15 @@
     >>> from workbench import encoders
     >>> encoders.names()
     ['bittokens', 'fone', 'xval', 'single_digit', 'triple_digit', ...]
-    >>> codec = encoders.get("bittokens", d_model=256)
+    >>> codec = encoders.get("bittokens", reciprocal=False)
+    >>> head = codec.number_head(d_model=256)        # None for digit encodings
 """
 from __future__ import annotations
 
-from .base import NumberEncoding
+import inspect
+from contextlib import contextmanager
+
+from .base import NumberEncoding, NumberHead
 
 _REGISTRY: dict[str, type[NumberEncoding]] = {}
 
@@ -20,19 +24,44 @@ def register(cls: type[NumberEncoding]) -> type[NumberEncoding]:
     return cls
 
 
+@contextmanager
+def registered(cls: type[NumberEncoding]):
+    """Register `cls` for the duration of a `with` block (an encoding defined in a test)."""
+    register(cls)
+    try:
+        yield cls
+    finally:
+        del _REGISTRY[cls.name]
+
+
 def names() -> list[str]:
     """Names of all registered encodings, in registration order."""
     return list(_REGISTRY)
 
 
-def get(name: str, d_model: int = 768, **options) -> NumberEncoding:
-    """Build the encoding `name` for a model of width `d_model`."""
+def options(name: str) -> dict[str, object]:
+    """The options `get(name, ...)` accepts, with their defaults."""
+    params = inspect.signature(_class(name)).parameters.values()
+    return {p.name: p.default for p in params if p.kind is p.POSITIONAL_OR_KEYWORD}
+
+
+def get(name: str, **chosen) -> NumberEncoding:
+    """Build the encoding `name` with the options `chosen` (see `options(name)`)."""
+    accepted = options(name)
+    unknown = sorted(set(chosen) - set(accepted))
+    if unknown:
+        raise ValueError(f"encoding {name!r} has no option(s) {unknown}; its options are {accepted}")
+    return _class(name)(**chosen)
+
+
+def _class(name: str) -> type[NumberEncoding]:
     try:
-        cls = _REGISTRY[name]
+        return _REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown encoding {name!r}; choose one of {names()}") from None
-    return cls(d_model=d_model, **options)
 
+
+__all__ = ["NumberEncoding", "NumberHead", "register", "registered", "names", "options", "get"]
 
 # Importing the modules registers them (order = order of `names()`).
 from . import bittokens, fone, xval, single_digit, triple_digit  # noqa: E402,F401

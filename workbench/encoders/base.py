@@ -1,18 +1,24 @@
-"""The one interface that every number encoding implements.
-
-The data path is the same for all of them:
+"""What a number encoding is, and how a model reads and writes it: two separate things.
 
     text -> numbers.parse -> token ids + float64 values
-         -> model: the encoding joins the <|num|> embedding (`embed`)
-         -> final hidden state -> `head` -> `loss` (training) / `predict` (float64 value)
+         -> model: the head joins the encoding to the learned <|num|> embedding (`NumberHead.embed`)
+         -> final hidden state -> `NumberHead.forward` -> `loss` (training) / `predict` (float64)
 
-Single-token encodings (BitTokens, FoNE, xVal) put one <|num|> token per number in the
-sequence and read the value back through a number head. Digit encodings (single_digit,
-triple_digit) keep numbers as text tokens (`single_token = False`): they have no head and
-their `encode` gives the digit tokens of a number instead of a vector.
+`NumberEncoding` is the fixed map between float64 values and vectors (no learned parameters) plus
+the properties the rest of the workbench asks about instead of testing names:
 
-A new encoding is one new file: subclass `NumberEncoding` and decorate it with
-`@register` (see `workbench/encoders/__init__.py`).
+    single_token     one <|num|> token per number (BitTokens, FoNE, xVal) or digit text tokens
+    signed           the minus sign belongs to the number (False: a "-" text token, e.g. FoNE)
+    difficulty_base  the base of the difficulty the curriculum samples by (A.3): 2 for binary
+    paper_label      the method's name in the paper's tables (None: not in the paper)
+    paper_verdicts   section 4's verdicts on D1-D9, where the paper gives them
+
+`NumberHead` (an nn.Module) is built by `encoding.number_head(d_model)`: how the encoding joins the
+[NUM] embedding, the output head, its per-number loss and the decoding of its output. Digit
+encodings have no head (`number_head` returns None): their digits are ordinary tokens.
+
+A new encoding is one new file: subclass `NumberEncoding` (and `NumberHead`, or `DigitEncoding`
+from digits.py), decorate it with `@register`, and import it in `encoders/__init__.py`.
 """
 from __future__ import annotations
 
@@ -22,53 +28,87 @@ import torch
 from torch import Tensor, nn
 
 
-class NumberEncoding(nn.Module):
-    """Fixed numeric encoding + how it joins the [NUM] embedding + number head, loss, decoding."""
+class NumberEncoding:
+    """float64 values <-> fixed vectors; options are given to the constructor (`encoders.get`)."""
 
     name: ClassVar[str]
-    #: One <|num|> token per number (True) or numbers as digit text tokens (False).
     single_token: ClassVar[bool] = True
-    #: The minus sign belongs to the number (True) or stays a text token (False, e.g. FoNE).
     signed: ClassVar[bool] = True
+    difficulty_base: ClassVar[int] = 10
+    paper_label: ClassVar[str | None] = None
+    paper_verdicts: ClassVar[dict[str, str]] = {}
 
-    def __init__(self, d_model: int = 768):
-        super().__init__()
-        self.d_model = d_model
-
-    # -- the fixed encoding -------------------------------------------------------------
     @property
     def width(self) -> int:
         """Size of the last dimension of `encode`."""
         raise NotImplementedError
 
-    def encode(self, x: Tensor) -> Tensor:
-        """float64 values [N] -> fixed encoding [N, width] (no learned parameters); float32 where
-        that is exact (BitTokens' ±1), float64 where precision matters (FoNE phases, xVal scale)."""
+    def encode(self, x) -> Tensor:
+        """float64 values [N] -> fixed encoding [N, width]; float32 where that is exact (BitTokens'
+        ±1), float64 where precision matters (FoNE phases, xVal scale)."""
         raise NotImplementedError
 
     def decode(self, encoding: Tensor) -> Tensor:
         """Inverse of `encode`: [N, width] -> float64 [N]."""
         raise NotImplementedError
 
-    # -- inside the model (single-token encodings only) --------------------------------
+    def number_head(self, d_model: int) -> NumberHead | None:
+        """The module through which a model of width d_model reads and writes these numbers;
+        None when numbers are text tokens."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+class NumberHead(nn.Module):
+    """How a model reads and writes one encoding's numbers.
+
+    Parameter groups (`workbench.optim`): a submodule named `output` belongs to the head group
+    (lr of the lm head); every other matrix here joins the embedding group."""
+
+    def __init__(self, encoding: NumberEncoding, d_model: int):
+        super().__init__()
+        if d_model < 1:
+            raise ValueError(f"d_model must be positive, got {d_model}")
+        self.encoding, self.d_model = encoding, d_model
+
     def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
         """Join the learned [NUM] embedding rows [N, d_model] with the encoding of x [N]."""
         raise NotImplementedError
 
-    def head(self, hidden: Tensor) -> Tensor:
+    def forward(self, hidden: Tensor) -> Tensor:
         """Final hidden states [N, d_model] at positions that predict <|num|> -> head output."""
         raise NotImplementedError
 
-    def loss(self, head_out: Tensor, target: Tensor) -> Tensor:
-        """Scalar number loss of the head output against float64 targets [N] (mean over N)."""
+    def loss(self, out: Tensor, target: Tensor) -> Tensor:
+        """Number loss of each head output against its float64 target: [N] (no reduction)."""
         raise NotImplementedError
 
-    def predict(self, head_out: Tensor) -> Tensor:
+    def predict(self, out: Tensor) -> Tensor:
         """Head output -> float64 values [N] (what the model writes as its number)."""
         raise NotImplementedError
 
+    # -- what a perfect head would produce (the desiderata's "ideal head") --------------------
+    def target_vector(self, x) -> Tensor:
+        """float64 [N, k]: the vector the head is trained to produce for the values x."""
+        raise NotImplementedError
+
+    def output_of(self, vector: Tensor) -> Tensor:
+        """The head output (what `loss` and `predict` take) that stands for a target vector."""
+        raise NotImplementedError
+
+    def ideal_output(self, x, confidence: float = 4.0) -> Tensor:
+        """The output of a perfect head for x; classification heads scaled by `confidence`."""
+        return self.output_of(self.target_vector(x) * confidence)
+
+    def embedding_map(self, num_embedding: Tensor) -> tuple[Tensor, Tensor]:
+        """(A [d, width], c [d]) with embed(e, x) = A @ encode(x) + c, for the linear ways of
+        joining the [NUM] embedding e; ValueError for the others."""
+        raise ValueError(f"{type(self).__name__} joins the [NUM] embedding non-linearly")
+
     def extra_repr(self) -> str:
-        return f"name={self.name!r}, d_model={self.d_model}"
+        return f"encoding={self.encoding.name!r}, d_model={self.d_model}"
 
 
 def as_float64(x) -> Tensor:

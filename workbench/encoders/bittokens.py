@@ -28,10 +28,11 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
+from einops import rearrange
 from torch import Tensor, nn
 
 from . import register
-from .base import NumberEncoding, as_float64
+from .base import NumberEncoding, NumberHead, as_float64
 from .digits import decimal_parts
 
 COMBINE = ("sum", "product", "concat", "zero_pad", "weighted", "weighted_sum")
@@ -58,14 +59,14 @@ def float64_bits(x) -> Tensor:
     if np.little_endian:
         big_endian = big_endian.byteswap()
     bits = np.take(_BYTE_BITS_NP, big_endian.view(np.uint8), axis=0)
-    return torch.from_numpy(bits).reshape(-1, 64)
+    return torch.from_numpy(rearrange(bits, "(n byte) bit -> n (byte bit)", byte=8))
 
 
 def bits_to_float64(bits: Tensor) -> Tensor:
     """[N, 64] bits MSB first (any value > 0 is a 1) -> float64 [N], bit-exact."""
     if bits.shape[-1] != 64:
         raise ValueError(f"expected 64 bits per value, got shape {tuple(bits.shape)}")
-    ones = (bits.detach().cpu().reshape(-1, 8, 8) > 0).long()
+    ones = (rearrange(bits.detach().cpu(), "... (byte bit) -> (...) byte bit", bit=8) > 0).long()
     big_endian = (ones * _BIT_WEIGHTS).sum(-1).to(torch.uint8)
     if np.little_endian:
         big_endian = big_endian.flip(-1)
@@ -93,7 +94,8 @@ def decimal_bits(x) -> Tensor:
     codes = torch.from_numpy(np.concatenate([exp_digits, sig_digits], 1))
     flags = torch.stack([torch.signbit(x), torch.isinf(x), torch.isnan(x),
                          torch.from_numpy(exponent < 0)], 1).float() * 2 - 1
-    return torch.cat([flags[:, :3], _DIGIT_BITS[codes].reshape(len(x), 80), flags[:, 3:]], 1)
+    digit_bits = rearrange(_DIGIT_BITS[codes], "n digit bit -> n (digit bit)")
+    return torch.cat([flags[:, :3], digit_bits, flags[:, 3:]], 1)
 
 
 def decimal_bits_to_float64(bits: Tensor) -> Tensor:
@@ -101,7 +103,8 @@ def decimal_bits_to_float64(bits: Tensor) -> Tensor:
     if bits.shape[-1] != _DECIMAL_WIDTH:
         raise ValueError(f"expected {_DECIMAL_WIDTH} decimal bits per value, got {tuple(bits.shape)}")
     b = (bits.detach().cpu().reshape(-1, _DECIMAL_WIDTH) > 0).long()
-    codes = (b[:, 3:-1].reshape(-1, 20, 4) * torch.tensor([8, 4, 2, 1])).sum(-1).clamp(max=9).numpy()
+    digit_bits = rearrange(b[:, 3:-1], "n (digit bit) -> n digit bit", bit=4)
+    codes = (digit_bits * torch.tensor([8, 4, 2, 1])).sum(-1).clamp(max=9).numpy()
     exponent = (codes[:, :3] * _POW10[2::-1]).sum(1) * np.where(b[:, -1].numpy() == 1, -1, 1)
     significand = (codes[:, 3:] * _POW10[_SIGNIFICAND - 1::-1]).sum(1)
     out = []
@@ -114,10 +117,13 @@ def decimal_bits_to_float64(bits: Tensor) -> Tensor:
 @register
 class BitTokens(NumberEncoding):
     name = "bittokens"
+    difficulty_base = 2
+    paper_label = "BitToken"
+    paper_verdicts = {"D1": "pass", "D2": "pass", "D3": "pass", "D4": "pass", "D5": "pass",
+                      "D6": "pass", "D7": "trade-off", "D8": "pass", "D9": "pass"}
 
-    def __init__(self, d_model: int = 768, combine: str = "zero_pad", head: str = "linear",
-                 reciprocal: bool = True, base: int = 2):
-        super().__init__(d_model)
+    def __init__(self, combine: str = "zero_pad", head: str = "linear", reciprocal: bool = True,
+                 base: int = 2):
         if combine not in COMBINE:
             raise ValueError(f"combine must be one of {COMBINE}, got {combine!r}")
         if head not in HEADS:
@@ -128,71 +134,102 @@ class BitTokens(NumberEncoding):
             raise ValueError(f"reciprocal must be True or False, got {reciprocal!r}")
         self.combine, self.head_kind, self.reciprocal, self.base = combine, head, reciprocal, base
         self.bits = 64 if base == 2 else _DECIMAL_WIDTH  # bits of one value (x or 1/x)
-        if combine in ("sum", "product", "concat", "zero_pad") and d_model < self.width:
-            raise ValueError(f"combine={combine!r} pads the {self.width}-dim encoding to d_model, "
-                             f"so d_model must be >= {self.width}, got {d_model}")
-        if head == "none" and d_model < self.bits:
-            raise ValueError(f"head='none' reads {self.bits} logits from the hidden state; "
-                             f"d_model must be >= {self.bits}, got {d_model}")
-        if combine in ("weighted", "weighted_sum"):
-            self.combine_proj = nn.Linear(self.width, d_model, bias=False)
-        if head == "linear":
-            self.number_head = nn.Linear(d_model, self.bits)
-        elif head == "mlp":
-            self.number_head = nn.Sequential(nn.Linear(d_model, d_model), nn.ReLU(),
-                                             nn.Linear(d_model, self.bits))
 
     @property
     def width(self) -> int:
         return self.bits * (2 if self.reciprocal else 1)
 
-    def _bits(self, x) -> Tensor:
+    def value_bits(self, x) -> Tensor:
+        """The ±1 bits of the values themselves (no reciprocal): what the head predicts."""
         return float64_bits(x) if self.base == 2 else decimal_bits(x)
 
     def encode(self, x) -> Tensor:
         x = _cpu_float64(x)
         if not self.reciprocal:
-            return self._bits(x)
+            return self.value_bits(x)
         with torch.no_grad():
             reciprocal = x.reciprocal()
         if self.base == 2:  # one table lookup for x and 1/x together
-            return float64_bits(torch.stack((x, reciprocal), 1).reshape(-1)).reshape(-1, 128)
-        return torch.cat([self._bits(x), self._bits(reciprocal)], 1)
+            both = float64_bits(torch.stack((x, reciprocal), 1).reshape(-1))
+            return rearrange(both, "(n pair) bit -> n (pair bit)", pair=2)
+        return torch.cat([self.value_bits(x), self.value_bits(reciprocal)], 1)
 
     def decode(self, encoding: Tensor) -> Tensor:
         """Value bits (the first `bits` dims) -> float64; the reciprocal half is not needed."""
         if encoding.dim() != 2 or encoding.shape[1] != self.width:
             raise ValueError(f"expected an encoding of shape [N, {self.width}], got {tuple(encoding.shape)}")
-        value_bits = encoding[:, : self.bits]
-        return bits_to_float64(value_bits) if self.base == 2 else decimal_bits_to_float64(value_bits)
+        return self.bits_to_values(encoding[:, : self.bits])
+
+    def bits_to_values(self, bits: Tensor) -> Tensor:
+        """Value bits or logits (> 0 is a 1) -> float64."""
+        return bits_to_float64(bits) if self.base == 2 else decimal_bits_to_float64(bits)
+
+    def number_head(self, d_model: int) -> BitTokensHead:
+        return BitTokensHead(self, d_model)
+
+
+class BitTokensHead(NumberHead):
+    """Joins the bits to [NUM] by `combine`; predicts the value bits as logits (`head`), trained
+    with the mean BCE over the bits (every bit weighted equally, section 5)."""
+
+    def __init__(self, encoding: BitTokens, d_model: int):
+        super().__init__(encoding, d_model)
+        width, bits, combine, head = encoding.width, encoding.bits, encoding.combine, encoding.head_kind
+        if combine in ("sum", "product", "concat", "zero_pad") and d_model < width:
+            raise ValueError(f"combine={combine!r} pads the {width}-dim encoding to d_model, "
+                             f"so d_model must be >= {width}, got {d_model}")
+        if head == "none" and d_model < bits:
+            raise ValueError(f"head='none' reads {bits} logits from the hidden state; "
+                             f"d_model must be >= {bits}, got {d_model}")
+        if combine in ("weighted", "weighted_sum"):
+            self.combine = nn.Linear(width, d_model, bias=False)
+        if head == "linear":
+            self.output = nn.Linear(d_model, bits)
+        elif head == "mlp":
+            self.output = nn.Sequential(nn.Linear(d_model, d_model), nn.ReLU(), nn.Linear(d_model, bits))
 
     def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
-        enc = self.encode(x).to(device=num_embedding.device, dtype=num_embedding.dtype)
-        if self.combine in ("weighted", "weighted_sum"):
-            projected = self.combine_proj(enc)
-            return projected if self.combine == "weighted" else num_embedding + projected
-        pad = self.d_model - self.width
-        if self.combine == "product":
+        enc = self.encoding.encode(x).to(device=num_embedding.device, dtype=num_embedding.dtype)
+        combine, width = self.encoding.combine, self.encoding.width
+        if combine in ("weighted", "weighted_sum"):
+            projected = self.combine(enc)
+            return projected if combine == "weighted" else num_embedding + projected
+        pad = self.d_model - width
+        if combine == "product":
             return num_embedding * F.pad(enc, (0, pad), value=1.0)
         padded = F.pad(enc, (0, pad))
-        if self.combine == "sum":
+        if combine == "sum":
             return num_embedding + padded
-        if self.combine == "concat":
-            return F.pad(num_embedding[:, self.width:], (self.width, 0)) + padded
-        return padded * math.sqrt(self.d_model / self.width)  # zero_pad
+        if combine == "concat":
+            return F.pad(num_embedding[:, width:], (width, 0)) + padded
+        return padded * math.sqrt(self.d_model / width)  # zero_pad: unit RMS like other tokens
 
-    def head(self, hidden: Tensor) -> Tensor:
+    def forward(self, hidden: Tensor) -> Tensor:
         """Logits of the value bits [N, bits] (the reciprocal is input only)."""
-        if self.head_kind == "none":
-            return hidden[..., : self.bits]
-        return self.number_head(hidden)
+        if self.encoding.head_kind == "none":
+            return hidden[..., : self.encoding.bits]
+        return self.output(hidden)
 
-    def loss(self, head_out: Tensor, target: Tensor) -> Tensor:
-        """Mean BCE over the bits of the target, every bit weighted equally (section 5)."""
-        target_bits = (self._bits(target) > 0).to(device=head_out.device, dtype=head_out.dtype)
-        return F.binary_cross_entropy_with_logits(head_out, target_bits)
+    def loss(self, out: Tensor, target: Tensor) -> Tensor:
+        """Mean BCE over the bits of each target: [N]."""
+        target_bits = (self.encoding.value_bits(target) > 0).to(device=out.device, dtype=out.dtype)
+        return F.binary_cross_entropy_with_logits(out, target_bits, reduction="none").mean(-1)
 
-    def predict(self, head_out: Tensor) -> Tensor:
+    def predict(self, out: Tensor) -> Tensor:
         """Threshold the logits at 0 (sigmoid 0.5) and reinterpret the bits as float64."""
-        logits = head_out.detach().float().cpu()
-        return bits_to_float64(logits) if self.base == 2 else decimal_bits_to_float64(logits)
+        return self.encoding.bits_to_values(out.detach().float().cpu())
+
+    def target_vector(self, x) -> Tensor:
+        return self.encoding.value_bits(x).double()
+
+    def output_of(self, vector: Tensor) -> Tensor:
+        return vector.float()
+
+    def embedding_map(self, num_embedding: Tensor) -> tuple[Tensor, Tensor]:
+        d, w = self.d_model, self.encoding.width
+        pad = torch.eye(d, w, dtype=torch.float64)
+        if self.encoding.combine == "sum":
+            return pad, num_embedding.double()
+        if self.encoding.combine == "zero_pad":
+            return pad * math.sqrt(d / w), torch.zeros(d, dtype=torch.float64)
+        return super().embedding_map(num_embedding)

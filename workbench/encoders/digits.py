@@ -1,4 +1,4 @@
-"""Shared by the two multi-token schemes: a number stays text, cut into digit pieces.
+"""Shared by the multi-token schemes: a number stays text, cut into digit pieces.
 
 "-" and "." are their own pieces; the integer part and the fraction part are each cut left to
 right into groups of `group` digits (1: single digit, 3: triple digit as in GPT-4-style
@@ -10,6 +10,7 @@ base-10 BitTokens read their digits from.
 from __future__ import annotations
 
 import re
+from functools import cached_property
 from itertools import product
 
 import numpy as np
@@ -38,18 +39,19 @@ def decimal_parts(x) -> tuple[np.ndarray, np.ndarray]:
 
 
 class DigitEncoding(NumberEncoding):
-    single_token = False
-    group: int
+    """A number stays text: `number_tokens` cuts its text into pieces (each its own token id),
+    `number_text` joins pieces back into the number's text. No [NUM] token, no number head."""
 
-    def __init__(self, d_model: int = 768):
-        super().__init__(d_model)
-        pieces = ["-", "."] + ["".join(p) for n in range(1, self.group + 1)
-                               for p in product("0123456789", repeat=n)]
-        self._pieces = pieces
-        self._index = {p: i for i, p in enumerate(pieces)}
+    single_token = False
+    group: int  # digits per piece
+
+    @cached_property
+    def pieces(self) -> list[str]:
+        """Every piece `number_tokens` can give (ids follow this order)."""
+        return ["-", "."] + ["".join(p) for n in range(1, self.group + 1) for p in product("0123456789", repeat=n)]
 
     def vocabulary(self) -> list[str]:
-        return list(self._pieces)
+        return list(self.pieces)
 
     def number_tokens(self, text: str) -> list[str]:
         """"-1234.5" -> ["-", "123", "4", ".", "5"] for group 3 (ASCII digits only)."""
@@ -64,13 +66,18 @@ class DigitEncoding(NumberEncoding):
             out += [fraction[i:i + self.group] for i in range(0, len(fraction), self.group)]
         return out
 
+    def number_text(self, pieces: list[str]) -> str:
+        """Inverse of `number_tokens`: the text of a number's pieces."""
+        return "".join(pieces)
+
     @property
     def width(self) -> int:
         return 0  # variable: encode pads to the longest number of the batch
 
     def encode(self, x) -> Tensor:
         """Piece ids of render(x, 17) (exact), padded with -1 to the longest number."""
-        ids = [[self._index[p] for p in self.number_tokens(render(v, 17))] for v in as_float64(x).tolist()]
+        index = {p: i for i, p in enumerate(self.pieces)}
+        ids = [[index[p] for p in self.number_tokens(render(v, 17))] for v in as_float64(x).tolist()]
         longest = max((len(r) for r in ids), default=0)
         return torch.tensor([r + [-1] * (longest - len(r)) for r in ids], dtype=torch.float64).reshape(len(ids), longest)
 
@@ -78,17 +85,12 @@ class DigitEncoding(NumberEncoding):
         """Piece ids (-1 = padding) -> the float64 of the text they spell."""
         if encoding.dim() != 2:
             raise ValueError(f"expected piece ids of shape [N, length], got {tuple(encoding.shape)}")
+        pieces = self.pieces
         out = []
         for row in encoding.detach().cpu().tolist():
-            if any(i != int(i) or not -1 <= i < len(self._pieces) for i in row):
-                raise ValueError(f"piece ids must be integers in [-1, {len(self._pieces)}), got {row}")
-            text = "".join(self._pieces[int(i)] for i in row if i >= 0)
+            if any(i != int(i) or not -1 <= i < len(pieces) for i in row):
+                raise ValueError(f"piece ids must be integers in [-1, {len(pieces)}), got {row}")
+            text = self.number_text([pieces[int(i)] for i in row if i >= 0])
             self.number_tokens(text)  # raises on a malformed number
             out.append(float(text))
         return torch.tensor(out, dtype=torch.float64)
-
-    def _no_head(self, *args):
-        raise TypeError(f"{self.name} writes numbers as text tokens: it has no [NUM] embedding "
-                        "or number head")
-
-    embed = head = loss = predict = _no_head

@@ -23,10 +23,11 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
+from einops import rearrange
 from torch import Tensor, nn
 
 from . import register
-from .base import NumberEncoding, as_float64
+from .base import NumberEncoding, NumberHead, as_float64
 from .digits import decimal_parts
 
 EXPONENTS = np.arange(-31, 18)  # period 10^i
@@ -71,12 +72,9 @@ def digits_to_float64(digits: np.ndarray) -> Tensor:
 class FoNE(NumberEncoding):
     name = "fone"
     signed = False
-
-    def __init__(self, d_model: int = 768):
-        super().__init__(d_model)
-        if d_model < self.width:
-            raise ValueError(f"FoNE adds a {self.width}-dim encoding; d_model must be >= {self.width}")
-        self.number_head = nn.Linear(d_model, self.width)
+    paper_label = "FoNE"
+    paper_verdicts = {"D1": "pass", "D2": "pass", "D3": "pass", "D4": "pass", "D5": "pass",
+                      "D6": "pass", "D7": "pass", "D8": "pass", "D9": "fail"}
 
     @property
     def width(self) -> int:
@@ -84,7 +82,7 @@ class FoNE(NumberEncoding):
 
     def encode(self, x) -> Tensor:
         angle = torch.from_numpy(2 * math.pi * phases(as_float64(x)))
-        return torch.stack([torch.cos(angle), torch.sin(angle)], -1).reshape(-1, self.width)
+        return rearrange([torch.cos(angle), torch.sin(angle)], "cs n period -> n (period cs)")
 
     def decode(self, encoding: Tensor) -> Tensor:
         """Digits from the finest period up: d = round(10·phase_i − r) mod 10, where r is the
@@ -92,7 +90,7 @@ class FoNE(NumberEncoding):
         phase keeps a noisy all-zero place (phase 1 − ε) from reading as 9."""
         if encoding.dim() != 2 or encoding.shape[1] != self.width:
             raise ValueError(f"expected an encoding of shape [N, {self.width}], got {tuple(encoding.shape)}")
-        pairs = encoding.detach().cpu().double().reshape(-1, PERIODS, 2)
+        pairs = rearrange(encoding.detach().cpu().double(), "n (period cs) -> n period cs", cs=2)
         phase = (torch.atan2(pairs[..., 1], pairs[..., 0]) / (2 * math.pi)) % 1.0
         digits = torch.zeros(phase.shape, dtype=torch.long)
         below = torch.zeros(phase.shape[0], dtype=torch.float64)
@@ -101,20 +99,47 @@ class FoNE(NumberEncoding):
             below = (digits[:, j] + below) / 10
         return digits_to_float64(digits.numpy())
 
-    def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
-        enc = self.encode(x).to(device=num_embedding.device, dtype=num_embedding.dtype)
-        return num_embedding + F.pad(enc, (0, self.d_model - self.width))
+    def number_head(self, d_model: int) -> FoNEHead:
+        return FoNEHead(self, d_model)
 
-    def head(self, hidden: Tensor) -> Tensor:
-        """Digit logits [N, 49, 10]: each (cos, sin) slice against the ten prototypes."""
-        pairs = self.number_head(hidden).reshape(*hidden.shape[:-1], PERIODS, 2)
+
+class FoNEHead(NumberHead):
+    """Adds the zero-padded encoding to [NUM]; a linear map to 98 dims whose (cos, sin) pairs are
+    scored against the ten digit prototypes, trained with cross-entropy averaged over the digits."""
+
+    def __init__(self, encoding: FoNE, d_model: int):
+        super().__init__(encoding, d_model)
+        if d_model < encoding.width:
+            raise ValueError(f"FoNE adds a {encoding.width}-dim encoding; d_model must be >= {encoding.width}")
+        self.output = nn.Linear(d_model, encoding.width)
+
+    def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
+        enc = self.encoding.encode(x).to(device=num_embedding.device, dtype=num_embedding.dtype)
+        return num_embedding + F.pad(enc, (0, self.d_model - self.encoding.width))
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        """Digit logits [..., 49, 10]: each (cos, sin) slice against the ten prototypes."""
+        pairs = rearrange(self.output(hidden), "... (period cs) -> ... period cs", cs=2)
         return pairs @ _PROTOTYPES.to(pairs).T
 
-    def loss(self, head_out: Tensor, target: Tensor) -> Tensor:
-        """Cross-entropy of the digit logits against the 49 digits of |target|, mean over digits."""
-        digits = torch.from_numpy(digits_at(as_float64(target).abs())).to(head_out.device)
-        return F.cross_entropy(head_out.reshape(-1, 10).float(), digits.reshape(-1))
+    def loss(self, out: Tensor, target: Tensor) -> Tensor:
+        """Cross-entropy of the digit logits against the 49 digits of |target|, mean over digits: [N]."""
+        digits = torch.from_numpy(digits_at(as_float64(target).abs())).to(out.device)
+        per_digit = F.cross_entropy(rearrange(out.float(), "n period digit -> n digit period"), digits,
+                                    reduction="none")
+        return per_digit.mean(-1)
 
-    def predict(self, head_out: Tensor) -> Tensor:
+    def predict(self, out: Tensor) -> Tensor:
         """The argmax digit at every place, assembled as an exact decimal, then rounded to float64."""
-        return digits_to_float64(head_out.detach().argmax(-1).cpu().numpy())
+        return digits_to_float64(out.detach().argmax(-1).cpu().numpy())
+
+    def target_vector(self, x) -> Tensor:
+        digits = torch.from_numpy(digits_at(as_float64(x).abs()))
+        return rearrange(_PROTOTYPES.double()[digits], "n period cs -> n (period cs)")
+
+    def output_of(self, vector: Tensor) -> Tensor:
+        pairs = rearrange(vector, "n (period cs) -> n period cs", cs=2)
+        return (pairs @ _PROTOTYPES.to(pairs).T).float()
+
+    def embedding_map(self, num_embedding: Tensor) -> tuple[Tensor, Tensor]:
+        return torch.eye(self.d_model, self.encoding.width, dtype=torch.float64), num_embedding.double()

@@ -7,3 +7,4 @@ from .digits import DigitEncoding
 class SingleDigit(DigitEncoding):
     name = "single_digit"
     group = 1
+    paper_label = "Single Digit"

@@ -7,3 +7,4 @@ from .digits import DigitEncoding
 class TripleDigit(DigitEncoding):
     name = "triple_digit"
     group = 3
+    paper_label = "Subword"

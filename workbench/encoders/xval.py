@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import register
-from .base import NumberEncoding, as_float64
+from .base import NumberEncoding, NumberHead, as_float64
 
 SMALLEST = 1e-14
 
@@ -46,11 +46,9 @@ def unscale(s: Tensor) -> Tensor:
 @register
 class XVal(NumberEncoding):
     name = "xval"
-
-    def __init__(self, d_model: int = 768):
-        super().__init__(d_model)
-        self.number_head = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(),
-                                         nn.Linear(4 * d_model, 1))
+    paper_label = "xVal"
+    paper_verdicts = {"D1": "pass", "D2": "pass", "D3": "pass", "D4": "fail", "D5": "pass",
+                      "D6": "fail", "D7": "pass", "D8": "pass", "D9": "fail"}
 
     @property
     def width(self) -> int:
@@ -64,14 +62,38 @@ class XVal(NumberEncoding):
             raise ValueError(f"expected an encoding of shape [N, 1], got {tuple(encoding.shape)}")
         return unscale(encoding.reshape(-1))
 
+    def number_head(self, d_model: int) -> XValHead:
+        return XValHead(self, d_model)
+
+
+class XValHead(NumberHead):
+    """Scales the [NUM] embedding by s(x); an MLP d -> 4d -> 1 (GELU) regresses s(target) (MSE)."""
+
+    def __init__(self, encoding: XVal, d_model: int):
+        super().__init__(encoding, d_model)
+        self.output = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, 1))
+
     def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
-        return num_embedding * self.encode(x).to(device=num_embedding.device, dtype=num_embedding.dtype)
+        return num_embedding * self.encoding.encode(x).to(device=num_embedding.device, dtype=num_embedding.dtype)
 
-    def head(self, hidden: Tensor) -> Tensor:
-        return self.number_head(hidden).squeeze(-1)
+    def forward(self, hidden: Tensor) -> Tensor:
+        return self.output(hidden).squeeze(-1)
 
-    def loss(self, head_out: Tensor, target: Tensor) -> Tensor:
-        return F.mse_loss(head_out.float(), scale(target).to(head_out.device, torch.float32))
+    def loss(self, out: Tensor, target: Tensor) -> Tensor:
+        return F.mse_loss(out.float(), scale(target).to(out.device, torch.float32), reduction="none")
 
-    def predict(self, head_out: Tensor) -> Tensor:
-        return unscale(head_out.cpu())
+    def predict(self, out: Tensor) -> Tensor:
+        return unscale(out.cpu())
+
+    def target_vector(self, x) -> Tensor:
+        return self.encoding.encode(x).double()
+
+    def output_of(self, vector: Tensor) -> Tensor:
+        return vector[:, 0].float()
+
+    def ideal_output(self, x, confidence: float = 4.0) -> Tensor:
+        """A regression head has no confidence to scale: the perfect output is s(x) itself."""
+        return self.output_of(self.target_vector(x))
+
+    def embedding_map(self, num_embedding: Tensor) -> tuple[Tensor, Tensor]:
+        return num_embedding.double().reshape(self.d_model, 1), torch.zeros(self.d_model, dtype=torch.float64)

@@ -12,11 +12,14 @@ import pandas as pd
 
 from workbench import tasks
 
+from . import paper
+
 ENV = "WORKBENCH_OFFICIAL_DATA"
-RELEASED_NAME = {"addition": "Addition", "multiplication": "Multiplication", "division": "Division",
-                 "exponentiation": "Exponentiation", "mean": "Mean", "std": "Std", "minmax": "MinMax",
-                 "sorting": "Sorting", "interval": "Interval"}
-NUMERIC = ("addition", "multiplication", "division", "exponentiation", "mean", "std", "minmax")
+
+
+def released_tasks() -> list[str]:
+    """Our names of the tasks the authors released test sets and results for."""
+    return [t for t in tasks.names() if tasks.get(t).released_name]
 
 # (released model id, released reasoning) -> (paper model name, paper reasoning label), appendix B.1
 MODELS = {
@@ -33,15 +36,6 @@ MODELS = {
     ("google__gemini-2.5-pro", "minimal"): ("Gemini 2.5 Pro", "minimal"),
     ("google__gemini-2.5-flash", "high"): ("Gemini 2.5 Flash", "maximal"),
     ("google__gemini-2.5-flash", "none"): ("Gemini 2.5 Flash", "none"),
-}
-# paper column name of each task in Tables 1 (and 2: the six arithmetic ones) and 3
-TABLE_COLUMNS = {
-    1: {"addition": "Add", "multiplication": "Mult", "division": "Div", "mean": "Mean", "std": "Std",
-        "minmax": "MinMax", "interval": "Interval", "sorting": "Sort", "exponentiation": "Exp"},
-    2: {"addition": "Add", "multiplication": "Mult", "division": "Div", "mean": "Mean", "std": "Std",
-        "exponentiation": "Exp"},
-    3: {"addition": "Add", "multiplication": "Mult", "division": "Div", "mean": "Mean", "std": "Std",
-        "minmax": "MinMax", "interval": "Interval", "sorting": "Sorting", "exponentiation": "Exp"},
 }
 
 
@@ -63,9 +57,9 @@ def _file(name, path):
 
 def load_test_set(task, path=None):
     """The 500 questions of `task` given to the frontier models; text columns kept as exact strings."""
-    if task not in RELEASED_NAME:
-        raise ValueError(f"unknown task {task!r}; expected one of {list(RELEASED_NAME)}")
-    df = pd.read_csv(_file(f"{RELEASED_NAME[task]}_decimal_uniform_test_500_shuffle.csv", path),
+    if task not in released_tasks():
+        raise ValueError(f"unknown task {task!r}; expected one of {released_tasks()}")
+    df = pd.read_csv(_file(f"{tasks.get(task).released_name}_decimal_uniform_test_500_shuffle.csv", path),
                      dtype=str, keep_default_na=False)
     for col in ("difficulty", "difficulty_sd"):
         df[col] = pd.to_numeric(df[col]).astype(int)
@@ -76,7 +70,7 @@ def load_test_set(task, path=None):
 def load_samples(path=None):
     """combined_samples_long.csv with our task names and the paper's model / reasoning labels."""
     df = pd.read_csv(_file("combined_samples_long.csv", path))
-    to_task = {v: k for k, v in RELEASED_NAME.items()}
+    to_task = {tasks.get(t).released_name: t for t in released_tasks()}
     unknown = set(df["task"]) - set(to_task)
     if unknown:
         raise ValueError(f"unexpected tasks in combined_samples_long.csv: {sorted(unknown)}")
@@ -92,13 +86,14 @@ def load_samples(path=None):
 def recompute_table(n, path=None):
     """Table 1 (mean performance, %), 2 (exact match, %) or 3 (mean tokens) from the samples,
     rows and columns as printed in the paper, values unrounded."""
-    if n not in TABLE_COLUMNS:
+    if n not in (1, 2, 3):
         raise ValueError(f"only Tables 1, 2, 3 come from combined_samples_long.csv, got {n!r}")
     value, scale = {1: ("performance", 100.0), 2: ("exact15", 100.0), 3: ("tokens", 1.0)}[n]
     df = load_samples(path)
-    df = df[df["task"].isin(TABLE_COLUMNS[n])]
+    columns = paper.table_columns(n)
+    df = df[df["task"].isin(columns)]
     means = df.groupby(["paper_model", "paper_reasoning", "task"])[value].mean().mul(scale).unstack("task")
-    means = means.rename(columns=TABLE_COLUMNS[n])[list(TABLE_COLUMNS[n].values())]
+    means = means.rename(columns=columns)[list(columns.values())]
     rows = pd.MultiIndex.from_tuples(list(MODELS.values()), names=["Model", "Reasoning"])
     means.index.names = ["Model", "Reasoning"]
     means.columns.name = None
@@ -136,7 +131,7 @@ def audit_labels(task, path=None):
     for prompt, released in zip(df["text_prompt"], df["answer"]):
         ours = tasks.solve(prompt)
         a, b = _decimal(released), _decimal(ours)
-        if task in NUMERIC and a is not None and b is not None:
+        if tasks.get(task).answer == "number" and a is not None and b is not None:
             digit = first_differing_digit(a, b)
             rel = float(abs(a - b) / abs(b)) if b else (0.0 if a == b else float("inf"))
             right = 15.0 if rel == 0 else float(np.clip(-np.log10(rel), 0, 15))
@@ -154,7 +149,7 @@ def audit_summary(task_list=None, path=None):
     15th digit, how many are float noise (relative error <= 1e-13), how many are really wrong
     (relative error > 1e-13) and how many wrong from the first digit on (relative error > 0.1)."""
     rows = []
-    for task in task_list or list(RELEASED_NAME):
+    for task in task_list or released_tasks():
         a = audit_labels(task, path)
         bad, rel = ~a["agrees"], a["relative_error"]
         rows.append({"task": task, "n": len(a), "differ": int(bad.sum()),

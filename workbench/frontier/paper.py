@@ -7,6 +7,8 @@ the paper prints next to them are in `stated_deltas(n)`. Table 15: columns (meth
 """
 import pandas as pd
 
+from workbench import tasks
+
 FRONTIER_ROWS = [("GPT OSS 120B", "maximal"), ("Qwen3 235B 2507", "maximal"), ("Qwen3 235B 2507", "none"),
                  ("DeepSeek v3.1", "maximal"), ("DeepSeek v3.1", "none"), ("Kimi K2 0905", "none"),
                  ("Llama 4 Maverick", "none"), ("GPT 5", "maximal"), ("GPT 5", "minimal"),
@@ -228,6 +230,24 @@ def derived_deltas(n):
     for column, (base_table, base_column) in DELTA_BASELINE[n].items():
         out[column] = values[column] - table(base_table).loc[values.index, base_column]
     return out
+
+
+# The paper spells two task labels differently in some tables.
+LABEL_ALIASES = {"Min/Max": "MinMax", "Sorting": "Sort"}
+
+
+def task_of(label):
+    """Our name of the task the paper labels `label` ("Add", "Min/Max", ...); None for other rows
+    (the Fineweb perplexity rows)."""
+    label = LABEL_ALIASES.get(label, label)
+    return next((t for t in tasks.numeric() if tasks.get(t).label == label), None)
+
+
+def table_columns(n):
+    """{our task name: the column of Table n} for the frontier Tables 1-3."""
+    if n not in (1, 2, 3):
+        raise ValueError(f"only Tables 1-3 have one column per task, got {n!r}")
+    return {task_of(column): column for column in table(n).columns}
 
 
 def figure4_multitask():

@@ -1,88 +1,118 @@
-"""The nine numeracy tasks of the BitTokens paper (section 2, appendix A) plus text chunks.
+"""The nine numeracy tasks of the BitTokens paper (section 2, appendix A) plus text chunks, behind
+one registry like the encoders'.
+
+    >>> from workbench import tasks
+    >>> tasks.names()                       # every task, registration order (Table 1's rows)
+    >>> tasks.get("minmax").metric          # "accuracy"
+    >>> tasks.generate("addition", 100, seed=0, split="test", decades=(0, 1), max_digits=2)
 
 generate(task, n, seed, split) draws candidate questions in vectorized batches, keeps those whose
 question hash falls in the requested split (hash buckets: 1/10 val, 1/10 test, 8/10 train, so the
 splits never share a question by construction), labels them exactly and returns a DataFrame.
 """
+from __future__ import annotations
+
+import zlib
+from contextlib import contextmanager
+
 import numpy as np
 import pandas as pd
 
-from . import arithmetic, exponentiation, lists, text
-from .sampling import SPLITS, regime, split_of
-from .solve import solve
+from .base import Task
+from .sampling import PAPER, SPLITS, Regime, split_of
 
-TASKS = ["addition", "multiplication", "division", "exponentiation", "mean", "std",
-         "minmax", "sorting", "interval"]
-ALL_TASKS = TASKS + ["text"]
-
-_DRAW = {
-    "addition": arithmetic.draw_addition,
-    "multiplication": arithmetic.draw_multiplication,
-    "division": arithmetic.draw_division,
-    "exponentiation": exponentiation.draw,
-    "mean": lists.draw_mean,
-    "std": lists.draw_std,
-    "minmax": lists.draw_minmax,
-    "sorting": lists.draw_sorting,
-    "interval": lists.draw_interval,
-    "text": text.draw,
-}
-_BUILD = {"addition": arithmetic.build, "multiplication": arithmetic.build, "division": arithmetic.build,
-          "exponentiation": exponentiation.build, "mean": lists.build, "std": lists.build,
-          "minmax": lists.build, "sorting": lists.build, "interval": lists.build, "text": text.build}
+_REGISTRY: dict[str, Task] = {}
 _SPLIT_SHARE = {"train": 0.8, "val": 0.1, "test": 0.1}
 
 
-def _check(task, split=None):
-    if task not in ALL_TASKS:
-        raise ValueError(f"unknown task {task!r}; expected one of {ALL_TASKS}")
-    if split is not None and split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+def register(task: Task) -> Task:
+    """Make `task` available under its name (registration order = the order of `names()`)."""
+    if task.name in _REGISTRY:
+        raise ValueError(f"task {task.name!r} is registered twice")
+    _REGISTRY[task.name] = task
+    return task
 
 
-def generate(task, n, seed=0, split="train", decades=None, max_digits=None):
+@contextmanager
+def registered(task: Task):
+    """Register `task` for the duration of a `with` block (a task defined in a test)."""
+    register(task)
+    try:
+        yield task
+    finally:
+        del _REGISTRY[task.name]
+
+
+def get(name: str) -> Task:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown task {name!r}; choose one of {names()}") from None
+
+
+def names(family: str | None = None) -> list[str]:
+    """Registered task names, all of them or one family's ("comparison", "single_step", ...)."""
+    return [t.name for t in _REGISTRY.values() if family is None or t.family == family]
+
+
+def numeric() -> list[str]:
+    """The numeracy tasks: every task but prose."""
+    return [t.name for t in _REGISTRY.values() if t.answer != "text"]
+
+
+def with_metric(metric: str) -> list[str]:
+    """Tasks scored by `metric`: "log_smape" (the arithmetic tasks), "accuracy" or "perplexity"."""
+    return [t.name for t in _REGISTRY.values() if t.metric == metric]
+
+
+def markers() -> list[str]:
+    """Every special token the tasks' model prompts use, in registration order."""
+    return [m for t in _REGISTRY.values() for m in t.markers]
+
+
+def generate(task, n, seed=0, split="train", decades=None, max_digits=None, regime: Regime | None = None):
     """n labelled samples of `task` from `split`; same arguments give a byte-identical frame.
 
-    `decades=(lo, hi)` and `max_digits` narrow the operand regime (magnitudes 10**lo … 10**(hi+1),
-    significant digits) for small experiments; the default is the paper's.
+    `decades=(lo, hi)` and `max_digits` (or a whole `regime`) narrow the operand regime (magnitudes
+    10**lo … 10**(hi+1), significant digits) for small experiments; the default is the paper's.
     """
-    _check(task, split)
-    with regime(decades, max_digits):
-        return _generate(task, n, seed, split)
-
-
-def _generate(task, n, seed, split):
+    spec = get(task)
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    if regime is None:
+        regime = Regime.of(decades, max_digits)
+    elif decades is not None or max_digits is not None:
+        raise ValueError("give either a regime or decades/max_digits, not both")
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    rng = np.random.default_rng([int(seed), SPLITS.index(split), ALL_TASKS.index(task)])
+    # the task enters the seed by its name, so adding a task leaves every other task's data alone
+    rng = np.random.default_rng([int(seed), SPLITS.index(split), zlib.crc32(task.encode())])
     frames, have = [], 0
     while have < n:
         m = int((n - have) * 1.5 / _SPLIT_SHARE[split]) + 64
-        c = _DRAW[task](rng, m)
-        keep = c.pop("valid") & (split_of(c.pop("key")) == SPLITS.index(split))
-        c = {k: v[keep] for k, v in c.items()}
-        df = _BUILD[task](c, task, n - have)
-        frames.append(df)
-        have += len(df)
+        candidates = spec.draw(rng, m, regime)
+        keep = candidates.pop("valid") & (split_of(candidates.pop("key")) == SPLITS.index(split))
+        frame = spec.build({k: v[keep] for k, v in candidates.items()}, n - have)
+        frames.append(frame)
+        have += len(frame)
     if not frames:
-        return _BUILD[task]({k: v[:0] for k, v in _DRAW[task](rng, 1).items() if k not in ("valid", "key")}, task, 0)
+        empty = {k: v[:0] for k, v in spec.draw(rng, 1, regime).items() if k not in ("valid", "key")}
+        return spec.build(empty, 0)
     return pd.concat(frames, ignore_index=True).iloc[:n].reset_index(drop=True)
 
 
 def max_difficulty(task, base=10):
     """Largest difficulty the heuristic of `task` can give in base 10 (difficulty_sd) or 2."""
-    _check(task)
     if base not in (2, 10):
         raise ValueError(f"base must be 2 or 10, got {base!r}")
-    if task in ("addition", "multiplication", "division"):
-        return arithmetic.max_difficulty(task, base)
-    if task == "exponentiation":
-        return exponentiation.max_difficulty(base)
-    if task == "text":
-        return 0
-    return lists.max_difficulty(task, base)
+    return get(task).max_difficulty(base)
 
 
-__all__ = ["TASKS", "ALL_TASKS", "generate", "solve", "max_difficulty"]
+# Importing the family modules registers their tasks, in the order of the paper's Table 1 rows.
+from . import arithmetic, exponentiation, lists, text  # noqa: E402,F401
+from .solve import solve  # noqa: E402
+
+__all__ = ["Task", "Regime", "PAPER", "register", "registered", "get", "names", "numeric",
+           "with_metric", "markers", "generate", "max_difficulty", "solve"]

@@ -1,14 +1,21 @@
 """Single-step arithmetic (A.1.2): addition (+ and -), multiplication, division.
 
-Each task has draw(rng, m) -> candidate operands (vectorized) and build(c) -> DataFrame with
+Each task has draw(rng, m, regime) -> candidate operands (vectorized) and a build -> DataFrame with
 labels exact to the printed question (long double + error bound, exact Fractions where undecided).
+Answers are scored by log-sMAPE (eq. 2) and 15-digit exact match (`score_numbers`, shared with
+the multi-step tasks).
 """
+from functools import partial
+
 import numpy as np
 import pandas as pd
 
+from .. import metrics
 from . import difficulty as dif
+from . import register
+from .base import ARITHMETIC_PROMPT, Task, parse_float
 from .exact import EPS_LD, fmt_all, fraction, round_fast, round_fraction, settle, to_float, value_ld
-from .sampling import HIGH, LOW, decade_range, decades, numbers, question_hash, round_to_digits, signs, split_digits
+from .sampling import HIGH, LOW, decades, numbers, question_hash, round_to_digits, signs, split_digits
 
 OPS = {"+": 0, "-": 1, "*": 2, "/": 3}
 
@@ -21,12 +28,12 @@ def _candidates(M1, e1, M2, e2, op, valid, extra=None):
     return c
 
 
-def draw_addition(rng, m):
+def draw_addition(rng, m, regime):
     """Similar exponents oversampled: half the pairs share the decade up to a normal offset (sd 3)."""
-    x1 = decades(rng, m)
-    near = np.clip(x1 + np.rint(rng.normal(0, 3, m)).astype(np.int64), *decade_range())
-    x2 = np.where(rng.random(m) < 0.5, near, decades(rng, m))
-    p1, p2 = split_digits(rng, m)
+    x1 = decades(rng, m, regime)
+    near = np.clip(x1 + np.rint(rng.normal(0, 3, m)).astype(np.int64), *regime.decades)
+    x2 = np.where(rng.random(m) < 0.5, near, decades(rng, m, regime))
+    p1, p2 = split_digits(rng, m, regime)
     swap = rng.random(m) < 0.5
     p1, p2 = np.where(swap, p2, p1), np.where(swap, p1, p2)
     M1, e1 = numbers(rng, x1, p1)
@@ -43,9 +50,9 @@ def draw_addition(rng, m):
     return _candidates(M1, e1, M2, e2, op, valid)
 
 
-def draw_multiplication(rng, m):
-    x1, x2 = decades(rng, m), decades(rng, m)
-    p1, p2 = split_digits(rng, m)
+def draw_multiplication(rng, m, regime):
+    x1, x2 = decades(rng, m, regime), decades(rng, m, regime)
+    p1, p2 = split_digits(rng, m, regime)
     M1, e1 = numbers(rng, x1, p1)
     M2, e2 = numbers(rng, x2, p2)
     s1, s2 = signs(rng, m)
@@ -53,10 +60,10 @@ def draw_multiplication(rng, m):
     return _candidates(s1 * M1, e1, s2 * M2, e2, np.full(m, "*"), valid)
 
 
-def draw_division(rng, m):
+def draw_division(rng, m, regime):
     """Quotient and divisor are drawn (A.2); the dividend is their float64 product, printed."""
-    xq, xd = decades(rng, m), decades(rng, m)
-    pq, pd_ = split_digits(rng, m)
+    xq, xd = decades(rng, m, regime), decades(rng, m, regime)
+    pq, pd_ = split_digits(rng, m, regime)
     Mq, eq = numbers(rng, xq, pq)
     Md, ed = numbers(rng, xd, pd_)
     valid = (xq + xd >= LOW) & (xq + xd <= HIGH - 1)
@@ -89,7 +96,7 @@ def in_range(M, e):
     return (M == 0) | ((lead >= LOW) & (lead <= HIGH))
 
 
-def build(c, task, limit):
+def build(task, c, limit):
     """DataFrame of the first `limit` candidates whose answer is in range (formatting is the cost)."""
     M, e, keep = _label(c, limit)
     c = {k: v[keep] for k, v in c.items()}
@@ -123,3 +130,23 @@ def build(c, task, limit):
 def max_difficulty(task, base):
     digits, result = (17, 15) if base == 10 else (53, 53)
     return 2 * digits + (0 if task == "multiplication" else result)
+
+
+def score_numbers(predictions, answers) -> pd.DataFrame:
+    """log-sMAPE (eq. 1-2) and 15-digit exact match of each predicted number against its label."""
+    pred = np.array([parse_float(p) for p in predictions], dtype=np.float64)
+    target = np.array([float(a) for a in answers], dtype=np.float64)
+    return pd.DataFrame({"score": metrics.log_smape(pred, target),
+                         "exact": metrics.exact_match(pred, target)})
+
+
+def _task(name, label, draw, curriculum, released_name):
+    return register(Task(name=name, family="single_step", label=label, answer="number", metric="log_smape",
+                         draw=draw, build=partial(build, name), max_difficulty=partial(max_difficulty, name),
+                         score=score_numbers, system_prompt=ARITHMETIC_PROMPT, curriculum=curriculum,
+                         released_name=released_name))
+
+
+ADDITION = _task("addition", "Add", draw_addition, False, "Addition")
+MULTIPLICATION = _task("multiplication", "Mult", draw_multiplication, True, "Multiplication")
+DIVISION = _task("division", "Div", draw_division, True, "Division")

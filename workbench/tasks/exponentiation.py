@@ -10,20 +10,23 @@ import numpy as np
 import pandas as pd
 
 from . import difficulty as dif
+from . import register
+from .arithmetic import in_range, score_numbers
+from .base import ARITHMETIC_PROMPT, Task
 from .exact import EPS_LD, fmt_all, fraction, parse, pow_decimal, round_fast, round_fraction, settle, to_float, value_ld
-from .sampling import HIGH, LOW, MAX_DIGITS, numbers, question_hash
-from .arithmetic import in_range
+from .sampling import numbers, question_hash
 
 MAX_ROOT = 9
 ROOTS = {k: parse(repr(1 / k)) for k in range(2, MAX_ROOT + 1)}  # k -> (M, e) of printed 1/k
 
 
-def draw(rng, m):
+def draw(rng, m, regime):
     """Base decades favour small |x| (weight 1/(|x|+1)); powers keep |k|(|x|+1) <= 14."""
-    xs = np.arange(LOW, HIGH + 1)
+    lo, hi = regime.decades
+    xs = np.arange(lo, hi + 1)
     w = 1 / (np.abs(xs) + 1)
     x = rng.choice(xs, m, p=w / w.sum())
-    p = rng.integers(1, MAX_DIGITS + 1, m)
+    p = rng.integers(1, regime.max_digits + 1, m)
     Mb, eb = numbers(rng, x, p)
     root = rng.random(m) < 0.5
     kmax = np.maximum(2, 14 // (np.abs(x) + 1))
@@ -70,7 +73,7 @@ def exact_power(base, exponent):
     return round_fraction(Fraction(pow_decimal(base, exponent)))
 
 
-def build(c, task, limit):
+def build(c, limit):
     M, e, keep = _label(c, limit)
     c = {k: v[keep] for k, v in c.items()}
     M, e = M[keep], e[keep]
@@ -90,3 +93,9 @@ def build(c, task, limit):
 
 def max_difficulty(base):
     return 17 * 17 * 15 if base == 10 else 53 ** 3
+
+
+EXPONENTIATION = register(Task(
+    name="exponentiation", family="multi_step", label="Exp", answer="number", metric="log_smape",
+    draw=draw, build=build, max_difficulty=max_difficulty, score=score_numbers,
+    system_prompt=ARITHMETIC_PROMPT, curriculum=True, released_name="Exponentiation"))

@@ -5,13 +5,18 @@ Lists of 2-5 numbers around a mean m ~ U(10^x, 10^(x+1)) with spread 10^s: of K 
 m is kept (A.2 draws 1000 lists; we vectorize K = 32). All elements are shortest float64 round-trip
 decimals, so comparing their float64 values compares the printed numbers exactly.
 """
+import math
 from fractions import Fraction
+from functools import partial
 
 import numpy as np
 import pandas as pd
 
+from .. import metrics
 from . import difficulty as dif
-from .arithmetic import in_range
+from . import register
+from .arithmetic import in_range, score_numbers
+from .base import ARITHMETIC_PROMPT, HEADER_LIST, NO_TOOLS, NUMERIC_ANSWER, Task, accuracy, parse_float
 from .exact import EPS_LD, fmt_all, fraction, round_fast, round_fraction, round_sqrt_fraction, settle, value_ld
 from .sampling import LOW, MAX_DIGITS, decades, question_hash, round_to_digits
 
@@ -53,10 +58,10 @@ def _closest(raw, used, length, mean, p):
     return np.argmin(dist, axis=1)
 
 
-def _draw_lists(rng, m, wide):
+def _draw_lists(rng, m, regime, wide):
     """(M, e) arrays of shape (m, 5) (padding M=0 beyond each length), lengths, decades, spreads."""
     length = rng.integers(2, MAX_LEN + 1, m)
-    x = decades(rng, m)
+    x = decades(rng, m, regime)
     s_hi = np.minimum(x + (17 if wide else 2), 13)
     s = rng.integers(np.maximum(x - 13, LOW), s_hi + 1)
     p = rng.integers(1, MAX_DIGITS + 1, m)
@@ -84,21 +89,21 @@ def _finish(c, op_codes, *extra_keys):
     return c
 
 
-def draw_minmax(rng, m):
-    c = _draw_lists(rng, m, wide=False)
+def draw_minmax(rng, m, regime):
+    c = _draw_lists(rng, m, regime, wide=False)
     c["op"] = np.where(rng.random(m) < 0.5, "min", "max")
     return _finish(c, (c["op"] == "max").astype(np.int64) + 10)
 
 
-def draw_sorting(rng, m):
-    c = _draw_lists(rng, m, wide=False)
+def draw_sorting(rng, m, regime):
+    c = _draw_lists(rng, m, regime, wide=False)
     c["op"] = np.where(rng.random(m) < 0.5, "asc", "desc")
     return _finish(c, (c["op"] == "desc").astype(np.int64) + 20)
 
 
-def draw_interval(rng, m):
+def draw_interval(rng, m, regime):
     """Reference value of eq. 11: below, between or above the sorted list, rounded like its elements."""
-    c = _draw_lists(rng, m, wide=False)
+    c = _draw_lists(rng, m, regime, wide=False)
     L, n = c["sorted"], c["length"]
     pos = rng.integers(0, n + 1)
     step = 10.0 ** c["spread"] / n
@@ -128,15 +133,15 @@ def _mean_std_valid(c, std):
     return (r >= 1e-15 * big) & (small >= unit) & (r > 0)
 
 
-def draw_mean(rng, m):
-    c = _draw_lists(rng, m, wide=True)
+def draw_mean(rng, m, regime):
+    c = _draw_lists(rng, m, regime, wide=True)
     c["valid"] &= _mean_std_valid(c, std=False)
     c["op"] = np.full(m, "mean")
     return _finish(c, np.full(m, 40))
 
 
-def draw_std(rng, m):
-    c = _draw_lists(rng, m, wide=True)
+def draw_std(rng, m, regime):
+    c = _draw_lists(rng, m, regime, wide=True)
     c["valid"] &= _mean_std_valid(c, std=True)
     c["op"] = np.full(m, "std")
     return _finish(c, np.full(m, 50))
@@ -172,68 +177,78 @@ def _label_mean_std(c, std, limit):
     return M, e, settle(M, e, ok, _usable, exact, limit)
 
 
-def build(c, task, limit):
-    """DataFrame of the first `limit` usable candidates (mean/std drop answers out of range)."""
-    if task in ("mean", "std"):
-        M, e, keep = _label_mean_std(c, task == "std", limit)
-    else:
-        keep = slice(limit)
-    c = {k: v[keep] for k, v in c.items()}
+def _elements(c):
+    """Each list's element texts (as printed), the prompt body "a, b, c" and the float64 values
+    with NaN padding."""
     n = c["length"]
-    if task in ("mean", "std"):
-        ans = fmt_all(M[keep], e[keep])
     flat = np.array(fmt_all(c["M"].ravel(), c["e"].ravel()), dtype=object).reshape(c["M"].shape).tolist()
     elems = [row[:k] for row, k in zip(flat, n.tolist())]
-    body = [", ".join(x) for x in elems]
+    values = value_ld(c["M"], c["e"]).astype(np.float64)
+    values = np.where(np.arange(MAX_LEN)[None, :] < n[:, None], values, np.nan)
+    return elems, [", ".join(x) for x in elems], values
+
+
+def _frame(c, prompt, text, answer, d_2, d_sd, **extra):
+    return pd.DataFrame({"prompt": prompt, "text_prompt": text, "answer": answer,
+                         "difficulty": d_2, "difficulty_sd": d_sd, "op": c["op"].tolist(),
+                         "list_len": c["length"], "exp": c["decade"], "spread": c["spread"],
+                         "digits": c["digits"], **extra})
+
+
+def build_mean_std(task, c, limit):
+    """Mean or std (A.1.3), labelled exactly; candidates whose answer is out of range are dropped."""
+    M, e, keep = _label_mean_std(c, task == "std", limit)
+    c = {k: v[keep] for k, v in c.items()}
+    _, body, _ = _elements(c)
+    return _frame(c, [f"<|{task}|>{b}" for b in body], [f"What is the {task} of the list [{b}]?" for b in body],
+                  fmt_all(M[keep], e[keep]), dif.spread_difficulty(c["spread"], c["decade"], 2),
+                  dif.spread_difficulty(c["spread"], c["decade"], 10))
+
+
+def build_minmax(c, limit):
+    c = {k: v[:limit] for k, v in c.items()}
+    elems, body, values = _elements(c)
+    idx = np.where(c["op"] == "min", np.nanargmin(values, axis=1), np.nanargmax(values, axis=1))
     op = c["op"].tolist()
-    srt = c["sorted"]
-    if task in ("mean", "std"):
-        prompt = [f"<|{task}|>{b}" for b in body]
-        text = [f"What is the {task} of the list [{b}]?" for b in body]
-        d_sd = dif.spread_difficulty(c["spread"], c["decade"], 10)
-        d_2 = dif.spread_difficulty(c["spread"], c["decade"], 2)
-    elif task == "minmax":
-        f = value_ld(c["M"], c["e"]).astype(np.float64)
-        f = np.where(np.arange(MAX_LEN)[None, :] < n[:, None], f, np.nan)
-        idx = np.where(c["op"] == "min", np.nanargmin(f, axis=1), np.nanargmax(f, axis=1))
-        ans = [x[i] for x, i in zip(elems, idx.tolist())]
-        prompt = [f"<|{o}|>{b}" for o, b in zip(op, body)]
-        text = [f"What is the {'minimum' if o == 'min' else 'maximum'} of the list [{b}]?" for o, b in zip(op, body)]
-        d_sd, d_2 = dif.shared_prefix(srt, 10), dif.shared_prefix(srt, 2)
-    elif task == "sorting":
-        f = value_ld(c["M"], c["e"]).astype(np.float64)
-        f = np.where(np.arange(MAX_LEN)[None, :] < n[:, None], f, np.nan)
-        order = np.argsort(f, axis=1, kind="stable")  # NaN padding sorts last
-        ans = []
-        for x, o, k, d in zip(elems, order.tolist(), n.tolist(), op):
-            seq = [x[i] for i in o[:k]]
-            ans.append(", ".join(seq if d == "asc" else seq[::-1]))
-        prompt = [f"<|{o}|>{b}" for o, b in zip(op, body)]
-        text = [f"Sort the list [{b}] in {'ascending' if o == 'asc' else 'descending'} order." for o, b in zip(op, body)]
-        d_sd, d_2 = dif.shared_prefix(srt, 10), dif.shared_prefix(srt, 2)
-    else:  # interval: the list is printed sorted ascending, as the released data does
-        f = value_ld(c["M"], c["e"]).astype(np.float64)
-        f = np.where(np.arange(MAX_LEN)[None, :] < n[:, None], f, np.nan)
-        order = np.argsort(f, axis=1, kind="stable").tolist()
-        refs = fmt_all(c["Mr"], c["er"])
-        fref = value_ld(c["Mr"], c["er"]).astype(np.float64)
-        pos = (np.where(np.isnan(f), np.inf, f) <= fref[:, None]).sum(axis=1)
-        ans = [LETTERS[i] for i in pos.tolist()]
-        prompt, text = [], []
-        for x, o, k, r in zip(elems, order, n.tolist(), refs):
-            s = [x[i] for i in o[:k]]
-            prompt.append(f"<|intva|>{r}: " + " ".join(f"{LETTERS[i]} {v}" for i, v in enumerate(s)) + f" {LETTERS[k]}")
-            parts = [f"A: x < {s[0]}"] + [f"{LETTERS[i + 1]}: {s[i]} <= x < {s[i + 1]}" for i in range(k - 1)]
-            parts.append(f"{LETTERS[k]}: {s[-1]} <= x")
-            text.append(f"What interval does x={r} belong to? " + ", ".join(parts))
-        with_ref = np.sort(np.concatenate([srt, fref[:, None]], axis=1), axis=1)
-        d_sd, d_2 = dif.shared_prefix(with_ref, 10), dif.shared_prefix(with_ref, 2)
-    df = pd.DataFrame({"prompt": prompt, "text_prompt": text, "answer": ans,
-                       "difficulty": d_2, "difficulty_sd": d_sd, "op": op,
-                       "list_len": n, "exp": c["decade"], "spread": c["spread"], "digits": c["digits"]})
-    if task == "interval":
-        df["ref"] = refs
-    return df
+    text = [f"What is the {'minimum' if o == 'min' else 'maximum'} of the list [{b}]?" for o, b in zip(op, body)]
+    return _frame(c, [f"<|{o}|>{b}" for o, b in zip(op, body)], text,
+                  [x[i] for x, i in zip(elems, idx.tolist())],
+                  dif.shared_prefix(c["sorted"], 2), dif.shared_prefix(c["sorted"], 10))
+
+
+def build_sorting(c, limit):
+    c = {k: v[:limit] for k, v in c.items()}
+    elems, body, values = _elements(c)
+    order = np.argsort(values, axis=1, kind="stable")  # NaN padding sorts last
+    op = c["op"].tolist()
+    answer = []
+    for x, o, k, direction in zip(elems, order.tolist(), c["length"].tolist(), op):
+        ascending = [x[i] for i in o[:k]]
+        answer.append(", ".join(ascending if direction == "asc" else ascending[::-1]))
+    text = [f"Sort the list [{b}] in {'ascending' if o == 'asc' else 'descending'} order." for o, b in zip(op, body)]
+    return _frame(c, [f"<|{o}|>{b}" for o, b in zip(op, body)], text, answer,
+                  dif.shared_prefix(c["sorted"], 2), dif.shared_prefix(c["sorted"], 10))
+
+
+def build_interval(c, limit):
+    """The list is printed sorted ascending, as the released data does; the answer is a letter."""
+    c = {k: v[:limit] for k, v in c.items()}
+    elems, _, values = _elements(c)
+    n = c["length"]
+    order = np.argsort(values, axis=1, kind="stable").tolist()
+    refs = fmt_all(c["Mr"], c["er"])
+    ref_values = value_ld(c["Mr"], c["er"]).astype(np.float64)
+    position = (np.where(np.isnan(values), np.inf, values) <= ref_values[:, None]).sum(axis=1)
+    prompt, text = [], []
+    for x, o, k, r in zip(elems, order, n.tolist(), refs):
+        s = [x[i] for i in o[:k]]
+        prompt.append(f"<|intva|>{r}: " + " ".join(f"{LETTERS[i]} {v}" for i, v in enumerate(s)) + f" {LETTERS[k]}")
+        parts = [f"A: x < {s[0]}"] + [f"{LETTERS[i + 1]}: {s[i]} <= x < {s[i + 1]}" for i in range(k - 1)]
+        parts.append(f"{LETTERS[k]}: {s[-1]} <= x")
+        text.append(f"What interval does x={r} belong to? " + ", ".join(parts))
+    with_ref = np.sort(np.concatenate([c["sorted"], ref_values[:, None]], axis=1), axis=1)
+    return _frame(c, prompt, text, [LETTERS[i] for i in position.tolist()],
+                  dif.shared_prefix(with_ref, 2), dif.shared_prefix(with_ref, 10), ref=refs)
 
 
 def max_difficulty(task, base):
@@ -242,3 +257,56 @@ def max_difficulty(task, base):
     per_pair = (17 if base == 10 else 53) + 2  # shared leading digits of two distinct float64 values, + 1
     pairs = MAX_LEN if task == "interval" else MAX_LEN - 1
     return per_pair * pairs
+
+
+# -- scoring our models' answers --------------------------------------------------------------
+def score_minmax(predictions, answers):
+    """Right when the predicted number is the list element asked for (equal as float64)."""
+    return accuracy([parse_float(p) == float(a) for p, a in zip(predictions, answers)])
+
+
+def _as_list(text):
+    items = [parse_float(x) for x in str(text).split(",")]
+    return None if any(math.isnan(x) for x in items) else items
+
+
+def score_sorting(predictions, answers):
+    """Right when the whole list is right: same length, every element equal as float64."""
+    return accuracy(metrics.sorting_accuracy([_as_list(p) for p in predictions], [_as_list(a) for a in answers]))
+
+
+def score_interval(predictions, answers):
+    """Right when the letter is the interval's letter."""
+    return accuracy(metrics.interval_accuracy(predictions, answers))
+
+
+def _prompt(answer_template, rule):
+    return "\n".join([HEADER_LIST, answer_template, NO_TOOLS, rule])
+
+
+MEAN = register(Task(
+    name="mean", family="multi_step", label="Mean", answer="number", metric="log_smape", draw=draw_mean,
+    build=partial(build_mean_std, "mean"), max_difficulty=partial(max_difficulty, "mean"),
+    score=score_numbers, markers=("<|mean|>",), system_prompt=ARITHMETIC_PROMPT, curriculum=True,
+    released_name="Mean"))
+STD = register(Task(
+    name="std", family="multi_step", label="Std", answer="number", metric="log_smape", draw=draw_std,
+    build=partial(build_mean_std, "std"), max_difficulty=partial(max_difficulty, "std"),
+    score=score_numbers, markers=("<|std|>",), system_prompt=ARITHMETIC_PROMPT, curriculum=True,
+    released_name="Std"))
+MINMAX = register(Task(
+    name="minmax", family="comparison", label="MinMax", answer="number", metric="accuracy",
+    draw=draw_minmax, build=build_minmax, max_difficulty=partial(max_difficulty, "minmax"),
+    score=score_minmax, markers=("<|min|>", "<|max|>"), released_name="MinMax",
+    system_prompt=_prompt(NUMERIC_ANSWER, "The answer must be a single number, exactly as it appears in the list.")))
+SORTING = register(Task(
+    name="sorting", family="comparison", label="Sort", answer="list", metric="accuracy",
+    draw=draw_sorting, build=build_sorting, max_difficulty=partial(max_difficulty, "sorting"),
+    score=score_sorting, markers=("<|asc|>", "<|desc|>"), released_name="Sorting",
+    system_prompt=_prompt('{"answer": <sorted_list>}', "The answer must be a list of numbers.")))
+INTERVAL = register(Task(
+    name="interval", family="comparison", label="Interval", answer="letter", metric="accuracy",
+    draw=draw_interval, build=build_interval, max_difficulty=partial(max_difficulty, "interval"),
+    score=score_interval, markers=("<|intva|>",), released_name="Interval",
+    system_prompt=_prompt('{"answer": <interval_multiple_choice_answer>}',
+                          "The answer must be one of the following: A, B, C, D, E, F.")))

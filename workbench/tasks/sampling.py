@@ -3,7 +3,7 @@
 Every operand is a pair (M, e) = M * 10**e with at most 17 significant digits whose decimal text is
 the shortest float64 round-trip form, so BitTokens (float64) see exactly the printed number.
 """
-from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -12,35 +12,37 @@ from .exact import normalize, shortest_repr, value_ld
 LOW, HIGH = -14, 14  # decades: magnitudes 10**x with x in [-14, 14], i.e. numbers in [1e-14, 1e15)
 MAX_DIGITS = 17
 SPLITS = ("train", "val", "test")
-# The operand regime: the paper's by default; `regime()` narrows it for small-scale experiments.
-_REGIME = {"decades": (LOW, HIGH), "max_digits": MAX_DIGITS}
 
 
-@contextmanager
-def regime(decades=None, max_digits=None):
-    """Temporarily draw operand magnitudes 10**x from x in `decades` (inclusive) with at most
-    `max_digits` significant digits (a subset of the paper's ranges)."""
-    lo, hi = decades if decades is not None else (LOW, HIGH)
-    digits = MAX_DIGITS if max_digits is None else max_digits
-    if not (LOW <= lo <= hi <= HIGH):
-        raise ValueError(f"decades must satisfy {LOW} <= low <= high <= {HIGH}, got {decades}")
-    if not 1 <= digits <= MAX_DIGITS:
-        raise ValueError(f"max_digits must be in 1..{MAX_DIGITS}, got {max_digits}")
-    saved = dict(_REGIME)
-    _REGIME.update(decades=(int(lo), int(hi)), max_digits=int(digits))
-    try:
-        yield
-    finally:
-        _REGIME.update(saved)
+@dataclass(frozen=True)
+class Regime:
+    """The operand regime: magnitudes 10**x for x in `decades` (inclusive) with at most
+    `max_digits` significant digits. The default is the paper's; small experiments narrow it."""
+
+    decades: tuple[int, int] = (LOW, HIGH)
+    max_digits: int = MAX_DIGITS
+
+    def __post_init__(self):
+        lo, hi = self.decades
+        if not (LOW <= lo <= hi <= HIGH) or lo != int(lo) or hi != int(hi):
+            raise ValueError(f"decades must be integers with {LOW} <= low <= high <= {HIGH}, got {self.decades}")
+        if not 1 <= self.max_digits <= MAX_DIGITS or self.max_digits != int(self.max_digits):
+            raise ValueError(f"max_digits must be an integer in 1..{MAX_DIGITS}, got {self.max_digits}")
+        object.__setattr__(self, "decades", (int(lo), int(hi)))
+        object.__setattr__(self, "max_digits", int(self.max_digits))
+
+    @classmethod
+    def of(cls, decades=None, max_digits=None) -> "Regime":
+        """The regime with these bounds, None meaning the paper's."""
+        return cls(tuple(decades) if decades is not None else (LOW, HIGH),
+                   MAX_DIGITS if max_digits is None else max_digits)
 
 
-def decade_range():
-    """(low, high) decades of the current regime."""
-    return _REGIME["decades"]
+PAPER = Regime()
 
 
-def decades(rng, n):
-    lo, hi = _REGIME["decades"]
+def decades(rng, n, regime: Regime):
+    lo, hi = regime.decades
     return rng.integers(lo, hi + 1, n)
 
 
@@ -79,9 +81,9 @@ def round_to_digits(x, digits):
     return round_trip(*normalize(np.where(x < 0, -M, M), e))
 
 
-def split_digits(rng, n):
+def split_digits(rng, n, regime: Regime):
     """Significant digits of two operands (A.2): total p12 ~ U{2..34}, p1 ~ triangular(l, l+1, min(p12-1, 17))."""
-    most = _REGIME["max_digits"]
+    most = regime.max_digits
     p12 = rng.integers(2, 2 * most + 1, n)
     left = (p12 + 1) // 2
     right = np.maximum(np.minimum(p12 - 1, most), left)

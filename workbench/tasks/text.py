@@ -7,6 +7,8 @@ import zlib
 import numpy as np
 import pandas as pd
 
+from . import register
+from .base import Task
 from .sampling import question_hash
 
 CHUNK_CHARS = 1000
@@ -17,7 +19,7 @@ def _topics():
     return sorted(topics.items())
 
 
-def draw(rng, m):
+def draw(rng, m, regime):
     items = _topics()
     which = rng.integers(0, len(items), m)
     lengths = np.array([len(items[i][1]) for i in which.tolist()])
@@ -27,7 +29,7 @@ def draw(rng, m):
     return dict(topic=which, start=start, valid=np.ones(m, bool), key=key)
 
 
-def build(c, task, limit):
+def build(c, limit):
     items = _topics()
     c = {k: v[:limit] for k, v in c.items()}
     chunks = [items[t][1][s:s + CHUNK_CHARS] for t, s in zip(c["topic"].tolist(), c["start"].tolist())]
@@ -36,3 +38,7 @@ def build(c, task, limit):
     return pd.DataFrame({"prompt": [""] * n, "text_prompt": [""] * n, "answer": chunks,
                          "difficulty": np.zeros(n, np.int64), "difficulty_sd": np.zeros(n, np.int64),
                          "topic": names})
+
+
+TEXT = register(Task(name="text", family="text", label="Text", answer="text", metric="perplexity",
+                     draw=draw, build=build, max_difficulty=lambda base: 0))
