@@ -8,7 +8,9 @@
 """
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 from contextlib import contextmanager
 
 from .base import NumberEncoding, NumberHead
@@ -63,5 +65,9 @@ def _class(name: str) -> type[NumberEncoding]:
 
 __all__ = ["NumberEncoding", "NumberHead", "register", "registered", "names", "options", "get"]
 
-# Importing the modules registers them (order = order of `names()`).
+# Importing the modules registers them: the paper's five first (order = order of `names()`), then
+# every other module of this folder, so that a new encoding is one new file and nothing else.
 from . import bittokens, fone, xval, single_digit, triple_digit  # noqa: E402,F401
+
+for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+    importlib.import_module(f"{__name__}.{_module}")

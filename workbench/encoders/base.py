@@ -17,8 +17,8 @@ the properties the rest of the workbench asks about instead of testing names:
 [NUM] embedding, the output head, its per-number loss and the decoding of its output. Digit
 encodings have no head (`number_head` returns None): their digits are ordinary tokens.
 
-A new encoding is one new file: subclass `NumberEncoding` (and `NumberHead`, or `DigitEncoding`
-from digits.py), decorate it with `@register`, and import it in `encoders/__init__.py`.
+A new encoding is one new file in this folder: subclass `NumberEncoding` (and `NumberHead`, or
+`DigitEncoding` from digits.py) and decorate it with `@register`; the package imports every module.
 """
 from __future__ import annotations
 

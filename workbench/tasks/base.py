@@ -3,7 +3,7 @@
 A task's family module (arithmetic.py, exponentiation.py, lists.py, text.py) defines how to
 sample it, its exact label and difficulty, how its answers are scored, its model prompt markers
 and its frontier system prompt, and registers it (`workbench.tasks.register`). A new task is one
-new file in this folder, imported in `tasks/__init__.py`.
+new file in this folder (the package imports every module).
 """
 from __future__ import annotations
 
