@@ -281,7 +281,7 @@ def test_score_interface():
     with pytest.raises(ValueError, match="unknown task"):
         scoring.score("text", "1", "1")
     for mode in scoring.MODES:
-        for task, label in (("addition", "x"), ("sorting", "a, b"), ("interval", "123")):
+        for task, label in (("addition", "x"), ("minmax", ""), ("sorting", "a, b"), ("interval", "123")):
             with pytest.raises(ValueError, match="reference answer"):
                 scoring.score(task, "1", label, mode=mode)
         assert scoring.score("mean", None, "2", mode=mode) == {"parsed": None, "performance": 0.0, "exact": False}

@@ -74,26 +74,32 @@ def first15(text):
     return (int(d.is_signed()), digits, d.adjusted())
 
 
+def _bad_label(label, task):
+    return ValueError(f"reference answer {label!r} of task {task!r} is not well formed")
+
+
 def _paper(task, response, label):
     parsed = paper_answer(response, task)
     if task in ARITHMETIC:
         target = _float(label)
         if target is None or not math.isfinite(target):
-            raise ValueError(f"reference answer {label!r} of task {task!r} is not well formed")
+            raise _bad_label(label, task)
         ref = first15(label)
         return parsed, _log_smape(_float(parsed), target), ref is not None and first15(parsed) == ref
     if task == "sorting":
         pred, ref = paper_list(parsed) or [], paper_list(label)
         if not ref:
-            raise ValueError(f"reference answer {label!r} of task {task!r} is not well formed")
+            raise _bad_label(label, task)
         ok = len(pred) == len(ref) and all(a == b for a, b in zip(pred, ref))
     elif task == "interval":
         ref = paper_letter(label)
         if not ref:
-            raise ValueError(f"reference answer {label!r} of task {task!r} is not well formed")
+            raise _bad_label(label, task)
         ok = parsed.strip().upper() == ref
     else:  # minmax: the number exactly as written in the list
-        ok = parsed.strip().strip('"').strip("'") == str(label).strip().strip('"').strip("'")
+        if not isinstance(label, str) or not FIRST_NUMBER.search(label):
+            raise _bad_label(label, task)
+        ok = parsed.strip().strip('"').strip("'") == label.strip().strip('"').strip("'")
     return parsed, float(ok), ok
 
 
