@@ -26,6 +26,8 @@
 #   `workbench.paper_figures` (encoding, task, metric, value, seed): by default the published CPU
 #   tier (`results/cpu-tier.csv`, made by `python -m workbench.experiments cpu-tier`), or the
 #   `results.csv` of notebook 03, or None.
+# * a folder of raw model answers (`answers_dir`): the authors' per-answer CSVs or our client's
+#   JSONL, rescored with the paper's rules and with a careful reading (Tables 1 and 2 side by side).
 #
 # The data preparation lives in `workbench/paper_figures.py` and is tested there.
 
@@ -37,14 +39,18 @@ bootstrap_draws = 200  # resamples per sample count (Figure 8)
 seed = 0
 figures_dir = None  # default figures/
 figure_formats = ["html", "png"]
+answers_dir = None  # folder of raw model answers to rescore (paper vs careful reading); None: skip
 
 # %%
+from pathlib import Path
+
 import pandas as pd
 from IPython.display import Markdown, display
 
 from workbench import experiments
 from workbench import paper_figures as pf
 from workbench import plots
+from workbench.frontier import answer_folders
 from workbench.tasks import generate, numeric
 
 if not isinstance(generator_samples, int) or generator_samples < 1:
@@ -161,3 +167,24 @@ save(pf.difficulty_distribution_figure(shares), "04_fig7_difficulty")
 for number, table in pf.paper_tables().items():
     display(Markdown(f"**Table {number}**"))
     display(table)
+
+# %% [markdown]
+# ## Rescoring raw answers: the paper's reading and a careful one
+#
+# Given a folder of raw model answers (`answers_dir`: the authors' per-answer files
+# `{Task}_decimal_uniform_test_500_shuffle_{model}_re_{reasoning}.csv`, or the JSONL of
+# `workbench.frontier.client` beside its benchmark JSONL), every answer is scored twice
+# (`workbench.frontier.scoring`): with the paper's rules (the default: the authors' scorer, so the
+# numbers are comparable with Tables 1 and 2) and with a careful reading of our own (`\boxed{}`,
+# `1.5 \times 10^{3}`, thousands separators, nested JSON, "the answer is ..."; exact values; no
+# credit for a number restated from the question). Tables 1 and 2 side by side, then where they differ.
+
+# %%
+if answers_dir is None:
+    print("answers_dir not given: no folder of raw answers to rescore.")
+else:
+    scored = answer_folders.rescore(answer_folders.load_answer_folder(Path(answers_dir).expanduser()))
+    for number in (1, 2):
+        display(Markdown(f"**Table {number}, paper vs careful reading** ({len(scored):,} answers)"))
+        display(answer_folders.side_by_side(scored, number).round(1))
+    print(answer_folders.differences(scored))
