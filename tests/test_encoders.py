@@ -306,6 +306,55 @@ def test_xval_decode_inverts_where_invertible():
             codec.encode(torch.tensor([bad]))
 
 
+def test_xval_decodes_up_to_the_largest_float():
+    codec = encoders.get("xval", d_model=32)
+    rng = np.random.default_rng(3)
+    x = torch.from_numpy(np.concatenate([[MAX, -MAX, np.nextafter(MAX, 0)],
+                                         10.0 ** rng.uniform(300, 308.25, 2000)]))
+    back = codec.decode(codec.encode(x))
+    assert torch.isfinite(back).all() and torch.allclose(back, x, rtol=1e-12, atol=0)
+    # a head output beyond s(MAX) is out of float64's range: ±inf, which the metrics score as wrong
+    assert codec.decode(torch.tensor([[60.0], [-60.0]], dtype=torch.float64)).tolist() == [math.inf, -math.inf]
+
+
+@pytest.mark.parametrize("name,options", [("bittokens", {}), ("bittokens", {"base": 10}),
+                                          ("fone", {}), ("xval", {})])
+def test_nan_in_an_encoding_decodes_to_nan_never_a_number(name, options):
+    codec = encoders.get(name, d_model=256, **options)
+    enc = codec.encode(torch.tensor([1.5, 2.5, -3.25], dtype=torch.float64))
+    enc[0, :] = math.nan
+    enc[1, 0] = math.nan  # one NaN among the dims it reads is enough
+    back = codec.decode(enc)
+    assert math.isnan(back[0]) and math.isnan(back[1])
+    assert float(back[2]) == pytest.approx(3.25 if name == "fone" else -3.25, rel=1e-13)
+
+
+@pytest.mark.parametrize("value", [2**53 + 1, -(2**53 + 1), 2**63 - 1, 10**30, 10**400],
+                         ids=["2**53+1", "-(2**53+1)", "2**63-1", "10**30", "10**400"])
+def test_integers_float64_cannot_hold_are_an_error_naming_them(value):
+    inputs = [[value], [1.5, value], torch.tensor([value])] if abs(value) < 2**63 else [[value], value]
+    if abs(value) < 2**63:
+        inputs.append(np.array([value], dtype=np.int64))
+    for x in inputs:
+        with pytest.raises(ValueError, match=str(value)[:20] if value < 10**300 else "bits"):
+            encoders.base.as_float64(x)
+    for name in ["bittokens", "xval", "fone", "single_digit"]:
+        with pytest.raises(ValueError, match="no exact float64"):
+            encoders.get(name, d_model=256).encode([value])
+
+
+def test_as_float64_keeps_what_float64_holds_and_refuses_what_is_not_real():
+    as_float64 = encoders.base.as_float64
+    exact = [2**53, -(2**53), 2**60, -(2**63), 3, 0]
+    assert as_float64(exact).tolist() == [float(v) for v in exact]
+    assert as_float64(torch.tensor(exact)).tolist() == [float(v) for v in exact]
+    assert as_float64(np.array([2**63], dtype=np.uint64)).tolist() == [2.0**63]
+    assert as_float64([0.1, True, np.float32(0.5)]).tolist() == [0.1, 1.0, 0.5]
+    for bad in ([1 + 2j], torch.tensor([1 + 2j]), "abc", [None], [[1.0], "x"]):
+        with pytest.raises(ValueError, match="real numbers"):
+            as_float64(bad)
+
+
 def test_xval_head_embed_loss_predict():
     codec = encoders.get("xval", d_model=32)
     assert codec.number_head[0].out_features == 128  # d -> 4d -> 1

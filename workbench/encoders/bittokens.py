@@ -160,11 +160,13 @@ class BitTokens(NumberEncoding):
         return torch.cat([self._bits(x), self._bits(reciprocal)], 1)
 
     def decode(self, encoding: Tensor) -> Tensor:
-        """Value bits (the first `bits` dims) -> float64; the reciprocal half is not needed."""
+        """Value bits (the first `bits` dims) -> float64; the reciprocal half is not needed.
+        A NaN is neither a 1 nor a 0 bit: a row with NaN among its value bits decodes to NaN."""
         if encoding.dim() != 2 or encoding.shape[1] != self.width:
             raise ValueError(f"expected an encoding of shape [N, {self.width}], got {tuple(encoding.shape)}")
         value_bits = encoding[:, : self.bits]
-        return bits_to_float64(value_bits) if self.base == 2 else decimal_bits_to_float64(value_bits)
+        values = bits_to_float64(value_bits) if self.base == 2 else decimal_bits_to_float64(value_bits)
+        return torch.where(value_bits.detach().cpu().isnan().any(1), math.nan, values)
 
     def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
         enc = self.encode(x).to(device=num_embedding.device, dtype=num_embedding.dtype)

@@ -10,7 +10,8 @@ x / 10^i in float64 instead would turn every digit below float64's precision int
 
 What it can carry: the digits of |x| at places 10^-32 … 10^16. Larger |x| wrap around (the
 encoding is |x| mod 10^17) and digits below 10^-32 are dropped; that is the encoding itself
-(its fixed m, n of the FoNE paper), which the D4 measurements show. inf and NaN raise.
+(its fixed m, n of the FoNE paper), which the D4 measurements show. inf and NaN raise in
+encode; an encoding with NaN or inf in a row decodes to NaN (it has no digits to read).
 
 Head: a linear map to 98 dims; each (cos, sin) pair is scored against the ten digit prototypes
 (cos, sin)(2π j / 10) and trained with cross-entropy averaged over the digits; the prediction is
@@ -93,13 +94,14 @@ class FoNE(NumberEncoding):
         if encoding.dim() != 2 or encoding.shape[1] != self.width:
             raise ValueError(f"expected an encoding of shape [N, {self.width}], got {tuple(encoding.shape)}")
         pairs = encoding.detach().cpu().double().reshape(-1, PERIODS, 2)
+        readable = torch.isfinite(pairs).flatten(1).all(1)
         phase = (torch.atan2(pairs[..., 1], pairs[..., 0]) / (2 * math.pi)) % 1.0
         digits = torch.zeros(phase.shape, dtype=torch.long)
         below = torch.zeros(phase.shape[0], dtype=torch.float64)
         for j in range(PERIODS):
             digits[:, j] = torch.round(10 * phase[:, j] - below).long() % 10
             below = (digits[:, j] + below) / 10
-        return digits_to_float64(digits.numpy())
+        return torch.where(readable, digits_to_float64(digits.numpy()), math.nan)
 
     def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
         enc = self.encode(x).to(device=num_embedding.device, dtype=num_embedding.dtype)
