@@ -2,13 +2,13 @@
 rule, splitting what float64 cannot carry (in linear time)."""
 import math
 import re
-import time
 from decimal import Decimal
 from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from workbench import numbers
 from workbench.numbers import (ABSOLUTE_PATTERN, NUM_TOKEN, SIGNED_PATTERN, Number, number_spans,
                                parse, parse_parts, render, split_number, unparse, write)
 
@@ -222,18 +222,30 @@ def test_digit_runs_split_into_exact_short_parts(digits, sign):
         assert all(p in ("-", ".") for p in parts if isinstance(p, str))
 
 
-def seconds_to_parse(text):
-    best = math.inf
-    for _ in range(2):
-        start = time.perf_counter()
-        parse(text)
-        best = min(best, time.perf_counter() - start)
-    return best
+class CountingPattern:
+    """Wraps a compiled regex and counts the characters its matches cover: the regex work."""
+
+    def __init__(self, pattern):
+        self.pattern, self.chars = pattern, 0
+
+    def match(self, *args):
+        found = self.pattern.match(*args)
+        self.chars += found.end() - found.start() if found else 0
+        return found
 
 
-def test_parse_time_grows_linearly_with_a_digit_run():
-    """10x the digits may take ~10x the time; a quadratic split took ~100x (10.7 s at 100k)."""
-    run = "".join(str(i * 7919 % 10) for i in range(100_000))
-    for text in (run, "0." + run, "1" + "0" * 99_999):
-        small, large = seconds_to_parse(text[:10_000]), seconds_to_parse(text)
-        assert large / small < 30, f"{len(text):,} digits took {large / small:.0f}x as long as 10,000"
+def test_parse_work_grows_linearly_with_a_digit_run(monkeypatch):
+    """10x the digits may cost ~10x the work. The old split matched the rest of the run again at
+    every position: ~100x the characters (and 10.7 s at 100k digits; benchmarks/parse.py)."""
+    def chars_matched(text):
+        counter = CountingPattern(numbers._RUN)
+        monkeypatch.setattr(numbers, "_RUN", counter)
+        assert unparse(*parse(text, forms=True)) == text
+        return counter.chars
+
+    def run(n):
+        return "".join(str(i * 7919 % 10) for i in range(n))
+
+    for family in (run, lambda n: "0." + run(n), lambda n: "1" + "0" * n, lambda n: "9." + "0" * n + "1"):
+        small, large = chars_matched(family(5_000)), chars_matched(family(50_000))
+        assert 0 < large / small < 15, f"50,000 digits cost {large / small:.0f}x the work of 5,000"
