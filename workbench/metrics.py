@@ -20,7 +20,10 @@ MAX_DIGITS = 15  # M of eq. 2: the most significant digits a task asks for
 
 
 def _real(x, name: str) -> np.ndarray:
-    a = np.asarray(x)
+    try:
+        a = np.asarray(x)
+    except ValueError as error:  # ragged nesting
+        raise ValueError(f"{name} must be real numbers in a regular array: {error}") from None
     if a.dtype.kind not in "biuf":
         raise ValueError(f"{name} must be real numbers, got an array of dtype {a.dtype}")
     return a.astype(np.float64)
