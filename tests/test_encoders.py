@@ -257,6 +257,20 @@ def test_fone_range_wraps_at_1e17_and_rejects_non_finite():
         codec.decode(torch.zeros(2, 97))
 
 
+def test_fone_decode_rounds_to_the_finest_place_against_decimal_oracle():
+    """|x| mod 10^17 to the nearest 10^-32, half to even (the finest phase holds what is below)."""
+    rng = random.Random(4)
+    x = [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0] for _ in range(3000)]
+    x = [v for v in x if math.isfinite(v)] + [10 ** rng.uniform(-34, -26) for _ in range(1000)]
+    codec = encoders.get("fone", d_model=128)
+    back = codec.decode(codec.encode(torch.tensor(x, dtype=torch.float64))).tolist()
+    with localcontext() as ctx:
+        ctx.prec = 400
+        want = [float((abs(Decimal(repr(v))) % Decimal(10) ** 17).quantize(Decimal(10) ** -32, "ROUND_HALF_EVEN"))
+                for v in x]
+    assert back == want
+
+
 def test_fone_decode_survives_small_noise():
     codec = encoders.get("fone", d_model=128)
     x = torch.tensor([0.0, 1234.5, 7.25, 999999999999999.0, 1e-14], dtype=torch.float64)

@@ -9,9 +9,11 @@ digits: frac(x / 10^i) = (m mod 10^(i-q)) / 10^(i-q), exact integer arithmetic. 
 x / 10^i in float64 instead would turn every digit below float64's precision into noise.
 
 What it can carry: the digits of |x| at places 10^-32 … 10^16. Larger |x| wrap around (the
-encoding is |x| mod 10^17) and digits below 10^-32 are dropped; that is the encoding itself
-(its fixed m, n of the FoNE paper), which the D4 measurements show. inf and NaN raise in
-encode; an encoding with NaN or inf in a row decodes to NaN (it has no digits to read).
+encoding is |x| mod 10^17) and digits below 10^-32 are lost; that is the encoding itself
+(its fixed m, n of the FoNE paper), which the D4 measurements show. decode reads phases, and
+the finest one still holds what lies below 10^-32, so decode rounds |x| mod 10^17 to the nearest
+multiple of 10^-32 (half to even); the digit head (digits_at, predict) cuts them off. inf and NaN
+raise in encode; an encoding with NaN or inf in a row decodes to NaN (it has no digits to read).
 
 Head: a linear map to 98 dims; each (cos, sin) pair is scored against the ten digit prototypes
 (cos, sin)(2π j / 10) and trained with cross-entropy averaged over the digits; the prediction is
