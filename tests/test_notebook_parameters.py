@@ -79,10 +79,12 @@ def test_command_line_values_are_checked_before_running(ran, capsys):
 
 def test_a_notebook_without_annotations_is_checked_by_its_defaults(ran, tmp_path):
     (tmp_path / "plain.py").write_text('# %% tags=["parameters"]\nsteps = 10\nrate = 0.5\n'
-                                       'names = ["a"]\nanything = None\n\n# %%\nprint(steps)\n')
+                                       'names = ["a"]\nanything = None\nwhere: Path = Path(".")\n'
+                                       '\n# %%\nprint(steps)\n')
     with pytest.raises(ValueError, match="parameter steps takes int"):
         execute("plain", {"steps": "10"}, output_dir=tmp_path, notebook_dir=tmp_path)
     with pytest.raises(ValueError, match=r"parameter names takes list\[str\]"):
         execute("plain", {"names": "a"}, output_dir=tmp_path, notebook_dir=tmp_path)
-    execute("plain", {"rate": 1, "anything": {"free": "form"}}, output_dir=tmp_path, notebook_dir=tmp_path)
-    assert ran == [{"rate": 1, "anything": {"free": "form"}}]
+    given = {"rate": 1, "anything": {"free": "form"}, "where": "x"}  # None default, other type: free
+    execute("plain", given, output_dir=tmp_path, notebook_dir=tmp_path)
+    assert ran == [given]
