@@ -11,9 +11,9 @@ a digit encoding writes the pieces `encoding.number_tokens` gives for the number
 as written ("007" is "0", "0", "7"). decode writes a <|num|> as render(value, 17), or as the
 number's written form when encode(text, forms=True) recorded it, which gives `text` back exactly.
 
-Text must be valid Unicode: a lone surrogate (U+D800 … U+DFFF, e.g. from bytes decoded
-with errors="surrogateescape") has no UTF-8 bytes for the byte-level BPE, so encode refuses it with a
-ValueError naming its position rather than guess a character.
+Text must be valid Unicode: a lone surrogate (U+D800 … U+DFFF, e.g. from bytes decoded with
+errors="surrogateescape") has no UTF-8 bytes for the byte-level BPE, so encode refuses it with
+a ValueError naming its position rather than guess a character.
 """
 from __future__ import annotations
 
