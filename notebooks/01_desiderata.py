@@ -27,9 +27,9 @@
 n_values = 10_000  # values for the round-trip measurements (D2, D6; D4/D5/D8 use a fraction)
 full = False  # True: the full sizes of desiderata.SIZES["full"]
 seed = 0
-d9_steps = None  # training steps of the D9 operator (None: the size's default)
-out_dir = None  # CSV results; default runs/01_desiderata
-figures_dir = None  # default figures/
+d9_steps: int | None = None  # training steps of the D9 operator (None: the size's default)
+out_dir: str | None = None  # CSV results; default runs/01_desiderata
+figures_dir: str | None = None  # default figures/
 figure_formats = ["html", "png"]
 threads = 1  # torch CPU threads
 

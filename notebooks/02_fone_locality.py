@@ -27,7 +27,7 @@ grid_digits = 3  # exhaustive grid: all integer pairs below 10**grid_digits (1..
 precision = 10  # P: distinguishable states per encoding component
 probe_steps = 300  # training steps per learned probe
 seed = 0
-figures_dir = None  # default figures/
+figures_dir: str | None = None  # default figures/
 figure_formats = ["html", "png"]
 threads = 1
 

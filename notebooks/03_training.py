@@ -33,13 +33,13 @@ tokens = 1e6  # training budget in tokens
 seed = 0
 curriculum = True
 balancing = True
-decades = [0, 3]  # operand magnitudes 10**lo … 10**(hi+1) (None: the full range of the paper)
-max_digits = 4  # significant digits per operand (None: up to 15-17 as in the paper)
+decades: list[int] | None = [0, 3]  # operand magnitudes 10**lo … 10**(hi+1) (None: the full range of the paper)
+max_digits: int | None = 4  # significant digits per operand (None: up to 15-17 as in the paper)
 eval_every = 50  # steps between validation rounds (live curves, balancer, curriculum)
 val_samples = 64
 test_samples = 200
-out_dir = None  # default runs/03_training/<encoding>_<tasks>_seed<seed>
-figures_dir = None  # default figures/
+out_dir: str | None = None  # default runs/03_training/<encoding>_<tasks>_seed<seed>
+figures_dir: str | None = None  # default figures/
 figure_formats = ["html", "png"]
 threads = 1  # torch CPU threads
 

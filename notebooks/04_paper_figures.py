@@ -32,14 +32,14 @@
 # The data preparation lives in `workbench/paper_figures.py` and is tested there.
 
 # %% tags=["parameters"]
-official_data = None  # folder of the released files, e.g. "../shared/data/official_bittokens"
-results_csv = "results/cpu-tier.csv"  # our runs (relative: from the repository root); None: none
+official_data: str | None = None  # folder of the released files, e.g. "../shared/data/official_bittokens"
+results_csv: str | None = "results/cpu-tier.csv"  # our runs (relative: from the repository root); None: none
 generator_samples = 2000  # questions per task drawn from our generator (Figures 5-7)
 bootstrap_draws = 200  # resamples per sample count (Figure 8)
 seed = 0
-figures_dir = None  # default figures/
+figures_dir: str | None = None  # default figures/
 figure_formats = ["html", "png"]
-answers_dir = None  # folder of raw model answers to rescore (paper vs careful reading); None: skip
+answers_dir: str | None = None  # folder of raw model answers to rescore (paper vs careful reading); None: skip
 
 # %%
 from pathlib import Path

@@ -268,6 +268,20 @@ def test_fone_range_wraps_at_1e17_and_rejects_non_finite():
         codec.decode(torch.zeros(2, 97))
 
 
+def test_fone_decode_rounds_to_the_finest_place_against_decimal_oracle():
+    """|x| mod 10^17 to the nearest 10^-32, half to even (the finest phase holds what is below)."""
+    rng = random.Random(4)
+    x = [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0] for _ in range(3000)]
+    x = [v for v in x if math.isfinite(v)] + [10 ** rng.uniform(-34, -26) for _ in range(1000)]
+    codec = encoders.get("fone")
+    back = codec.decode(codec.encode(torch.tensor(x, dtype=torch.float64))).tolist()
+    with localcontext() as ctx:
+        ctx.prec = 400
+        want = [float((abs(Decimal(repr(v))) % Decimal(10) ** 17).quantize(Decimal(10) ** -32, "ROUND_HALF_EVEN"))
+                for v in x]
+    assert back == want
+
+
 def test_fone_decode_survives_small_noise():
     codec = encoders.get("fone")
     x = torch.tensor([0.0, 1234.5, 7.25, 999999999999999.0, 1e-14], dtype=torch.float64)
@@ -317,6 +331,55 @@ def test_xval_decode_inverts_where_invertible():
             codec.encode(torch.tensor([bad]))
 
 
+def test_xval_decodes_up_to_the_largest_float():
+    codec = encoders.get("xval")
+    rng = np.random.default_rng(3)
+    x = torch.from_numpy(np.concatenate([[MAX, -MAX, np.nextafter(MAX, 0)],
+                                         10.0 ** rng.uniform(300, 308.25, 2000)]))
+    back = codec.decode(codec.encode(x))
+    assert torch.isfinite(back).all() and torch.allclose(back, x, rtol=1e-12, atol=0)
+    # a head output beyond s(MAX) is out of float64's range: ±inf, which the metrics score as wrong
+    assert codec.decode(torch.tensor([[60.0], [-60.0]], dtype=torch.float64)).tolist() == [math.inf, -math.inf]
+
+
+@pytest.mark.parametrize("name,options", [("bittokens", {}), ("bittokens", {"base": 10}),
+                                          ("fone", {}), ("xval", {})])
+def test_nan_in_an_encoding_decodes_to_nan_never_a_number(name, options):
+    codec = encoders.get(name, **options)
+    enc = codec.encode(torch.tensor([1.5, 2.5, -3.25], dtype=torch.float64))
+    enc[0, :] = math.nan
+    enc[1, 0] = math.nan  # one NaN among the dims it reads is enough
+    back = codec.decode(enc)
+    assert math.isnan(back[0]) and math.isnan(back[1])
+    assert float(back[2]) == pytest.approx(3.25 if name == "fone" else -3.25, rel=1e-13)
+
+
+@pytest.mark.parametrize("value", [2**53 + 1, -(2**53 + 1), 2**63 - 1, 10**30, 10**400],
+                         ids=["2**53+1", "-(2**53+1)", "2**63-1", "10**30", "10**400"])
+def test_integers_float64_cannot_hold_are_an_error_naming_them(value):
+    inputs = [[value], [1.5, value], torch.tensor([value])] if abs(value) < 2**63 else [[value], value]
+    if abs(value) < 2**63:
+        inputs.append(np.array([value], dtype=np.int64))
+    for x in inputs:
+        with pytest.raises(ValueError, match=str(value)[:20] if value < 10**300 else "bits"):
+            encoders.base.as_float64(x)
+    for name in ["bittokens", "xval", "fone", "single_digit"]:
+        with pytest.raises(ValueError, match="no exact float64"):
+            encoders.get(name).encode([value])
+
+
+def test_as_float64_keeps_what_float64_holds_and_refuses_what_is_not_real():
+    as_float64 = encoders.base.as_float64
+    exact = [2**53, -(2**53), 2**60, -(2**63), 3, 0]
+    assert as_float64(exact).tolist() == [float(v) for v in exact]
+    assert as_float64(torch.tensor(exact)).tolist() == [float(v) for v in exact]
+    assert as_float64(np.array([2**63], dtype=np.uint64)).tolist() == [2.0**63]
+    assert as_float64([0.1, True, np.float32(0.5)]).tolist() == [0.1, 1.0, 0.5]
+    for bad in ([1 + 2j], torch.tensor([1 + 2j]), "abc", [None], [[1.0], "x"]):
+        with pytest.raises(ValueError, match="real numbers"):
+            as_float64(bad)
+
+
 def test_xval_head_embed_loss_predict():
     codec = encoders.get("xval")
     head = codec.number_head(32)
@@ -362,3 +425,14 @@ def test_digit_encodings(name, pieces, vocab):
         codec.decode(torch.tensor([[vocab + 5.0]]))
     assert codec.number_head(256) is None  # digits are text tokens: no [NUM] embedding, no head
     assert codec.number_text(codec.number_tokens("-1234.506")) == "-1234.506"
+
+
+def test_heads_predict_nan_for_a_nan_output():
+    """A broken model's NaN output is never read as a number."""
+    for name in ("bittokens", "fone", "xval"):
+        head = encoders.get(name).number_head(256)
+        out = head(torch.randn(3, 256))
+        out = out.detach().clone()
+        out[1] = math.nan
+        pred = head.predict(out)
+        assert math.isnan(pred[1]) and not math.isnan(pred[0]) and not math.isnan(pred[2]), name

@@ -54,6 +54,34 @@ def test_log_smape_shapes_and_bad_inputs():
         metrics.exact_match(1.0, math.inf)
 
 
+def test_mismatched_shapes_are_an_error_not_a_broadcast():
+    # a [3, 1] column against [3] targets used to give a 3x3 score (0.355 for perfect predictions)
+    for metric in (metrics.log_smape, metrics.exact_match, metrics.smape):
+        with pytest.raises(ValueError, match=r"pred has shape \(3, 1\) but target \(3,\)"):
+            metric(np.array([[1.0], [2.0], [3.0]]), np.array([1.0, 2.0, 3.0]))
+        with pytest.raises(ValueError, match="shape"):
+            metric([1.0, 2.0], [1.0, 2.0, 3.0])
+    assert list(metrics.exact_match(2.0, [1.0, 2.0])) == [False, True]  # a scalar still pairs with all
+
+
+@pytest.mark.parametrize("pred,target,name", [([1 + 2j], [1.0], "pred"), ([1.0], [1 + 0j], "target"),
+                                              (["1.5"], [1.5], "pred"), ([1.5], [None], "target")])
+def test_complex_or_non_numeric_input_is_an_error(pred, target, name):
+    for metric in (metrics.log_smape, metrics.exact_match):
+        with pytest.raises(ValueError, match=f"{name} must be real numbers"):
+            metric(pred, target)
+
+
+@pytest.mark.parametrize("kwargs,name", [({"lam": math.nan}, "lam"), ({"lam": math.inf}, "lam"),
+                                         ({"lam": "1"}, "lam"), ({"eps": math.nan}, "eps"),
+                                         ({"eps": -1e-3}, "eps")])
+def test_generalized_mean_rejects_bad_lam_and_eps(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        metrics.generalized_mean([0.5], **kwargs)
+    with pytest.raises(ValueError, match="performance must be real numbers"):
+        metrics.generalized_mean([0.5, 1j])
+
+
 def oracle_exact(p, t):
     """Round the written (shortest) decimal of each value to 15 significant digits half-to-even
     with integers and Fractions, then compare sign, exponent and digits."""

@@ -87,9 +87,46 @@ def test_round_trip_examples(tokenizers, name):
     for text in ["What is 3.5 * -2.25?", "<|min|>1.5, 2, -3<|eoq|>-3<|eos|>", "x=-0.001; 1.50 and 5-3.",
                  "<|intva|>0.52: A 0.53 B 0.6 C", "version 3.10 (2024) costs $1,299.99",
                  "007 -.5 1e-5 12345678901234567890.5 0.30000000000000004", "ünïcödé 数 3 ½ ٣", ""]:
-        ids, values = tok.encode(text)
+        ids, values, forms = tok.encode(text, forms=True)
         assert ids.dtype == np.int64 and values.dtype == np.float64 and ids.shape == values.shape
-        assert tok.decode(ids, values) == text
+        assert len(forms) == len(ids) and tok.decode(ids, values, forms) == text
+        assert np.array_equal(tok.encode(text)[0], ids) and np.array_equal(tok.encode(text)[1], values)
+
+
+def test_numbers_keep_their_values_and_their_written_form(tokenizers):
+    text = "007 -.5 and .5, 1.50 or 00.70"
+    for name in ["bittokens", "xval"]:
+        tok = tokenizers[name]
+        ids, values, forms = tok.encode(text, forms=True)
+        nums = ids == tok.num_id
+        assert list(values[nums]) == [7.0, -0.5, 0.5, 1.5, 0.7]
+        assert [f for f in forms if f is not None] == ["007", "-.5", ".5", "1.50", "00.70"]
+        assert tok.decode(ids, values, forms) == text
+        # without the forms each number is written as its value, like a generated one
+        assert tok.decode(ids, values) == "7 -0.5 and 0.5, 1.5 or 0.7"
+    fone = tokenizers["fone"]
+    ids, values, forms = fone.encode(text, forms=True)
+    assert list(values[ids == fone.num_id]) == [7.0, 0.5, 0.5, 1.5, 0.7]  # FoNE: "-" is text
+    assert fone.decode(ids, values, forms) == text
+
+
+def test_decode_refuses_forms_that_do_not_fit(tokenizers):
+    tok = tokenizers["bittokens"]
+    ids, values, forms = tok.encode("x 1.50", forms=True)
+    with pytest.raises(ValueError, match="does not mean the value"):
+        tok.decode(ids, values * 2, forms)
+    with pytest.raises(ValueError, match="not <\\|num\\|> tokens"):
+        tok.decode(ids, values, ["1.5"] + forms[1:])
+    with pytest.raises(ValueError, match="forms"):
+        tok.decode(ids, values, forms[1:])
+
+
+def test_lone_surrogate_is_a_clear_error(tokenizers):
+    for name in SCHEMES:
+        with pytest.raises(ValueError, match="lone surrogate U\\+D800 at position 5"):
+            tokenizers[name].encode("abc 1\ud800 2")
+    with pytest.raises(ValueError, match="U\\+DCFF at position 0"):
+        tokenizers["single_digit"].encode(b"\xff".decode("utf-8", "surrogateescape"))
 
 
 def test_digits_never_merge_into_text_tokens(tokenizers):
@@ -121,6 +158,9 @@ def test_digit_schemes_write_the_number_as_written(tokenizers):
     single, triple = tokenizers["single_digit"], tokenizers["triple_digit"]
     for tok, text, pieces in [(single, "-12.5", ["-", "1", "2", ".", "5"]),
                               (single, "1.50", ["1", ".", "5", "0"]),
+                              (single, "-.5", ["-", ".", "5"]),
+                              (triple, "007", ["007"]),
+                              (triple, "00012.50", ["000", "12", ".", "50"]),
                               (triple, "1234567", ["123", "456", "7"]),
                               (triple, "-1234.500", ["-", "123", "4", ".", "500"])]:
         ids, values = tok.encode(text)
@@ -184,5 +224,5 @@ text = st.lists(st.one_of(number, number.map(lambda s: " " + s), word, special,
 @given(text)
 def test_round_trip_on_mixed_text(tokenizers, text):
     for tok in tokenizers.values():
-        ids, values = tok.encode(text)
-        assert tok.decode(ids, values) == text
+        ids, values, forms = tok.encode(text, forms=True)
+        assert tok.decode(ids, values, forms) == text

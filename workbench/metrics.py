@@ -1,13 +1,17 @@
 """Scores of the paper: log-sMAPE (eq. 1-2), exact match, list and interval accuracy, eq. 15.
 
-The per-sample scores are elementwise over scalars, lists or arrays; generalized_mean and
-perplexity reduce. A prediction may be anything (NaN, inf: it scores 0 / no match); a target
-must be a finite number, because a score against a broken label would be meaningless.
+The per-sample scores are elementwise over scalars, lists or arrays of real numbers: prediction
+and target have the same shape, or one of them is a scalar (no other broadcasting: a [3, 1]
+prediction against [3] targets would silently score 9 pairs). generalized_mean and perplexity
+reduce. A prediction may be any real number (NaN, inf: it scores 0 / no match); a target must be
+finite, because a score against a broken label would be meaningless. Complex or non-numeric
+input is an error, never a number with its imaginary part dropped.
 """
 from __future__ import annotations
 
 import math
 from decimal import ROUND_HALF_EVEN, Context, Decimal
+from numbers import Real
 
 import numpy as np
 
@@ -15,9 +19,21 @@ EPS = 1e-100  # epsilon of eq. 1 and eq. 2
 MAX_DIGITS = 15  # M of eq. 2: the most significant digits a task asks for
 
 
+def _real(x, name: str) -> np.ndarray:
+    try:
+        a = np.asarray(x)
+    except ValueError as error:  # ragged nesting
+        raise ValueError(f"{name} must be real numbers in a regular array: {error}") from None
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be real numbers, got an array of dtype {a.dtype}")
+    return a.astype(np.float64)
+
+
 def _pred_target(pred, target) -> tuple[np.ndarray, np.ndarray]:
-    p = np.asarray(pred, dtype=np.float64)
-    t = np.asarray(target, dtype=np.float64)
+    p, t = _real(pred, "pred"), _real(target, "target")
+    if p.shape != t.shape and p.ndim and t.ndim:
+        raise ValueError(f"pred has shape {p.shape} but target {t.shape}: they must be equal "
+                         "(or one a scalar)")
     if not np.all(np.isfinite(t)):
         raise ValueError(f"targets must be finite numbers, got {t[~np.isfinite(t)][:5]}")
     return np.broadcast_arrays(p, t)
@@ -38,7 +54,7 @@ def log_smape(pred, target) -> np.ndarray:
     s = smape(pred, target)
     with np.errstate(invalid="ignore"):
         score = np.minimum(1.0, -np.log10(s + EPS) / MAX_DIGITS)
-    finite = np.isfinite(np.asarray(pred, dtype=np.float64)) & np.isfinite(score)
+    finite = np.isfinite(_real(pred, "pred")) & np.isfinite(score)
     return np.where(finite, np.maximum(score, 0.0), 0.0)  # maximum: -0.0 -> 0.0 when p = -t
 
 
@@ -56,7 +72,7 @@ def _first_digits(x: float):
 def exact_match(pred, target) -> np.ndarray:
     """Same sign, same decimal exponent and the same first 15 significant digits. NaN/inf
     predictions never match. Always at least 1-D (a scalar pair gives shape [1])."""
-    p, t = _pred_target(np.atleast_1d(pred), np.atleast_1d(target))
+    p, t = (np.atleast_1d(a) for a in _pred_target(pred, target))
     out = np.array([math.isfinite(a) and _first_digits(a) == _first_digits(b)
                     for a, b in zip(p.ravel().tolist(), t.ravel().tolist())], dtype=bool)
     return out.reshape(p.shape)
@@ -87,7 +103,12 @@ def sorting_accuracy(pred_lists, target_lists) -> np.ndarray:
 def generalized_mean(performance, lam: float = -1.0, eps: float = 1e-6) -> float:
     """Eq. 15: ((1/|T|) sum_T (p + eps)^lam)^(1/lam). lam=-1 harmonic (the paper's choice:
     weak tasks pull hardest), lam=0 geometric (the limit lam -> 0), lam=1 arithmetic."""
-    p = np.asarray(list(performance), dtype=np.float64) + eps
+    for name, value in (("lam", lam), ("eps", eps)):
+        if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps}")
+    p = _real(list(performance), "performance") + eps
     if p.size == 0:
         raise ValueError("generalized_mean needs at least one task score")
     if not np.all(np.isfinite(p)) or np.any(p < 0) or (lam <= 0 and np.any(p == 0)):

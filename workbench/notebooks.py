@@ -6,11 +6,18 @@
 
 The jupytext .py file is the source of truth: it is read, given its parameters and executed; the
 executed notebook (with outputs) goes to runs/notebooks/, which git ignores.
+
+Parameters are checked before anything runs, against the type of each default in the notebook's
+parameters cell (`tokens = 1e6` takes a number, `decades = [0, 3]` a list of ints) or its
+annotation where one is written (`max_digits: int | None = 4`: None allowed too). Types: bool,
+int, float (an int is fine too), str, None, list[T], joined with "|". A parameter whose default is
+None and has no annotation, or whose annotation is another type, is not checked (ours all are).
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import math
 import sys
 import time
 from pathlib import Path
@@ -37,21 +44,77 @@ def _source(name: str, notebook_dir: Path) -> Path:
     return path
 
 
-def parameters_of(nb) -> dict:
-    """Names and default values assigned in the cell tagged "parameters"."""
+def _assignments(nb):
+    """(name, value node, annotation node or None) of each assignment in the parameters cell."""
     cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
     if len(cells) != 1:
         raise ValueError(f"a notebook needs exactly one cell tagged 'parameters', found {len(cells)}")
-    names = {}
     for node in ast.parse(cells[0].source).body:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
         for target in targets:
             if isinstance(target, ast.Name):
-                try:
-                    names[target.id] = ast.literal_eval(node.value) if node.value is not None else None
-                except ValueError:
-                    names[target.id] = ast.unparse(node.value)
+                yield target.id, node.value, getattr(node, "annotation", None)
+
+
+def parameters_of(nb) -> dict:
+    """Names and default values assigned in the cell tagged "parameters"."""
+    names = {}
+    for name, value, _ in _assignments(nb):
+        try:
+            names[name] = ast.literal_eval(value) if value is not None else None
+        except ValueError:
+            names[name] = ast.unparse(value)
     return names
+
+
+def _type_of(value) -> str | None:
+    """"float" for 1e6, "list[int]" for [0, 3]; None when a default says nothing (None, mixed)."""
+    if isinstance(value, list):
+        kinds = {_type_of(v) for v in value}
+        return f"list[{kinds.pop()}]" if len(kinds) == 1 and None not in kinds else None
+    return type(value).__name__ if isinstance(value, (bool, int, float, str)) else None
+
+
+def _understood(kind: str) -> bool:
+    return all(part.strip().removeprefix("list[").removesuffix("]") in ("bool", "int", "float", "str", "None")
+               for part in kind.split("|"))
+
+
+def parameter_types(nb) -> dict[str, str | None]:
+    """The type each parameter takes: its annotation, else the type of its default (module doc).
+    None: not checked (a None default without annotation, or an annotation beyond these types)."""
+    defaults, types = parameters_of(nb), {}
+    for name, _, annotation in _assignments(nb):
+        kind = ast.unparse(annotation) if annotation is not None else _type_of(defaults[name])
+        types[name] = kind if kind is not None and _understood(kind) else None
+    return types
+
+
+def _fits(value, kind: str) -> bool:
+    for k in (part.strip() for part in kind.split("|")):
+        if k.startswith("list[") and k.endswith("]"):
+            if isinstance(value, list) and all(_fits(v, k[5:-1]) for v in value):
+                return True
+        elif ((k == "None" and value is None) or (k == "bool" and isinstance(value, bool))
+              or (k == "str" and isinstance(value, str))
+              or (k in ("int", "float") and isinstance(value, int) and not isinstance(value, bool))
+              or (k == "float" and isinstance(value, float) and math.isfinite(value))):
+            return True
+    return False
+
+
+def check_parameters(name: str, nb, parameters: dict) -> None:
+    """Raise ValueError, naming the parameter and the type it takes, for any value that does not fit."""
+    types = parameter_types(nb)
+    unknown = sorted(set(parameters) - set(types))
+    if unknown:
+        raise ValueError(f"notebook {name} has no parameter(s) {unknown}; its parameters are {sorted(types)}")
+    for key, value in parameters.items():
+        if types[key] is not None and not _fits(value, types[key]):
+            listed = isinstance(value, str) and "list[" in types[key]
+            hint = f"; write a list, e.g. {key}=[{value!r}]" if listed else ""
+            raise ValueError(f"notebook {name}: parameter {key} takes {types[key]}, got "
+                             f"{value!r} ({type(value).__name__}){hint}")
 
 
 def execute(name: str, parameters: dict | None = None, output_dir=None, notebook_dir=None) -> Path:
@@ -59,10 +122,7 @@ def execute(name: str, parameters: dict | None = None, output_dir=None, notebook
     notebook_dir = Path(notebook_dir) if notebook_dir is not None else NOTEBOOK_DIR
     nb = jupytext.read(_source(name, notebook_dir))
     parameters = dict(parameters or {})
-    unknown = sorted(set(parameters) - set(parameters_of(nb)))
-    if unknown:
-        raise ValueError(f"notebook {name} has no parameter(s) {unknown}; "
-                         f"its parameters are {sorted(parameters_of(nb))}")
+    check_parameters(name, nb, parameters)
     out = Path(output_dir) if output_dir is not None else OUTPUT_DIR
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"{name}.ipynb"

@@ -6,9 +6,15 @@ BPE trained locally with HF `tokenizers`. Numbers
 never reach the BPE: `numbers.parse_parts` / `numbers.number_spans` cut them out of the text
 first (also from the training corpus), so a digit can never merge into a text token.
 
-A single-token encoding writes each number as <|num|> with its float64 value (a number float64
-cannot carry is several <|num|>s, see `numbers.split_number`); a digit encoding writes the
-pieces `encoding.number_tokens` gives for the number's text, exactly as written.
+A single-token encoding writes each number as <|num|> with its float64 value, the value a reader
+means (".5" is 0.5; a number float64 cannot carry is several <|num|>s, see `numbers.split_number`);
+a digit encoding writes the pieces `encoding.number_tokens` gives for the number's text, exactly
+as written ("007" is "0", "0", "7"). decode writes a <|num|> as render(value, 17), or as the
+number's written form when encode(text, forms=True) recorded it, which gives `text` back exactly.
+
+Text must be valid Unicode: a lone surrogate (U+D800 … U+DFFF, e.g. from bytes decoded with
+errors="surrogateescape") has no UTF-8 bytes for the byte-level BPE, so encode refuses it with
+a ValueError naming its position rather than guess a character.
 """
 from __future__ import annotations
 
@@ -25,7 +31,7 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 from . import encoders, tasks
 from .atomic import write_atomic
 from .encoders.base import NumberEncoding
-from .numbers import NUM_TOKEN, number_spans, parse_parts, render
+from .numbers import NUM_TOKEN, number_spans, parse_parts, write
 
 CONTROL_TOKENS = ["<|pad|>", "<|bos|>", "<|eoq|>", "<|eos|>", NUM_TOKEN]
 
@@ -139,15 +145,23 @@ class Tokenizer:
             raise ValueError(f"{self.encoding.name} wrote {number!r} with a piece outside its "
                              f"vocabulary: {error}") from None
 
-    def encode(self, text: str) -> tuple[np.ndarray, np.ndarray]:
-        """ids int64 [L] and values float64 [L] (the number at <|num|> positions, 0 elsewhere)."""
+    def encode(self, text: str, forms: bool = False):
+        """ids int64 [L] and values float64 [L] (the number at <|num|> positions, 0 elsewhere).
+        forms=True adds a list [L]: at each <|num|>, the number as written ("1.50"), else None;
+        decode(ids, values, forms) gives `text` back exactly."""
         if not isinstance(text, str):
             raise ValueError(f"encode expects a string, got {type(text).__name__}")
         if NUM_TOKEN in text:
             raise ValueError(f"the text contains {NUM_TOKEN!r} itself; only parsed numbers are "
                              "<|num|> tokens")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ValueError(f"the text has a lone surrogate U+{ord(text[error.start]):04X} at "
+                             f"position {error.start}: it is not valid Unicode") from None
         ids: list[int] = []
         values: list[float] = []
+        written: dict[int, str] = {}
         for kind, piece in _segments(text, self._markers):
             if kind == "marker":
                 ids.append(self._id[piece])
@@ -159,8 +173,9 @@ class Tokenizer:
                         ids += run
                         values += [0.0] * len(run)
                     else:
+                        written[len(ids)] = part.text
                         ids.append(self.num_id)
-                        values.append(part)
+                        values.append(part.value)
             else:
                 last = 0
                 for start, end in number_spans(piece, self.encoding.signed):
@@ -171,27 +186,36 @@ class Tokenizer:
                 if last < len(piece):
                     ids += self._text_ids(piece[last:])
                 values += [0.0] * (len(ids) - len(values))
-        return np.array(ids, dtype=np.int64), np.array(values, dtype=np.float64)
+        ids, values = np.array(ids, dtype=np.int64), np.array(values, dtype=np.float64)
+        if not forms:
+            return ids, values
+        return ids, values, [written.get(i) for i in range(len(ids))]
 
-    def decode(self, ids, values=None) -> str:
-        """Inverse of encode: <|num|> tokens are written with render(value, 17), i.e. exactly."""
+    def decode(self, ids, values=None, forms=None) -> str:
+        """Inverse of encode: a <|num|> is written as its form (forms from encode(text, forms=True);
+        it must mean the value) or, without one, as render(value, 17): exactly its value."""
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         values = np.zeros(len(ids)) if values is None else np.asarray(values, np.float64).reshape(-1)
-        if len(values) != len(ids):
-            raise ValueError(f"{len(ids)} ids but {len(values)} values")
+        forms = [None] * len(ids) if forms is None else list(forms)
+        if not len(values) == len(forms) == len(ids):
+            raise ValueError(f"{len(ids)} ids but {len(values)} values and {len(forms)} forms")
         bad = (ids < 0) | (ids >= self.vocab_size)
         if bad.any():
             raise ValueError(f"token ids {ids[bad][:5].tolist()} are outside the vocabulary "
                              f"(size {self.vocab_size})")
+        wrong = [k for k, (i, f) in enumerate(zip(ids.tolist(), forms)) if f is not None and i != self.num_id]
+        if wrong:
+            raise ValueError(f"written forms at positions {wrong[:5]}, which are not <|num|> tokens")
         out = []
-        for kind, run in groupby(zip(ids.tolist(), values.tolist()), key=self._kind):
+        rows = zip(ids.tolist(), values.tolist(), forms)
+        for kind, run in groupby(rows, key=self._kind):
             run = list(run)
             if kind == "text":
-                out.append(self.bpe.decode([i - self.offset for i, _ in run], skip_special_tokens=False))
+                out.append(self.bpe.decode([i - self.offset for i, _, _ in run], skip_special_tokens=False))
             elif kind == "piece":  # a digit encoding's pieces: it joins its own numbers' text
-                out.append(self.encoding.number_text([self.tokens[i] for i, _ in run]))
+                out.append(self.encoding.number_text([self.tokens[i] for i, _, _ in run]))
             else:
-                out += [render(v, 17) if i == self.num_id else self.tokens[i] for i, v in run]
+                out += [write(v, form) if i == self.num_id else self.tokens[i] for i, v, form in run]
         return "".join(out)
 
     def _kind(self, id_value) -> str:

@@ -22,8 +22,10 @@ A new encoding is one new file in this folder: subclass `NumberEncoding` (and `N
 """
 from __future__ import annotations
 
+from numbers import Integral, Real
 from typing import ClassVar
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -112,6 +114,38 @@ class NumberHead(nn.Module):
 
 
 def as_float64(x) -> Tensor:
-    """Accept a tensor, array, list or scalar of values and return a 1-D float64 tensor."""
-    t = torch.as_tensor(x, dtype=torch.float64)
-    return t.reshape(-1)
+    """Accept a tensor, array, list or scalar of real values and return a 1-D float64 tensor.
+
+    An integer that float64 cannot hold exactly (2**53 + 1, 10**400) is an error naming it, and
+    so is complex or non-numeric input: converting would silently make it another number."""
+    if isinstance(x, Tensor):
+        if x.is_complex():
+            raise ValueError(f"expected real numbers, got a complex tensor ({x.dtype})")
+        if not x.is_floating_point():
+            _check_integers(x.detach().cpu().reshape(-1).numpy())
+        return x.to(torch.float64).reshape(-1)
+    a = np.asarray(x, dtype=object) if isinstance(x, (list, tuple)) else np.asarray(x)
+    if a.dtype == object:  # Python numbers, ints beyond int64 included: check each one
+        for v in a.flat:
+            if not isinstance(v, Real):
+                raise ValueError(f"expected real numbers, got {v!r} ({type(v).__name__})")
+        _check_integers(np.array([int(v) for v in a.flat if isinstance(v, Integral)], dtype=object))
+        a = a.astype(np.float64)
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"expected real numbers, got an array of dtype {a.dtype}")
+    if a.dtype.kind in "iu":
+        _check_integers(a.reshape(-1))
+    return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)).reshape(-1)
+
+
+def _check_integers(ints: np.ndarray) -> None:
+    """Raise for the first integer float64 cannot hold exactly (all |n| <= 2**53 can)."""
+    for n in ints[(ints > 2**53) | (ints < -2**53)].tolist():
+        try:
+            exact = float(n) == n  # Python compares an int with a float exactly
+        except OverflowError:
+            exact = False
+        if not exact:
+            shown = n if n.bit_length() < 1000 else f"of {n.bit_length()} bits"
+            raise ValueError(f"the integer {shown} has no exact float64 (it would be rounded); "
+                             "pass it as a float if rounding is meant")

@@ -155,10 +155,13 @@ class BitTokens(NumberEncoding):
         return torch.cat([self.value_bits(x), self.value_bits(reciprocal)], 1)
 
     def decode(self, encoding: Tensor) -> Tensor:
-        """Value bits (the first `bits` dims) -> float64; the reciprocal half is not needed."""
+        """Value bits (the first `bits` dims) -> float64; the reciprocal half is not needed.
+        A NaN is neither a 1 nor a 0 bit: a row with NaN among its value bits decodes to NaN."""
         if encoding.dim() != 2 or encoding.shape[1] != self.width:
             raise ValueError(f"expected an encoding of shape [N, {self.width}], got {tuple(encoding.shape)}")
-        return self.bits_to_values(encoding[:, : self.bits])
+        value_bits = encoding[:, : self.bits]
+        values = self.bits_to_values(value_bits)
+        return torch.where(value_bits.detach().cpu().isnan().any(1), math.nan, values)
 
     def bits_to_values(self, bits: Tensor) -> Tensor:
         """Value bits or logits (> 0 is a 1) -> float64."""
@@ -216,8 +219,10 @@ class BitTokensHead(NumberHead):
         return F.binary_cross_entropy_with_logits(out, target_bits, reduction="none").mean(-1)
 
     def predict(self, out: Tensor) -> Tensor:
-        """Threshold the logits at 0 (sigmoid 0.5) and reinterpret the bits as float64."""
-        return self.encoding.bits_to_values(out.detach().float().cpu())
+        """Threshold the logits at 0 (sigmoid 0.5) and reinterpret the bits as float64; a row with a
+        NaN logit (a broken model) is NaN, never a number."""
+        logits = out.detach().float().cpu()
+        return torch.where(logits.isnan().any(1), math.nan, self.encoding.bits_to_values(logits))
 
     def target_vector(self, x) -> Tensor:
         return self.encoding.value_bits(x).double()

@@ -9,8 +9,11 @@ digits: frac(x / 10^i) = (m mod 10^(i-q)) / 10^(i-q), exact integer arithmetic. 
 x / 10^i in float64 instead would turn every digit below float64's precision into noise.
 
 What it can carry: the digits of |x| at places 10^-32 … 10^16. Larger |x| wrap around (the
-encoding is |x| mod 10^17) and digits below 10^-32 are dropped; that is the encoding itself
-(its fixed m, n of the FoNE paper), which the D4 measurements show. inf and NaN raise.
+encoding is |x| mod 10^17) and digits below 10^-32 are lost; that is the encoding itself
+(its fixed m, n of the FoNE paper), which the D4 measurements show. decode reads phases, and
+the finest one still holds what lies below 10^-32, so decode rounds |x| mod 10^17 to the nearest
+multiple of 10^-32 (half to even); the digit head (digits_at, predict) cuts them off. inf and NaN
+raise in encode; an encoding with NaN or inf in a row decodes to NaN (it has no digits to read).
 
 Head: a linear map to 98 dims; each (cos, sin) pair is scored against the ten digit prototypes
 (cos, sin)(2π j / 10) and trained with cross-entropy averaged over the digits; the prediction is
@@ -91,13 +94,14 @@ class FoNE(NumberEncoding):
         if encoding.dim() != 2 or encoding.shape[1] != self.width:
             raise ValueError(f"expected an encoding of shape [N, {self.width}], got {tuple(encoding.shape)}")
         pairs = rearrange(encoding.detach().cpu().double(), "n (period cs) -> n period cs", cs=2)
+        readable = torch.isfinite(pairs).flatten(1).all(1)
         phase = (torch.atan2(pairs[..., 1], pairs[..., 0]) / (2 * math.pi)) % 1.0
         digits = torch.zeros(phase.shape, dtype=torch.long)
         below = torch.zeros(phase.shape[0], dtype=torch.float64)
         for j in range(PERIODS):
             digits[:, j] = torch.round(10 * phase[:, j] - below).long() % 10
             below = (digits[:, j] + below) / 10
-        return digits_to_float64(digits.numpy())
+        return torch.where(readable, digits_to_float64(digits.numpy()), math.nan)
 
     def number_head(self, d_model: int) -> FoNEHead:
         return FoNEHead(self, d_model)
@@ -130,8 +134,11 @@ class FoNEHead(NumberHead):
         return per_digit.mean(-1)
 
     def predict(self, out: Tensor) -> Tensor:
-        """The argmax digit at every place, assembled as an exact decimal, then rounded to float64."""
-        return digits_to_float64(out.detach().argmax(-1).cpu().numpy())
+        """The argmax digit at every place, assembled as an exact decimal, then rounded to float64;
+        a row with a NaN logit is NaN."""
+        logits = out.detach().cpu()
+        values = digits_to_float64(logits.argmax(-1).numpy())
+        return torch.where(logits.isnan().flatten(1).any(1), math.nan, values)
 
     def target_vector(self, x) -> Tensor:
         digits = torch.from_numpy(digits_at(as_float64(x).abs()))

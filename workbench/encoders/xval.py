@@ -11,7 +11,10 @@ What the scaling can and cannot represent (the paper's D4 point):
     for |x| < 1e-15 the bracket is negative, so a tiny positive x would land on the scale of a
     negative number (s(1e-20) = s(-1e-10) = -5/6): the sign would become ambiguous.
   - |x| > 1e15 is still invertible but leaves ±5, where normalization layers squash it (D5).
-  - inf and NaN have no scale: encode and loss raise ValueError.
+    Up to float64's largest number (relative error up to ~1e-13 there): float rounding of s
+    could push the largest floats past it (to inf), so decode keeps every s up to s(max) finite.
+  - inf and NaN have no scale: encode and loss raise ValueError. decode of NaN is NaN, and an s
+    beyond s(max) (a head output out of range) decodes to ±inf.
 The head is an MLP d -> 4d -> 1 (GELU) trained with MSE on s(target); the prediction is
 s^-1 of the head output.
 """
@@ -25,6 +28,7 @@ from . import register
 from .base import NumberEncoding, NumberHead, as_float64
 
 SMALLEST = 1e-14
+LARGEST = torch.finfo(torch.float64).max
 
 
 def scale(x) -> Tensor:
@@ -38,9 +42,14 @@ def scale(x) -> Tensor:
 
 
 def unscale(s: Tensor) -> Tensor:
-    """s^-1: sign(s) · 10^(6 (|s| - 2.5)), and 0 for s = 0."""
+    """s^-1: sign(s) · 10^(6 (|s| - 2.5)), and 0 for s = 0; finite up to s(LARGEST)."""
     s = s.detach().double()
-    return torch.where(s == 0, torch.zeros_like(s), torch.sign(s) * 10 ** (6 * (s.abs() - 2.5)))
+    magnitude = 10 ** (6 * (s.abs() - 2.5))
+    magnitude = torch.where(s.abs() <= _S_LARGEST, magnitude.clamp(max=LARGEST), magnitude)
+    return torch.where(s == 0, torch.zeros_like(s), torch.sign(s) * magnitude)
+
+
+_S_LARGEST = float(scale(LARGEST))  # s of the largest float64: every encode(x) is at most this
 
 
 @register

@@ -3,7 +3,12 @@ resumable runner that appends one JSON line per answered question.
 
 Base URL and key come only from the environment (WORKBENCH_LLM_BASE_URL, WORKBENCH_LLM_API_KEY);
 the key is sent in the Authorization header and nowhere else: not in repr, logs or exceptions.
+Whitespace around the key (a CRLF .env file) is stripped; a key with whitespace or control
+characters inside is refused without being shown. Redirects are never followed: urllib would
+re-send the Authorization header to whatever host the Location names (and turn the POST into a
+GET), so a redirect is an LLMError that says where it pointed: set the base URL to that place.
 """
+import http.client
 import json
 import logging
 import os
@@ -26,11 +31,30 @@ class LLMError(RuntimeError):
     """The endpoint failed or answered something that is not a chat completion."""
 
 
+class _Redirected(Exception):
+    """The endpoint answered with a redirect (carried: status code and Location)."""
+
+
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        fp.close()
+        raise _Redirected(code, newurl)
+
+
+def _header_safe(key):
+    """Position of the first character of `key` that cannot go in an HTTP header, or None."""
+    return next((i for i, ch in enumerate(key) if not "!" <= ch <= "~"), None)
+
+
 class ChatClient:
     """chat(system, user) -> (content, usage) with retries (exponential backoff) on 429/5xx/timeouts."""
 
     def __init__(self, model, timeout=600.0, max_retries=5, backoff=2.0, sleep=time.sleep, **params):
-        base_url, key = os.environ.get(BASE_URL_ENV), os.environ.get(API_KEY_ENV)
+        base_url, key = os.environ.get(BASE_URL_ENV), (os.environ.get(API_KEY_ENV) or "").strip()
+        bad = _header_safe(key)
+        if bad is not None:
+            raise ValueError(f"{API_KEY_ENV} has whitespace or a non-printable character at "
+                             f"position {bad} (key not shown); it cannot go in an HTTP header")
         if not base_url:
             raise ValueError(f"set {BASE_URL_ENV} to the endpoint's base URL (e.g. https://host/v1)")
         if not base_url.startswith(("http://", "https://")):
@@ -42,13 +66,17 @@ class ChatClient:
         self.model, self.url = model, base_url.rstrip("/") + "/chat/completions"
         self.timeout, self.max_retries, self.backoff, self.sleep = timeout, max_retries, backoff, sleep
         self.params = params  # extra request fields, e.g. temperature, reasoning_effort
-        self.__key = key or ""
+        self.__key = key
+        self._opener = urllib.request.build_opener(_RefuseRedirects)
 
     def __repr__(self):
         return f"ChatClient(model={self.model!r}, url={self.url!r}, key={'set' if self.__key else 'unset'})"
 
     def _scrub(self, text):
-        return text.replace(self.__key, "***") if self.__key else text
+        """`text` without the key, also as repr would escape it inside a bytes or str literal."""
+        if not self.__key:
+            return text
+        return text.replace(self.__key, "***").replace(repr(self.__key)[1:-1], "***")
 
     def _post(self, body):
         data = json.dumps(body).encode()
@@ -56,7 +84,7 @@ class ChatClient:
         if self.__key:
             headers["Authorization"] = f"Bearer {self.__key}"
         request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:
+        with self._opener.open(request, timeout=self.timeout) as response:
             return response.read()
 
     def chat(self, system, user):
@@ -66,13 +94,19 @@ class ChatClient:
             try:
                 raw = self._post(body)
                 break
+            except _Redirected as e:
+                code, location = e.args
+                raise LLMError(self._scrub(
+                    f"HTTP {code} from {self.url} redirects to {location}; redirects are not "
+                    f"followed (the API key would go along, and the POST would become a GET): "
+                    f"set {BASE_URL_ENV} to the endpoint that answers")) from None
             except urllib.error.HTTPError as e:
                 detail = self._scrub(e.read()[:300].decode("utf-8", "replace"))
                 if e.code not in RETRY_STATUS or attempt == self.max_retries:
                     raise LLMError(f"HTTP {e.code} from {self.url} after {attempt + 1} attempts: {detail}") from None
                 wait = _retry_after(e.headers.get("Retry-After")) or self.backoff * 2 ** attempt
                 log.warning("HTTP %d from %s, retry %d/%d in %.1fs", e.code, self.url, attempt + 1, self.max_retries, wait)
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+            except (OSError, http.client.HTTPException) as e:  # URLError, timeouts, resets, torn replies
                 reason = self._scrub(str(getattr(e, "reason", e)))
                 if attempt == self.max_retries:
                     raise LLMError(f"no answer from {self.url} after {attempt + 1} attempts: {reason}") from None

@@ -6,7 +6,7 @@ a quadratic one 100x. Each cell is the slowest of the task families (addition, m
 interval), median of `--repeats`. With `--against REV` the `parse_answer` of that git revision is
 timed on the same full-size inputs, each in a subprocess cut off after `--timeout` seconds.
 
-    python benchmarks/parse.py [--repeats 3] [--against 7d2b8cb] [--timeout 60]
+    python benchmarks/parse_answers.py [--repeats 3] [--against 7d2b8cb] [--timeout 60]
 """
 import argparse
 import statistics

@@ -1,0 +1,90 @@
+"""Notebook parameters are checked against the parameters cell before anything runs: a bad value
+is a ValueError naming the parameter and the type it takes, and papermill is never started."""
+import jupytext
+import papermill
+import pytest
+
+from workbench import notebooks
+from workbench.notebooks import NOTEBOOKS, execute, parameter_types
+
+
+@pytest.fixture
+def ran(monkeypatch):
+    """Replaces papermill: records what would have run instead of running it."""
+    calls = []
+    monkeypatch.setattr(papermill, "execute_notebook",
+                        lambda nb, path, parameters, **kw: calls.append(parameters))
+    return calls
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"tokens": "abc"}, r"parameter tokens takes float, got 'abc' \(str\)"),
+    ({"tokens": ""}, r"parameter tokens takes float, got '' \(str\)"),
+    ({"tokens": True}, r"parameter tokens takes float, got True \(bool\)"),
+    ({"tokens": float("nan")}, "parameter tokens takes float"),
+    ({"decades": 5}, r"parameter decades takes list\[int\] \| None, got 5 \(int\)"),
+    ({"decades": [0.5, 3]}, r"parameter decades takes list\[int\] \| None"),
+    ({"figure_formats": "png"}, r"parameter figure_formats takes list\[str\], got 'png' \(str\); "
+                                r"write a list, e.g. figure_formats=\['png'\]"),
+    ({"max_digits": 4.0}, r"parameter max_digits takes int \| None, got 4.0 \(float\)"),
+    ({"curriculum": 1}, r"parameter curriculum takes bool, got 1 \(int\)"),
+    ({"out_dir": 3}, r"parameter out_dir takes str \| None"),
+    ({"encoding": None}, r"parameter encoding takes str, got None"),
+])
+def test_bad_training_parameters_are_refused_before_running(ran, tmp_path, params, message):
+    with pytest.raises(ValueError, match=message):
+        execute("03_training", params, output_dir=tmp_path)
+    assert ran == []
+
+
+@pytest.mark.parametrize("params", [
+    {"tokens": 20000},  # an int where the default is a float
+    {"tokens": 2e4, "decades": None, "max_digits": None, "out_dir": "runs/x"},
+    {"decades": [1, 1], "figure_formats": ["html"], "curriculum": False, "figures_dir": None},
+])
+def test_good_training_parameters_reach_papermill(ran, tmp_path, params):
+    execute("03_training", params, output_dir=tmp_path)
+    assert ran == [params]
+
+
+def test_other_notebooks_check_their_parameters(ran, tmp_path):
+    for name, params, message in [
+            ("01_desiderata", {"d9_steps": "10"}, r"d9_steps takes int \| None"),
+            ("01_desiderata", {"full": "yes"}, "full takes bool"),
+            ("02_fone_locality", {"n_pairs": 1e3}, r"n_pairs takes int, got 1000.0"),
+            ("04_paper_figures", {"results_csv": ["a.csv"]}, r"results_csv takes str \| None"),
+            ("04_paper_figures", {"figure_formats": ["png", 2]}, r"figure_formats takes list\[str\]")]:
+        with pytest.raises(ValueError, match=message):
+            execute(name, params, output_dir=tmp_path)
+    execute("04_paper_figures", {"official_data": None, "results_csv": None}, output_dir=tmp_path)
+    assert ran == [{"official_data": None, "results_csv": None}]
+
+
+def test_every_parameter_of_our_notebooks_has_a_type():
+    for name in NOTEBOOKS:
+        types = parameter_types(jupytext.read(notebooks.NOTEBOOK_DIR / f"{name}.py"))
+        assert None not in types.values(), f"{name}: annotate {[k for k, v in types.items() if v is None]}"
+    training = parameter_types(jupytext.read(notebooks.NOTEBOOK_DIR / "03_training.py"))
+    assert training["tokens"] == "float" and training["decades"] == "list[int] | None"
+
+
+def test_command_line_values_are_checked_before_running(ran, capsys):
+    for argument, message in [("figure_formats=png", "figure_formats takes list"),
+                              ("tokens=abc", "tokens takes float"), ("tokens=", "tokens takes float"),
+                              ("decades=5", "decades takes list")]:
+        with pytest.raises(ValueError, match=message):
+            notebooks.main(["run", "--only", "03_training", "-p", argument])
+    assert ran == []
+
+
+def test_a_notebook_without_annotations_is_checked_by_its_defaults(ran, tmp_path):
+    (tmp_path / "plain.py").write_text('# %% tags=["parameters"]\nsteps = 10\nrate = 0.5\n'
+                                       'names = ["a"]\nanything = None\nwhere: Path = Path(".")\n'
+                                       '\n# %%\nprint(steps)\n')
+    with pytest.raises(ValueError, match="parameter steps takes int"):
+        execute("plain", {"steps": "10"}, output_dir=tmp_path, notebook_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"parameter names takes list\[str\]"):
+        execute("plain", {"names": "a"}, output_dir=tmp_path, notebook_dir=tmp_path)
+    given = {"rate": 1, "anything": {"free": "form"}, "where": "x"}  # None default, other type: free
+    execute("plain", given, output_dir=tmp_path, notebook_dir=tmp_path)
+    assert ran == [given]
