@@ -110,20 +110,31 @@ def test_task_balancer_update_counts_and_state():
         TaskBalancer(["a", "b"]).load_state_dict(bal.state_dict())
 
 
-def test_loss_normalizer_scales_every_task_to_ten_after_warmup():
-    norm = LossNormalizer(warmup_steps=3)
-    for step in range(6):
-        big = torch.tensor(2.0, requires_grad=True)
-        small = torch.tensor(0.01, requires_grad=True)
-        out_big, out_small = norm("mult", big, step), norm("add", small, step)
-        if step < 3:
-            assert out_big is big and out_small is small
-        else:
-            assert out_big.item() == pytest.approx(10.0) and out_small.item() == pytest.approx(10.0)
-            out_small.backward()
-            assert small.grad.item() == pytest.approx(10 / 0.01)
-    copy = LossNormalizer(warmup_steps=3)
+def test_floor_keeps_a_share_for_solved_tasks():
+    """(1 - p) >= floor: with floor 0.01 a perfect task weighs 0.01^2 under lambda = -1."""
+    got = update_ratios([0.5, 0.5], [1.0, 0.9], lam=-1, alpha=0.0, floor=0.01)
+    close(got, [F(1, 101), F(100, 101)])  # 0.01^2 : 0.1^2
+    with pytest.raises(ValueError, match="floor"):
+        update_ratios([0.5, 0.5], [1.0, 0.9], floor=1.0)
+
+
+def test_loss_normalizer_scales_every_task_to_ten_then_follows_the_reference():
+    norm = LossNormalizer(["mult", "add", "text"], warmup_tokens=100, reference="text")
+    norm.observe([4.0, 0.02, 30.0], [2, 2, 10])  # means 2, 0.01, 3
+    close(norm.update(tokens_seen=50), [5, 1000, F(10, 3)])  # 10 / mean
+    norm.observe([8.0, 0.01, 30.0], [2, 1, 10])
+    close(norm.update(tokens_seen=120), [F(10, 4), 1000, F(10, 3)])  # first eval past warm-up: still 10 / mean
+    assert norm.warm
+    norm.observe([2.0, 0.0, 20.0], [1, 0, 10])  # means 2, unseen, 2
+    # after warm-up: w_t = w_text * mean_text / mean_t; an unseen task keeps its weight
+    close(norm.update(tokens_seen=200), [F(10, 3), 1000, F(10, 3)])
+    copy = LossNormalizer(["mult", "add", "text"], warmup_tokens=100, reference="text")
     copy.load_state_dict(norm.state_dict())
-    assert copy("mult", torch.tensor(2.0), 6).item() == pytest.approx(10.0)
-    with pytest.raises(ValueError, match="inf"):
-        norm("mult", torch.tensor(float("inf")), 7)
+    assert copy.weights.tolist() == norm.weights.tolist() and copy.warm
+    off = LossNormalizer(["a"], warmup_tokens=0, enabled=False)
+    off.observe([5.0], [1])
+    assert off.update(10).tolist() == [1.0]
+    with pytest.raises(ValueError, match="not finite"):
+        norm.observe([float("inf"), 0, 0], [1, 1, 1])
+    with pytest.raises(ValueError, match="reference"):
+        LossNormalizer(["a"], 0, reference="text")

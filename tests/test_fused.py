@@ -55,9 +55,12 @@ def test_linear_cross_entropy_matches_the_plain_loss(chunk_elements):
     hidden = torch.randn(13, 6, generator=gen, dtype=torch.float64, requires_grad=True)
     weight = torch.randn(9, 6, generator=gen, dtype=torch.float64, requires_grad=True)
     targets = torch.randint(0, 9, (13,), generator=gen)
-    got = linear_cross_entropy(hidden, weight, targets, chunk_elements)
-    want = F.cross_entropy(hidden @ weight.T, targets, reduction="sum")
+    row_weights = torch.rand(13, generator=gen, dtype=torch.float64) * 3
+    got, per_row = linear_cross_entropy(hidden, weight, targets, row_weights, chunk_elements=chunk_elements)
+    plain = F.cross_entropy(hidden @ weight.T, targets, reduction="none")
+    want = (row_weights * plain).sum()
     assert got.dtype == torch.float64 and torch.allclose(got, want, rtol=1e-12)
+    assert torch.allclose(per_row, plain.detach(), rtol=1e-12) and not per_row.requires_grad
     g_got = torch.autograd.grad(got * 3.0, (hidden, weight))
     g_want = torch.autograd.grad(want * 3.0, (hidden, weight))
     for a, b in zip(g_got, g_want):
@@ -70,7 +73,7 @@ def test_linear_cross_entropy_under_bf16_autocast_and_without_grad():
     weight = torch.randn(30, 16, generator=gen, requires_grad=True)
     targets = torch.randint(0, 30, (50,), generator=gen)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        got = linear_cross_entropy(hidden, weight, targets, 64)
+        got, _ = linear_cross_entropy(hidden, weight, targets, chunk_elements=64)
         want = F.cross_entropy((hidden @ weight.T).float(), targets, reduction="sum")
     assert torch.allclose(got, want, rtol=1e-3)
     g_got = torch.autograd.grad(got, (hidden, weight))
@@ -78,12 +81,14 @@ def test_linear_cross_entropy_under_bf16_autocast_and_without_grad():
     for a, b in zip(g_got, g_want):
         assert a.dtype == torch.float32 and torch.allclose(a, b, rtol=0.02, atol=0.02 * b.abs().max().item())
     with torch.no_grad():
-        assert torch.allclose(linear_cross_entropy(hidden, weight, targets), got.detach(), rtol=1e-2)
+        assert torch.allclose(linear_cross_entropy(hidden, weight, targets)[0], got.detach(), rtol=1e-2)
 
 
 def test_linear_cross_entropy_rejects_mismatched_shapes():
     with pytest.raises(ValueError, match="targets"):
         linear_cross_entropy(torch.zeros(4, 3), torch.zeros(5, 3), torch.zeros(3, dtype=torch.long))
+    with pytest.raises(ValueError, match="row_weights"):
+        linear_cross_entropy(torch.zeros(4, 3), torch.zeros(5, 3), torch.zeros(4, dtype=torch.long), torch.ones(3))
 
 
 def random_packing(rows, T, longest, gen):

@@ -54,20 +54,27 @@ def test_lr_multiplier_rejects_bad_input():
             lr_multiplier(*args)
 
 
-def test_every_group_follows_base_times_multiplier():
+@pytest.mark.parametrize("floor", [0.0, 0.002])
+def test_every_group_follows_the_schedule_down_to_its_floor(floor):
+    """Warm-up: base x multiplier; cosine: floor + (base - floor) x multiplier, the floor being one
+    absolute lr for every group (the authors' eta_min), never above a group's base."""
     torch.manual_seed(0)
     model, total = Toy(), 200
-    optimizers = build_optimizers(model)
+    cfg = OptimConfig(lr_floor=floor)
+    optimizers = build_optimizers(model, cfg)
     base = {"hidden": 0.02, "embedding": 0.03, "head": 0.004, "scalar": 0.02}
     for step in [0, 5, 19, 20, 21, 100, 150, 199, 200]:
-        apply_schedule(optimizers, step, total)
+        apply_schedule(optimizers, step, total, cfg)
         mult = reference_multiplier(step, total, 0.1)
         seen = set()
         for opt in optimizers:
             for group in opt.param_groups:
-                assert group["lr"] == pytest.approx(base[group["name"]] * mult)
+                b = base[group["name"]]
+                want = b * mult if step < 20 else floor + (b - floor) * mult
+                assert group["lr"] == pytest.approx(want)
                 seen.add(group["name"])
         assert seen == set(base)
+    assert {g["lr"] for o in optimizers for g in o.param_groups} == {floor}  # the end of the cosine
 
 
 def test_muon_momentum_warmup():

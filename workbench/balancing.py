@@ -1,12 +1,15 @@
-"""Dynamic task balancing of appendix C.4: tasks the model is bad at get more of each minibatch.
+"""Multi-task learning of appendix C.4: task balancing (eq. 16) and loss normalisation.
 
 Eq. 16, with performance p in [0, 1] per task, momentum alpha = 0.5 and lambda = -1 (harmonic):
 
     r_new = alpha * r_old + (1 - alpha) * (1 - p)^(1 - lambda) / sum_tasks (1 - p)^(1 - lambda)
 
 lambda = 1 ignores performance (uniform target), lambda = 0 is proportional to the error,
-lambda < 0 oversamples the weakest tasks more aggressively (Table 14). An optional cap r_max
-(Table 15) limits any one task's share; the excess goes to the other tasks in proportion.
+lambda < 0 oversamples the weakest tasks more aggressively (Table 14). (1 - p) is bounded below by
+`floor` (the authors' 0.01; the text is silent), so a solved task keeps a share. An optional cap
+r_max (Table 15) limits any one task's share; the excess goes to the other tasks in proportion.
+
+`LossNormalizer`: "we normalize all losses to 10 after warmup" (C.4), as the authors' code does it.
 """
 from __future__ import annotations
 
@@ -42,8 +45,9 @@ def cap_ratios(ratios, max_ratio: float) -> np.ndarray:
 
 
 def update_ratios(ratios, performance, lam: float = -1.0, alpha: float = 0.5,
-                  max_ratio: float | None = None) -> np.ndarray:
-    """One step of eq. 16 (then the optional cap). All tasks perfect -> ratios kept unchanged."""
+                  max_ratio: float | None = None, floor: float = 0.0) -> np.ndarray:
+    """One step of eq. 16 with (1 - p) bounded below by `floor` (then the optional cap). All tasks
+    perfect with floor 0 -> ratios kept unchanged."""
     r = _as_ratios(ratios)
     p = np.asarray(performance, dtype=np.float64)
     if p.shape != r.shape:
@@ -54,7 +58,9 @@ def update_ratios(ratios, performance, lam: float = -1.0, alpha: float = 0.5,
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
     if not math.isfinite(lam) or lam > 1:
         raise ValueError(f"lam must be <= 1 (lam > 1 would favour the best tasks), got {lam}")
-    weight = (1.0 - p) ** (1.0 - lam)  # lam = 1: 0**0 = 1, performance-independent
+    if not 0 <= floor < 1:
+        raise ValueError(f"floor must be in [0, 1), got {floor}")
+    weight = np.maximum(1.0 - p, floor) ** (1.0 - lam)  # lam = 1: 0**0 = 1, performance-independent
     new = r if weight.sum() == 0 else alpha * r + (1 - alpha) * weight / weight.sum()
     return cap_ratios(new, max_ratio) if max_ratio is not None else new / new.sum()
 
@@ -62,11 +68,12 @@ def update_ratios(ratios, performance, lam: float = -1.0, alpha: float = 0.5,
 class TaskBalancer:
     """Sampling ratio per task, starting uniform, updated by eq. 16 after each evaluation."""
 
-    def __init__(self, tasks, lam: float = -1.0, alpha: float = 0.5, max_ratio: float | None = None):
+    def __init__(self, tasks, lam: float = -1.0, alpha: float = 0.5, max_ratio: float | None = None,
+                 floor: float = 0.0):
         self.tasks = list(tasks)
         if not self.tasks or len(set(self.tasks)) != len(self.tasks):
             raise ValueError(f"tasks must be non-empty and unique, got {self.tasks}")
-        self.lam, self.alpha, self.max_ratio = lam, alpha, max_ratio
+        self.lam, self.alpha, self.max_ratio, self.floor = lam, alpha, max_ratio, floor
         start = np.full(len(self.tasks), 1 / len(self.tasks))
         self._ratios = cap_ratios(start, max_ratio) if max_ratio is not None else start
 
@@ -83,7 +90,7 @@ class TaskBalancer:
         mass = self._ratios[idx].sum()
         if idx and mass > 0:
             sub = update_ratios(self._ratios[idx] / mass, [performance[self.tasks[i]] for i in idx],
-                                self.lam, self.alpha)
+                                self.lam, self.alpha, floor=self.floor)
             self._ratios[idx] = sub * mass
         if self.max_ratio is not None:
             self._ratios = cap_ratios(self._ratios / self._ratios.sum(), self.max_ratio)
@@ -110,35 +117,62 @@ class TaskBalancer:
 
 
 class LossNormalizer:
-    """Scale each task's loss to 10 after warm-up ("normalize all losses to 10 after warmup", C.4).
+    """Per-task loss weights: "we normalize all losses to 10 after warmup" (C.4), the authors' way.
 
-    Our reading: keep a bias-corrected running mean (EMA, beta) of each task's detached loss from
-    the first step; during warm-up return the loss unchanged, after it return
-    loss * 10 / running_mean, so every task contributes about 10 to the objective whatever its
-    loss magnitude (cross-entropy vs MSE vs BCE) while its gradient direction stays the same.
+    Every step adds each task's summed per-token loss and token count (`observe`); every evaluation
+    (`update`) turns the means since the last evaluation into weights:
+      - until the first evaluation at or after `warmup_tokens`: w_task = target / mean_task, so each
+        task's weighted per-token loss is about `target` (10);
+      - after it, with a `reference` task (text, in the authors' multi-task runs): each other task's
+        weight is reset so that its weighted loss equals the reference's, w_t = w_ref mean_ref /
+        mean_t (the reference's weight stays); without one the weights stay as they are.
+    A task not seen since the last evaluation keeps its weight. `enabled=False`: every weight 1.
     """
 
-    def __init__(self, warmup_steps: int, target: float = 10.0, beta: float = 0.99):
-        if warmup_steps < 0 or target <= 0 or not 0 <= beta < 1:
-            raise ValueError(f"need warmup_steps >= 0, target > 0, 0 <= beta < 1; got "
-                             f"{warmup_steps}, {target}, {beta}")
-        self.warmup_steps, self.target, self.beta = warmup_steps, target, beta
-        self.ema: dict[str, float] = {}
-        self.count: dict[str, int] = {}
+    def __init__(self, tasks, warmup_tokens: float, reference: str | None = None, target: float = 10.0,
+                 enabled: bool = True):
+        self.tasks = list(tasks)
+        if reference is not None and reference not in self.tasks:
+            raise ValueError(f"reference task {reference!r} is not one of {self.tasks}")
+        if warmup_tokens < 0 or not target > 0:
+            raise ValueError(f"need warmup_tokens >= 0 and target > 0, got {warmup_tokens}, {target}")
+        self.warmup_tokens, self.reference, self.target, self.enabled = warmup_tokens, reference, target, enabled
+        self.weights = np.ones(len(self.tasks))
+        self.sums, self.counts = np.zeros(len(self.tasks)), np.zeros(len(self.tasks))
+        self.warm = False  # the first evaluation at or after warmup_tokens has happened
 
-    def __call__(self, task: str, loss, step: int):
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise ValueError(f"loss of task {task!r} is {value} at step {step}")
-        self.ema[task] = self.beta * self.ema.get(task, 0.0) + (1 - self.beta) * value
-        self.count[task] = self.count.get(task, 0) + 1
-        mean = self.ema[task] / (1 - self.beta ** self.count[task])
-        if step < self.warmup_steps or mean <= 0:
-            return loss
-        return loss * (self.target / mean)
+    def observe(self, task_loss, task_tokens) -> None:
+        """Add one step's summed per-token losses and target counts per task (arrays [n_tasks])."""
+        loss, tokens = np.asarray(task_loss, np.float64), np.asarray(task_tokens, np.float64)
+        if loss.shape != self.weights.shape or tokens.shape != self.weights.shape:
+            raise ValueError(f"expected {len(self.tasks)} per-task values, got {loss.shape} and {tokens.shape}")
+        if not np.all(np.isfinite(loss)):
+            raise ValueError(f"a task's loss is not finite: {dict(zip(self.tasks, loss.tolist()))}")
+        self.sums += loss
+        self.counts += tokens
+
+    def update(self, tokens_seen: float) -> np.ndarray:
+        """New weights from the mean losses since the last call; returns them."""
+        seen = self.counts > 0
+        mean = np.divide(self.sums, self.counts, out=np.zeros_like(self.sums), where=seen)
+        usable = seen & (mean > 0)
+        if self.enabled and not self.warm:
+            self.weights[usable] = self.target / mean[usable]
+            self.warm = tokens_seen >= self.warmup_tokens
+        elif self.enabled and self.reference is not None:
+            ref = self.tasks.index(self.reference)
+            if usable[ref]:
+                others = usable & (np.arange(len(self.tasks)) != ref)
+                self.weights[others] = self.weights[ref] * mean[ref] / mean[others]
+        self.sums[:], self.counts[:] = 0.0, 0.0
+        return self.weights
 
     def state_dict(self) -> dict:
-        return {"ema": dict(self.ema), "count": dict(self.count)}
+        return {"tasks": self.tasks, "weights": self.weights.tolist(), "sums": self.sums.tolist(),
+                "counts": self.counts.tolist(), "warm": self.warm}
 
     def load_state_dict(self, state: dict) -> None:
-        self.ema, self.count = dict(state["ema"]), dict(state["count"])
+        if list(state.get("tasks", [])) != self.tasks:
+            raise ValueError(f"checkpoint tasks {state.get('tasks')} differ from {self.tasks}")
+        self.weights, self.sums, self.counts = (np.asarray(state[k], np.float64) for k in ("weights", "sums", "counts"))
+        self.warm = bool(state["warm"])

@@ -26,6 +26,11 @@ class Pool:
     difficulty: np.ndarray
     difficulty_sd: np.ndarray
 
+    @property
+    def mean_length(self) -> float:
+        """Mean tokens per sample (of the first 1000)."""
+        return float(np.mean([len(s[0]) for s in self.samples[:1000]]))
+
 
 def make_pool(task: str, n: int, tokenizer: Tokenizer, seed: int, split: str, regime: Regime | None = None) -> Pool:
     """n samples of `task` from `split`, generated and tokenized once."""
@@ -42,7 +47,8 @@ class NotEnoughSamples(ValueError):
 
 
 def pack(samples, batch_size: int, context: int, pad_id: int, num_id: int = 4) -> dict[str, torch.Tensor]:
-    """Concatenate samples into [B, context] inputs/targets; the last one in a row is cut.
+    """Concatenate samples (ids, values, loss_mask[, task index]) into [B, context] inputs/targets;
+    the last one in a row is cut. `task_ids` holds each target's task index (0 without one).
 
     Also returns the loss denominators of the whole batch (`ce_count`, `number_count`), so that
     data-parallel ranks, each with a slice of the rows, average to the loss of the whole batch."""
@@ -52,14 +58,15 @@ def pack(samples, batch_size: int, context: int, pad_id: int, num_id: int = 4) -
     mask = np.zeros((batch_size, width), dtype=bool)
     doc = np.full((batch_size, width), -1, dtype=np.int64)
     pos = np.zeros((batch_size, width), dtype=np.int64)
+    task = np.zeros((batch_size, width), dtype=np.int64)
     row, col, k = 0, 0, 0
-    for s_ids, s_values, s_mask in samples:
+    for s_ids, s_values, s_mask, *s_task in samples:
         if row == batch_size:
             break
         n = min(len(s_ids), width - col)
         sl = slice(col, col + n)
         ids[row, sl], values[row, sl], mask[row, sl] = s_ids[:n], s_values[:n], s_mask[:n]
-        doc[row, sl], pos[row, sl] = k, np.arange(n)
+        doc[row, sl], pos[row, sl], task[row, sl] = k, np.arange(n), s_task[0] if s_task else 0
         col, k = col + n, k + 1
         if col == width:
             row, col = row + 1, 0
@@ -69,7 +76,7 @@ def pack(samples, batch_size: int, context: int, pad_id: int, num_id: int = 4) -
     t = torch.from_numpy
     return {"ids": t(ids[:, :-1]), "values": t(values[:, :-1]), "positions": t(pos[:, :-1]),
             "doc_ids": t(doc[:, :-1]), "targets": t(ids[:, 1:]), "target_values": t(values[:, 1:]),
-            "loss_mask": t(loss_mask), "ce_count": torch.tensor(max(1, int(loss_mask.sum()))),
+            "loss_mask": t(loss_mask), "task_ids": t(task[:, 1:]), "ce_count": torch.tensor(max(1, int(loss_mask.sum()))),
             "number_count": torch.tensor(max(1, int((loss_mask & (ids[:, 1:] == num_id)).sum())))}
 
 
@@ -84,13 +91,17 @@ def shard(batch: dict[str, torch.Tensor], rank: int, world: int, device) -> dict
 
 def draw(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Generator,
          pick=None) -> list:
-    """counts[task] samples from each pool, shuffled together. `pick(task, pool, n, rng)` chooses
-    indices (the curriculum); uniform without it."""
+    """counts[task] samples of each task, shuffled together, as (ids, values, loss_mask, task
+    index), the index being the task's position in `pools`. `pick(task, n, rng)` gives the samples
+    (the curriculum, or another pool of the task); uniform from pools[task] without it."""
+    index = {task: i for i, task in enumerate(pools)}
     chosen = []
     for task, n in counts.items():
-        pool = pools[task]
-        idx = pick(task, pool, n, rng) if pick else rng.integers(0, len(pool.samples), n)
-        chosen += [pool.samples[i] for i in idx]
+        if pick is not None:
+            samples = pick(task, n, rng)
+        else:
+            samples = [pools[task].samples[i] for i in rng.integers(0, len(pools[task].samples), n)]
+        chosen += [(*sample, index[task]) for sample in samples]
     order = rng.permutation(len(chosen))
     return [chosen[i] for i in order]
 
@@ -110,5 +121,5 @@ def next_batch(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Ge
 def samples_per_step(pools: dict[str, Pool], rows: int, context: int) -> int:
     """How many samples to draw for `rows` packed rows of context + 1 tokens: 30 % more than the
     pools' mean sample length asks for (next_batch draws again if they still fall short)."""
-    mean_length = float(np.mean([len(s[0]) for p in pools.values() for s in p.samples[:1000]]))
+    mean_length = float(np.mean([p.mean_length for p in pools.values()]))
     return math.ceil(rows * (context + 1) / mean_length * 1.3) + 8

@@ -32,13 +32,22 @@ def score(task: str, predictions: list[str], answers: list[str]) -> pd.DataFrame
     return rule(predictions, answers)
 
 
-def evaluate(model: GPT, tok: Tokenizer, frames: dict[str, pd.DataFrame], batch_size: int = 64) -> pd.DataFrame:
-    """Greedy answers to every question of every task -> one row per sample."""
+def answer_cap(tok: Tokenizer, answers) -> int:
+    """The authors' generation cap: the longest reference answer of the batch, in tokens, plus
+    <|eos|>."""
+    return max(len(tok.encode(str(a))[0]) for a in answers) + 1
+
+
+def evaluate(model: GPT, tok: Tokenizer, frames: dict[str, pd.DataFrame], max_new_tokens: int | None = None,
+             batch_size: int = 64) -> pd.DataFrame:
+    """Greedy answers to every question of every task -> one row per sample. `max_new_tokens`:
+    a fixed generation cap, or None for `answer_cap` of each batch."""
     rows = []
     for task, frame in frames.items():
         for start in range(0, len(frame), batch_size):
             chunk = frame.iloc[start:start + batch_size]
-            texts, n_in, n_out = answer(model, tok, list(chunk["prompt"]))
+            cap = max_new_tokens or answer_cap(tok, chunk["answer"])
+            texts, n_in, n_out = answer(model, tok, list(chunk["prompt"]), cap)
             scored = score(task, texts, list(chunk["answer"]))
             rows.append(pd.DataFrame({"task": task, "prompt": chunk["prompt"].to_numpy(),
                                       "answer": chunk["answer"].to_numpy(), "prediction": texts,

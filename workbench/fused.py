@@ -8,7 +8,7 @@ its composite does (tests/test_fused.py checks values and gradients against it):
     relu_squared(x)                       F.relu(x).square()
     rms_norm(x)                           F.rms_norm(x, (x.shape[-1],))
     rotate(x, cos, sin)                   RoPE: channel pairs (i, i + D/2) rotated by the angles
-    linear_cross_entropy(h, w, targets)   F.cross_entropy(h @ w.T, targets, reduction="sum")
+    linear_cross_entropy(h, w, t, r)      (r * F.cross_entropy(h @ w.T, t, reduction="none")).sum()
     masked_attention(q, k, v, mask, plan) F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 linear_cross_entropy never holds the whole [N, vocabulary] logits: it walks over row chunks and
@@ -86,32 +86,36 @@ class _Rotate(torch.autograd.Function):
 
 class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, hidden, weight, targets, chunk_rows, want_grad):
+    def forward(ctx, hidden, weight, targets, row_weights, chunk_rows, want_grad):
         exact = torch.promote_types(torch.promote_types(hidden.dtype, weight.dtype), torch.float32)
-        total = torch.zeros((), dtype=exact, device=hidden.device)
+        losses = torch.empty(hidden.shape[0], dtype=exact, device=hidden.device)
         grad_hidden = torch.empty_like(hidden) if want_grad else None
         grad_weight = torch.zeros_like(weight, dtype=exact) if want_grad else None
         for start in range(0, hidden.shape[0], chunk_rows):
-            h, t = hidden[start:start + chunk_rows], targets[start:start + chunk_rows]
+            rows = slice(start, start + chunk_rows)
+            h, t = hidden[rows], targets[rows]
             logits = (h @ weight.T).to(exact)
             target_logits = logits.gather(1, t[:, None])
             top = logits.amax(1, keepdim=True)
             exp = logits.sub_(top).exp_()  # in place: one exp per logit serves the loss and the softmax
             total_exp = exp.sum(1, keepdim=True)
-            total += (top + total_exp.log() - target_logits).sum()  # log-sum-exp - logit[target]
+            losses[rows] = (top + total_exp.log() - target_logits)[:, 0]  # log-sum-exp - logit[target]
             if want_grad:
                 g = exp.div_(total_exp)  # softmax = d(lse - logit[t]) / d logits + one-hot
                 g[torch.arange(len(t), device=t.device), t] -= 1.0
+                g.mul_(row_weights[rows, None].to(exact))
                 g = g.to(weight.dtype)  # under autocast the products below run in its dtype anyway
-                torch.mm(g, weight, out=grad_hidden[start:start + chunk_rows])
+                torch.mm(g, weight, out=grad_hidden[rows])
                 grad_weight += g.T @ h
         ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype) if want_grad else None)
-        return total
+        ctx.mark_non_differentiable(losses)
+        return (losses * row_weights.to(exact)).sum(), losses
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx, grad, _):
         grad_hidden, grad_weight = ctx.saved_tensors
-        return grad_hidden * grad.to(grad_hidden.dtype), grad_weight * grad.to(grad_weight.dtype), None, None, None
+        return (grad_hidden * grad.to(grad_hidden.dtype), grad_weight * grad.to(grad_weight.dtype),
+                None, None, None, None)
 
 
 class _BlockAttention(torch.autograd.Function):
@@ -194,10 +198,17 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return _Rotate.apply(x, cos, sin)
 
 
-def linear_cross_entropy(hidden: Tensor, weight: Tensor, targets: Tensor, chunk_elements: int = 1 << 21) -> Tensor:
-    """Sum over rows of the cross-entropy of logits hidden [N, d] @ weight[V, d].T against targets [N],
-    in chunks of about `chunk_elements` logits (8 MB in float32: the chunk stays in cache)."""
+def linear_cross_entropy(hidden: Tensor, weight: Tensor, targets: Tensor, row_weights: Tensor | None = None,
+                         chunk_elements: int = 1 << 21) -> tuple[Tensor, Tensor]:
+    """(sum over rows of row_weight x the cross-entropy of logits hidden [N, d] @ weight[V, d].T
+    against targets [N], and each row's unweighted cross-entropy [N], detached), in chunks of about
+    `chunk_elements` logits (8 MB in float32: the chunk stays in cache)."""
     if hidden.ndim != 2 or targets.shape != hidden.shape[:1]:
         raise ValueError(f"hidden must be [N, d] and targets [N]; got {tuple(hidden.shape)} and {tuple(targets.shape)}")
+    if row_weights is None:
+        row_weights = torch.ones(hidden.shape[0], device=hidden.device)
+    if row_weights.shape != targets.shape:
+        raise ValueError(f"row_weights must be [N] like targets; got {tuple(row_weights.shape)}")
     want_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
-    return _LinearCrossEntropy.apply(hidden, weight, targets, max(1, chunk_elements // weight.shape[0]), want_grad)
+    return _LinearCrossEntropy.apply(hidden, weight, targets, row_weights.detach(),
+                                     max(1, chunk_elements // weight.shape[0]), want_grad)

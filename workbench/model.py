@@ -1,13 +1,17 @@
-"""A GPT with a number head (appendix C.1): RoPE, QK-norm, RMSNorm, ReLU² MLP, untied embeddings,
-no dropout, causal scaled-dot-product attention over packed sequences.
+"""A GPT with a number head (appendix C.1): the GPT-2 architecture of the paper's nanoGPT-2 (tanh
+GELU MLP, biases, learnable RMSNorm, GPT-2 initialisation) with RoPE and QK-norm, untied embeddings,
+no dropout, causal attention over packed sequences. `GPTConfig` switches each of these to the
+alternatives of docs/fidelity.md (ReLU², no biases, no norm weights, LayerNorm, modded-nanoGPT init).
 
 Packed rows hold many samples. Attention never crosses a sample boundary (a block-diagonal causal
 boolean mask built from the doc id of every token) and RoPE positions restart at every sample.
 
 Numbers enter at <|num|> positions: the encoding's number head joins the learned <|num|> embedding
 (`number_head.embed`). They leave through `number_head`, read from the final hidden state of every
-position whose next token is <|num|>. Loss = cross-entropy + 10 × number loss (C.1). Digit
-encodings have no number head: their digits are ordinary tokens.
+position whose next token is <|num|>. The loss (C.1) is per token: cross-entropy, plus 10 × the
+number loss where the target is <|num|>, each token weighted by its task's weight (C.4's loss
+normalisation), averaged over all target tokens. Digit encodings have no number head: their digits
+are ordinary tokens.
 
 `generate` decodes greedily with a KV cache; when the model writes <|num|>, the head's value is the
 number and is fed back with the token, as in training.
@@ -18,6 +22,7 @@ the keys of other samples: on a CPU they set the speed, benchmarks/train.py).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -31,8 +36,11 @@ from .fused import attention_plan, linear_cross_entropy, masked_attention, relu_
 from .numbers import NUM_TOKEN
 from .tokenizer import CONTROL_TOKENS
 
-NUMBER_LOSS_WEIGHT = 10.0
 NUM_ID = CONTROL_TOKENS.index(NUM_TOKEN)
+ACTIVATIONS = {"gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "gelu": F.gelu, "relu2": relu_squared}
+NORMS = ("rms", "layer")
+INITS = ("gpt2", "modded")
+LOSSES = ("per_token", "separate_means")
 
 
 @dataclass(frozen=True)
@@ -42,7 +50,21 @@ class GPTConfig:
     d_model: int = 256
     block_size: int = 256  # context length of training rows
     mlp_ratio: int = 4
-    activation: str = "relu2"  # "relu2" (modded nanoGPT, ours) or "gelu" (GPT-2)
+    activation: str = "gelu_tanh"  # GPT-2's (the authors' code); "gelu" exact; "relu2" modded nanoGPT
+    bias: bool = True  # biases in the attention and MLP layers (GPT-2's)
+    norm: str = "rms"  # RMSNorm (C.1) or "layer" (Table 9's LayerNorm ablation); QK-norm follows
+    norm_weight: bool = True  # learnable gains in the block and final norms (the authors' nn.RMSNorm)
+    init: str = "gpt2"  # GPT-2's N(0, 0.02) (the authors' code) or "modded" (zero output projections)
+    loss: str = "per_token"  # C.1's per-token loss, or "separate_means": mean CE + 10 x mean number loss
+    number_loss_weight: float = 10.0  # the 10 of C.1
+
+    def __post_init__(self):
+        for name, value, allowed in (("activation", self.activation, tuple(ACTIVATIONS)), ("norm", self.norm, NORMS),
+                                     ("init", self.init, INITS), ("loss", self.loss, LOSSES)):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        if self.d_model % self.n_head or (self.d_model // self.n_head) % 2:
+            raise ValueError(f"d_model {self.d_model} must split into n_head {self.n_head} heads of even size")
 
 
 PRESETS = {
@@ -68,19 +90,40 @@ def packed_mask(doc_ids: Tensor) -> Tensor:
     return ((doc_ids[:, :, None] == doc_ids[:, None, :]) & causal)[:, None]
 
 
+class Norm(nn.Module):
+    """RMSNorm or LayerNorm over the last dimension, with a learnable gain (and, for LayerNorm, a
+    bias) or none."""
+
+    def __init__(self, d: int, kind: str = "rms", learnable: bool = True):
+        super().__init__()
+        self.kind = kind
+        self.weight = nn.Parameter(torch.ones(d)) if learnable else None
+        self.bias = nn.Parameter(torch.zeros(d)) if learnable and kind == "layer" else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.kind == "layer":
+            return F.layer_norm(x, x.shape[-1:], self.weight, self.bias)
+        y = rms_norm(x)
+        return y * self.weight if self.weight is not None else y
+
+
+def qk_norm(x: Tensor, kind: str) -> Tensor:
+    """QK-norm of each head's queries or keys: no weights, of the model's norm kind."""
+    return rms_norm(x) if kind == "rms" else F.layer_norm(x, x.shape[-1:])
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.n_head, self.head_dim = cfg.n_head, cfg.d_model // cfg.n_head
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
-        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
-        nn.init.zeros_(self.proj.weight)
+        self.n_head, self.head_dim, self.norm = cfg.n_head, cfg.d_model // cfg.n_head, cfg.norm
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
 
     def forward(self, x, cos, sin, mask, plan=None, cache=None, layer=0):
         # (unbound along a middle axis: unpacking a leading qkv axis breaks torch.compile in torch 2.13)
         q, k, v = rearrange(self.qkv(x), "b t (qkv h d) -> b h qkv t d", qkv=3, h=self.n_head).unbind(2)
         # QK-norm, then RoPE: channel pairs (i, i + D/2) rotated by each token's angles [B, 1, T, D/2]
-        q, k = rotate(rms_norm(q), cos, sin), rotate(rms_norm(k), cos, sin)
+        q, k = rotate(qk_norm(q, self.norm), cos, sin), rotate(qk_norm(k, self.norm), cos, sin)
         if cache is not None:  # generation: keys and values of the earlier steps come first
             k, v = cache.extend(layer, k, v)
         y = masked_attention(q, k, v, mask, plan)
@@ -106,50 +149,65 @@ class KVCache:
 class Block(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
+        self.norm1, self.norm2 = Norm(cfg.d_model, cfg.norm, cfg.norm_weight), Norm(cfg.d_model, cfg.norm, cfg.norm_weight)
         self.attn = Attention(cfg)
-        self.up = nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model, bias=False)
-        self.down = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model, bias=False)
-        nn.init.zeros_(self.down.weight)
-        self.act = relu_squared if cfg.activation == "relu2" else F.gelu
+        self.up = nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model, bias=cfg.bias)
+        self.down = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.act = ACTIVATIONS[cfg.activation]
 
     def forward(self, x, cos, sin, mask, plan=None, cache=None, layer=0):
-        x = x + self.attn(rms_norm(x), cos, sin, mask, plan, cache, layer)
-        return x + self.down(self.act(self.up(rms_norm(x))))
+        x = x + self.attn(self.norm1(x), cos, sin, mask, plan, cache, layer)
+        return x + self.down(self.act(self.up(self.norm2(x))))
 
 
 class GPT(nn.Module):
     def __init__(self, cfg: GPTConfig, encoding: NumberEncoding, vocab_size: int, num_id: int = NUM_ID):
         super().__init__()
-        if cfg.d_model % cfg.n_head or (cfg.d_model // cfg.n_head) % 2:
-            raise ValueError(f"d_model {cfg.d_model} must split into n_head {cfg.n_head} heads of even size")
-        if cfg.activation not in ("relu2", "gelu"):
-            raise ValueError(f"activation must be 'relu2' or 'gelu', got {cfg.activation!r}")
         if not 0 <= num_id < vocab_size:
             raise ValueError(f"num_id {num_id} is outside the vocabulary of {vocab_size}")
         self.cfg, self.num_id, self.encoding = cfg, num_id, encoding
         self.wte = nn.Embedding(vocab_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.norm = Norm(cfg.d_model, cfg.norm, cfg.norm_weight)
         self.lm_head = nn.Linear(cfg.d_model, vocab_size, bias=False)
-        nn.init.normal_(self.lm_head.weight, std=cfg.d_model ** -0.5)
+        self._init_weights()
         self.number_head = encoding.number_head(cfg.d_model)  # None: numbers are digit tokens
         head_dim = cfg.d_model // cfg.n_head
         inv_freq = 10000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
+    def _init_weights(self) -> None:
+        """GPT-2's: every matrix N(0, 0.02), the residual projections N(0, 0.02 / sqrt(2 n_layer)),
+        biases 0 (the number head keeps torch's defaults, as in the authors' code). "modded":
+        modded-nanoGPT's zero residual projections, lm head N(0, d^-1/2), torch's default elsewhere."""
+        residual = [m for b in self.blocks for m in (b.attn.proj, b.down)]
+        if self.cfg.init == "modded":
+            for m in residual:
+                nn.init.zeros_(m.weight)
+            nn.init.normal_(self.lm_head.weight, std=self.cfg.d_model ** -0.5)
+            return
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+        for m in residual:
+            nn.init.normal_(m.weight, std=0.02 / math.sqrt(2 * self.cfg.n_layer))
+
     def param_groups(self) -> dict[str, list[nn.Parameter]]:
-        """Optimizer groups of C.1. hidden: 2-D matrices in the blocks (Muon); embedding: token
-        embedding + the number head's combination layers; head: lm head + the number head's
-        `output`; scalar: the remaining parameters with fewer than 2 dimensions."""
+        """Optimizer groups of C.1. scalar: every parameter with fewer than 2 dimensions (biases,
+        norm gains); hidden: the matrices of the blocks (Muon); embedding: the token embedding;
+        head: all remaining parameters, the lm head and the number head with its joins."""
         groups = {"hidden": [], "embedding": [], "head": [], "scalar": []}
         for name, p in self.named_parameters():
-            if name.startswith(("lm_head.", "number_head.output.")):
-                groups["head"].append(p)
-            elif p.ndim < 2:
+            if p.ndim < 2:
                 groups["scalar"].append(p)
             elif name.startswith("blocks."):
                 groups["hidden"].append(p)
-            else:
+            elif name == "wte.weight":
                 groups["embedding"].append(p)
+            else:
+                groups["head"].append(p)
         return groups
 
     def embed(self, ids: Tensor, values: Tensor) -> Tensor:
@@ -168,34 +226,45 @@ class GPT(nn.Module):
         plan = attention_plan(mask) if cache is None else None  # the keys each query block may see
         for i, block in enumerate(self.blocks):
             x = block(x, cos, sin, mask, plan, cache, i)
-        return rms_norm(x)
+        return self.norm(x)
 
     def forward(self, ids, values, positions, doc_ids, targets=None, target_values=None, loss_mask=None,
-                ce_count=None, number_count=None):
-        """Without targets: (logits [B, T, V], None). With targets: (None, the losses {"loss", "ce",
-        "number"}); the lm head runs at the loss positions only (not on question tokens), fused with
-        the cross-entropy, so the logits are never kept. The means divide by `ce_count` /
+                ce_count=None, number_count=None, task_ids=None, task_weights=None):
+        """Without targets: (logits [B, T, V], None). With targets: (None, losses): "loss" (what is
+        optimized), "ce" and "number" (unweighted means, for the log) and, with `task_ids` [B, T]
+        (the task index of every target), each task's summed unweighted per-token loss and its
+        target count ("task_loss", "task_tokens": C.4's normalisation measures them). A target's
+        weight is task_weights[its task] (1 without). The lm head runs at the loss positions only,
+        fused with the cross-entropy, so the logits are never kept. Means divide by `ce_count` /
         `number_count` when given (the counts of the whole global batch, so data-parallel ranks
         average to the single-process loss)."""
         hidden = self.trunk(ids, values, positions, packed_mask(doc_ids))
         if targets is None:
             return self.lm_head(hidden), None
         mask = loss_mask if loss_mask is not None else torch.ones_like(targets, dtype=torch.bool)
-        ce_sum = linear_cross_entropy(hidden[mask], self.lm_head.weight, targets[mask])
-        ce = ce_sum / (ce_count if ce_count is not None else max(1, int(mask.sum())))
-        losses = {"ce": ce}
-        total = ce
+        ce_count = ce_count if ce_count is not None else max(1, int(mask.sum()))
+        weights = task_weights[task_ids[mask]] if task_weights is not None else torch.ones_like(targets[mask], dtype=torch.float32)
+        ce_sum, ce_each = linear_cross_entropy(hidden[mask], self.lm_head.weight, targets[mask], weights)
+        per_token = ce_each.detach().clone()
+        losses = {"ce": ce_each.sum() / ce_count}
+        total = ce_sum / ce_count
         if self.number_head is not None:
-            at = mask & (targets == self.num_id)
-            n = int(at.sum())
-            if n:
-                number_sum = self.number_head.loss(self.number_head(hidden[at]).float(), target_values[at]).sum()
-                number = number_sum / (number_count if number_count is not None else n)
+            at = targets[mask] == self.num_id  # among the loss positions
+            number_count = number_count if number_count is not None else max(1, int(at.sum()))
+            if at.any():
+                number_each = self.number_head.loss(self.number_head(hidden[mask][at]).float(), target_values[mask][at])
+                number_sum = (weights[at] * number_each).sum()
+                per_token[at] += self.cfg.number_loss_weight * number_each.detach()
             else:  # keeps the head in the graph, so every data-parallel rank reduces the same tensors
-                number = sum((p.sum() for p in self.number_head.parameters()), hidden.new_zeros(())) * 0.0
-            losses["number"] = number
-            total = total + NUMBER_LOSS_WEIGHT * number
+                number_sum = number_each = sum((p.sum() for p in self.number_head.parameters()), hidden.new_zeros(())) * 0.0
+            losses["number"] = number_each.detach().sum() / number_count
+            scale = ce_count if self.cfg.loss == "per_token" else number_count
+            total = total + self.cfg.number_loss_weight * number_sum / scale
         losses["loss"] = total
+        if task_ids is not None:
+            tasks, n_tasks = task_ids[mask], len(task_weights) if task_weights is not None else int(task_ids.max()) + 1
+            losses["task_loss"] = per_token.new_zeros(n_tasks).index_add_(0, tasks, per_token)
+            losses["task_tokens"] = per_token.new_zeros(n_tasks).index_add_(0, tasks, torch.ones_like(per_token))
         return None, losses
 
     @torch.no_grad()

@@ -33,12 +33,12 @@ from tqdm.auto import tqdm
 
 from . import encoders, metrics, tasks
 from .atomic import clean_temporaries, write_atomic
-from .balancing import TaskBalancer
+from .balancing import LossNormalizer, TaskBalancer
 from .cli import add_arguments, flag, setting, values_of
 from .curriculum import Curriculum, difficulty_column
 from .data import make_pool, next_batch, samples_per_step, shard
 from .evaluate import evaluate, summarize
-from .model import GPT, PRESETS, preset
+from .model import ACTIVATIONS, GPT, INITS, LOSSES, NORMS, PRESETS, preset
 from .optim import OptimConfig, apply_schedule, build_optimizers
 from .tasks import Regime
 from .tokenizer import Tokenizer
@@ -70,6 +70,27 @@ class TrainConfig:
     checkpoint_every: int = setting(100, "steps between checkpoints (--resume continues from the last)")
     curriculum: bool = setting(True, "difficulty curriculum of C.3 for the tasks A.3 names")
     balancing: bool = setting(True, "task balancing of C.4 (eq. 16); else equal shares")
+    balance_lambda: float = setting(-1.0, "lambda of eq. 15/16: -1 harmonic (C.4), 0 geometric, 1 arithmetic "
+                                    "(Table 14)")
+    balance_floor: float = setting(0.01, "lower bound of (1 - p) in eq. 16 (the authors'; the paper is silent)")
+    max_task_ratio: float | None = setting(None, "cap r_max on any task's share (Table 15); None: no cap")
+    balance_unit: str = setting("samples", "what a task's share counts: samples (C.4's 'sample ratio') or "
+                                "tokens (the authors' code)", choices=("samples", "tokens"))
+    normalize_losses: bool = setting(True, "C.4's loss normalisation: each task's loss scaled to 10 until "
+                                     "--adapt-warmup, then matched to the text task's (the authors' rule)")
+    adapt_warmup: float = setting(0.00755, "share of the token budget before the balancer starts and the loss "
+                                  "weights settle (the authors' 75.5M of 10B tokens)")
+    max_answer_tokens: int = setting(0, "generation cap at evaluation; 0: the longest reference answer of the "
+                                     "batch plus <|eos|> (the authors')")
+    select_after_warmup: bool = setting(True, "choose the best checkpoint only after the lr warm-up (the authors')")
+    activation: str = setting("gelu_tanh", "MLP activation: GPT-2's tanh GELU (the authors'), exact GELU or "
+                              "modded nanoGPT's ReLU^2", choices=tuple(ACTIVATIONS))
+    bias: bool = setting(True, "biases in the attention and MLP layers (GPT-2's)")
+    norm: str = setting("rms", "RMSNorm (C.1) or LayerNorm (Table 9)", choices=NORMS)
+    norm_weight: bool = setting(True, "learnable gains in the norms (the authors' nn.RMSNorm)")
+    init: str = setting("gpt2", "weight initialisation: GPT-2's (the authors') or modded nanoGPT's", choices=INITS)
+    loss: str = setting("per_token", "C.1's per-token loss, or mean CE + 10 x a separate mean over numbers",
+                        choices=LOSSES)
     vocab_size: int = setting(2048, "size of the text BPE")
     device: str = setting("auto", "cpu, cuda, cuda:N or auto")
     bf16: bool = setting(False, "bf16 autocast (fast on GPUs and CPUs with AMX, ~25x slower on other CPUs)")
@@ -97,11 +118,22 @@ class TrainConfig:
                 raise ValueError(f"{flag(name)} must be an integer >= {low}, got {value!r}")
         if self.context is not None and not (isinstance(self.context, int) and 8 <= self.context <= 65_536):
             raise ValueError(f"--context must be an integer in 8..65536 (or None), got {self.context!r}")
+        for name, low, high in (("adapt_warmup", 0, 1), ("balance_floor", 0, 0.999), ("balance_lambda", -100, 1)):
+            if not low <= getattr(self, name) <= high:
+                raise ValueError(f"{flag(name)} must be in [{low}, {high}], got {getattr(self, name)}")
+        if self.max_task_ratio is not None and not (1 / len(self.tasks) <= self.max_task_ratio <= 1):
+            raise ValueError(f"--max-task-ratio must be in [1/{len(self.tasks)}, 1] for {len(self.tasks)} tasks, "
+                             f"got {self.max_task_ratio}")
+        if self.max_answer_tokens < 0:
+            raise ValueError(f"--max-answer-tokens must be >= 0, got {self.max_answer_tokens}")
+        self.model_config()  # raises for a bad architecture choice
         if not str(self.out).strip():
             raise ValueError("--out must name a run directory, got an empty string")
 
     def model_config(self):
-        return preset(self.preset, **({"block_size": self.context} if self.context else {}))
+        return preset(self.preset, activation=self.activation, bias=self.bias, norm=self.norm,
+                      norm_weight=self.norm_weight, init=self.init, loss=self.loss,
+                      **({"block_size": self.context} if self.context else {}))
 
 
 # Appendix C.1 as a training configuration: 117M model, 10B tokens, context 1024, batch 192
@@ -129,11 +161,17 @@ class Run:
     pools: dict
     val: dict
     balancer: TaskBalancer
+    normalizer: LossNormalizer
     curricula: dict
     rng: np.random.Generator
     total_steps: int
-    per_step: int
+    tokens_per_step: int
+    per_step: int  # samples drawn per step
     state: dict  # step, best harmonic mean, training seconds of earlier processes
+
+    @property
+    def warmup_steps(self) -> int:
+        return round(self.cfg.optim.warmup_frac * self.total_steps)
 
 
 def setup(cfg: TrainConfig, resume: bool = False) -> Run:
@@ -158,11 +196,16 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
     pools = {t: make_pool(t, cfg.pool_size, tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
     val = {t: make_pool(t, cfg.val_samples, tok, cfg.seed, "val", cfg.regime).frame
            for t in cfg.tasks if tasks.get(t).score is not None}
-    total_steps = max(1, math.ceil(cfg.tokens / (cfg.batch_size * gpt_cfg.block_size * world)))
+    tokens_per_step = cfg.batch_size * gpt_cfg.block_size * world
+    total_steps = max(1, math.ceil(cfg.tokens / tokens_per_step))
     curricula = {t: Curriculum(tasks.max_difficulty(t, encoding.difficulty_base), total_steps, 1.0)
                  for t in val if cfg.curriculum and tasks.get(t).curriculum}
+    prose = [t for t in cfg.tasks if tasks.get(t).answer == "text"]
+    normalizer = LossNormalizer(cfg.tasks, cfg.adapt_warmup * cfg.tokens, prose[0] if prose else None,
+                                enabled=cfg.normalize_losses)
+    balancer = TaskBalancer(cfg.tasks, lam=cfg.balance_lambda, max_ratio=cfg.max_task_ratio, floor=cfg.balance_floor)
     run = Run(cfg, out, device, rank, world, tok, model, runner, build_optimizers(model, cfg.optim), pools, val,
-              TaskBalancer(cfg.tasks), curricula, np.random.default_rng(cfg.seed), total_steps,
+              balancer, normalizer, curricula, np.random.default_rng(cfg.seed), total_steps, tokens_per_step,
               samples_per_step(pools, cfg.batch_size * world, gpt_cfg.block_size),
               {"step": 0, "best": -1.0, "seconds": 0.0})
     if resume:
@@ -173,63 +216,84 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
 
 
 def train_step(run: Run, step: int) -> dict[str, float]:
-    """Draw a batch by the balancer's ratios (and the curricula), one optimizer step; its losses."""
+    """Draw a batch by the balancer's ratios (and the curricula), one optimizer step with the
+    tasks' loss weights; its losses (and each task's loss, for the normalisation of C.4)."""
     cfg = run.cfg
-    counts = (run.balancer.task_counts(run.per_step) if cfg.balancing
-              else {t: math.ceil(run.per_step / len(cfg.tasks)) for t in cfg.tasks})
-    batch = next_batch(run.pools, counts, run.rng, lambda *a: _pick(run, step, *a), cfg.batch_size * run.world,
-                       run.model.cfg.block_size, run.tok.pad_id, run.tok.num_id)
+    batch = next_batch(run.pools, _task_counts(run), run.rng, lambda *a: _pick(run, step, *a),
+                       cfg.batch_size * run.world, run.model.cfg.block_size, run.tok.pad_id, run.tok.num_id)
     batch = shard(batch, run.rank, run.world, run.device)
+    weights = torch.tensor(run.normalizer.weights, dtype=torch.float32, device=run.device)
     lr = apply_schedule(run.optimizers, step, run.total_steps, cfg.optim)
     run.model.train()
     with torch.autocast(run.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-        _, losses = run.runner(**batch)
+        _, losses = run.runner(**batch, task_weights=weights)
     (losses["loss"] * run.world).backward()  # DDP averages gradients over ranks; the counts are global
     for opt in run.optimizers:
         opt.step()
         opt.zero_grad(set_to_none=True)
+    per_task = torch.stack([losses.pop("task_loss"), losses.pop("task_tokens")]).detach().float()
     parts = torch.stack([v.detach().float() for v in losses.values()])
     if run.world > 1:
         dist.all_reduce(parts)
+        dist.all_reduce(per_task)
+    run.normalizer.observe(*per_task.cpu().double().numpy())
     return {**dict(zip(losses, parts.tolist())), "lr": lr}
 
 
-def _pick(run: Run, step: int, task: str, pool, n: int, rng) -> np.ndarray:
-    """Indices of n samples of `task`: its curriculum's levels, or uniform (no curriculum, or the
-    decimal end phase of an encoding trained on base-2 difficulty, A.3)."""
+def _task_counts(run: Run) -> dict[str, int]:
+    """Samples of each task in the next batch: the balancer's ratios (or equal shares) of the
+    samples drawn per step, or of the tokens per step (--balance-unit tokens)."""
+    tasks_, ratios = run.cfg.tasks, run.balancer.ratios if run.cfg.balancing else None
+    if ratios is None:
+        return {t: math.ceil(run.per_step / len(tasks_)) for t in tasks_}
+    if run.cfg.balance_unit == "samples":
+        return run.balancer.task_counts(run.per_step)
+    return {t: math.ceil(ratios[t] * run.tokens_per_step / run.pools[t].mean_length) for t in tasks_}
+
+
+def _pick(run: Run, step: int, task: str, n: int, rng) -> list:
+    """n samples of `task`: its curriculum's levels, or uniform (no curriculum, or the decimal end
+    phase of an encoding trained on base-2 difficulty, A.3)."""
+    pool = run.pools[task]
     column = difficulty_column(run.model.encoding.difficulty_base, step, run.total_steps)
     binary_end_phase = run.model.encoding.difficulty_base == 2 and column == "difficulty_sd"
     if task not in run.curricula or binary_end_phase:
-        return rng.integers(0, len(pool.samples), n)
-    return run.curricula[task].sample(getattr(pool, column), n, rng)
+        index = rng.integers(0, len(pool.samples), n)
+    else:
+        index = run.curricula[task].sample(getattr(pool, column), n, rng)
+    return [pool.samples[i] for i in index]
 
 
 def evaluate_and_adapt(run: Run, step: int, lr: float, loss: float) -> dict:
     """Answer the validation questions; feed the scores to the balancer and the curricula; keep
     the best weights by the harmonic mean of the scores (eq. 15). Returns the evaluation row."""
-    answers = evaluate(run.model, run.tok, run.val) if run.val else None
+    answers = evaluate(run.model, run.tok, run.val, run.cfg.max_answer_tokens or None) if run.val else None
     scores = summarize(answers).set_index("task")["score"].to_dict() if run.val else {}
-    if run.cfg.balancing and scores:
+    tokens_seen = (step + 1) * run.tokens_per_step
+    weights = run.normalizer.update(tokens_seen)
+    if run.cfg.balancing and scores and tokens_seen >= run.cfg.adapt_warmup * run.cfg.tokens:
         run.balancer.update(scores)
     column = difficulty_column(run.model.encoding.difficulty_base, step, run.total_steps)
     for task, curriculum in run.curricula.items():
         levels = run.val[task][column].to_numpy()
         task_scores = answers.loc[answers.task == task, "score"].to_numpy()
         curriculum.update(pd.Series(task_scores).groupby(levels).mean().to_dict(), step + 1, lr)
-    mean = metrics.generalized_mean(scores.values(), -1) if scores else -loss
-    if mean > run.state["best"]:
+    mean = metrics.generalized_mean(scores.values(), run.cfg.balance_lambda) if scores else -loss
+    eligible = not run.cfg.select_after_warmup or step + 1 > run.warmup_steps or step + 1 == run.total_steps
+    if eligible and (mean > run.state["best"] or not (run.out / "best.pt").exists()):
         run.state["best"] = mean
         if run.rank == 0:
             write_atomic(run.out / "best.pt", lambda tmp: torch.save(run.model.state_dict(), tmp))
     return {"step": step + 1, "harmonic_mean": mean, **{f"score/{t}": s for t, s in scores.items()},
             **{f"ratio/{t}": r for t, r in run.balancer.ratios.items()},
+            **{f"loss_weight/{t}": float(w) for t, w in zip(run.cfg.tasks, weights)},
             **{f"frontier/{t}": c.frontier for t, c in run.curricula.items()}}
 
 
 def save_checkpoint(run: Run) -> None:
     """Weights, optimizers, balancer, curricula, random states and the step: all a resume needs."""
     ckpt = {"model": run.model.state_dict(), "optimizers": [o.state_dict() for o in run.optimizers],
-            "balancer": run.balancer.state_dict(), "curricula": {t: c.state_dict() for t, c in run.curricula.items()},
+            "balancer": run.balancer.state_dict(), "normalizer": run.normalizer.state_dict(), "curricula": {t: c.state_dict() for t, c in run.curricula.items()},
             "rng": json.dumps(run.rng.bit_generator.state), "torch_rng": torch.get_rng_state(),
             "state": dict(run.state), "config": _comparable(run.cfg)}
     write_atomic(run.out / "checkpoint.pt", lambda tmp: torch.save(ckpt, tmp))
@@ -240,7 +304,7 @@ def final_test(run: Run, started: float) -> None:
     cfg = run.cfg
     run.model.load_state_dict(load_checkpoint(run.out / "best.pt"))
     test = {t: make_pool(t, cfg.test_samples, run.tok, cfg.seed, "test", cfg.regime).frame for t in run.val}
-    samples = evaluate(run.model, run.tok, test)
+    samples = evaluate(run.model, run.tok, test, cfg.max_answer_tokens or None)
     write_atomic(run.out / "test_samples.csv", lambda tmp: samples.to_csv(tmp, index=False))
     summary = summarize(samples).assign(encoding=cfg.encoding, seed=cfg.seed, train_seconds=time.time() - started)
     write_atomic(run.out / "test_summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
@@ -339,6 +403,7 @@ def _restore(run: Run) -> None:
     for opt, state in zip(run.optimizers, ckpt["optimizers"]):
         opt.load_state_dict(state)
     run.balancer.load_state_dict(ckpt["balancer"])
+    run.normalizer.load_state_dict(ckpt["normalizer"])
     for task, state in ckpt["curricula"].items():
         run.curricula[task].load_state_dict(state)
     run.rng.bit_generator.state = json.loads(ckpt["rng"])
