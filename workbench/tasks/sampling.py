@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .exact import normalize, shortest_repr, value_ld
+from .text_sources import DEFAULT as DEFAULT_TEXT_SOURCE, parse as parse_text_source
 
 LOW, HIGH = -14, 14  # decades: magnitudes 10**x with x in [-14, 14], i.e. numbers in [1e-14, 1e15)
 MAX_DIGITS = 17
@@ -17,10 +18,12 @@ SPLITS = ("train", "val", "test")
 @dataclass(frozen=True)
 class Regime:
     """The operand regime: magnitudes 10**x for x in `decades` (inclusive) with at most
-    `max_digits` significant digits. The default is the paper's; small experiments narrow it."""
+    `max_digits` significant digits. The default is the paper's; small experiments narrow it.
+    `text_source` is where the text task's prose comes from (text_sources.py; "pydoc" offline)."""
 
     decades: tuple[int, int] = (LOW, HIGH)
     max_digits: int = MAX_DIGITS
+    text_source: str = DEFAULT_TEXT_SOURCE
 
     def __post_init__(self):
         lo, hi = self.decades
@@ -30,12 +33,13 @@ class Regime:
             raise ValueError(f"max_digits must be an integer in 1..{MAX_DIGITS}, got {self.max_digits}")
         object.__setattr__(self, "decades", (int(lo), int(hi)))
         object.__setattr__(self, "max_digits", int(self.max_digits))
+        parse_text_source(self.text_source)  # raises for a malformed one; the text task reads it
 
     @classmethod
-    def of(cls, decades=None, max_digits=None) -> "Regime":
+    def of(cls, decades=None, max_digits=None, text_source=DEFAULT_TEXT_SOURCE) -> "Regime":
         """The regime with these bounds, None meaning the paper's."""
         return cls(tuple(decades) if decades is not None else (LOW, HIGH),
-                   MAX_DIGITS if max_digits is None else max_digits)
+                   MAX_DIGITS if max_digits is None else max_digits, text_source)
 
 
 PAPER = Regime()

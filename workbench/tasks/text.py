@@ -1,39 +1,53 @@
-"""Text task: chunks of the embedded corpus (stdlib `pydoc_data.topics`), prompt "" and answer = chunk.
+"""Text task: 1000-character chunks of prose, prompt "" and answer = chunk.
 
-Splits are by topic (hash of the topic name), so val/test text never appears in train.
+The prose comes from the regime's text source (`Regime.text_source`, see text_sources.py): the
+embedded pydoc topics by default, local files or a Hugging Face dataset. Splits are by document (a
+hash of it), so val/test text never appears in train. A chunk is a uniform window of a document;
+documents are drawn in proportion to their length (every character about equally likely, as the
+authors' random windows of a token stream), pydoc's topics uniformly (as since the first version,
+so its samples stay the same). The frame's `topic` names the document: the pydoc topic, or
+"PATH#k" / "DATASET#k" for the k-th document read from a file or dataset.
 """
-import zlib
-
 import numpy as np
 import pandas as pd
 
 from . import register
 from .base import Task
-from .sampling import question_hash
+from .sampling import SPLITS, question_hash, split_of
+from .text_sources import corpus
 
 CHUNK_CHARS = 1000
 
 
-def _topics():
-    from pydoc_data.topics import topics
-    return sorted(topics.items())
+def documents(text_source: str):
+    """The source's documents (text_sources.Corpus), refused when a split would get none."""
+    docs = corpus(text_source)
+    counts = np.bincount(split_of(question_hash(docs.ids)), minlength=len(SPLITS))
+    if not counts.all():
+        raise ValueError(f"text source {text_source!r}: its {len(docs.texts)} documents give "
+                         f"{dict(zip(SPLITS, counts.tolist()))} to the splits; each split needs one "
+                         "(a document's split is a hash of it: ~30 documents make that likely)")
+    return docs
 
 
 def draw(rng, m, regime):
-    items = _topics()
-    which = rng.integers(0, len(items), m)
-    lengths = np.array([len(items[i][1]) for i in which.tolist()])
+    docs = documents(regime.text_source)
+    if docs.weighted:
+        ends = np.cumsum(docs.lengths)
+        which = np.searchsorted(ends, rng.random(m) * ends[-1], side="right")
+    else:
+        which = rng.integers(0, len(docs.texts), m)
+    lengths = docs.lengths[which]
     start = (rng.random(m) * np.maximum(lengths - CHUNK_CHARS, 1)).astype(np.int64)
     start = np.where(lengths > CHUNK_CHARS, start, 0)
-    key = question_hash(np.array([zlib.crc32(items[i][0].encode()) for i in which.tolist()], dtype=np.int64))
-    return dict(topic=which, start=start, valid=np.ones(m, bool), key=key)
+    chunks = [docs.texts[d][s:s + CHUNK_CHARS] for d, s in zip(which.tolist(), start.tolist())]
+    names = [docs.names[d] for d in which.tolist()]
+    return dict(answer=np.array(chunks, dtype=object), topic=np.array(names, dtype=object),
+                valid=np.ones(m, bool), key=question_hash(docs.ids[which]))
 
 
 def build(c, limit):
-    items = _topics()
-    c = {k: v[:limit] for k, v in c.items()}
-    chunks = [items[t][1][s:s + CHUNK_CHARS] for t, s in zip(c["topic"].tolist(), c["start"].tolist())]
-    names = [items[t][0] for t in c["topic"].tolist()]
+    chunks, names = c["answer"][:limit].tolist(), c["topic"][:limit].tolist()
     n = len(chunks)
     return pd.DataFrame({"prompt": [""] * n, "text_prompt": [""] * n, "answer": chunks,
                          "difficulty": np.zeros(n, np.int64), "difficulty_sd": np.zeros(n, np.int64),

@@ -1,0 +1,161 @@
+"""Text sources of the text task: the embedded default stays byte-identical; local .txt, JSON Lines
+and parquet files and `datasets` (local builders only: nothing is downloaded) give the same
+documents; splits are held out by document; bad sources are refused with a clear error."""
+import hashlib
+import json
+import os
+
+# No test may reach the Hugging Face Hub: datasets reads these when it is first imported.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+import pytest  # noqa: E402
+
+from workbench import tasks  # noqa: E402
+from workbench.data import make_pool  # noqa: E402
+from workbench.tasks import Regime  # noqa: E402
+from workbench.tasks.text import CHUNK_CHARS, draw  # noqa: E402
+from workbench.tasks.text_sources import TextSource, corpus, parse  # noqa: E402
+from workbench.tokenizer import Tokenizer  # noqa: E402
+
+# sha256 of generate("text", n, seed, split).to_csv() with the code before text sources existed
+# (commit 38b8278): the default source must keep giving exactly these samples.
+BEFORE = {("train", 50, 0): "d4a2c8c8f6a09984", ("train", 300, 3): "97b5f3e0f66bb780",
+          ("val", 50, 0): "bb3eaf8a1a61d9fd", ("val", 300, 3): "3d87405382fd24db",
+          ("test", 50, 0): "5ffc2f5f62b32794", ("test", 300, 3): "4d74df42cbbaa5dd"}
+
+
+def documents(n=60):
+    """n distinct documents of 300 to 2,900 characters, with numbers in them."""
+    rng = np.random.default_rng(7)
+    words = ["the", "model", "reads", "numbers", "like", "3.25", "and", "-17", "in", "text", "1e5"]
+    return [f"Document {k}. " + " ".join(rng.choice(words, int(rng.integers(50, 450))))
+            for k in range(n)]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("text")
+    docs = documents()
+    (folder / "docs.txt").write_text("<|eos|>\n".join(docs), encoding="utf-8")
+    (folder / "para.txt").write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    (folder / "docs.jsonl").write_text("".join(json.dumps({"text": d, "n": k}) + "\n" for k, d in enumerate(docs)))
+    (folder / "body.jsonl").write_text("".join(json.dumps({"body": d}) + "\n" for d in docs))
+    pq.write_table(pa.table({"id": list(range(len(docs))), "text": docs}), folder / "docs.parquet",
+                   row_group_size=16)  # several row groups
+    return folder, docs
+
+
+def frame(spec, n=120, seed=0, split="train"):
+    return tasks.generate("text", n, seed=seed, split=split, regime=Regime(text_source=spec))
+
+
+@pytest.mark.parametrize("key", sorted(BEFORE))
+def test_default_source_gives_the_same_bytes_as_before(key):
+    split, n, seed = key
+    got = tasks.generate("text", n, seed, split)
+    assert hashlib.sha256(got.to_csv().encode()).hexdigest()[:16] == BEFORE[key]
+    pd.testing.assert_frame_equal(got, frame("pydoc", n, seed, split))
+
+
+@pytest.mark.parametrize("name", ["docs.txt", "para.txt", "docs.jsonl", "docs.parquet", "body.jsonl?field=body"])
+def test_local_files_give_the_documents_in_order(files, name):
+    folder, docs = files
+    assert corpus(f"files:{folder / name}").texts == docs
+
+
+def test_hf_datasets_reads_the_same_local_files(files):
+    folder, docs = files
+    for spec in (f"hf:parquet?data_files={folder / 'docs.parquet'}", f"hf:json?data_files={folder / 'docs.jsonl'}"):
+        assert corpus(spec).texts == docs
+    assert corpus(f"hf:parquet?data_files={folder / 'docs.parquet'}&docs=7").texts == docs[:7]
+    # one source, one set of samples: the same documents give the same chunks, whichever reader
+    files_frame = frame(f"files:{folder / 'docs.parquet'}", split="test")
+    hf_frame = frame(f"hf:parquet?data_files={folder / 'docs.parquet'}", split="test")
+    assert files_frame["answer"].tolist() == hf_frame["answer"].tolist()
+
+
+def test_splits_hold_out_whole_documents(files):
+    folder, docs = files
+    spec = f"files:{folder / 'docs.jsonl'}"
+    seen = {}
+    for split in ("train", "val", "test"):
+        df = frame(spec, n=200, split=split)
+        assert len(df) == 200 and (df["prompt"] == "").all()
+        for name, chunk in zip(df["topic"], df["answer"]):
+            document = docs[int(name.rsplit("#", 1)[1])]
+            assert chunk in document and len(chunk) == min(CHUNK_CHARS, len(document))
+        seen[split] = set(df["topic"])
+    assert not (seen["train"] & seen["val"]) and not (seen["train"] & seen["test"]) and not (seen["val"] & seen["test"])
+    assert len(seen["train"]) > 20  # the train split uses many documents, not one
+    pd.testing.assert_frame_equal(frame(spec, n=50, seed=4, split="val"), frame(spec, n=50, seed=4, split="val"))
+
+
+def test_documents_are_drawn_in_proportion_to_their_length(tmp_path):
+    short = [f"short document number {k} " * 4 for k in range(39)]  # ~100 characters each
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in short + ["long " * 2000]))
+    docs = corpus(f"files:{path}")
+    candidates = draw(np.random.default_rng(0), 20_000, Regime(text_source=f"files:{path}"))
+    share = np.mean(candidates["topic"] == f"{path}#39")
+    assert share == pytest.approx(docs.lengths[39] / docs.lengths.sum(), abs=0.02)
+
+
+def test_a_changed_file_is_read_again(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps({"text": d}) + "\n" for d in documents(40)))
+    assert len(corpus(f"files:{path}").texts) == 40
+    path.write_text("".join(json.dumps({"text": d}) + "\n" for d in documents(50)))
+    assert len(corpus(f"files:{path}").texts) == 50
+
+
+def test_make_pool_tokenizes_text_from_a_file(files):
+    folder, docs = files
+    pool = make_pool("text", 5, Tokenizer("bittokens"), 0, "val", Regime(text_source=f"files:{folder / 'docs.parquet'}"))
+    assert len(pool.samples) == 5 and all(mask[1:].all() for _, _, mask in pool.samples)
+
+
+def test_the_spec_forms():
+    assert parse("pydoc") == TextSource("pydoc")
+    assert parse("files:a.txt,b/*.parquet?field=body&docs=9") == TextSource(
+        "files", paths=("a.txt", "b/*.parquet"), field="body", docs=9)
+    assert parse("hf:HuggingFaceFW/fineweb-edu:sample-10BT?docs=50000") == TextSource(
+        "hf", name="HuggingFaceFW/fineweb-edu", config="sample-10BT", docs=50000)
+    assert parse("hf:json?data_files=x.jsonl,y.jsonl&split=train") == TextSource(
+        "hf", name="json", data_files=("x.jsonl", "y.jsonl"))
+    assert Regime.of(None, None, "files:a.txt") == Regime(text_source="files:a.txt") != Regime()
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("", "non-empty string"), ("web:x", "unknown text source kind"), ("pydoc:x", "takes no argument"),
+    ("files:", "names no file"), ("hf:", "names no dataset"), ("files:a.txt?split=x", "unknown option"),
+    ("files:a.txt?docs=0", "positive integer"), ("files:a.txt?docs", "key=value"),
+    ("files:a.txt?field=", "empty string")])
+def test_malformed_specs_are_refused_before_reading(spec, message):
+    with pytest.raises(ValueError, match=message):
+        Regime(text_source=spec)
+
+
+def test_unreadable_sources_name_the_problem(tmp_path, files):
+    folder, docs = files
+    (tmp_path / "bad.jsonl").write_text('{"text": "fine"}\nnot json\n')
+    (tmp_path / "few.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs[:3]))
+    (tmp_path / "num.jsonl").write_text(json.dumps({"text": "a <|num|> b"}) + "\n")
+    (tmp_path / "odd.csv").write_text("text\nx\n")
+    (tmp_path / "blank.txt").write_text("\n\n  \n")
+    cases = [(f"files:{tmp_path / 'missing.txt'}", "file not found"),
+             (f"files:{tmp_path / 'nothing*.txt'}", "no file matches"),
+             (f"files:{tmp_path / 'odd.csv'}", "is not one of"),
+             (f"files:{tmp_path / 'bad.jsonl'}", r"bad.jsonl:2 is not JSON"),
+             (f"files:{folder / 'docs.jsonl'}?field=body", "has no 'body' field"),
+             (f"files:{folder / 'docs.parquet'}?field=body", "has no column 'body'"),
+             (f"files:{tmp_path / 'num.jsonl'}", "<|num|>"),
+             (f"files:{tmp_path / 'blank.txt'}", "no document"),
+             (f"files:{tmp_path / 'few.jsonl'}", "each split needs one")]
+    for spec, message in cases:
+        with pytest.raises(ValueError, match=message):
+            frame(spec, n=5)
