@@ -78,7 +78,44 @@ def test_number_head_reads_positions_whose_next_token_is_num(tok):
     assert (b["ids"][expected] == tok.eoq_id).all()
     assert set(b["target_values"][expected].tolist()) == {3.5, 36.0}
     assert torch.isfinite(losses["loss"])
-    assert torch.allclose(losses["loss"], losses["ce"] + 10 * losses["number"])
+    # C.1's per-token loss: the number term is averaged over all targets, not over numbers alone
+    share = b["number_count"] / b["ce_count"]
+    assert torch.allclose(losses["loss"], losses["ce"] + 10 * losses["number"] * share)
+
+
+@pytest.mark.parametrize("loss", ["per_token", "separate_means"])
+def test_the_loss_is_c1s_formula_with_task_weights(tok, loss):
+    """Against the loss written out from plain logits: per token CE, + 10 x the number loss where the
+    target is <|num|>, times the task's weight, averaged over all targets (C.1); or the old form,
+    weighted mean CE + 10 x the weighted number loss averaged over numbers only."""
+    torch.manual_seed(0)
+    model = GPT(preset("cpu-tiny", loss=loss), encoders.get("bittokens"), tok.vocab_size, tok.num_id)
+    pairs = [("1.5 + 2", "3.5"), ("<|min|>4, 2", "2"), ("12 * 3", "36")]
+    samples = [(*tok.sample(p, a), k % 2) for k, (p, a) in enumerate(pairs)] * 30
+    b = pack(samples, 2, 40, tok.pad_id, tok.num_id)
+    weights = torch.tensor([0.5, 2.0])
+    _, losses = model(**b, task_weights=weights)
+    logits, _ = model(b["ids"], b["values"], b["positions"], b["doc_ids"])
+    hidden = model.trunk(b["ids"], b["values"], b["positions"], packed_mask(b["doc_ids"]))
+    m = b["loss_mask"]
+    ce = torch.nn.functional.cross_entropy(logits[m], b["targets"][m], reduction="none")
+    at = b["targets"][m] == tok.num_id
+    number = model.number_head.loss(model.number_head(hidden[m][at]), b["target_values"][m][at])
+    w = weights[b["task_ids"][m]]
+    if loss == "per_token":
+        per_token = ce.clone()
+        per_token[at] += 10 * number
+        expected = (w * per_token).sum() / m.sum()
+    else:
+        expected = (w * ce).sum() / m.sum() + 10 * (w[at] * number).sum() / at.sum()
+    assert torch.allclose(losses["loss"], expected, rtol=1e-5)
+    assert torch.allclose(losses["ce"], ce.mean(), rtol=1e-5)
+    per_task = ce.detach().clone()
+    per_task[at] += 10 * number.detach()
+    for task in (0, 1):
+        mine = b["task_ids"][m] == task
+        assert torch.allclose(losses["task_loss"][task], per_task[mine].sum(), rtol=1e-5)
+        assert losses["task_tokens"][task] == mine.sum()
 
 
 def test_packed_sample_gives_the_same_logits_as_the_sample_alone(tok):
@@ -109,6 +146,8 @@ def test_global_counts_make_row_slices_add_up_to_the_whole_batch(tok):
 
 
 def test_param_groups_partition_every_parameter(tok):
+    """C.1's groups: scalars (ndim < 2: biases, norm gains) at 0.02, the blocks' matrices with Muon,
+    the token embedding at 0.03, everything else (lm head, number head, its joins) at 0.004."""
     for name, options in [("bittokens", {}), ("bittokens", {"combine": "weighted"}), ("xval", {}),
                           ("fone", {}), ("single_digit", {})]:
         cfg = preset("cpu-tiny")
@@ -117,15 +156,16 @@ def test_param_groups_partition_every_parameter(tok):
         ids = [id(p) for ps in groups.values() for p in ps]
         assert sorted(ids) == sorted(id(p) for p in model.parameters())  # each exactly once
         assert all(p.ndim == 2 for p in groups["hidden"]) and len(groups["hidden"]) == 4 * cfg.n_layer
+        assert [p for p in groups["embedding"]] == [model.wte.weight]
+        assert all(p.ndim < 2 for p in groups["scalar"]) and any(p is model.norm.weight for p in groups["scalar"])
         assert any(p is model.lm_head.weight for p in groups["head"])
-        assert any(p is model.wte.weight for p in groups["embedding"])
         if model.number_head is None:  # digit encodings: no number head at all
             assert name == "single_digit"
             continue
-        if hasattr(model.number_head, "output"):  # output layers -> head, combination layers -> embedding
-            assert all(any(p is q for q in groups["head"]) for p in model.number_head.output.parameters())
+        matrices = [p for p in model.number_head.parameters() if p.ndim == 2]
+        assert matrices and all(any(p is q for q in groups["head"]) for p in matrices)
         if options:
-            assert any(p is model.number_head.combine.weight for p in groups["embedding"])
+            assert any(p is model.number_head.combine.weight for p in groups["head"])
 
 
 def test_kv_cache_matches_full_recompute(tok):

@@ -38,7 +38,7 @@ PAPER_METHODS = {column: name for column in paper.METHODS for name, label in MET
 PAPER_METRICS = {"exact match acc": "accuracy", "log-smape": "log_smape", "perplexity": "perplexity"}
 RESULTS_COLUMNS = ["encoding", "task", "metric", "value", "seed"]
 SCORE_METRICS = ("log_smape", "exact_match", "accuracy")
-METRICS = SCORE_METRICS + ("perplexity",)
+METRICS = SCORE_METRICS + ("perplexity", "perplexity_text")  # Table 4's "Fineweb" and "... text only"
 ARITHMETIC = tuple(tasks.with_metric("log_smape"))
 SAMPLE_COUNTS = (25, 50, 100, 200, 300, 400, 500)
 
@@ -258,11 +258,17 @@ def read_results(path) -> pd.DataFrame:
 
 def results_from_summary(summary: pd.DataFrame) -> pd.DataFrame:
     """A run's test_summary.csv (workbench.train) in the results schema: `score` is log-sMAPE for
-    arithmetic and accuracy for list tasks; `exact` is exact match of arithmetic answers."""
-    arithmetic = summary["task"].isin(ARITHMETIC)
-    score = summary.assign(metric=np.where(arithmetic, "log_smape", "accuracy"), value=summary["score"])
-    exact = summary[arithmetic].assign(metric="exact_match", value=summary["exact"])
-    return validate_results(pd.concat([score, exact], ignore_index=True))
+    arithmetic and accuracy for list tasks; `exact` is exact match of arithmetic answers; prose
+    gives its perplexity over all tokens and over the text tokens only."""
+    prose = summary["task"].isin(tasks.with_metric("perplexity"))
+    numeric, text = summary[~prose], summary[prose]
+    arithmetic = numeric["task"].isin(ARITHMETIC)
+    parts = [numeric.assign(metric=np.where(arithmetic, "log_smape", "accuracy"), value=numeric["score"]),
+             numeric[arithmetic].assign(metric="exact_match", value=numeric["exact"])]
+    if len(text):
+        parts += [text.assign(metric="perplexity", value=text["ppl_all"]),
+                  text.assign(metric="perplexity_text", value=text["ppl_text"])]
+    return validate_results(pd.concat(parts, ignore_index=True))
 
 
 def methods_figure(results: pd.DataFrame | None = None) -> go.Figure:

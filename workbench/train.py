@@ -40,7 +40,8 @@ from .data import make_pool, next_batch, samples_per_step, shard
 from .evaluate import evaluate, summarize
 from .model import ACTIVATIONS, GPT, INITS, LOSSES, NORMS, PRESETS, preset
 from .optim import OptimConfig, apply_schedule, build_optimizers
-from .tasks import Regime
+from .perplexity import perplexity, text_score
+from .tasks import Regime, text_sources
 from .tokenizer import Tokenizer
 
 RUN_FILES = ("config.json", "metrics.jsonl", "evals.jsonl", "checkpoint.pt", "best.pt", "test_samples.csv",
@@ -63,6 +64,7 @@ class TrainConfig:
     decades: tuple[int, int] | None = setting(None, "operand magnitudes 10**LOW ... 10**(HIGH+1) (None: the "
                                               "paper's -14 14)", metavar="LOW HIGH")
     max_digits: int | None = setting(None, "significant digits per operand (None: the paper's 17)")
+    text_source: str = setting(text_sources.DEFAULT, text_sources.HELP)
     pool_size: int = setting(20_000, "training questions generated per task")
     val_samples: int = setting(64, "validation questions per task, answered every --eval-every steps")
     test_samples: int = setting(500, "held-out test questions per task, answered at the end")
@@ -107,7 +109,7 @@ class TrainConfig:
             raise ValueError(f"--tasks must be distinct names from {tasks.names()}, got {list(self.tasks)}")
         encoders.get(self.encoding, **self.encoding_options)  # raises for a bad name or option
         preset(self.preset)
-        self.regime = Regime.of(self.decades, self.max_digits)  # raises for a bad regime
+        self.regime = Regime.of(self.decades, self.max_digits, self.text_source)  # raises for a bad regime
         if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens) and self.tokens >= 1):
             raise ValueError(f"--tokens must be a finite number >= 1, got {self.tokens}")
         for name, low in (("batch_size", 1), ("pool_size", 1), ("val_samples", 1), ("test_samples", 1),
@@ -194,12 +196,11 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
     if world > 1:  # some number-head parameters see no gradient in a batch without numbers
         runner = torch.nn.parallel.DistributedDataParallel(runner, find_unused_parameters=True)
     pools = {t: make_pool(t, cfg.pool_size, tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
-    val = {t: make_pool(t, cfg.val_samples, tok, cfg.seed, "val", cfg.regime).frame
-           for t in cfg.tasks if tasks.get(t).score is not None}
+    val = {t: make_pool(t, cfg.val_samples, tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
     tokens_per_step = cfg.batch_size * gpt_cfg.block_size * world
     total_steps = max(1, math.ceil(cfg.tokens / tokens_per_step))
     curricula = {t: Curriculum(tasks.max_difficulty(t, encoding.difficulty_base), total_steps, 1.0)
-                 for t in val if cfg.curriculum and tasks.get(t).curriculum}
+                 for t in cfg.tasks if cfg.curriculum and tasks.get(t).curriculum}
     prose = [t for t in cfg.tasks if tasks.get(t).answer == "text"]
     normalizer = LossNormalizer(cfg.tasks, cfg.adapt_warmup * cfg.tokens, prose[0] if prose else None,
                                 enabled=cfg.normalize_losses)
@@ -267,8 +268,11 @@ def _pick(run: Run, step: int, task: str, n: int, rng) -> list:
 def evaluate_and_adapt(run: Run, step: int, lr: float, loss: float) -> dict:
     """Answer the validation questions; feed the scores to the balancer and the curricula; keep
     the best weights by the harmonic mean of the scores (eq. 15). Returns the evaluation row."""
-    answers = evaluate(run.model, run.tok, run.val, run.cfg.max_answer_tokens or None) if run.val else None
-    scores = summarize(answers).set_index("task")["score"].to_dict() if run.val else {}
+    questions = {t: frame for t, frame in run.val.items() if tasks.get(t).score is not None}
+    answers = evaluate(run.model, run.tok, questions, run.cfg.max_answer_tokens or None) if questions else None
+    scores = summarize(answers).set_index("task")["score"].to_dict() if questions else {}
+    for task in set(run.val) - set(questions):  # prose: the authors' score of its perplexity
+        scores[task] = text_score(perplexity(run.model, run.tok, run.val[task]["answer"], progress=False)["ppl_all"])
     tokens_seen = (step + 1) * run.tokens_per_step
     weights = run.normalizer.update(tokens_seen)
     if run.cfg.balancing and scores and tokens_seen >= run.cfg.adapt_warmup * run.cfg.tokens:
@@ -300,13 +304,23 @@ def save_checkpoint(run: Run) -> None:
 
 
 def final_test(run: Run, started: float) -> None:
-    """The best weights answer the held-out test split: test_samples.csv and test_summary.csv."""
+    """The best weights answer the held-out test split (test_samples.csv, test_summary.csv); prose
+    gets its perplexity over all tokens and over the text tokens only (Table 4's two rows)."""
     cfg = run.cfg
     run.model.load_state_dict(load_checkpoint(run.out / "best.pt"))
-    test = {t: make_pool(t, cfg.test_samples, run.tok, cfg.seed, "test", cfg.regime).frame for t in run.val}
-    samples = evaluate(run.model, run.tok, test, cfg.max_answer_tokens or None)
-    write_atomic(run.out / "test_samples.csv", lambda tmp: samples.to_csv(tmp, index=False))
-    summary = summarize(samples).assign(encoding=cfg.encoding, seed=cfg.seed, train_seconds=time.time() - started)
+    test = {t: make_pool(t, cfg.test_samples, run.tok, cfg.seed, "test", cfg.regime).frame for t in cfg.tasks}
+    questions = {t: frame for t, frame in test.items() if tasks.get(t).score is not None}
+    parts = []
+    if questions:
+        samples = evaluate(run.model, run.tok, questions, cfg.max_answer_tokens or None)
+        write_atomic(run.out / "test_samples.csv", lambda tmp: samples.to_csv(tmp, index=False))
+        parts.append(summarize(samples))
+    for task in set(test) - set(questions):
+        ppl = perplexity(run.model, run.tok, test[task]["answer"])
+        parts.append(pd.DataFrame([{"task": task, "score": text_score(ppl["ppl_all"]), "n": len(test[task]),
+                                    "ppl_all": ppl["ppl_all"], "ppl_text": ppl["ppl_text"]}]))
+    summary = pd.concat(parts, ignore_index=True).assign(encoding=cfg.encoding, seed=cfg.seed,
+                                                         train_seconds=time.time() - started)
     write_atomic(run.out / "test_summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
 
 
@@ -332,7 +346,7 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
                 on_eval(row)
         if run.rank == 0 and ((step + 1) % cfg.checkpoint_every == 0 or last):
             save_checkpoint(run)
-    if run.rank == 0 and run.val:
+    if run.rank == 0:
         final_test(run, started)
     if run.world > 1:
         dist.barrier()  # every rank returns after rank 0 wrote the test results
