@@ -52,9 +52,15 @@ def oracle(row, task):
         return oracle_round((D(var.numerator) / D(var.denominator)).sqrt())
 
 
+NARROW = T.Regime.of((0, 1), 2)  # magnitudes 1 ... 100, at most 2 significant digits
+BINARY = T.Regime(significance="binary")  # the authors' BitTokens training set (A.3)
+REGIMES = {"paper": T.PAPER, "narrow": NARROW, "binary": BINARY}
+
+
+@pytest.mark.parametrize("regime", REGIMES)
 @pytest.mark.parametrize("task", ["addition", "multiplication", "division", "exponentiation", "mean", "std"])
-def test_labels_match_independent_oracle(task):
-    df = T.generate(task, N, seed=3)
+def test_labels_match_independent_oracle(task, regime):
+    df = T.generate(task, N if regime == "paper" else N // 3, seed=3, regime=REGIMES[regime])
     off_by_last, worse = 0, 0
     for row in df.itertuples():
         want, got = oracle(row, task), Decimal(row.answer)
@@ -66,9 +72,10 @@ def test_labels_match_independent_oracle(task):
     assert worse == 0 and off_by_last <= 0.001 * len(df)
 
 
+@pytest.mark.parametrize("regime", REGIMES)
 @pytest.mark.parametrize("task", T.numeric())
-def test_list_and_comparison_answers_match_solve(task):
-    df = T.generate(task, 300, seed=4)
+def test_list_and_comparison_answers_match_solve(task, regime):
+    df = T.generate(task, 300, seed=4, regime=REGIMES[regime])
     assert [T.solve(q) for q in df.text_prompt] == df.answer.tolist()
 
 
@@ -121,11 +128,14 @@ def test_bad_arguments():
     assert len(T.generate("addition", 0)) == 0
 
 
-def test_difficulty_within_max():
+@pytest.mark.parametrize("regime", [T.PAPER, T.Regime(difficulty_caps=False), BINARY, NARROW,
+                                    T.Regime(exp_difficulty="damped"),
+                                    T.Regime(exp_difficulty="damped", difficulty_caps=False)])
+def test_difficulty_within_max(regime):
     for task in T.numeric():
-        df = T.generate(task, 300, seed=9)
-        assert (df.difficulty_sd <= T.max_difficulty(task, 10)).all()
-        assert (df.difficulty <= T.max_difficulty(task, 2)).all()
+        df = T.generate(task, 300, seed=9, regime=regime)
+        assert (df.difficulty_sd <= T.max_difficulty(task, 10, regime)).all()
+        assert (df.difficulty <= T.max_difficulty(task, 2, regime)).all()
         assert (df.difficulty_sd >= 0).all()
 
 
@@ -194,3 +204,197 @@ def test_decimal_helpers_match_decimal_and_str():
         assert Decimal(mn).scaleb(xn) == d and (mn == 0 or mn % 10 != 0) and (mn != 0 or xn == 0)
         assert Decimal(text) == d and "e" not in text.lower() and (mn == 0 or not text.endswith(".0"))
     assert nonzero_digits(M).tolist() == [sum(ch in "123456789" for ch in str(m)) for m in M.tolist()]
+
+
+# -- the regime: one knob for every task, the binary training set, difficulty caps ----------------
+# sha256 (first 16 hex) of generate(task, 200, seed=11).to_csv(index=False) before the regime
+# reached the list tasks (commit 38b8278); the paper's regime must keep drawing exactly these.
+PAPER_HASHES = {
+    "addition": "191a5f7b70d8fe94", "multiplication": "812e591e1ff24bd2", "division": "c0307f303a0acf7c",
+    "exponentiation": "5fd372aba779718f", "mean": "6c76f8dcf4078df8", "std": "80837c944fc99b7e",
+    "minmax": "38cae7d060606828", "sorting": "80a9cdf59868e145", "interval": "eb7e71367102ce54",
+}
+LISTS = ["minmax", "sorting", "interval", "mean", "std"]
+
+
+def _sha(df):
+    import hashlib
+    return hashlib.sha256(df.to_csv(index=False).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("task", T.numeric())
+def test_paper_regime_draws_unchanged(task):
+    """Uncapped, the paper's regime gives byte-identical data; the caps change only difficulty levels."""
+    raw = T.generate(task, 200, seed=11, regime=T.Regime(difficulty_caps=False))
+    assert _sha(raw) == PAPER_HASHES[task]
+    capped = T.generate(task, 200, seed=11)
+    rest = [c for c in raw.columns if c not in ("difficulty", "difficulty_sd")]
+    assert capped[rest].equals(raw[rest])
+    expect = {"multiplication": (raw.difficulty.clip(upper=60), raw.difficulty_sd.clip(upper=32)),
+              "division": (raw.difficulty.clip(30, 60), raw.difficulty_sd)}.get(task, (raw.difficulty, raw.difficulty_sd))
+    assert (capped.difficulty == expect[0]).all() and (capped.difficulty_sd == expect[1]).all()
+
+
+def _significant(text):
+    """Significant digits of a printed decimal (independent of the package: Decimal)."""
+    d = Decimal(text).normalize()
+    return 0 if d == 0 else len(d.as_tuple().digits)
+
+
+def _list_numbers(prompt, task):
+    """Every number of a list task's model prompt (interval: the reference too)."""
+    body = prompt.split("|>", 1)[1]
+    if task != "interval":
+        return body.split(", ")
+    ref, rest = body.split(": ", 1)
+    return [ref] + rest.split(" ")[1::2]
+
+
+def _printed_numbers(row, task, regime_digits):
+    """(text, most significant digits allowed) of every number of a question that the regime bounds."""
+    if task in LISTS:
+        return [(x, regime_digits) for x in _list_numbers(row.prompt, task)]
+    if task == "division":  # quotient (the exact answer) and divisor drawn; the dividend is their product
+        return [(row.num2, regime_digits), (row.answer, regime_digits), (row.num1, 2 * regime_digits)]
+    if task == "exponentiation":  # the exponent is an integer or the printed 1/k
+        return [(row.num1, regime_digits)]
+    return [(row.num1, regime_digits), (row.num2, regime_digits)]
+
+
+@pytest.mark.parametrize("task", T.numeric())
+def test_narrow_regime_governs_every_task(task):
+    """decades (0, 1), max_digits 2: every number the regime bounds has <= 2 significant digits and a
+    magnitude in [1, 100); lists have distinct elements and their lengths stay uniform on 2..5."""
+    df = T.generate(task, 1000, seed=6, regime=NARROW)
+    for row in df.itertuples():
+        for text, most in _printed_numbers(row, task, 2):
+            assert _significant(text) <= most, (row.prompt, text)
+            if most == 2:
+                assert 1 <= abs(Decimal(text)) < 100, (row.prompt, text)
+    if task in LISTS:
+        for row in df.itertuples():
+            items = [Decimal(x) for x in _list_numbers(row.prompt, task)[task == "interval":]]
+            assert len(set(items)) == len(items) == row.list_len, row.prompt
+        share = df.list_len.value_counts(normalize=True)
+        assert sorted(share.index) == [2, 3, 4, 5] and (abs(share - 0.25) < 0.05).all(), share
+
+
+def test_list_spreads_follow_the_paper_and_the_digits():
+    """A.2's spreads at 17 digits: [max(x-13, -14), min(x+2, 13)], mean/std min(x+17, 13); fewer
+    digits raise the lower bound to x - (D - 2), and the regime's top decade bounds the spread."""
+    from workbench.tasks.lists import spread_bounds
+    x = np.arange(-14, 15)
+    lo, hi = spread_bounds(x, T.PAPER, wide=False)
+    assert (lo == np.maximum(x - 13, -14)).all() and (hi == np.minimum(x + 2, 13)).all()
+    assert (spread_bounds(x, T.PAPER, wide=True)[1] == np.minimum(x + 17, 13)).all()
+    lo, hi = spread_bounds(np.array([0, 1]), NARROW, wide=False)
+    assert lo.tolist() == [0, 1] and hi.tolist() == [1, 1]
+    lo, hi = spread_bounds(np.array([0]), T.Regime.of((-3, 5), 6), wide=True)
+    assert lo.tolist() == [-4] and hi.tolist() == [5]
+
+
+def test_list_lengths_and_sampling_options():
+    short = T.generate("sorting", 600, seed=2, regime=T.Regime.of((0, 1), 2, list_lengths=(2, 3)))
+    assert set(short.list_len) == {2, 3} and abs((short.list_len == 2).mean() - 0.5) < 0.07
+    # A.2's sampling at 2 digits: colliding lists are dropped, so short lists dominate (the reason
+    # "auto" resolves below 17 digits)
+    paper = T.generate("minmax", 2000, seed=2, regime=T.Regime.of((0, 1), 2, list_sampling="paper"))
+    assert (paper.list_len == 2).mean() > 0.33 and (paper.list_len == 5).mean() < 0.2
+    assert NARROW.list_rule == "resolved" and T.PAPER.list_rule == "paper"
+
+
+def _float_bits(x):
+    """Significant bits of a float64 (leading to last one-bit) and its one-bits, from float.hex."""
+    mantissa = float.hex(abs(x)).split("p")[0][2:]  # "1.8000000000000"
+    m = int(mantissa.replace(".", ""), 16)
+    while m and m % 2 == 0:
+        m //= 2
+    return m.bit_length(), bin(m).count("1")
+
+
+@pytest.mark.parametrize("task", ["addition", "multiplication", "division"])
+def test_binary_operands_have_the_drawn_bits(task):
+    """The binary set: each operand (division: the dividend and the multiplier y of x / (1/y)) has
+    at most its drawn number of significant bits, is printed as its shortest round-trip text, and
+    division's divisor is the float64 1/y, so the quotient is x * y to 15 digits."""
+    df = T.generate(task, 1500, seed=8, regime=BINARY)
+    shares = df.num1_bits + df.num2_bits
+    assert shares.min() >= 2 and shares.max() > 90 and df.num1_bits.max() <= 53 and df.num2_bits.max() <= 53
+    second = df.multiplier if task == "division" else df.num2
+    for text, drawn in zip(pd.concat([df.num1, second]), pd.concat([df.num1_bits, df.num2_bits])):
+        assert _float_bits(float(text))[0] <= drawn, (text, drawn)
+        assert Decimal(repr(float(text))) == Decimal(text)
+    if task == "division":
+        for row in df.itertuples():
+            assert float(row.num2) == 1 / float(row.multiplier)
+            assert 1e-14 <= abs(float(row.num2)) < 1e15
+            product = Fraction(Decimal(row.num1)) * Fraction(Decimal(row.multiplier))
+            assert abs(Fraction(Decimal(row.answer)) / product - 1) < Fraction(1, 10 ** 14)
+
+
+def test_binary_pool_difficulty_differs_from_decimal():
+    """Base 2, the authors' rule: min(60, one-bits of the two printed operands) for multiplication
+    and binary division (float.hex oracle). Short binary expansions spread the binary pool over
+    the levels; decimal operands have ~half of 53 bits set and crowd the top (division: at the cap)."""
+    pools = {(task, sig): T.generate(task, 3000, seed=1, regime=T.Regime(significance=sig))
+             for task in ("multiplication", "division") for sig in ("decimal", "binary")}
+    for task in ("multiplication", "division"):
+        df = pools[task, "binary"]
+        ones = [min(60, _float_bits(float(a))[1] + _float_bits(float(b))[1]) for a, b in zip(df.num1, df.num2)]
+        assert df.difficulty.tolist() == ones
+    mult_b, mult_d = pools["multiplication", "binary"].difficulty, pools["multiplication", "decimal"].difficulty
+    assert (mult_b < 20).mean() > 0.25 and (mult_d < 20).mean() < 0.05
+    assert mult_d.median() - mult_b.median() > 15
+    div_b, div_d = pools["division", "binary"].difficulty, pools["division", "decimal"].difficulty
+    assert (div_d == 60).mean() > 0.75 and (div_b == 60).mean() < 0.1 and (div_b < 30).mean() > 0.05
+
+
+def test_difficulty_caps_and_bounds():
+    """The authors' caps by default (multiplication 60 bits / 32 digits, division bits in [30, 60]),
+    off with difficulty_caps=False; max_difficulty agrees with the columns either way."""
+    expect = {  # (regime, task): (base-2 bound, base-10 bound)
+        (T.PAPER, "multiplication"): (60, 32), (T.PAPER, "division"): (60, 49),
+        (T.Regime(difficulty_caps=False), "multiplication"): (106, 34),
+        (T.Regime(difficulty_caps=False), "division"): (159, 49),
+        (BINARY, "division"): (60, 32),
+        (T.PAPER, "exponentiation"): (53 ** 3, 17 * 17 * 15),
+        (T.Regime(exp_difficulty="damped"), "exponentiation"): (58, round((17 * 17 * 15) ** 0.4)),
+        (T.Regime(exp_difficulty="damped", difficulty_caps=False), "exponentiation"): (round((53 ** 3) ** 0.4), 28),
+    }
+    for (regime, task), bounds in expect.items():
+        assert (T.max_difficulty(task, 2, regime), T.max_difficulty(task, 10, regime)) == bounds
+    assert T.max_difficulty("multiplication", 2) == 60  # the default regime is the paper's, capped
+    caps = T.generate("multiplication", 3000, seed=4)
+    assert caps.difficulty.max() == 60 and caps.difficulty_sd.max() <= 32
+
+
+def test_damped_exponentiation_difficulty():
+    """exp_difficulty="damped": round(product ** 0.4) of the non-zero digits (bits, clipped to
+    [5, 58]) of the printed base, exponent and answer, recomputed from the text."""
+    df = T.generate("exponentiation", 500, seed=5, regime=T.Regime(exp_difficulty="damped"))
+    nonzero = lambda s: sum(ch in "123456789" for ch in s)  # noqa: E731
+    for row in df.itertuples():
+        digits = nonzero(row.num1) * nonzero(row.num2) * nonzero(row.answer)
+        bits = np.prod([_float_bits(float(s))[1] for s in (row.num1, row.num2, row.answer)])
+        assert row.difficulty_sd == round(digits ** 0.4)
+        assert row.difficulty == min(58, max(5, round(float(bits) ** 0.4)))
+
+
+def test_swap_operands_option():
+    """A.2 gives the first factor the larger digit share; swap_operands (the authors) randomises it."""
+    def first_longer(regime):
+        df = T.generate("multiplication", 3000, seed=3, regime=regime)
+        d1, d2 = df.num1.map(_significant), df.num2.map(_significant)
+        return (d1 > d2).mean(), (d1 < d2).mean()
+    more, less = first_longer(T.PAPER)
+    assert more > 0.7 and less < 0.1
+    more, less = first_longer(T.Regime(swap_operands=True))
+    assert abs(more - less) < 0.06 and less > 0.35
+
+
+@pytest.mark.parametrize("bad", [dict(significance="ternary"), dict(list_lengths=(1, 5)), dict(list_lengths=(4, 3)),
+                                 dict(list_lengths=(2, 6)), dict(exp_difficulty="sqrt"), dict(list_sampling="x"),
+                                 dict(difficulty_caps="yes"), dict(swap_operands=1), dict(max_digits=0)])
+def test_regime_rejects_bad_fields(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        T.Regime(**bad)

@@ -127,7 +127,7 @@ def test_the_spec_forms():
         "hf", name="HuggingFaceFW/fineweb-edu", config="sample-10BT", docs=50000)
     assert parse("hf:json?data_files=x.jsonl,y.jsonl&split=train") == TextSource(
         "hf", name="json", data_files=("x.jsonl", "y.jsonl"))
-    assert Regime.of(None, None, "files:a.txt") == Regime(text_source="files:a.txt") != Regime()
+    assert Regime.of(None, None, text_source="files:a.txt") == Regime(text_source="files:a.txt") != Regime()
 
 
 @pytest.mark.parametrize("spec, message", [

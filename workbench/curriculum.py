@@ -8,11 +8,18 @@ round(0.1 * max_difficulty) and moves up one level whenever the performance at t
 the threshold of eq. 14.
 
 BitTokens train on base-2 difficulty and switch to the decimal (test) difficulty for the last part
-of training (A.3); `difficulty_column` says which column of the task data to sample by.
+of training (A.3). `Sampler` puts it together: for an encoding whose difficulty base is 2 the
+curriculum tasks of the single-step family (multiplication, division) train on a separate pool of
+binary-significance numbers (`Regime.significance = "binary"`), then hand over to the decimal pool:
+for the last `endgame_share` of the steps (the paper's "fixed amount of tokens at the end") or,
+the authors' rule, once the binary curriculum passes its highest level, then 90 % decimal and 10 %
+binary. Without binary pools such an encoding samples the decimal pool by its base-2 difficulty
+and uniformly at the end (`difficulty_column`).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -82,6 +89,7 @@ class Curriculum:
         self.frontier = int(start)
         self.ratios = np.zeros(self.max_difficulty + 1)  # shares of the unlocked levels, sum 1
         self.ratios[: self.frontier + 1] = 1 / (self.frontier + 1)
+        self.mastered = False  # the highest level has passed its threshold (the authors' end-game trigger)
 
     def threshold(self, level: int, step: int, lr: float) -> float:
         """Eq. 14 (see the class docstring for our reading)."""
@@ -140,9 +148,10 @@ class Curriculum:
             new = update_ratios(self.ratios[scored] / mass, perf, lam=0.0, alpha=self.alpha)
             self.ratios[scored] = mass * new
         p = performance_by_level.get(self.frontier)
-        if self.frontier == self.max_difficulty or p is None:
+        if p is None or not p > self.threshold(self.frontier, step, lr):
             return False
-        if not p > self.threshold(self.frontier, step, lr):
+        if self.frontier == self.max_difficulty:  # the highest level passes: the curriculum is done
+            self.mastered = True
             return False
         self.frontier += 1
         n = self.frontier + 1  # the new level joins with an equal share 1/n
@@ -152,7 +161,7 @@ class Curriculum:
 
     def state_dict(self) -> dict:
         return {"max_difficulty": self.max_difficulty, "frontier": self.frontier,
-                "ratios": self.ratios.tolist()}
+                "ratios": self.ratios.tolist(), "mastered": self.mastered}
 
     def load_state_dict(self, state: dict) -> None:
         if state.get("max_difficulty") != self.max_difficulty:
@@ -163,4 +172,62 @@ class Curriculum:
         if (ratios.shape != self.ratios.shape or not 0 <= frontier <= self.max_difficulty
                 or np.any(ratios < 0) or abs(ratios.sum() - 1) > 1e-6 or np.any(ratios[frontier + 1:] != 0)):
             raise ValueError("corrupt curriculum state (frontier/ratios do not fit together)")
-        self.frontier, self.ratios = frontier, ratios
+        self.frontier, self.ratios, self.mastered = frontier, ratios, bool(state.get("mastered", False))
+
+
+ENDGAMES = ("fixed", "mastery")
+STANDBY = 0.1  # the binary pool's share after the authors' hand-over
+
+
+@dataclass
+class Sampler:
+    """The samples of each task in the next batch, by curriculum and pool (C.3, A.3).
+
+    pools: the decimal training pool of every task; binary: the binary pools of the tasks that
+    have one, with their validation frames ({task: (pool, frame)}); curricula: {task: Curriculum}."""
+
+    pools: dict
+    curricula: dict
+    difficulty_base: int
+    total_steps: int
+    binary: dict = field(default_factory=dict)
+    endgame: str = "fixed"
+    endgame_share: float = 0.1
+
+    def __post_init__(self):
+        if self.endgame not in ENDGAMES or not 0 <= self.endgame_share <= 1:
+            raise ValueError(f"endgame must be one of {ENDGAMES} with a share in [0, 1], got "
+                             f"{self.endgame!r}, {self.endgame_share}")
+
+    def in_endgame(self, task: str, step: int) -> bool:
+        """The task has handed over from its binary pool to the decimal one."""
+        if self.endgame == "mastery":
+            return self.curricula[task].mastered
+        return step >= (1 - self.endgame_share) * self.total_steps
+
+    def sample(self, task: str, n: int, step: int, rng: np.random.Generator) -> list:
+        pool = self.pools[task]
+        if task in self.binary:
+            decimal = 0 if not self.in_endgame(task, step) else n if self.endgame == "fixed" else round((1 - STANDBY) * n)
+            binary_pool = self.binary[task][0]
+            picks = self.curricula[task].sample(binary_pool.difficulty, n - decimal, rng) if n > decimal else []
+            return ([pool.samples[i] for i in rng.integers(0, len(pool.samples), decimal)]
+                    + [binary_pool.samples[i] for i in picks])
+        column = difficulty_column(self.difficulty_base, step, self.total_steps, self.endgame_share)
+        binary_end_phase = self.difficulty_base == 2 and column == "difficulty_sd"
+        if task not in self.curricula or binary_end_phase:
+            return [pool.samples[i] for i in rng.integers(0, len(pool.samples), n)]
+        return [pool.samples[i] for i in self.curricula[task].sample(getattr(pool, column), n, rng)]
+
+    def to_evaluate(self, val: dict, step: int) -> dict:
+        """{task: (validation frame, difficulty column)} whose per-level scores drive each
+        curriculum now: a binary pool's own validation set until the hand-over."""
+        out = {}
+        for task in self.curricula:
+            if task in self.binary:
+                if not self.in_endgame(task, step):
+                    out[task] = (self.binary[task][1], "difficulty")
+            else:
+                out[task] = (val[task], difficulty_column(self.difficulty_base, step, self.total_steps,
+                                                          self.endgame_share))
+        return out

@@ -22,7 +22,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +35,7 @@ from . import encoders, metrics, tasks
 from .atomic import clean_temporaries, write_atomic
 from .balancing import LossNormalizer, TaskBalancer
 from .cli import add_arguments, flag, setting, values_of
-from .curriculum import Curriculum, difficulty_column
+from .curriculum import ENDGAMES, Curriculum, Sampler
 from .data import make_pool, next_batch, samples_per_step, shard
 from .evaluate import evaluate, summarize
 from .model import ACTIVATIONS, GPT, INITS, LOSSES, NORMS, PRESETS, preset
@@ -65,6 +65,20 @@ class TrainConfig:
                                               "paper's -14 14)", metavar="LOW HIGH")
     max_digits: int | None = setting(None, "significant digits per operand (None: the paper's 17)")
     text_source: str = setting(text_sources.DEFAULT, text_sources.HELP)
+    list_sampling: str = setting("auto", "list elements' digits: A.2's (paper), the authors' resolved rule, or auto "
+                                 "(paper at 17 digits, resolved below)", choices=("auto", "paper", "resolved"))
+    list_lengths: tuple[int, int] = setting((2, 5), "shortest and longest list (A.2: 2 5)", metavar="MIN MAX")
+    swap_operands: bool = setting(False, "give the larger digit share to either factor at random (the authors' "
+                                  "code; A.2 does not swap)")
+    difficulty_caps: bool = setting(True, "the authors' caps on the difficulty levels (A.3 is silent)")
+    exp_difficulty: str = setting("product", "exponentiation difficulty: A.3's product of non-zero digits or the "
+                                  "authors' product ** 0.4", choices=("product", "damped"))
+    binary_pool: bool = setting(True, "A.3: an encoding with base-2 difficulty (BitTokens) learns the curriculum "
+                                "tasks multiplication and division from binary-significance numbers first")
+    endgame: str = setting("fixed", "hand-over from the binary pool to the decimal one: for the last "
+                           "--endgame-share of the steps (A.3) or once the binary curriculum is mastered "
+                           "(the authors'; then 90/10 decimal/binary)", choices=ENDGAMES)
+    endgame_share: float = setting(0.1, "share of the steps at the end spent on the decimal pool (endgame fixed)")
     pool_size: int = setting(20_000, "training questions generated per task")
     val_samples: int = setting(64, "validation questions per task, answered every --eval-every steps")
     test_samples: int = setting(500, "held-out test questions per task, answered at the end")
@@ -109,7 +123,10 @@ class TrainConfig:
             raise ValueError(f"--tasks must be distinct names from {tasks.names()}, got {list(self.tasks)}")
         encoders.get(self.encoding, **self.encoding_options)  # raises for a bad name or option
         preset(self.preset)
-        self.regime = Regime.of(self.decades, self.max_digits, self.text_source)  # raises for a bad regime
+        self.regime = Regime.of(self.decades, self.max_digits, text_source=self.text_source,  # raises if bad
+                                list_sampling=self.list_sampling, list_lengths=tuple(self.list_lengths),
+                                swap_operands=self.swap_operands, difficulty_caps=self.difficulty_caps,
+                                exp_difficulty=self.exp_difficulty)
         if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens) and self.tokens >= 1):
             raise ValueError(f"--tokens must be a finite number >= 1, got {self.tokens}")
         for name, low in (("batch_size", 1), ("pool_size", 1), ("val_samples", 1), ("test_samples", 1),
@@ -164,7 +181,7 @@ class Run:
     val: dict
     balancer: TaskBalancer
     normalizer: LossNormalizer
-    curricula: dict
+    sampler: Sampler
     rng: np.random.Generator
     total_steps: int
     tokens_per_step: int
@@ -199,14 +216,13 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
     val = {t: make_pool(t, cfg.val_samples, tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
     tokens_per_step = cfg.batch_size * gpt_cfg.block_size * world
     total_steps = max(1, math.ceil(cfg.tokens / tokens_per_step))
-    curricula = {t: Curriculum(tasks.max_difficulty(t, encoding.difficulty_base), total_steps, 1.0)
-                 for t in cfg.tasks if cfg.curriculum and tasks.get(t).curriculum}
+    sampler = _sampler(cfg, encoding, tok, pools, total_steps)
     prose = [t for t in cfg.tasks if tasks.get(t).answer == "text"]
     normalizer = LossNormalizer(cfg.tasks, cfg.adapt_warmup * cfg.tokens, prose[0] if prose else None,
                                 enabled=cfg.normalize_losses)
     balancer = TaskBalancer(cfg.tasks, lam=cfg.balance_lambda, max_ratio=cfg.max_task_ratio, floor=cfg.balance_floor)
     run = Run(cfg, out, device, rank, world, tok, model, runner, build_optimizers(model, cfg.optim), pools, val,
-              balancer, normalizer, curricula, np.random.default_rng(cfg.seed), total_steps, tokens_per_step,
+              balancer, normalizer, sampler, np.random.default_rng(cfg.seed), total_steps, tokens_per_step,
               samples_per_step(pools, cfg.batch_size * world, gpt_cfg.block_size),
               {"step": 0, "best": -1.0, "seconds": 0.0})
     if resume:
@@ -253,16 +269,22 @@ def _task_counts(run: Run) -> dict[str, int]:
 
 
 def _pick(run: Run, step: int, task: str, n: int, rng) -> list:
-    """n samples of `task`: its curriculum's levels, or uniform (no curriculum, or the decimal end
-    phase of an encoding trained on base-2 difficulty, A.3)."""
-    pool = run.pools[task]
-    column = difficulty_column(run.model.encoding.difficulty_base, step, run.total_steps)
-    binary_end_phase = run.model.encoding.difficulty_base == 2 and column == "difficulty_sd"
-    if task not in run.curricula or binary_end_phase:
-        index = rng.integers(0, len(pool.samples), n)
-    else:
-        index = run.curricula[task].sample(getattr(pool, column), n, rng)
-    return [pool.samples[i] for i in index]
+    return run.sampler.sample(task, n, step, rng)
+
+
+def _sampler(cfg: TrainConfig, encoding, tok: Tokenizer, pools: dict, total_steps: int) -> Sampler:
+    """The curricula of C.3 and, for an encoding with base-2 difficulty, A.3's binary pools of the
+    single-step curriculum tasks (with their own validation sets)."""
+    curriculum_tasks = [t for t in cfg.tasks if cfg.curriculum and tasks.get(t).curriculum]
+    binary_tasks = [t for t in curriculum_tasks if cfg.binary_pool and encoding.difficulty_base == 2
+                    and tasks.get(t).family == "single_step"]
+    binary_regime = replace(cfg.regime, significance="binary")
+    binary = {t: (make_pool(t, cfg.pool_size, tok, cfg.seed, "train", binary_regime),
+                  make_pool(t, cfg.val_samples, tok, cfg.seed, "val", binary_regime).frame) for t in binary_tasks}
+    curricula = {t: Curriculum(tasks.max_difficulty(t, encoding.difficulty_base,
+                                                    binary_regime if t in binary else cfg.regime), total_steps, 1.0)
+                 for t in curriculum_tasks}
+    return Sampler(pools, curricula, encoding.difficulty_base, total_steps, binary, cfg.endgame, cfg.endgame_share)
 
 
 def evaluate_and_adapt(run: Run, step: int, lr: float, loss: float) -> dict:
@@ -277,11 +299,11 @@ def evaluate_and_adapt(run: Run, step: int, lr: float, loss: float) -> dict:
     weights = run.normalizer.update(tokens_seen)
     if run.cfg.balancing and scores and tokens_seen >= run.cfg.adapt_warmup * run.cfg.tokens:
         run.balancer.update(scores)
-    column = difficulty_column(run.model.encoding.difficulty_base, step, run.total_steps)
-    for task, curriculum in run.curricula.items():
-        levels = run.val[task][column].to_numpy()
-        task_scores = answers.loc[answers.task == task, "score"].to_numpy()
-        curriculum.update(pd.Series(task_scores).groupby(levels).mean().to_dict(), step + 1, lr)
+    for task, (frame, column) in run.sampler.to_evaluate(run.val, step).items():
+        scored = answers[answers.task == task] if frame is run.val[task] else \
+            evaluate(run.model, run.tok, {task: frame}, run.cfg.max_answer_tokens or None)
+        per_level = pd.Series(scored["score"].to_numpy()).groupby(frame[column].to_numpy()).mean()
+        run.sampler.curricula[task].update(per_level.to_dict(), step + 1, lr)
     mean = metrics.generalized_mean(scores.values(), run.cfg.balance_lambda) if scores else -loss
     eligible = not run.cfg.select_after_warmup or step + 1 > run.warmup_steps or step + 1 == run.total_steps
     if eligible and (mean > run.state["best"] or not (run.out / "best.pt").exists()):
@@ -291,13 +313,15 @@ def evaluate_and_adapt(run: Run, step: int, lr: float, loss: float) -> dict:
     return {"step": step + 1, "harmonic_mean": mean, **{f"score/{t}": s for t, s in scores.items()},
             **{f"ratio/{t}": r for t, r in run.balancer.ratios.items()},
             **{f"loss_weight/{t}": float(w) for t, w in zip(run.cfg.tasks, weights)},
-            **{f"frontier/{t}": c.frontier for t, c in run.curricula.items()}}
+            **{f"frontier/{t}": c.frontier for t, c in run.sampler.curricula.items()},
+            **{f"endgame/{t}": int(run.sampler.in_endgame(t, step)) for t in run.sampler.binary}}
 
 
 def save_checkpoint(run: Run) -> None:
     """Weights, optimizers, balancer, curricula, random states and the step: all a resume needs."""
     ckpt = {"model": run.model.state_dict(), "optimizers": [o.state_dict() for o in run.optimizers],
-            "balancer": run.balancer.state_dict(), "normalizer": run.normalizer.state_dict(), "curricula": {t: c.state_dict() for t, c in run.curricula.items()},
+            "balancer": run.balancer.state_dict(), "normalizer": run.normalizer.state_dict(),
+            "curricula": {t: c.state_dict() for t, c in run.sampler.curricula.items()},
             "rng": json.dumps(run.rng.bit_generator.state), "torch_rng": torch.get_rng_state(),
             "state": dict(run.state), "config": _comparable(run.cfg)}
     write_atomic(run.out / "checkpoint.pt", lambda tmp: torch.save(ckpt, tmp))
@@ -419,7 +443,7 @@ def _restore(run: Run) -> None:
     run.balancer.load_state_dict(ckpt["balancer"])
     run.normalizer.load_state_dict(ckpt["normalizer"])
     for task, state in ckpt["curricula"].items():
-        run.curricula[task].load_state_dict(state)
+        run.sampler.curricula[task].load_state_dict(state)
     run.rng.bit_generator.state = json.loads(ckpt["rng"])
     torch.set_rng_state(ckpt["torch_rng"])
     run.state = ckpt["state"]

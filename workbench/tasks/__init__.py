@@ -5,6 +5,7 @@ one registry like the encoders'.
     >>> tasks.names()                       # every task, registration order (Table 1's rows)
     >>> tasks.get("minmax").metric          # "accuracy"
     >>> tasks.generate("addition", 100, seed=0, split="test", decades=(0, 1), max_digits=2)
+    >>> tasks.generate("multiplication", 100, regime=tasks.Regime(significance="binary"))  # A.3's BitTokens set
 
 generate(task, n, seed, split) draws candidate questions in vectorized batches, keeps those whose
 question hash falls in the requested split (hash buckets: 1/10 val, 1/10 test, 8/10 train, so the
@@ -75,8 +76,10 @@ def markers() -> list[str]:
 def generate(task, n, seed=0, split="train", decades=None, max_digits=None, regime: Regime | None = None):
     """n labelled samples of `task` from `split`; same arguments give a byte-identical frame.
 
-    `decades=(lo, hi)` and `max_digits` (or a whole `regime`) narrow the operand regime (magnitudes
-    10**lo … 10**(hi+1), significant digits) for small experiments; the default is the paper's.
+    `decades=(lo, hi)` and `max_digits` (or a whole `regime`) narrow the numbers of every task
+    (magnitudes 10**lo … 10**(hi+1), significant digits: operands and list elements alike) for small
+    experiments; the default is the paper's. The regime's other fields (sampling.Regime) choose the
+    binary training set of A.3, list lengths and sampling, operand swaps and difficulty levels.
     """
     spec = get(task)
     if split not in SPLITS:
@@ -101,15 +104,28 @@ def generate(task, n, seed=0, split="train", decades=None, max_digits=None, regi
         have += len(frame)
     if not frames:
         empty = {k: v[:0] for k, v in spec.draw(rng, 1, regime).items() if k not in ("valid", "key")}
-        return spec.build(empty, 0)
-    return pd.concat(frames, ignore_index=True).iloc[:n].reset_index(drop=True)
+        return _levels(spec, spec.build(empty, 0), regime)
+    return _levels(spec, pd.concat(frames, ignore_index=True).iloc[:n].reset_index(drop=True), regime)
 
 
-def max_difficulty(task, base=10):
-    """Largest difficulty the heuristic of `task` can give in base 10 (difficulty_sd) or 2."""
+def _levels(spec, frame, regime):
+    """The task's raw difficulty columns as the regime's levels (caps, damping)."""
+    if spec.difficulty_rule is not None:
+        for column, base in (("difficulty", 2), ("difficulty_sd", 10)):
+            frame[column] = np.asarray(spec.difficulty_rule(frame[column].to_numpy(), base, regime), dtype=np.int64)
+    return frame
+
+
+def max_difficulty(task, base=10, regime: Regime | None = None):
+    """Largest difficulty level of `task` in base 10 (difficulty_sd) or 2 under `regime` (default
+    the paper's, with the authors' caps): the bound of the generated columns."""
     if base not in (2, 10):
         raise ValueError(f"base must be 2 or 10, got {base!r}")
-    return get(task).max_difficulty(base)
+    spec = get(task)
+    bound = spec.max_difficulty(base)
+    if spec.difficulty_rule is None:
+        return bound
+    return int(spec.difficulty_rule(np.int64(bound), base, PAPER if regime is None else regime))
 
 
 # Importing the family modules registers their tasks (the paper's nine, then text), then every

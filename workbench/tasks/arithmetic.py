@@ -15,7 +15,8 @@ from . import difficulty as dif
 from . import register
 from .base import ARITHMETIC_PROMPT, Task, parse_float
 from .exact import EPS_LD, fmt_all, fraction, round_fast, round_fraction, settle, to_float, value_ld
-from .sampling import HIGH, LOW, decades, numbers, question_hash, round_to_digits, signs, split_digits
+from .sampling import (HIGH, LOW, decades, float_pairs, numbers, operands, question_hash, round_to_bits,
+                       round_to_digits, signs, split_operands, split_total)
 
 OPS = {"+": 0, "-": 1, "*": 2, "/": 3}
 
@@ -33,11 +34,11 @@ def draw_addition(rng, m, regime):
     x1 = decades(rng, m, regime)
     near = np.clip(x1 + np.rint(rng.normal(0, 3, m)).astype(np.int64), *regime.decades)
     x2 = np.where(rng.random(m) < 0.5, near, decades(rng, m, regime))
-    p1, p2 = split_digits(rng, m, regime)
+    p1, p2 = split_total(rng, m, regime.max_share)
     swap = rng.random(m) < 0.5
     p1, p2 = np.where(swap, p2, p1), np.where(swap, p1, p2)
-    M1, e1 = numbers(rng, x1, p1)
-    M2, e2 = numbers(rng, x2, p2)
+    M1, e1, ok1 = operands(rng, x1, p1, regime)
+    M2, e2, ok2 = operands(rng, x2, p2, regime)
     s1, s2 = signs(rng, m)
     op = np.where(rng.random(m) < 0.5, "+", "-")
     M1, M2 = s1 * M1, s2 * M2
@@ -47,23 +48,25 @@ def draw_addition(rng, m, regime):
     ar = np.abs(r)
     # no vanishing information: every operand moves the 15-digit answer, no cancellation past 15 digits
     valid = (ar >= 1e-15 * big) & (small >= 0.5 * 10.0 ** (np.floor(np.log10(np.where(ar > 0, ar, 1))) - 14))
-    return _candidates(M1, e1, M2, e2, op, valid)
+    return _candidates(M1, e1, M2, e2, op, valid & ok1 & ok2, _bits(regime, p1, p2))
 
 
 def draw_multiplication(rng, m, regime):
     x1, x2 = decades(rng, m, regime), decades(rng, m, regime)
-    p1, p2 = split_digits(rng, m, regime)
-    M1, e1 = numbers(rng, x1, p1)
-    M2, e2 = numbers(rng, x2, p2)
+    p1, p2 = split_operands(rng, m, regime)
+    M1, e1, ok1 = operands(rng, x1, p1, regime)
+    M2, e2, ok2 = operands(rng, x2, p2, regime)
     s1, s2 = signs(rng, m)
-    valid = (x1 + x2 >= LOW) & (x1 + x2 <= HIGH)
-    return _candidates(s1 * M1, e1, s2 * M2, e2, np.full(m, "*"), valid)
+    valid = (x1 + x2 >= LOW) & (x1 + x2 <= HIGH) & ok1 & ok2
+    return _candidates(s1 * M1, e1, s2 * M2, e2, np.full(m, "*"), valid, _bits(regime, p1, p2))
 
 
 def draw_division(rng, m, regime):
     """Quotient and divisor are drawn (A.2); the dividend is their float64 product, printed."""
+    if regime.significance == "binary":
+        return _draw_division_binary(rng, m, regime)
     xq, xd = decades(rng, m, regime), decades(rng, m, regime)
-    pq, pd_ = split_digits(rng, m, regime)
+    pq, pd_ = split_operands(rng, m, regime)
     Mq, eq = numbers(rng, xq, pq)
     Md, ed = numbers(rng, xd, pd_)
     valid = (xq + xd >= LOW) & (xq + xd <= HIGH - 1)
@@ -72,6 +75,29 @@ def draw_division(rng, m, regime):
     s1, s2 = signs(rng, m)
     extra = dict(quotient_digits=pq, divisor_digits=pd_)
     return _candidates(s1 * M1, e1, s2 * Md, ed, np.full(m, "/"), valid, extra)
+
+
+def _draw_division_binary(rng, m, regime):
+    """The authors' binary division set ("DivM"): x / d with d the shortest text of 1/y, where x and
+    the multiplier y share the drawn bits like a multiplication's operands, so the quotient (about
+    x * y) has a short binary expansion. The divisor d lies in a decade of the regime. Difficulty as
+    the authors score it: non-zero bits of x and of the printed d, non-zero digits of x and of y."""
+    x1, xd = decades(rng, m, regime), decades(rng, m, regime)
+    p1, p2 = split_operands(rng, m, regime)
+    M1, e1, ok1 = operands(rng, x1, p1, regime)
+    y = round_to_bits(rng.uniform(10.0 ** (-xd - 1), 10.0 ** -xd), p2)  # 1/y in (10**xd, 10**(xd+1)]
+    d = 1.0 / y
+    Md, ed = float_pairs(d)
+    s1, s2 = signs(rng, m)
+    xq = x1 - xd - 1  # the decade of x * y
+    valid = (xq >= LOW) & (xq <= HIGH) & ok1 & regime.in_bounds(d)
+    extra = dict(_bits(regime, p1, p2), multiplier=y)
+    return _candidates(s1 * M1, e1, s2 * Md, ed, np.full(m, "/"), valid, extra)
+
+
+def _bits(regime, p1, p2):
+    """The drawn significant bits of the two operands (the multiplier y for division), binary only."""
+    return dict(num1_bits=p1, num2_bits=p2) if regime.significance == "binary" else {}
 
 
 def _label(c, limit):
@@ -109,6 +135,8 @@ def build(task, c, limit):
     bits_a, bits_b = dif.nonzero_bits(fa), dif.nonzero_bits(fb)
     if task == "multiplication":
         d_sd, d_2 = nz_a + nz_b, bits_a + bits_b
+    elif "multiplier" in c:  # binary division, the authors' rule: scored as the multiplication x * y
+        d_sd, d_2 = nz_a + dif.nonzero_digits(float_pairs(c["multiplier"])[0]), bits_a + bits_b
     else:  # division (A.3) and addition (ours): operands and result
         d_sd, d_2 = nz_a + nz_b + dif.nonzero_digits(M), bits_a + bits_b + dif.nonzero_bits(fr)
     df = pd.DataFrame({
@@ -121,9 +149,11 @@ def build(task, c, limit):
         "num1_exp": np.floor(np.log10(np.abs(fa))).astype(np.int64),
         "num2_exp": np.floor(np.log10(np.abs(fb))).astype(np.int64),
     })
-    for k in ("quotient_digits", "divisor_digits"):
+    for k in ("quotient_digits", "divisor_digits", "num1_bits", "num2_bits"):
         if k in c:
             df[k] = c[k]
+    if "multiplier" in c:  # binary division: the y of x / (1/y), as its shortest text
+        df["multiplier"] = fmt_all(*float_pairs(c["multiplier"] * np.sign(c["M2"])))
     return df
 
 
@@ -140,13 +170,14 @@ def score_numbers(predictions, answers) -> pd.DataFrame:
                          "exact": metrics.exact_match(pred, target)})
 
 
-def _task(name, label, draw, curriculum, released_name):
+def _task(name, label, draw, curriculum, released_name, rule=None):
     return register(Task(name=name, family="single_step", label=label, answer="number", metric="log_smape",
                          draw=draw, build=partial(build, name), max_difficulty=partial(max_difficulty, name),
                          score=score_numbers, system_prompt=ARITHMETIC_PROMPT, curriculum=curriculum,
-                         released_name=released_name))
+                         released_name=released_name, difficulty_rule=rule))
 
 
 ADDITION = _task("addition", "Add", draw_addition, False, "Addition")
-MULTIPLICATION = _task("multiplication", "Mult", draw_multiplication, True, "Multiplication")
-DIVISION = _task("division", "Div", draw_division, True, "Division")
+MULTIPLICATION = _task("multiplication", "Mult", draw_multiplication, True, "Multiplication",
+                       dif.multiplication_rule)
+DIVISION = _task("division", "Div", draw_division, True, "Division", dif.division_rule)

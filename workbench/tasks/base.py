@@ -23,7 +23,9 @@ class Task:
     """One task. `draw(rng, m, regime)` gives m candidate questions (dict of arrays with "valid"
     and "key"); `build(candidates, limit)` labels the first `limit` usable ones as a DataFrame with
     prompt, text_prompt, answer, difficulty (base 2), difficulty_sd (base 10); `max_difficulty(base)`
-    bounds those; `score(predictions, answers)` gives per-sample `score` and `exact`."""
+    bounds those; `score(predictions, answers)` gives per-sample `score` and `exact`.
+    `difficulty_rule(d, base, regime)` maps those raw heuristics (and their bound) to the levels the
+    regime asks for (caps, damping); None keeps them."""
 
     name: str
     family: str
@@ -38,6 +40,7 @@ class Task:
     system_prompt: str = ""  # appendix A.1: what a frontier LLM is told
     curriculum: bool = False  # A.3: trained with the difficulty curriculum of C.3
     released_name: str | None = None  # file stem of the authors' released test set, e.g. "MinMax"
+    difficulty_rule: Callable | None = None  # (difficulties, base, regime) -> difficulties
 
     def __post_init__(self):
         for field, value, allowed in (("family", self.family, FAMILIES), ("answer", self.answer, ANSWERS),

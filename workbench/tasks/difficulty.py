@@ -2,6 +2,10 @@
 
 Non-zero digits: base 10 counts the digits 1-9 of the printed number; base 2 counts the one-bits of
 its float64 significand (the binary expansion of the float64 is exact and finite).
+Rules (`*_rule`, per task): the regime turns those raw counts into levels. With difficulty_caps
+(the default) they follow the authors' code, on which A.3's text is silent: multiplication at most 60
+bits / 32 digits, division's bits clipped to [30, 60] (digits uncapped; the binary set is capped like
+multiplication), damped exponentiation's bits clipped to [5, 58]. exp_difficulty="damped" is the authors' round(product ** 0.4) for exponentiation.
 List tasks (our definition, A.3 gives none): for each neighbouring pair of the sorted list (plus the
 reference for interval) the number of leading digits one must read before they differ,
 floor(log_b max(|a|,|b|)) - floor(log_b |a-b|) + 1, summed over pairs.
@@ -60,3 +64,27 @@ def spread_difficulty(spread, decade, base):
     """delta_Mean = s - x + 15 (A.3), in digits of `base`; also used for std."""
     d = (spread - decade + 15).astype(np.float64)
     return np.maximum(0, np.rint(d * (LOG2_10 if base == 2 else 1))).astype(np.int64)
+
+
+def multiplication_rule(d, base, regime):
+    """The authors' caps: at most 60 non-zero bits (base 2), 32 non-zero digits (base 10)."""
+    return np.minimum(d, 60 if base == 2 else 32) if regime.difficulty_caps else d
+
+
+def division_rule(d, base, regime):
+    """The authors' caps: bits clipped to [30, 60], digits uncapped; their binary set ("DivM", scored
+    as a multiplication) is capped like multiplication."""
+    if not regime.difficulty_caps:
+        return d
+    if regime.significance == "binary":
+        return multiplication_rule(d, base, regime)
+    return np.clip(d, 30, 60) if base == 2 else d
+
+
+def exponentiation_rule(d, base, regime):
+    """A.3's product of non-zero digits, or the authors' round(product ** 0.4) ("damped"), whose bits
+    they clip to [5, 58]."""
+    if regime.exp_difficulty == "product":
+        return d
+    d = np.rint(np.asarray(d, dtype=np.float64) ** 0.4).astype(np.int64)
+    return np.clip(d, 5, 58) if regime.difficulty_caps and base == 2 else d

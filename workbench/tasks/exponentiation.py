@@ -98,4 +98,5 @@ def max_difficulty(base):
 EXPONENTIATION = register(Task(
     name="exponentiation", family="multi_step", label="Exp", answer="number", metric="log_smape",
     draw=draw, build=build, max_difficulty=max_difficulty, score=score_numbers,
-    system_prompt=ARITHMETIC_PROMPT, curriculum=True, released_name="Exponentiation"))
+    system_prompt=ARITHMETIC_PROMPT, curriculum=True, released_name="Exponentiation",
+    difficulty_rule=dif.exponentiation_rule))

@@ -1,9 +1,32 @@
 """List tasks (A.1.1, A.1.3): minmax, sorting, interval, mean, std.
 
-Lists of 2-5 numbers around a mean m ~ U(10^x, 10^(x+1)) with spread 10^s: of K candidate lists
-(offsets uniform in [-10^s, 10^s], rounded to p ~ U{1..17} digits) the one whose mean is closest to
-m is kept (A.2 draws 1000 lists; we vectorize K = 32). All elements are shortest float64 round-trip
+Lists of 2-5 numbers (the regime's `list_lengths`) around a mean m ~ U(10^x, 10^(x+1)), x in the
+regime's decades, with spread 10^s: of K candidate lists (offsets uniform in [-10^s, 10^s], rounded
+to p ~ U{1..D} significant digits, D = the regime's max_digits) the one whose mean is closest to m
+is kept (A.2 draws 1000 lists; we vectorize K = 32). All elements are shortest float64 round-trip
 decimals, so comparing their float64 values compares the printed numbers exactly.
+
+Spreads, so that one regime knob governs the lists as it does the operands:
+    s in [max(x - min(13, D - 2), -14),  min(x + w, 13, high)],   w = 2 (minmax, sorting, interval)
+                                                                  w = D (mean, std)
+- Lower bound: with D digits an element near the mean has its last digit at 10^(x-D+1) (10^(x-D+2)
+  past the decade's top), so a spread 10^s spans 2 * 10^(s-x+D-1) such steps. s >= x - (D - 2) gives
+  at least 20 (2 near the top), enough for five distinct elements; a smaller spread collapses the
+  list into duplicates. A.2's x - 13 is that bound at 15 digits; with 17 digits the paper's rule is
+  kept exactly, with fewer the bound rises (D = 2: s >= x).
+- Upper bound: A.2's x + 2 for the comparisons, x + 17 for mean/std, read as x + D: with D digits,
+  elements 10^(x+D) apart cannot hold a mean near 10^x any more. Never above A.2's 13, nor above the
+  regime's top decade (a wider spread puts most elements beyond the regime's bound).
+- Lists whose elements collide after rounding are dropped, and so are lists with an element (or
+  interval reference) outside the regime's magnitudes [10^low, 10^(high+1)) — A.2's [1e-14, 1e15)
+  in the paper's regime.
+- Digits, by the regime's `list_sampling`: "paper" draws p ~ U{1..D} whatever the spread (A.2) and
+  keeps the surviving lists, so lengths skew short when few digits collide often (D = 2: 39 % of
+  the lists have 2 elements, 16 % have 5). "resolved" draws p ~ U{clip(x - s + 2, 1, D)..D} (the
+  authors' rule: digits enough for the spread) and redraws a rejected list at its drawn length, so
+  every length stays equally frequent (only lengths the regime cannot fill at all, e.g. five
+  distinct one-digit numbers within one decade, go missing). "auto" (the default) is "paper" at
+  17 digits, so the paper's regime draws exactly A.2's lists, and "resolved" below.
 """
 import math
 from fractions import Fraction
@@ -18,9 +41,10 @@ from . import register
 from .arithmetic import in_range, score_numbers
 from .base import ARITHMETIC_PROMPT, HEADER_LIST, NO_TOOLS, NUMERIC_ANSWER, Task, accuracy, parse_float
 from .exact import EPS_LD, fmt_all, fraction, round_fast, round_fraction, round_sqrt_fraction, settle, value_ld
-from .sampling import LOW, MAX_DIGITS, decades, question_hash, round_to_digits
+from .sampling import HIGH, LOW, decades, question_hash, round_to_digits
 
 MAX_LEN, CANDIDATES = 5, 32
+RETRIES = 16  # redraws of a rejected list at its length ("resolved" sampling)
 LETTERS = "ABCDEF"
 OPS = {"minmax": ("min", "max"), "sorting": ("asc", "desc"), "interval": ("intva",),
        "mean": ("mean",), "std": ("std",)}
@@ -58,13 +82,42 @@ def _closest(raw, used, length, mean, p):
     return np.argmin(dist, axis=1)
 
 
-def _draw_lists(rng, m, regime, wide):
-    """(M, e) arrays of shape (m, 5) (padding M=0 beyond each length), lengths, decades, spreads."""
-    length = rng.integers(2, MAX_LEN + 1, m)
+def spread_bounds(x, regime, wide):
+    """Lowest and highest spread exponent s of lists around decade x (see the module's docstring)."""
+    digits, top = regime.max_digits, regime.decades[1]
+    high = np.minimum(np.minimum(x + (digits if wide else 2), HIGH - 1), top)
+    low = np.maximum(x - min(13, digits - 2), LOW)
+    return np.minimum(low, high), high
+
+
+def _draw_lists(rng, m, regime, wide, check=None):
+    """(M, e) arrays of shape (m, 5) (padding M=0 beyond each length), lengths, decades, spreads.
+
+    check(rng, c) adds a task's own draws and validity (interval's reference, mean/std's answer
+    range). The "resolved" sampling redraws rejected rows at their drawn length, so that every
+    length stays equally frequent however often short digits collide."""
+    shortest, longest = regime.list_lengths
+    length = rng.integers(shortest, longest + 1, m)
+    c = _lists(rng, length, regime, wide, check)
+    if regime.list_rule == "resolved":
+        for _ in range(RETRIES):
+            bad = np.flatnonzero(~c["valid"])
+            if not len(bad):
+                break
+            for k, v in _lists(rng, length[bad], regime, wide, check).items():
+                c[k][bad] = v
+    return c
+
+
+def _lists(rng, length, regime, wide, check):
+    m = len(length)
     x = decades(rng, m, regime)
-    s_hi = np.minimum(x + (17 if wide else 2), 13)
-    s = rng.integers(np.maximum(x - 13, LOW), s_hi + 1)
-    p = rng.integers(1, MAX_DIGITS + 1, m)
+    s_lo, s_hi = spread_bounds(x, regime, wide)
+    s = rng.integers(s_lo, s_hi + 1)
+    if regime.list_rule == "resolved":  # enough digits to resolve the spread (the authors' rule)
+        p = rng.integers(np.clip(x - s + 2, 1, regime.max_digits), regime.max_digits + 1)
+    else:
+        p = rng.integers(1, regime.max_digits + 1, m)
     mean = rng.uniform(10.0 ** x, 10.0 ** (x + 1)) * np.where(rng.random(m) < 0.5, -1, 1)
     off = rng.uniform(-1, 1, (m, CANDIDATES, MAX_LEN)) * (10.0 ** s)[:, None, None]
     raw = mean[:, None, None] + off
@@ -75,13 +128,13 @@ def _draw_lists(rng, m, regime, wide):
     M, e = M.reshape(m, MAX_LEN), e.reshape(m, MAX_LEN)
     M, e = np.where(used, M, 0), np.where(used, e, 0)
     f = value_ld(M, e).astype(np.float64)
-    a = np.abs(f)
-    ok_range = ((a >= 1e-14) & (a < 1e15)) | (M == 0)
+    ok_range = regime.in_bounds(f)
     fs = np.where(used, f, np.nan)
     srt = np.sort(fs, axis=1)
     distinct = ~(np.diff(srt, axis=1) == 0).any(axis=1)
     valid = ok_range.all(axis=1) & distinct
-    return dict(M=M, e=e, length=length, decade=x, spread=s, digits=p, valid=valid, sorted=srt)
+    c = dict(M=M, e=e, length=length, decade=x, spread=s, digits=p, valid=valid, sorted=srt)
+    return c if check is None else check(rng, c, regime)
 
 
 def _finish(c, op_codes, *extra_keys):
@@ -102,9 +155,15 @@ def draw_sorting(rng, m, regime):
 
 
 def draw_interval(rng, m, regime):
+    c = _draw_lists(rng, m, regime, wide=False, check=_reference)
+    c["op"] = np.full(m, "intva")
+    return _finish(c, np.full(m, 30), c["Mr"], c["er"])
+
+
+def _reference(rng, c, regime):
     """Reference value of eq. 11: below, between or above the sorted list, rounded like its elements."""
-    c = _draw_lists(rng, m, regime, wide=False)
     L, n = c["sorted"], c["length"]
+    m = len(n)
     pos = rng.integers(0, n + 1)
     step = 10.0 ** c["spread"] / n
     rows = np.arange(m)
@@ -112,11 +171,9 @@ def draw_interval(rng, m, regime):
     lo, hi = L[rows, np.maximum(pos - 1, 0)], L[rows, np.minimum(pos, n - 1)]
     ref = np.where(pos == 0, first - step, np.where(pos == n, last + step, rng.uniform(lo, np.maximum(hi, lo))))
     Mr, er = round_to_digits(ref, c["digits"])
-    fr = value_ld(Mr, er).astype(np.float64)
-    ar = np.abs(fr)
-    c["valid"] &= ((ar >= 1e-14) & (ar < 1e15)) | (Mr == 0)
-    c.update(Mr=Mr, er=er, op=np.full(m, "intva"))
-    return _finish(c, np.full(m, 30), Mr, er)
+    c["valid"] &= regime.in_bounds(value_ld(Mr, er).astype(np.float64))
+    c.update(Mr=Mr, er=er)
+    return c
 
 
 def _mean_std_valid(c, std):
@@ -133,16 +190,21 @@ def _mean_std_valid(c, std):
     return (r >= 1e-15 * big) & (small >= unit) & (r > 0)
 
 
+def _answer_check(std):
+    def check(rng, c, regime):
+        c["valid"] &= _mean_std_valid(c, std)
+        return c
+    return check
+
+
 def draw_mean(rng, m, regime):
-    c = _draw_lists(rng, m, regime, wide=True)
-    c["valid"] &= _mean_std_valid(c, std=False)
+    c = _draw_lists(rng, m, regime, wide=True, check=_answer_check(std=False))
     c["op"] = np.full(m, "mean")
     return _finish(c, np.full(m, 40))
 
 
 def draw_std(rng, m, regime):
-    c = _draw_lists(rng, m, regime, wide=True)
-    c["valid"] &= _mean_std_valid(c, std=True)
+    c = _draw_lists(rng, m, regime, wide=True, check=_answer_check(std=True))
     c["op"] = np.full(m, "std")
     return _finish(c, np.full(m, 50))
 

@@ -3,6 +3,7 @@
 Every operand is a pair (M, e) = M * 10**e with at most 17 significant digits whose decimal text is
 the shortest float64 round-trip form, so BitTokens (float64) see exactly the printed number.
 """
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,14 +16,47 @@ MAX_DIGITS = 17
 SPLITS = ("train", "val", "test")
 
 
+SIGNIFICANCE = ("decimal", "binary")
+EXP_DIFFICULTY = ("product", "damped")
+LIST_LENGTHS = (2, 5)
+LIST_SAMPLING = ("auto", "paper", "resolved")
+
+
 @dataclass(frozen=True)
 class Regime:
-    """The operand regime: magnitudes 10**x for x in `decades` (inclusive) with at most
-    `max_digits` significant digits. The default is the paper's; small experiments narrow it.
-    `text_source` is where the text task's prose comes from (text_sources.py; "pydoc" offline)."""
+    """How numbers are drawn, for every task. The default is the paper's; small experiments narrow it.
+
+    decades, max_digits: magnitudes 10**x for x in `decades` (inclusive) with at most `max_digits`
+        significant digits: the operands of the arithmetic tasks, the base of exponentiation (its
+        exponent is an integer or the printed 1/k), the quotient and divisor of division (its
+        dividend is their product) and every list element (lists.py says how spreads follow).
+    list_lengths: (shortest, longest) list, within the paper's 2..5.
+    list_sampling: "paper" (A.2: element digits p ~ U{1..D} whatever the spread; lists whose elements
+        collide are dropped, which favours short lists when D is small), "resolved" (the authors'
+        p >= x - s + 2, and a rejected list is redrawn at its length, so lengths stay uniform) or
+        "auto": paper at 17 digits, resolved below.
+    significance: "decimal" (A.2: significant digits) or "binary" (A.3's BitTokens training set:
+        significant bits, ~U{2..2B} split between the operands like the digits, B = the bits of
+        `max_digits` digits, at most 53; division as x / (1/y)). Binary applies to addition,
+        multiplication and division; the other tasks ignore it.
+    swap_operands: give the larger share of the digits to either operand of a multiplication or
+        division at random (the authors' code swaps; A.2's text does not).
+    difficulty_caps: the authors' bounds on the difficulty levels (multiplication at most 60 bits /
+        32 digits; division's bits clipped to [30, 60], its binary set capped like multiplication;
+        damped exponentiation's bits clipped to [5, 58]). False: A.3's raw counts.
+    exp_difficulty: "product" of the non-zero digits of base, exponent and result (A.3's text) or
+        "damped", round(product ** 0.4) (the authors' code).
+    text_source: where the text task's prose comes from (text_sources.py; "pydoc" offline).
+    """
 
     decades: tuple[int, int] = (LOW, HIGH)
     max_digits: int = MAX_DIGITS
+    list_lengths: tuple[int, int] = LIST_LENGTHS
+    list_sampling: str = "auto"
+    significance: str = "decimal"
+    swap_operands: bool = False
+    difficulty_caps: bool = True
+    exp_difficulty: str = "product"
     text_source: str = DEFAULT_TEXT_SOURCE
 
     def __post_init__(self):
@@ -31,15 +65,54 @@ class Regime:
             raise ValueError(f"decades must be integers with {LOW} <= low <= high <= {HIGH}, got {self.decades}")
         if not 1 <= self.max_digits <= MAX_DIGITS or self.max_digits != int(self.max_digits):
             raise ValueError(f"max_digits must be an integer in 1..{MAX_DIGITS}, got {self.max_digits}")
+        shortest, longest = self.list_lengths
+        if not (LIST_LENGTHS[0] <= shortest <= longest <= LIST_LENGTHS[1]) or shortest != int(shortest) \
+                or longest != int(longest):
+            raise ValueError(f"list_lengths must be integers with {LIST_LENGTHS[0]} <= shortest <= longest <= "
+                             f"{LIST_LENGTHS[1]}, got {self.list_lengths}")
+        for name, value, allowed in (("list_sampling", self.list_sampling, LIST_SAMPLING),
+                                     ("significance", self.significance, SIGNIFICANCE),
+                                     ("exp_difficulty", self.exp_difficulty, EXP_DIFFICULTY)):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        for name in ("swap_operands", "difficulty_caps"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         object.__setattr__(self, "decades", (int(lo), int(hi)))
         object.__setattr__(self, "max_digits", int(self.max_digits))
         parse_text_source(self.text_source)  # raises for a malformed one; the text task reads it
+        object.__setattr__(self, "list_lengths", (int(shortest), int(longest)))
+        object.__setattr__(self, "swap_operands", bool(self.swap_operands))
+        object.__setattr__(self, "difficulty_caps", bool(self.difficulty_caps))
 
     @classmethod
-    def of(cls, decades=None, max_digits=None, text_source=DEFAULT_TEXT_SOURCE) -> "Regime":
-        """The regime with these bounds, None meaning the paper's."""
+    def of(cls, decades=None, max_digits=None, **options) -> "Regime":
+        """The regime with these bounds, None meaning the paper's; `options` are the other fields."""
         return cls(tuple(decades) if decades is not None else (LOW, HIGH),
-                   MAX_DIGITS if max_digits is None else max_digits, text_source)
+                   MAX_DIGITS if max_digits is None else max_digits, **options)
+
+    @property
+    def list_rule(self) -> str:
+        """The list sampling in force: "auto" is the paper's at 17 digits, "resolved" below."""
+        if self.list_sampling != "auto":
+            return self.list_sampling
+        return "paper" if self.max_digits == MAX_DIGITS else "resolved"
+
+    @property
+    def max_share(self) -> int:
+        """Most significant digits (decimal) or bits (binary) of one operand."""
+        return self.max_bits if self.significance == "binary" else self.max_digits
+
+    @property
+    def max_bits(self) -> int:
+        """Significant bits per operand in the binary regime: as many as `max_digits` digits hold."""
+        return min(53, math.ceil(self.max_digits * math.log2(10)))
+
+    def in_bounds(self, x):
+        """|x| in [10**low, 10**(high+1)) (float64 array), or zero."""
+        a = np.abs(x)
+        lo, hi = self.decades
+        return ((a >= 10.0 ** lo) & (a < 10.0 ** (hi + 1))) | (a == 0)
 
 
 PAPER = Regime()
@@ -85,9 +158,9 @@ def round_to_digits(x, digits):
     return round_trip(*normalize(np.where(x < 0, -M, M), e))
 
 
-def split_digits(rng, n, regime: Regime):
-    """Significant digits of two operands (A.2): total p12 ~ U{2..34}, p1 ~ triangular(l, l+1, min(p12-1, 17))."""
-    most = regime.max_digits
+def split_total(rng, n, most):
+    """A.2's split of a total p12 ~ U{2..2*most} into p1 ~ triangular(l, l+1, min(p12-1, most)),
+    l = ceil(p12/2), and p2 = p12 - p1, both in 1..most (digits, or bits for the binary set)."""
     p12 = rng.integers(2, 2 * most + 1, n)
     left = (p12 + 1) // 2
     right = np.maximum(np.minimum(p12 - 1, most), left)
@@ -97,6 +170,48 @@ def split_digits(rng, n, regime: Regime):
     p1 = np.clip(np.rint(p1).astype(np.int64), 1, most)
     p2 = np.clip(p12 - p1, 1, most)
     return p1, p2
+
+
+def split_operands(rng, n, regime: Regime):
+    """Shares (p1, p2) of two operands: digits, or bits in the binary regime; the larger share p1
+    goes to a random operand when the regime swaps."""
+    p1, p2 = split_total(rng, n, regime.max_share)
+    if regime.swap_operands:
+        swap = rng.random(n) < 0.5
+        p1, p2 = np.where(swap, p2, p1), np.where(swap, p1, p2)
+    return p1, p2
+
+
+def round_to_bits(x, bits):
+    """Float64 values rounded half-even to `bits` significant bits (1..53): exact, like the
+    significand of a shorter float."""
+    m, E = np.frexp(np.asarray(x, dtype=np.float64))  # x = m * 2**E, 0.5 <= |m| < 1
+    return np.ldexp(np.rint(np.ldexp(m, bits)), E - bits)
+
+
+def binary_numbers(rng, decade, bits):
+    """Uniform numbers in [10**decade, 10**(decade+1)) rounded to `bits` significant bits, as the
+    (M, e) of their shortest decimal text and the float64 values (rounding may cross a decade)."""
+    x = round_to_bits(rng.uniform(10.0 ** decade, 10.0 ** (decade + 1)), bits)
+    return (*float_pairs(x), x)
+
+
+def float_pairs(x):
+    """(M, e) of the shortest round-trip decimal text of each float64 (what repr prints)."""
+    pairs = [shortest_repr(v) for v in np.asarray(x, dtype=np.float64).tolist()]
+    M = np.array([p[0] for p in pairs], dtype=np.int64).reshape(np.shape(x))
+    e = np.array([p[1] for p in pairs], dtype=np.int64).reshape(np.shape(x))
+    return normalize(M, e)
+
+
+def operands(rng, decade, share, regime: Regime):
+    """(M, e) of numbers in `decade` with `share` significant digits, or bits in the binary regime
+    (those outside the regime's bounds after rounding are flagged False in the third array)."""
+    if regime.significance == "binary":
+        M, e, x = binary_numbers(rng, decade, share)
+        return M, e, regime.in_bounds(x)
+    M, e = numbers(rng, decade, share)
+    return M, e, np.ones(len(M), dtype=bool)
 
 
 def signs(rng, n):
