@@ -166,3 +166,42 @@ def test_difficulty_column_switches_bittokens_to_base10_at_the_end():
         difficulty_column(binary, 0, 1000, switch_frac=1.5)
     with pytest.raises(ValueError, match="difficulty_base"):
         difficulty_column(3, 0, 1000)
+
+
+def _pool(tag, levels):
+    """A stand-in pool: samples are (tag, index) and both difficulty columns are `levels`."""
+    from workbench.data import Pool
+    levels = np.asarray(levels)
+    return Pool(tag, None, [(tag, i) for i in range(len(levels))], levels, levels)
+
+
+@pytest.mark.parametrize("endgame", ["fixed", "mastery"])
+def test_a3_hand_over_from_the_binary_pool_to_the_decimal_one(endgame):
+    """A.3: the binary pool (sampled by the curriculum) until the hand-over, then the decimal pool:
+    all of it for the last 10 % of steps (the paper), or 90 % once the binary curriculum has passed
+    its highest level, the binary pool keeping 10 % (the authors)."""
+    from workbench.curriculum import Sampler
+    decimal, binary = _pool("decimal", [0, 1, 2, 3] * 5), _pool("binary", [0, 1, 2] * 5)
+    curriculum = Curriculum(2, 100, 1.0, frontier=0)
+    sampler = Sampler({"multiplication": decimal}, {"multiplication": curriculum}, 2, 100,
+                      {"multiplication": (binary, "val frame")}, endgame=endgame)
+    rng = np.random.default_rng(0)
+
+    def share_decimal(step):
+        drawn = sampler.sample("multiplication", 1000, step, rng)
+        return np.mean([tag == "decimal" for tag, _ in drawn])
+
+    assert share_decimal(0) == 0 and share_decimal(89) == (0 if endgame == "fixed" else 0)
+    levels = [binary.difficulty[i] for _, i in sampler.sample("multiplication", 500, 0, rng)]
+    assert set(levels) <= {0, 1, 2} and np.mean(np.array(levels) == 0) > 0.7  # frontier 0 + preview
+    assert sampler.to_evaluate({"multiplication": "decimal val"}, 0) == {"multiplication": ("val frame", "difficulty")}
+    if endgame == "fixed":
+        assert share_decimal(90) == 1.0 and share_decimal(99) == 1.0
+    else:
+        assert share_decimal(99) == 0  # never mastered yet
+        curriculum.frontier = 2
+        curriculum.update({2: 1.0}, 50, 0.5)
+        assert curriculum.mastered and share_decimal(10) == 0.9
+    assert sampler.to_evaluate({"multiplication": "decimal val"}, 99) == {}  # handed over: no binary curriculum
+    with pytest.raises(ValueError, match="endgame"):
+        Sampler({}, {}, 2, 10, endgame="later")

@@ -281,8 +281,10 @@ def _sampler(cfg: TrainConfig, encoding, tok: Tokenizer, pools: dict, total_step
     binary_regime = replace(cfg.regime, significance="binary")
     binary = {t: (make_pool(t, cfg.pool_size, tok, cfg.seed, "train", binary_regime),
                   make_pool(t, cfg.val_samples, tok, cfg.seed, "val", binary_regime).frame) for t in binary_tasks}
-    curricula = {t: Curriculum(tasks.max_difficulty(t, encoding.difficulty_base,
-                                                    binary_regime if t in binary else cfg.regime), total_steps, 1.0)
+    column = "difficulty" if encoding.difficulty_base == 2 else "difficulty_sd"
+    # levels 0 .. the highest the pool holds (the authors' "levels present in the data"): a narrowed
+    # regime's pool holds far fewer than the paper's bound, and the frontier starts at 0.1 x that
+    curricula = {t: Curriculum(int(getattr(binary[t][0] if t in binary else pools[t], column).max()), total_steps, 1.0)
                  for t in curriculum_tasks}
     return Sampler(pools, curricula, encoding.difficulty_base, total_steps, binary, cfg.endgame, cfg.endgame_share)
 
@@ -303,7 +305,8 @@ def evaluate_and_adapt(run: Run, step: int, lr: float, loss: float) -> dict:
         scored = answers[answers.task == task] if frame is run.val[task] else \
             evaluate(run.model, run.tok, {task: frame}, run.cfg.max_answer_tokens or None)
         per_level = pd.Series(scored["score"].to_numpy()).groupby(frame[column].to_numpy()).mean()
-        run.sampler.curricula[task].update(per_level.to_dict(), step + 1, lr)
+        curriculum = run.sampler.curricula[task]
+        curriculum.update(per_level[per_level.index <= curriculum.max_difficulty].to_dict(), step + 1, lr)
     mean = metrics.generalized_mean(scores.values(), run.cfg.balance_lambda) if scores else -loss
     eligible = not run.cfg.select_after_warmup or step + 1 > run.warmup_steps or step + 1 == run.total_steps
     if eligible and (mean > run.state["best"] or not (run.out / "best.pt").exists()):
