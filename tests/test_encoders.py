@@ -120,7 +120,7 @@ def test_bittokens_loss_is_zero_for_the_right_logits_and_large_for_wrong_ones():
 
 
 def decimal_oracle_bits(x: float) -> list[float]:
-    """The base-10 layout written with decimal: flags, 3 exponent digits, 17 significand digits."""
+    """The BCD base-10 layout written with decimal: flags, 3 exponent digits, 17 significand digits."""
     flags = [math.copysign(1, x) < 0, math.isinf(x), math.isnan(x)]
     exponent, digits = 0, "0" * 17
     if math.isfinite(x) and x != 0:
@@ -136,25 +136,99 @@ def decimal_oracle_bits(x: float) -> list[float]:
     return [1.0 if b else -1.0 for b in flags + bits + [exponent < 0]]
 
 
-def test_bittokens_base10_layout_and_round_trip():
-    codec = encoders.get("bittokens", base=10)
-    assert codec.bits == 84 and codec.width == 168
-    rng = random.Random(5)
+def base10_values(seed: int) -> list[float]:
+    """Specials, decimal-looking numbers over float64's whole exponent range, random bit patterns."""
+    rng = random.Random(seed)
     xs = SPECIALS + [float(f"{rng.randint(1, 10**15)}e{rng.randint(-330, 300)}") for _ in range(300)]
-    xs += [struct.unpack(">d", struct.pack(">Q", p))[0] for p in random_patterns(300, seed=6)]
+    xs += [1e22, 1e23, 9.999999999999999e22, 0.30000000000000004, 123456789012345680.0, 1e-323, 1e308]
+    return xs + [struct.unpack(">d", struct.pack(">Q", p))[0] for p in random_patterns(300, seed=seed + 1)]
+
+
+def same_float(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or struct.pack(">d", a) == struct.pack(">d", b)
+
+
+def test_bittokens_base10_bcd_layout_and_round_trip():
+    """The earlier base-10 layout, now one option away (base10_layout="bcd")."""
+    codec = encoders.get("bittokens", base=10, base10_layout="bcd")
+    assert codec.bits == 84 and codec.width == 168
+    xs = base10_values(5)
     enc = codec.encode(torch.tensor(xs, dtype=torch.float64))
     for row, x in zip(enc[:, :84].tolist(), xs):
         assert row == decimal_oracle_bits(x), x
     assert enc[0, 84:].tolist() == decimal_oracle_bits(math.inf)  # 1/0
     back = codec.decode(enc).tolist()
-    for a, b in zip(back, xs):
-        assert (math.isnan(a) and math.isnan(b)) or struct.pack(">d", a) == struct.pack(">d", b)
+    assert all(same_float(a, b) for a, b in zip(back, xs))
     target = torch.tensor(xs[:50], dtype=torch.float64)
     right = 10 * codec.encode(target)[:, :84]
     head = codec.number_head(256)
     assert head.loss(right, target).max() < 1e-4
     assert head.predict(right).tolist()[:4] == [0.0, -0.0, math.inf, -math.inf]
     assert math.copysign(1, head.predict(right)[1].item()) < 0
+
+
+def onehot_oracle_digits(x: float) -> list[int]:
+    """The authors' 21 digits written with decimal: sign (1 = non-negative), E + 500, 17 digits of
+    the shortest decimal; our reserved exponent 999 for inf (digits 0) and NaN (digits 1 0…0)."""
+    sign = 0 if math.copysign(1, x) < 0 else 1
+    if math.isinf(x) or math.isnan(x):
+        return [sign, 9, 9, 9] + [int(math.isnan(x))] + [0] * 16
+    if x == 0:
+        return [sign, 5, 0, 0] + [0] * 17
+    shortest = Decimal(repr(abs(x)))
+    digits = "".join(map(str, shortest.as_tuple().digits)).rstrip("0").ljust(17, "0")
+    return [sign] + [int(c) for c in f"{shortest.adjusted() + 500:03d}" + digits]
+
+
+def onehot_rows(digits: list[int]) -> list[float]:
+    return [1.0 if c == d else -1.0 for d in digits for c in range(10)]
+
+
+def test_bittokens_base10_default_is_the_authors_onehot_layout():
+    codec = encoders.get("bittokens", base=10)
+    assert codec.layout == "onehot" and codec.bits == 210 and codec.width == 420
+    assert codec.difficulty_base == 10 and encoders.get("bittokens").difficulty_base == 2
+    xs = base10_values(11)
+    enc = codec.encode(torch.tensor(xs, dtype=torch.float64))
+    assert enc.shape == (len(xs), 420) and enc.dtype == torch.float32
+    for row, x in zip(enc.tolist(), xs):
+        assert row[:210] == onehot_rows(onehot_oracle_digits(x)), x
+        if not math.isnan(x):
+            assert row[210:] == onehot_rows(onehot_oracle_digits(reciprocal_oracle(x))), x
+    # hand-written rows: 1.5, -0.0, 5e-324 (the smallest subnormal), inf
+    assert onehot_oracle_digits(1.5) == [1, 5, 0, 0, 1, 5] + [0] * 15
+    assert onehot_oracle_digits(-0.0) == [0, 5, 0, 0] + [0] * 17
+    assert onehot_oracle_digits(5e-324) == [1, 1, 7, 6, 5] + [0] * 16
+    assert onehot_oracle_digits(-250.0) == [0, 5, 0, 2, 2, 5] + [0] * 15
+    assert enc[0, 210:].tolist() == onehot_rows([1, 9, 9, 9] + [0] * 17)  # 1/0 = inf
+
+
+def test_bittokens_onehot_round_trips_every_finite_float64_exactly():
+    codec = encoders.get("bittokens", base=10)
+    rng = random.Random(12)
+    patterns = [rng.getrandbits(64) for _ in range(20000)]
+    xs = [v for v in as_tensor(patterns).tolist() if math.isfinite(v)] + base10_values(13)
+    back = codec.decode(codec.encode(torch.tensor(xs, dtype=torch.float64))).tolist()
+    assert all(same_float(a, b) for a, b in zip(back, xs))  # bit for bit; NaN is NaN
+    assert len(xs) > 19000
+
+
+def test_bittokens_onehot_head_sums_digit_cross_entropies_and_decodes_by_argmax():
+    codec = encoders.get("bittokens", base=10)
+    head = codec.number_head(512)
+    assert head.output.in_features == 512 and head.output.out_features == 210
+    x = torch.tensor([1.5, -250.0, 0.0, math.inf], dtype=torch.float64)
+    right = 3 * codec.encode(x)[:, :210]  # +3 on each right digit, -3 on the nine others
+    per_digit = -math.log(math.exp(3) / (math.exp(3) + 9 * math.exp(-3)))  # hand-computed CE
+    assert head.loss(right.double(), x).tolist() == pytest.approx([21 * per_digit] * 4, rel=1e-12)  # summed
+    uniform = torch.zeros(4, 210)
+    assert head.loss(uniform, x).tolist() == pytest.approx([21 * math.log(10)] * 4, rel=1e-6)
+    assert head.predict(right).tolist() == [1.5, -250.0, 0.0, math.inf]
+    assert head.predict(uniform).tolist() == [-0.0] * 4  # argmax 0 everywhere: sign 0, digits 0
+    # a digit wrong in the last place: the summed loss grows, the prediction is another number
+    wrong = right.clone()
+    wrong[0, 200:210] = torch.tensor([-3.0] * 9 + [3.0])  # d17 = 9
+    assert head.predict(wrong)[0].item() == 1.5000000000000009
 
 
 @pytest.mark.parametrize("combine", COMBINE)
@@ -187,12 +261,12 @@ def test_bittokens_combinations_follow_their_definitions():
     enc = encoders.get("bittokens").encode(x)
     padded = F.pad(enc, (0, d - 128))
 
-    def embed(combine):
-        return encoders.get("bittokens", combine=combine).number_head(d).embed(num, x)
+    def embed(combine, **options):
+        return encoders.get("bittokens", combine=combine, **options).number_head(d).embed(num, x)
 
     assert torch.equal(embed("sum"), num + padded)
     assert torch.equal(embed("product"), num * F.pad(enc, (0, d - 128), value=1.0))
-    concat = embed("concat")
+    concat = embed("concat", concat_rescale=False)  # the earlier concat: e's other dims as they are
     assert torch.equal(concat[:, :128], enc) and torch.equal(concat[:, 128:], num[:, 128:])
     zero_pad = embed("zero_pad")
     assert torch.equal(zero_pad, padded * math.sqrt(2))  # sqrt(256 / 128)
@@ -201,8 +275,71 @@ def test_bittokens_combinations_follow_their_definitions():
     assert torch.allclose(weighted.embed(num, x), enc @ weighted.combine.weight.T)
     none = encoders.get("bittokens", head="none").number_head(d)
     assert torch.equal(none(num), num[:, :64]) and not list(none.parameters())
-    mlp = encoders.get("bittokens", head="mlp").number_head(d)
-    assert isinstance(mlp.output[1], torch.nn.ReLU)  # Table 13's 2-layer MLP with ReLU
+
+
+def test_bittokens_concat_rescales_the_kept_embedding_to_unit_rms_by_default():
+    """The authors' concat: [bits, e[128:] / RMS(e[128:])]; hand-made e with a known RMS."""
+    d, x = 192, torch.tensor([3.0, -7.25], dtype=torch.float64)
+    num = torch.zeros(2, d)
+    num[0, 128:] = 2.0  # RMS 2
+    num[1, 128:160], num[1, 160:] = 3.0, -4.0  # RMS sqrt((9 + 16) / 2) = sqrt(12.5)
+    num[:, :128] = 99.0  # replaced by the bits either way
+    codec = encoders.get("bittokens", combine="concat")
+    assert codec.concat_rescale is True and encoders.options("bittokens")["concat_rescale"] is True
+    out = codec.number_head(d).embed(num, x)
+    assert torch.equal(out[:, :128], codec.encode(x))
+    assert out[0, 128:].tolist() == [1.0] * 64
+    assert out[1, 128:].tolist() == pytest.approx([3 / 12.5 ** 0.5] * 32 + [-4 / 12.5 ** 0.5] * 32, rel=1e-6)
+    assert out.pow(2).mean(1).tolist() == pytest.approx([1.0, 1.0], rel=1e-6)  # the whole token
+    num[1, 128:] = 0.0  # a zero part stays zero (no 0 / 0)
+    assert torch.equal(codec.number_head(d).embed(num, x)[1, 128:], torch.zeros(64))
+
+
+def test_bittokens_mlp_head_is_the_authors_d_to_half_d_by_default():
+    """Table 13's MLP: Linear(d -> d/2) -> ReLU -> Linear(d/2 -> 64); mlp_hidden=1.0 is d -> d."""
+    assert encoders.options("bittokens")["mlp_hidden"] == 0.5
+    for d, options, hidden in [(256, {}, 128), (257, {}, 128), (256, {"mlp_hidden": 1.0}, 256),
+                               (256, {"mlp_hidden": 1}, 256), (200, {"mlp_hidden": 0.25}, 50)]:
+        mlp = encoders.get("bittokens", head="mlp", **options).number_head(d).output
+        assert [type(m) for m in mlp] == [torch.nn.Linear, torch.nn.ReLU, torch.nn.Linear]
+        assert (mlp[0].in_features, mlp[0].out_features, mlp[2].in_features, mlp[2].out_features) == (d, hidden, hidden, 64)
+    onehot = encoders.get("bittokens", head="mlp", base=10).number_head(512).output
+    assert (onehot[0].out_features, onehot[2].out_features) == (256, 210)
+    for bad in (0, -0.5, True, "0.5", math.inf, math.nan):
+        with pytest.raises(ValueError, match="mlp_hidden"):
+            encoders.get("bittokens", mlp_hidden=bad)
+    with pytest.raises(ValueError, match="hidden unit"):
+        encoders.get("bittokens", head="mlp", mlp_hidden=0.001).number_head(256)
+
+
+def test_bittokens_default_combine_is_sum_and_zero_pad_is_one_option_away():
+    d, x = 256, torch.tensor([0.1, -3e300], dtype=torch.float64)
+    num = torch.randn(2, d)
+    default = encoders.get("bittokens")
+    assert default.combine == "sum" and encoders.options("bittokens")["combine"] == "sum"
+    bits = torch.tensor([struct_bits(pattern_of(v)) + struct_bits(pattern_of(1 / v)) for v in x.tolist()])
+    assert torch.equal(default.number_head(d).embed(num, x), num + F.pad(bits, (0, d - 128)))
+    zero_pad = encoders.get("bittokens", combine="zero_pad").number_head(d).embed(num, x)
+    assert torch.equal(zero_pad, F.pad(bits, (0, d - 128)) * math.sqrt(2))  # no [NUM] in it
+
+
+@pytest.mark.parametrize("combine", COMBINE)
+@pytest.mark.parametrize("options", [{}, {"concat_rescale": False}, {"reciprocal": False}, {"base": 10}],
+                         ids=["default", "no-rescale", "no-reciprocal", "base10"])
+def test_bittokens_embedding_map_reproduces_embed(combine, options):
+    """D5's map: embed(e, x) = A @ encode(x) + c for every combination (all are affine in enc)."""
+    d = 512
+    codec = encoders.get("bittokens", combine=combine, **options)
+    head = codec.number_head(d)
+    e = torch.randn(d, generator=torch.Generator().manual_seed(1))
+    x = torch.tensor([1.5, -2.0, 1e-10, 3e14, 0.0, -0.0, math.inf, 5e-324], dtype=torch.float64)
+    A, c = head.embedding_map(e)
+    assert A.shape == (d, codec.width) and c.shape == (d,) and A.dtype == c.dtype == torch.float64
+    embedded = head.embed(e.expand(len(x), -1), x).double()
+    assert torch.allclose(embedded, codec.encode(x).double() @ A.T + c, atol=1e-5)
+    if combine == "concat" and options.get("concat_rescale", True):  # hand-computed constant part
+        w = codec.width
+        assert torch.allclose(c[w:], e[w:].double() / e[w:].double().pow(2).mean().sqrt()) and not c[:w].any()
 
 
 def test_bittokens_rejects_bad_options_and_input():
