@@ -375,6 +375,9 @@ def test_fone_phases_match_decimal_oracle():
     assert enc.shape == (len(xs), 98) and enc.dtype == torch.float64
     enc = enc.reshape(len(xs), 49, 2)
     for row, x in zip(enc, xs):
+        if x == 0:  # the authors' 0: no features (test_fone_zero_gets_no_features_by_default)
+            assert not row.any()
+            continue
         for j, i in enumerate(EXPONENTS.tolist()):
             angle = 2 * math.pi * float(decimal_phase(x, i))
             assert row[j, 0].item() == pytest.approx(math.cos(angle), abs=1e-12), (x, i)
@@ -420,14 +423,41 @@ def test_fone_decode_rounds_to_the_finest_place_against_decimal_oracle():
 
 
 def test_fone_decode_survives_small_noise():
-    codec = encoders.get("fone")
+    """With zero_features=True 0 is phase 0 and as robust as any number; the authors' all-zero 0
+    has no phase at all, so noise alone decides its digits."""
     x = torch.tensor([0.0, 1234.5, 7.25, 999999999999999.0, 1e-14], dtype=torch.float64)
-    noise = torch.randn(5, 98, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    assert codec.decode(codec.encode(x) + 1e-4 * noise).tolist() == x.tolist()
+    noise = 1e-4 * torch.randn(5, 98, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    phase_zero = encoders.get("fone", zero_features=True)
+    assert phase_zero.decode(phase_zero.encode(x) + noise).tolist() == x.tolist()
+    default = encoders.get("fone")
+    assert default.decode(default.encode(x) + noise).tolist()[1:] == x.tolist()[1:]
+    assert default.decode(default.encode(x)).tolist() == x.tolist()
+
+
+def test_fone_zero_gets_no_features_by_default():
+    x = torch.tensor([0.0, -0.0, 3.0, 1e-40], dtype=torch.float64)
+    assert encoders.options("fone")["zero_features"] is False
+    default, phase_zero = encoders.get("fone"), encoders.get("fone", zero_features=True)
+    enc = default.encode(x)
+    assert not enc[:2].any()  # 0 and -0: all-zero, the token is the [NUM] embedding alone
+    assert enc[3].tolist() == pytest.approx([1.0, 0.0] * 49, abs=1e-8)  # 1e-40 is not 0: (almost) phase 0
+    assert phase_zero.encode(x)[:2].tolist() == [[1.0, 0.0] * 49] * 2  # the earlier 0: phase 0
+    assert torch.equal(phase_zero.encode(x)[2:], enc[2:])
+    assert torch.atan2(torch.tensor(0.0), torch.tensor(0.0)).item() == 0.0  # what decode reads
+    for codec in (default, phase_zero):
+        assert codec.decode(codec.encode(x)).tolist() == [0.0, 0.0, 3.0, 0.0]
+    num = torch.randn(2, 128)
+    head = default.number_head(128)
+    assert torch.equal(head.embed(num, x[:2]), num)
+    # the head's target for 0 is digit 0 at every place under both choices
+    for codec in (default, phase_zero):
+        assert codec.number_head(128).target_vector([0.0]).tolist() == [[1.0, 0.0] * 49]
+    with pytest.raises(ValueError, match="zero_features"):
+        encoders.get("fone", zero_features=1)
 
 
 def test_fone_head_loss_and_predict_for_the_right_digit_prototypes():
-    head = encoders.get("fone").number_head(128)
+    head = encoders.get("fone", head="linear").number_head(128)  # the earlier head, by option
     x = torch.tensor([1234.5, -0.007, 98765432109876.5], dtype=torch.float64)
     digits = torch.from_numpy(digits_at(x))
     assert digits[0, 31:36].tolist() == [5, 4, 3, 2, 1]  # places 10^-1 … 10^3 of 1234.5
@@ -442,6 +472,30 @@ def test_fone_head_loss_and_predict_for_the_right_digit_prototypes():
         assert head.predict(out).tolist() == [abs(x_k)] * 4
     wrong = head(torch.zeros(1, 128))
     assert head.loss(wrong, torch.tensor([1.0])).item() > 5
+
+
+def test_fone_default_head_is_a_layernorm_read_directly():
+    """Section 4 / the authors: no linear map, LayerNorm(h)[:98] are the (cos, sin) pairs."""
+    assert encoders.options("fone")["head"] == "layernorm"
+    head = encoders.get("fone").number_head(128)
+    assert isinstance(head.norm, torch.nn.LayerNorm) and head.norm.eps == 1e-5
+    assert not hasattr(head, "output") and all(p.ndim == 1 for p in head.parameters())
+    hidden = torch.randn(3, 128, generator=torch.Generator().manual_seed(2))
+    normed = (hidden - hidden.mean(1, keepdim=True)) / (hidden.var(1, unbiased=False, keepdim=True) + 1e-5).sqrt()
+    pairs = normed[:, :98].reshape(3, 49, 2)
+    want = pairs[..., :1] * PROTOTYPES[:, 0] + pairs[..., 1:] * PROTOTYPES[:, 1]  # dot products
+    assert torch.allclose(head(hidden), want, atol=1e-5)
+    x = torch.tensor([1234.5, 0.0, 98765432109876.5], dtype=torch.float64)
+    digits = torch.from_numpy(digits_at(x))
+    for k, x_k in enumerate(x.tolist()):
+        with torch.no_grad():  # weight 0, bias = 60 x the digit prototypes: output independent of h
+            head.norm.weight.zero_()
+            head.norm.bias.copy_(F.pad(60 * PROTOTYPES[digits[k]].reshape(-1), (0, 30)))
+        out = head(torch.randn(4, 128))
+        target = torch.full((4,), x_k, dtype=torch.float64)
+        assert head.loss(out, target).max() < 1e-3 and head.predict(out).tolist() == [x_k] * 4
+    with pytest.raises(ValueError, match="head"):
+        encoders.get("fone", head="mlp")
 
 
 # -- xVal ------------------------------------------------------------------------------------
