@@ -500,7 +500,8 @@ def test_fone_default_head_is_a_layernorm_read_directly():
 
 # -- xVal ------------------------------------------------------------------------------------
 def test_xval_scaling_formula_at_hand_computed_points():
-    codec = encoders.get("xval")
+    """The earlier formula without an offset, one option away (offset=0)."""
+    codec = encoders.get("xval", offset=0)
     points = {1.0: 2.5, 1e15: 5.0, 1e-14: 1 / 6, -1e6: -3.5, 1e3: 3.0, 1e-2: 2.5 - 1 / 3,
               -1e-8: -(2.5 - 8 / 6), 0.0: 0.0, 9.9e-15: 0.0, -1e-20: 0.0, 1e21: 6.0}
     s = codec.encode(torch.tensor(list(points), dtype=torch.float64))
@@ -510,8 +511,41 @@ def test_xval_scaling_formula_at_hand_computed_points():
     assert -20 / 6 + 2.5 == pytest.approx(-(-10 / 6 + 2.5))
 
 
-def test_xval_decode_inverts_where_invertible():
+def authors_scale(x: float) -> float:
+    """sign(x) (log10(|x| + 1e-14) / 6 + 2.5) for |x| >= 1e-14, else 0, in 50-digit decimal."""
+    if abs(x) < 1e-14:
+        return 0.0
+    with localcontext() as ctx:
+        ctx.prec = 50
+        s = (abs(Decimal(x)) + Decimal(1e-14)).log10() / 6 + Decimal("2.5")
+    return math.copysign(float(s), x)
+
+
+def test_xval_default_is_the_authors_offset_and_decode_threshold():
     codec = encoders.get("xval")
+    assert encoders.options("xval") == {"offset": 1e-14} and codec.offset == 1e-14
+    xs = [1.0, 1e15, 1e-14, 3e-14, -1e6, 1e3, 1e-2, -1e-8, 0.0, 9.9e-15, -1e-20, 1e21, -2.5e-13]
+    s = codec.encode(torch.tensor(xs, dtype=torch.float64)).squeeze(1).tolist()
+    assert s == pytest.approx([authors_scale(x) for x in xs], abs=1e-15)
+    smallest = (math.log10(2) - 14) / 6 + 2.5  # s(1e-14) by hand: 0.2168...
+    assert s[2] == pytest.approx(smallest, abs=1e-15) and 0.2168 < smallest < 0.2169
+    assert s[0] != 2.5 and s[0] == pytest.approx(2.5 + 1e-14 / math.log(10) / 6, abs=1e-15)
+    # decode: below s(1e-14) is 0 (both signs); above, sign * (10^(6 (|s| - 2.5)) - 1e-14)
+    decoded = codec.decode(torch.tensor([[0.2], [-0.2], [0.1], [smallest], [2.5], [-3.5], [0.0]], dtype=torch.float64))
+    assert decoded[:3].tolist() == [0.0, 0.0, 0.0] and decoded[-1].item() == 0.0
+    assert decoded[3].item() == pytest.approx(1e-14, rel=1e-12)
+    assert decoded[4].item() == pytest.approx(1 - 1e-14, abs=1e-15) and decoded[4].item() < 1.0
+    assert decoded[5].item() == pytest.approx(-(1e6 - 1e-14), rel=1e-14)
+    old = encoders.get("xval", offset=0)  # the earlier decode: no threshold
+    assert old.decode(torch.tensor([[0.1]], dtype=torch.float64)).item() == pytest.approx(10 ** (6 * (0.1 - 2.5)))
+    for bad in (-1e-14, math.nan, math.inf, True, "1e-14"):
+        with pytest.raises(ValueError, match="offset"):
+            encoders.get("xval", offset=bad)
+
+
+@pytest.mark.parametrize("offset", [1e-14, 0.0])
+def test_xval_decode_inverts_where_invertible(offset):
+    codec = encoders.get("xval", offset=offset)
     rng = np.random.default_rng(9)
     x = torch.from_numpy(10.0 ** rng.uniform(-14, 15, 5000) * rng.choice([-1.0, 1.0], 5000))
     back = codec.decode(codec.encode(x))
@@ -522,8 +556,9 @@ def test_xval_decode_inverts_where_invertible():
             codec.encode(torch.tensor([bad]))
 
 
-def test_xval_decodes_up_to_the_largest_float():
-    codec = encoders.get("xval")
+@pytest.mark.parametrize("offset", [1e-14, 0.0])
+def test_xval_decodes_up_to_the_largest_float(offset):
+    codec = encoders.get("xval", offset=offset)
     rng = np.random.default_rng(3)
     x = torch.from_numpy(np.concatenate([[MAX, -MAX, np.nextafter(MAX, 0)],
                                          10.0 ** rng.uniform(300, 308.25, 2000)]))
