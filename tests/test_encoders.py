@@ -622,11 +622,12 @@ def test_xval_head_embed_loss_predict():
 
 
 # -- digit tokenizers ------------------------------------------------------------------------
-@pytest.mark.parametrize("name,pieces,vocab", [
-    ("single_digit", ["-", "1", "2", "3", "4", ".", "5", "0", "6"], 12),
-    ("triple_digit", ["-", "123", "4", ".", "506"], 1112)])
-def test_digit_encodings(name, pieces, vocab):
-    codec = encoders.get(name)
+@pytest.mark.parametrize("name,options,pieces,vocab", [
+    ("single_digit", {}, ["-", "1", "2", "3", "4", ".", "5", "0", "6"], 12),
+    ("triple_digit", {}, ["-", "123", "4", ".", "506"], 1002),
+    ("triple_digit", {"zero_pieces": True}, ["-", "123", "4", ".", "506"], 1112)])
+def test_digit_encodings(name, options, pieces, vocab):
+    codec = encoders.get(name, **options)
     assert not codec.single_token
     assert codec.number_tokens("-1234.506") == pieces
     assert len(codec.vocabulary()) == len(set(codec.vocabulary())) == vocab
