@@ -120,7 +120,7 @@ def test_bittokens_loss_is_zero_for_the_right_logits_and_large_for_wrong_ones():
 
 
 def decimal_oracle_bits(x: float) -> list[float]:
-    """The base-10 layout written with decimal: flags, 3 exponent digits, 17 significand digits."""
+    """The BCD base-10 layout written with decimal: flags, 3 exponent digits, 17 significand digits."""
     flags = [math.copysign(1, x) < 0, math.isinf(x), math.isnan(x)]
     exponent, digits = 0, "0" * 17
     if math.isfinite(x) and x != 0:
@@ -136,25 +136,99 @@ def decimal_oracle_bits(x: float) -> list[float]:
     return [1.0 if b else -1.0 for b in flags + bits + [exponent < 0]]
 
 
-def test_bittokens_base10_layout_and_round_trip():
-    codec = encoders.get("bittokens", base=10)
-    assert codec.bits == 84 and codec.width == 168
-    rng = random.Random(5)
+def base10_values(seed: int) -> list[float]:
+    """Specials, decimal-looking numbers over float64's whole exponent range, random bit patterns."""
+    rng = random.Random(seed)
     xs = SPECIALS + [float(f"{rng.randint(1, 10**15)}e{rng.randint(-330, 300)}") for _ in range(300)]
-    xs += [struct.unpack(">d", struct.pack(">Q", p))[0] for p in random_patterns(300, seed=6)]
+    xs += [1e22, 1e23, 9.999999999999999e22, 0.30000000000000004, 123456789012345680.0, 1e-323, 1e308]
+    return xs + [struct.unpack(">d", struct.pack(">Q", p))[0] for p in random_patterns(300, seed=seed + 1)]
+
+
+def same_float(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or struct.pack(">d", a) == struct.pack(">d", b)
+
+
+def test_bittokens_base10_bcd_layout_and_round_trip():
+    """The earlier base-10 layout, now one option away (base10_layout="bcd")."""
+    codec = encoders.get("bittokens", base=10, base10_layout="bcd")
+    assert codec.bits == 84 and codec.width == 168
+    xs = base10_values(5)
     enc = codec.encode(torch.tensor(xs, dtype=torch.float64))
     for row, x in zip(enc[:, :84].tolist(), xs):
         assert row == decimal_oracle_bits(x), x
     assert enc[0, 84:].tolist() == decimal_oracle_bits(math.inf)  # 1/0
     back = codec.decode(enc).tolist()
-    for a, b in zip(back, xs):
-        assert (math.isnan(a) and math.isnan(b)) or struct.pack(">d", a) == struct.pack(">d", b)
+    assert all(same_float(a, b) for a, b in zip(back, xs))
     target = torch.tensor(xs[:50], dtype=torch.float64)
     right = 10 * codec.encode(target)[:, :84]
     head = codec.number_head(256)
     assert head.loss(right, target).max() < 1e-4
     assert head.predict(right).tolist()[:4] == [0.0, -0.0, math.inf, -math.inf]
     assert math.copysign(1, head.predict(right)[1].item()) < 0
+
+
+def onehot_oracle_digits(x: float) -> list[int]:
+    """The authors' 21 digits written with decimal: sign (1 = non-negative), E + 500, 17 digits of
+    the shortest decimal; our reserved exponent 999 for inf (digits 0) and NaN (digits 1 0…0)."""
+    sign = 0 if math.copysign(1, x) < 0 else 1
+    if math.isinf(x) or math.isnan(x):
+        return [sign, 9, 9, 9] + [int(math.isnan(x))] + [0] * 16
+    if x == 0:
+        return [sign, 5, 0, 0] + [0] * 17
+    shortest = Decimal(repr(abs(x)))
+    digits = "".join(map(str, shortest.as_tuple().digits)).rstrip("0").ljust(17, "0")
+    return [sign] + [int(c) for c in f"{shortest.adjusted() + 500:03d}" + digits]
+
+
+def onehot_rows(digits: list[int]) -> list[float]:
+    return [1.0 if c == d else -1.0 for d in digits for c in range(10)]
+
+
+def test_bittokens_base10_default_is_the_authors_onehot_layout():
+    codec = encoders.get("bittokens", base=10)
+    assert codec.layout == "onehot" and codec.bits == 210 and codec.width == 420
+    assert codec.difficulty_base == 10 and encoders.get("bittokens").difficulty_base == 2
+    xs = base10_values(11)
+    enc = codec.encode(torch.tensor(xs, dtype=torch.float64))
+    assert enc.shape == (len(xs), 420) and enc.dtype == torch.float32
+    for row, x in zip(enc.tolist(), xs):
+        assert row[:210] == onehot_rows(onehot_oracle_digits(x)), x
+        if not math.isnan(x):
+            assert row[210:] == onehot_rows(onehot_oracle_digits(reciprocal_oracle(x))), x
+    # hand-written rows: 1.5, -0.0, 5e-324 (the smallest subnormal), inf
+    assert onehot_oracle_digits(1.5) == [1, 5, 0, 0, 1, 5] + [0] * 15
+    assert onehot_oracle_digits(-0.0) == [0, 5, 0, 0] + [0] * 17
+    assert onehot_oracle_digits(5e-324) == [1, 1, 7, 6, 5] + [0] * 16
+    assert onehot_oracle_digits(-250.0) == [0, 5, 0, 2, 2, 5] + [0] * 15
+    assert enc[0, 210:].tolist() == onehot_rows([1, 9, 9, 9] + [0] * 17)  # 1/0 = inf
+
+
+def test_bittokens_onehot_round_trips_every_finite_float64_exactly():
+    codec = encoders.get("bittokens", base=10)
+    rng = random.Random(12)
+    patterns = [rng.getrandbits(64) for _ in range(20000)]
+    xs = [v for v in as_tensor(patterns).tolist() if math.isfinite(v)] + base10_values(13)
+    back = codec.decode(codec.encode(torch.tensor(xs, dtype=torch.float64))).tolist()
+    assert all(same_float(a, b) for a, b in zip(back, xs))  # bit for bit; NaN is NaN
+    assert len(xs) > 19000
+
+
+def test_bittokens_onehot_head_sums_digit_cross_entropies_and_decodes_by_argmax():
+    codec = encoders.get("bittokens", base=10)
+    head = codec.number_head(512)
+    assert head.output.in_features == 512 and head.output.out_features == 210
+    x = torch.tensor([1.5, -250.0, 0.0, math.inf], dtype=torch.float64)
+    right = 3 * codec.encode(x)[:, :210]  # +3 on each right digit, -3 on the nine others
+    per_digit = -math.log(math.exp(3) / (math.exp(3) + 9 * math.exp(-3)))  # hand-computed CE
+    assert head.loss(right.double(), x).tolist() == pytest.approx([21 * per_digit] * 4, rel=1e-12)  # summed
+    uniform = torch.zeros(4, 210)
+    assert head.loss(uniform, x).tolist() == pytest.approx([21 * math.log(10)] * 4, rel=1e-6)
+    assert head.predict(right).tolist() == [1.5, -250.0, 0.0, math.inf]
+    assert head.predict(uniform).tolist() == [-0.0] * 4  # argmax 0 everywhere: sign 0, digits 0
+    # a digit wrong in the last place: the summed loss grows, the prediction is another number
+    wrong = right.clone()
+    wrong[0, 200:210] = torch.tensor([-3.0] * 9 + [3.0])  # d17 = 9
+    assert head.predict(wrong)[0].item() == 1.5000000000000009
 
 
 @pytest.mark.parametrize("combine", COMBINE)
@@ -187,12 +261,12 @@ def test_bittokens_combinations_follow_their_definitions():
     enc = encoders.get("bittokens").encode(x)
     padded = F.pad(enc, (0, d - 128))
 
-    def embed(combine):
-        return encoders.get("bittokens", combine=combine).number_head(d).embed(num, x)
+    def embed(combine, **options):
+        return encoders.get("bittokens", combine=combine, **options).number_head(d).embed(num, x)
 
     assert torch.equal(embed("sum"), num + padded)
     assert torch.equal(embed("product"), num * F.pad(enc, (0, d - 128), value=1.0))
-    concat = embed("concat")
+    concat = embed("concat", concat_rescale=False)  # the earlier concat: e's other dims as they are
     assert torch.equal(concat[:, :128], enc) and torch.equal(concat[:, 128:], num[:, 128:])
     zero_pad = embed("zero_pad")
     assert torch.equal(zero_pad, padded * math.sqrt(2))  # sqrt(256 / 128)
@@ -201,8 +275,71 @@ def test_bittokens_combinations_follow_their_definitions():
     assert torch.allclose(weighted.embed(num, x), enc @ weighted.combine.weight.T)
     none = encoders.get("bittokens", head="none").number_head(d)
     assert torch.equal(none(num), num[:, :64]) and not list(none.parameters())
-    mlp = encoders.get("bittokens", head="mlp").number_head(d)
-    assert isinstance(mlp.output[1], torch.nn.ReLU)  # Table 13's 2-layer MLP with ReLU
+
+
+def test_bittokens_concat_rescales_the_kept_embedding_to_unit_rms_by_default():
+    """The authors' concat: [bits, e[128:] / RMS(e[128:])]; hand-made e with a known RMS."""
+    d, x = 192, torch.tensor([3.0, -7.25], dtype=torch.float64)
+    num = torch.zeros(2, d)
+    num[0, 128:] = 2.0  # RMS 2
+    num[1, 128:160], num[1, 160:] = 3.0, -4.0  # RMS sqrt((9 + 16) / 2) = sqrt(12.5)
+    num[:, :128] = 99.0  # replaced by the bits either way
+    codec = encoders.get("bittokens", combine="concat")
+    assert codec.concat_rescale is True and encoders.options("bittokens")["concat_rescale"] is True
+    out = codec.number_head(d).embed(num, x)
+    assert torch.equal(out[:, :128], codec.encode(x))
+    assert out[0, 128:].tolist() == [1.0] * 64
+    assert out[1, 128:].tolist() == pytest.approx([3 / 12.5 ** 0.5] * 32 + [-4 / 12.5 ** 0.5] * 32, rel=1e-6)
+    assert out.pow(2).mean(1).tolist() == pytest.approx([1.0, 1.0], rel=1e-6)  # the whole token
+    num[1, 128:] = 0.0  # a zero part stays zero (no 0 / 0)
+    assert torch.equal(codec.number_head(d).embed(num, x)[1, 128:], torch.zeros(64))
+
+
+def test_bittokens_mlp_head_is_the_authors_d_to_half_d_by_default():
+    """Table 13's MLP: Linear(d -> d/2) -> ReLU -> Linear(d/2 -> 64); mlp_hidden=1.0 is d -> d."""
+    assert encoders.options("bittokens")["mlp_hidden"] == 0.5
+    for d, options, hidden in [(256, {}, 128), (257, {}, 128), (256, {"mlp_hidden": 1.0}, 256),
+                               (256, {"mlp_hidden": 1}, 256), (200, {"mlp_hidden": 0.25}, 50)]:
+        mlp = encoders.get("bittokens", head="mlp", **options).number_head(d).output
+        assert [type(m) for m in mlp] == [torch.nn.Linear, torch.nn.ReLU, torch.nn.Linear]
+        assert (mlp[0].in_features, mlp[0].out_features, mlp[2].in_features, mlp[2].out_features) == (d, hidden, hidden, 64)
+    onehot = encoders.get("bittokens", head="mlp", base=10).number_head(512).output
+    assert (onehot[0].out_features, onehot[2].out_features) == (256, 210)
+    for bad in (0, -0.5, True, "0.5", math.inf, math.nan):
+        with pytest.raises(ValueError, match="mlp_hidden"):
+            encoders.get("bittokens", mlp_hidden=bad)
+    with pytest.raises(ValueError, match="hidden unit"):
+        encoders.get("bittokens", head="mlp", mlp_hidden=0.001).number_head(256)
+
+
+def test_bittokens_default_combine_is_sum_and_zero_pad_is_one_option_away():
+    d, x = 256, torch.tensor([0.1, -3e300], dtype=torch.float64)
+    num = torch.randn(2, d)
+    default = encoders.get("bittokens")
+    assert default.combine == "sum" and encoders.options("bittokens")["combine"] == "sum"
+    bits = torch.tensor([struct_bits(pattern_of(v)) + struct_bits(pattern_of(1 / v)) for v in x.tolist()])
+    assert torch.equal(default.number_head(d).embed(num, x), num + F.pad(bits, (0, d - 128)))
+    zero_pad = encoders.get("bittokens", combine="zero_pad").number_head(d).embed(num, x)
+    assert torch.equal(zero_pad, F.pad(bits, (0, d - 128)) * math.sqrt(2))  # no [NUM] in it
+
+
+@pytest.mark.parametrize("combine", COMBINE)
+@pytest.mark.parametrize("options", [{}, {"concat_rescale": False}, {"reciprocal": False}, {"base": 10}],
+                         ids=["default", "no-rescale", "no-reciprocal", "base10"])
+def test_bittokens_embedding_map_reproduces_embed(combine, options):
+    """D5's map: embed(e, x) = A @ encode(x) + c for every combination (all are affine in enc)."""
+    d = 512
+    codec = encoders.get("bittokens", combine=combine, **options)
+    head = codec.number_head(d)
+    e = torch.randn(d, generator=torch.Generator().manual_seed(1))
+    x = torch.tensor([1.5, -2.0, 1e-10, 3e14, 0.0, -0.0, math.inf, 5e-324], dtype=torch.float64)
+    A, c = head.embedding_map(e)
+    assert A.shape == (d, codec.width) and c.shape == (d,) and A.dtype == c.dtype == torch.float64
+    embedded = head.embed(e.expand(len(x), -1), x).double()
+    assert torch.allclose(embedded, codec.encode(x).double() @ A.T + c, atol=1e-5)
+    if combine == "concat" and options.get("concat_rescale", True):  # hand-computed constant part
+        w = codec.width
+        assert torch.allclose(c[w:], e[w:].double() / e[w:].double().pow(2).mean().sqrt()) and not c[:w].any()
 
 
 def test_bittokens_rejects_bad_options_and_input():
@@ -238,6 +375,9 @@ def test_fone_phases_match_decimal_oracle():
     assert enc.shape == (len(xs), 98) and enc.dtype == torch.float64
     enc = enc.reshape(len(xs), 49, 2)
     for row, x in zip(enc, xs):
+        if x == 0:  # the authors' 0: no features (test_fone_zero_gets_no_features_by_default)
+            assert not row.any()
+            continue
         for j, i in enumerate(EXPONENTS.tolist()):
             angle = 2 * math.pi * float(decimal_phase(x, i))
             assert row[j, 0].item() == pytest.approx(math.cos(angle), abs=1e-12), (x, i)
@@ -283,14 +423,41 @@ def test_fone_decode_rounds_to_the_finest_place_against_decimal_oracle():
 
 
 def test_fone_decode_survives_small_noise():
-    codec = encoders.get("fone")
+    """With zero_features=True 0 is phase 0 and as robust as any number; the authors' all-zero 0
+    has no phase at all, so noise alone decides its digits."""
     x = torch.tensor([0.0, 1234.5, 7.25, 999999999999999.0, 1e-14], dtype=torch.float64)
-    noise = torch.randn(5, 98, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    assert codec.decode(codec.encode(x) + 1e-4 * noise).tolist() == x.tolist()
+    noise = 1e-4 * torch.randn(5, 98, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    phase_zero = encoders.get("fone", zero_features=True)
+    assert phase_zero.decode(phase_zero.encode(x) + noise).tolist() == x.tolist()
+    default = encoders.get("fone")
+    assert default.decode(default.encode(x) + noise).tolist()[1:] == x.tolist()[1:]
+    assert default.decode(default.encode(x)).tolist() == x.tolist()
+
+
+def test_fone_zero_gets_no_features_by_default():
+    x = torch.tensor([0.0, -0.0, 3.0, 1e-40], dtype=torch.float64)
+    assert encoders.options("fone")["zero_features"] is False
+    default, phase_zero = encoders.get("fone"), encoders.get("fone", zero_features=True)
+    enc = default.encode(x)
+    assert not enc[:2].any()  # 0 and -0: all-zero, the token is the [NUM] embedding alone
+    assert enc[3].tolist() == pytest.approx([1.0, 0.0] * 49, abs=1e-8)  # 1e-40 is not 0: (almost) phase 0
+    assert phase_zero.encode(x)[:2].tolist() == [[1.0, 0.0] * 49] * 2  # the earlier 0: phase 0
+    assert torch.equal(phase_zero.encode(x)[2:], enc[2:])
+    assert torch.atan2(torch.tensor(0.0), torch.tensor(0.0)).item() == 0.0  # what decode reads
+    for codec in (default, phase_zero):
+        assert codec.decode(codec.encode(x)).tolist() == [0.0, 0.0, 3.0, 0.0]
+    num = torch.randn(2, 128)
+    head = default.number_head(128)
+    assert torch.equal(head.embed(num, x[:2]), num)
+    # the head's target for 0 is digit 0 at every place under both choices
+    for codec in (default, phase_zero):
+        assert codec.number_head(128).target_vector([0.0]).tolist() == [[1.0, 0.0] * 49]
+    with pytest.raises(ValueError, match="zero_features"):
+        encoders.get("fone", zero_features=1)
 
 
 def test_fone_head_loss_and_predict_for_the_right_digit_prototypes():
-    head = encoders.get("fone").number_head(128)
+    head = encoders.get("fone", head="linear").number_head(128)  # the earlier head, by option
     x = torch.tensor([1234.5, -0.007, 98765432109876.5], dtype=torch.float64)
     digits = torch.from_numpy(digits_at(x))
     assert digits[0, 31:36].tolist() == [5, 4, 3, 2, 1]  # places 10^-1 … 10^3 of 1234.5
@@ -307,9 +474,34 @@ def test_fone_head_loss_and_predict_for_the_right_digit_prototypes():
     assert head.loss(wrong, torch.tensor([1.0])).item() > 5
 
 
+def test_fone_default_head_is_a_layernorm_read_directly():
+    """Section 4 / the authors: no linear map, LayerNorm(h)[:98] are the (cos, sin) pairs."""
+    assert encoders.options("fone")["head"] == "layernorm"
+    head = encoders.get("fone").number_head(128)
+    assert isinstance(head.norm, torch.nn.LayerNorm) and head.norm.eps == 1e-5
+    assert not hasattr(head, "output") and all(p.ndim == 1 for p in head.parameters())
+    hidden = torch.randn(3, 128, generator=torch.Generator().manual_seed(2))
+    normed = (hidden - hidden.mean(1, keepdim=True)) / (hidden.var(1, unbiased=False, keepdim=True) + 1e-5).sqrt()
+    pairs = normed[:, :98].reshape(3, 49, 2)
+    want = pairs[..., :1] * PROTOTYPES[:, 0] + pairs[..., 1:] * PROTOTYPES[:, 1]  # dot products
+    assert torch.allclose(head(hidden), want, atol=1e-5)
+    x = torch.tensor([1234.5, 0.0, 98765432109876.5], dtype=torch.float64)
+    digits = torch.from_numpy(digits_at(x))
+    for k, x_k in enumerate(x.tolist()):
+        with torch.no_grad():  # weight 0, bias = 60 x the digit prototypes: output independent of h
+            head.norm.weight.zero_()
+            head.norm.bias.copy_(F.pad(60 * PROTOTYPES[digits[k]].reshape(-1), (0, 30)))
+        out = head(torch.randn(4, 128))
+        target = torch.full((4,), x_k, dtype=torch.float64)
+        assert head.loss(out, target).max() < 1e-3 and head.predict(out).tolist() == [x_k] * 4
+    with pytest.raises(ValueError, match="head"):
+        encoders.get("fone", head="mlp")
+
+
 # -- xVal ------------------------------------------------------------------------------------
 def test_xval_scaling_formula_at_hand_computed_points():
-    codec = encoders.get("xval")
+    """The earlier formula without an offset, one option away (offset=0)."""
+    codec = encoders.get("xval", offset=0)
     points = {1.0: 2.5, 1e15: 5.0, 1e-14: 1 / 6, -1e6: -3.5, 1e3: 3.0, 1e-2: 2.5 - 1 / 3,
               -1e-8: -(2.5 - 8 / 6), 0.0: 0.0, 9.9e-15: 0.0, -1e-20: 0.0, 1e21: 6.0}
     s = codec.encode(torch.tensor(list(points), dtype=torch.float64))
@@ -319,8 +511,41 @@ def test_xval_scaling_formula_at_hand_computed_points():
     assert -20 / 6 + 2.5 == pytest.approx(-(-10 / 6 + 2.5))
 
 
-def test_xval_decode_inverts_where_invertible():
+def authors_scale(x: float) -> float:
+    """sign(x) (log10(|x| + 1e-14) / 6 + 2.5) for |x| >= 1e-14, else 0, in 50-digit decimal."""
+    if abs(x) < 1e-14:
+        return 0.0
+    with localcontext() as ctx:
+        ctx.prec = 50
+        s = (abs(Decimal(x)) + Decimal(1e-14)).log10() / 6 + Decimal("2.5")
+    return math.copysign(float(s), x)
+
+
+def test_xval_default_is_the_authors_offset_and_decode_threshold():
     codec = encoders.get("xval")
+    assert encoders.options("xval") == {"offset": 1e-14} and codec.offset == 1e-14
+    xs = [1.0, 1e15, 1e-14, 3e-14, -1e6, 1e3, 1e-2, -1e-8, 0.0, 9.9e-15, -1e-20, 1e21, -2.5e-13]
+    s = codec.encode(torch.tensor(xs, dtype=torch.float64)).squeeze(1).tolist()
+    assert s == pytest.approx([authors_scale(x) for x in xs], abs=1e-15)
+    smallest = (math.log10(2) - 14) / 6 + 2.5  # s(1e-14) by hand: 0.2168...
+    assert s[2] == pytest.approx(smallest, abs=1e-15) and 0.2168 < smallest < 0.2169
+    assert s[0] != 2.5 and s[0] == pytest.approx(2.5 + 1e-14 / math.log(10) / 6, abs=1e-15)
+    # decode: below s(1e-14) is 0 (both signs); above, sign * (10^(6 (|s| - 2.5)) - 1e-14)
+    decoded = codec.decode(torch.tensor([[0.2], [-0.2], [0.1], [smallest], [2.5], [-3.5], [0.0]], dtype=torch.float64))
+    assert decoded[:3].tolist() == [0.0, 0.0, 0.0] and decoded[-1].item() == 0.0
+    assert decoded[3].item() == pytest.approx(1e-14, rel=1e-12)
+    assert decoded[4].item() == pytest.approx(1 - 1e-14, abs=1e-15) and decoded[4].item() < 1.0
+    assert decoded[5].item() == pytest.approx(-(1e6 - 1e-14), rel=1e-14)
+    old = encoders.get("xval", offset=0)  # the earlier decode: no threshold
+    assert old.decode(torch.tensor([[0.1]], dtype=torch.float64)).item() == pytest.approx(10 ** (6 * (0.1 - 2.5)))
+    for bad in (-1e-14, math.nan, math.inf, True, "1e-14"):
+        with pytest.raises(ValueError, match="offset"):
+            encoders.get("xval", offset=bad)
+
+
+@pytest.mark.parametrize("offset", [1e-14, 0.0])
+def test_xval_decode_inverts_where_invertible(offset):
+    codec = encoders.get("xval", offset=offset)
     rng = np.random.default_rng(9)
     x = torch.from_numpy(10.0 ** rng.uniform(-14, 15, 5000) * rng.choice([-1.0, 1.0], 5000))
     back = codec.decode(codec.encode(x))
@@ -331,8 +556,9 @@ def test_xval_decode_inverts_where_invertible():
             codec.encode(torch.tensor([bad]))
 
 
-def test_xval_decodes_up_to_the_largest_float():
-    codec = encoders.get("xval")
+@pytest.mark.parametrize("offset", [1e-14, 0.0])
+def test_xval_decodes_up_to_the_largest_float(offset):
+    codec = encoders.get("xval", offset=offset)
     rng = np.random.default_rng(3)
     x = torch.from_numpy(np.concatenate([[MAX, -MAX, np.nextafter(MAX, 0)],
                                          10.0 ** rng.uniform(300, 308.25, 2000)]))
@@ -396,11 +622,12 @@ def test_xval_head_embed_loss_predict():
 
 
 # -- digit tokenizers ------------------------------------------------------------------------
-@pytest.mark.parametrize("name,pieces,vocab", [
-    ("single_digit", ["-", "1", "2", "3", "4", ".", "5", "0", "6"], 12),
-    ("triple_digit", ["-", "123", "4", ".", "506"], 1112)])
-def test_digit_encodings(name, pieces, vocab):
-    codec = encoders.get(name)
+@pytest.mark.parametrize("name,options,pieces,vocab", [
+    ("single_digit", {}, ["-", "1", "2", "3", "4", ".", "5", "0", "6"], 12),
+    ("triple_digit", {}, ["-", "123", "4", ".", "506"], 1002),
+    ("triple_digit", {"zero_pieces": True}, ["-", "123", "4", ".", "506"], 1112)])
+def test_digit_encodings(name, options, pieces, vocab):
+    codec = encoders.get(name, **options)
     assert not codec.single_token
     assert codec.number_tokens("-1234.506") == pieces
     assert len(codec.vocabulary()) == len(set(codec.vocabulary())) == vocab

@@ -67,7 +67,9 @@ def test_bpe_is_cached_on_disk(tokenizers, cache):
     again = Tokenizer("bittokens", cache_dir=cache)
     assert again.bpe.get_vocab() == tokenizers["bittokens"].bpe.get_vocab()
     assert again.vocab_size == len(SPECIAL_TOKENS) + 2048
-    assert tokenizers["triple_digit"].vocab_size == len(SPECIAL_TOKENS) + 2 + 1110 + 2048
+    assert tokenizers["triple_digit"].vocab_size == len(SPECIAL_TOKENS) + 2 + 1000 + 2048  # "0"-"999"
+    zero_pieces = Tokenizer(encoders.get("triple_digit", zero_pieces=True), cache_dir=cache)
+    assert zero_pieces.vocab_size == len(SPECIAL_TOKENS) + 2 + 1110 + 2048  # also "00"-"999"
 
 
 def test_corrupt_cache_is_a_clear_error(tmp_path):
@@ -154,15 +156,20 @@ def test_single_token_numbers_carry_float64_values(tokenizers):
     assert list(values[ids == fone.num_id]) == [123456789012345.0, 67890.0]
 
 
-def test_digit_schemes_write_the_number_as_written(tokenizers):
+def test_digit_schemes_write_the_number_as_written(tokenizers, cache):
     single, triple = tokenizers["single_digit"], tokenizers["triple_digit"]
+    zero_pieces = Tokenizer(encoders.get("triple_digit", zero_pieces=True), cache_dir=cache)
     for tok, text, pieces in [(single, "-12.5", ["-", "1", "2", ".", "5"]),
                               (single, "1.50", ["1", ".", "5", "0"]),
                               (single, "-.5", ["-", ".", "5"]),
-                              (triple, "007", ["007"]),
-                              (triple, "00012.50", ["000", "12", ".", "50"]),
+                              (triple, "007", ["0", "0", "7"]),  # the authors' pieces: "0"-"999"
+                              (triple, "00012.50", ["0", "0", "0", "12", ".", "50"]),
                               (triple, "1234567", ["123", "456", "7"]),
-                              (triple, "-1234.500", ["-", "123", "4", ".", "500"])]:
+                              (triple, "-1234.500", ["-", "123", "4", ".", "500"]),
+                              (zero_pieces, "007", ["007"]),  # the earlier zero-padded pieces
+                              (zero_pieces, "00012.50", ["000", "12", ".", "50"]),
+                              (zero_pieces, "1234567", ["123", "456", "7"]),
+                              (zero_pieces, "-1234.500", ["-", "123", "4", ".", "500"])]:
         ids, values = tok.encode(text)
         assert [tok.tokens[i] for i in ids] == pieces and not values.any()
         assert ids.max() < tok.offset  # pieces, not BPE tokens

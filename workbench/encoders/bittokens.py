@@ -6,24 +6,37 @@ Bits come from a 256 x 8 byte lookup table instead of one shift-and-mask per bit
 result, many times faster (benchmarks/encode.py). The head predicts the 64 bits of x as logits;
 the loss is the mean BCE over the bits; a logit > 0 is a 1 bit, and the 64 bits are the float64.
 
-Ablations of appendix D.3:
+Options (appendix D.3's ablations). Defaults follow the paper's text; where it is silent, the
+authors' code (KreitnerL/BitTokens); the other behaviour is one option away.
   combine (Table 8)  how the encoding joins the learned [NUM] embedding e:
-      "sum" e + pad(enc); "product" e * pad(enc, value=1); "concat" e with its first `width`
-      dims zeroed + pad(enc); "zero_pad" (default, the authors' configs) no e at all,
-      pad(enc) * sqrt(d_model / width) so the token has unit RMS like the others;
-      "weighted" W enc; "weighted_sum" e + W enc (W a learned linear layer).
+      "sum" (default; section 5's text "zero-pad ... then add the vector to the learned [NUM]
+      token", and Table 4 / Fig. 4 equal Table 8's Sum column) e + pad(enc);
+      "zero_pad" (the authors' released configs; the baseline of Tables 9, 10, 13, 14) no e at
+      all, pad(enc) * sqrt(d_model / width) so the token has unit RMS like the others;
+      "product" e * pad(enc, value=1); "concat" [enc, e[width:]]: the bits replace the first
+      `width` dims of e; "weighted" W enc; "weighted_sum" e + W enc (W a learned linear layer).
+  concat_rescale     True (default, the authors'; Table 8's numbers came from their code): concat
+      divides the kept part e[width:] by its own RMS, so it has unit RMS like the ±1 bits.
+      False: e[width:] as it is (this workbench's earlier concat).
   head (Table 13)    "linear" (default) d_model -> 64 logits; "none" the first 64 hidden dims
-      are the logits; "mlp" d_model -> d_model -> ReLU -> 64.
+      are the logits; "mlp" ("2-layer MLP with ReLU") d_model -> hidden -> ReLU -> 64.
+  mlp_hidden         the MLP's hidden width as a fraction of d_model, int(d_model * mlp_hidden):
+      0.5 (default, the authors' d/2; the text gives no width); 1.0 is this workbench's earlier d.
   reciprocal (Table 11)  False drops the 64 bits of 1/x (width 64 instead of 128).
-  base (Table 9)     10: a binary-coded decimal analogue of IEEE 754, 84 bits per value:
-      [negative, is_inf, is_nan] + 3 exponent digits + 17 significand digits (4 bits each, MSB
-      first) + [exponent negative], for |x| = d1.d2…d17 × 10^exponent written from the shortest
-      round-trip decimal of x (Python's repr, at most 17 digits, so this is exact). ±0 has all
-      digits 0 and keeps its sign; NaN and inf set their flag (digits 0). Width 168 with 1/x.
+  base (Table 9)     10: digits instead of bits (layouts in base10.py), from the shortest decimal
+      of x, so every finite float64 round-trips exactly. base 10 samples the decimal curriculum
+      (`difficulty_base` 10), as the authors' base-10 config does.
+  base10_layout      "onehot" (default, the authors'; the text is silent): 21 decimal digits -
+      sign, 3 exponent digits biased by 500, 17 significand digits - each one-hot x 10 (210
+      dims, 420 with 1/x); the head writes 210 logits, trained with the cross-entropy of each
+      digit summed over the 21 digits, decoded by the argmax digit. inf and NaN use a reserved
+      exponent (999), which the authors' format lacks. "bcd": a binary-coded decimal analogue
+      of IEEE 754, 84 bits per value (168 with 1/x), trained with BCE like the binary bits.
 """
 from __future__ import annotations
 
 import math
+from numbers import Real
 
 import numpy as np
 import torch
@@ -31,12 +44,12 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
-from . import register
+from . import base10, register
 from .base import NumberEncoding, NumberHead, as_float64
-from .digits import decimal_parts
 
 COMBINE = ("sum", "product", "concat", "zero_pad", "weighted", "weighted_sum")
 HEADS = ("linear", "none", "mlp")
+BASE10_LAYOUTS = ("onehot", "bcd")
 
 # _BYTE_BITS[b] = the 8 bits of byte b, MSB first, as ±1 (exact in float32).
 _BYTE_BITS = ((torch.arange(256).unsqueeze(1) >> torch.arange(7, -1, -1)) & 1).float() * 2 - 1
@@ -73,47 +86,6 @@ def bits_to_float64(bits: Tensor) -> Tensor:
     return big_endian.contiguous().view(torch.float64).reshape(-1)
 
 
-# -- base 10 (Table 9) ------------------------------------------------------------------------
-_DIGIT_BITS = ((torch.arange(16).unsqueeze(1) >> torch.arange(3, -1, -1)) & 1).float() * 2 - 1
-_DECIMAL_WIDTH = 3 + 4 * 3 + 4 * 17 + 1  # flags, exponent digits, significand digits, exp sign
-_SIGNIFICAND = 17
-_POW10 = 10 ** np.arange(18, dtype=np.int64)
-
-
-@torch.compiler.disable  # NumPy digit arithmetic, run eagerly under torch.compile
-def decimal_bits(x) -> Tensor:
-    """float64 [N] -> ±1 float32 [N, 84]: the binary-coded decimal layout of the module docstring."""
-    x = _cpu_float64(x)
-    finite = torch.isfinite(x)
-    m, q = decimal_parts(torch.where(finite, x, torch.zeros_like(x)))
-    n_digits = (m[:, None] >= _POW10[None, :]).sum(1)  # digits of m (0 for m = 0)
-    significand = m * _POW10[_SIGNIFICAND - np.maximum(n_digits, 1)]  # exactly 17 digits
-    exponent = np.where(m > 0, q + n_digits - 1, 0)
-    sig_digits = significand[:, None] // _POW10[None, _SIGNIFICAND - 1::-1] % 10
-    exp_digits = np.abs(exponent)[:, None] // _POW10[None, 2::-1] % 10
-    codes = torch.from_numpy(np.concatenate([exp_digits, sig_digits], 1))
-    flags = torch.stack([torch.signbit(x), torch.isinf(x), torch.isnan(x),
-                         torch.from_numpy(exponent < 0)], 1).float() * 2 - 1
-    digit_bits = rearrange(_DIGIT_BITS[codes], "n digit bit -> n (digit bit)")
-    return torch.cat([flags[:, :3], digit_bits, flags[:, 3:]], 1)
-
-
-def decimal_bits_to_float64(bits: Tensor) -> Tensor:
-    """Inverse of decimal_bits (any value > 0 is a 1; a 4-bit code above 9 reads as 9)."""
-    if bits.shape[-1] != _DECIMAL_WIDTH:
-        raise ValueError(f"expected {_DECIMAL_WIDTH} decimal bits per value, got {tuple(bits.shape)}")
-    b = (bits.detach().cpu().reshape(-1, _DECIMAL_WIDTH) > 0).long()
-    digit_bits = rearrange(b[:, 3:-1], "n (digit bit) -> n digit bit", bit=4)
-    codes = (digit_bits * torch.tensor([8, 4, 2, 1])).sum(-1).clamp(max=9).numpy()
-    exponent = (codes[:, :3] * _POW10[2::-1]).sum(1) * np.where(b[:, -1].numpy() == 1, -1, 1)
-    significand = (codes[:, 3:] * _POW10[_SIGNIFICAND - 1::-1]).sum(1)
-    out = []
-    for sig, exp, (negative, inf, nan) in zip(significand.tolist(), exponent.tolist(), b[:, :3].tolist()):
-        value = math.nan if nan else math.inf if inf else float(f"{sig}e{exp - _SIGNIFICAND + 1}")
-        out.append(-value if negative and not nan else value)
-    return torch.tensor(out, dtype=torch.float64)
-
-
 @register
 class BitTokens(NumberEncoding):
     name = "bittokens"
@@ -122,26 +94,37 @@ class BitTokens(NumberEncoding):
     paper_verdicts = {"D1": "pass", "D2": "pass", "D3": "pass", "D4": "pass", "D5": "pass",
                       "D6": "pass", "D7": "trade-off", "D8": "pass", "D9": "pass"}
 
-    def __init__(self, combine: str = "zero_pad", head: str = "linear", reciprocal: bool = True,
-                 base: int = 2):
+    def __init__(self, combine: str = "sum", head: str = "linear", reciprocal: bool = True,
+                 base: int = 2, concat_rescale: bool = True, mlp_hidden: float = 0.5,
+                 base10_layout: str = "onehot"):
         if combine not in COMBINE:
             raise ValueError(f"combine must be one of {COMBINE}, got {combine!r}")
         if head not in HEADS:
             raise ValueError(f"head must be one of {HEADS}, got {head!r}")
         if base not in (2, 10):
             raise ValueError(f"base must be 2 or 10, got {base!r}")
-        if not isinstance(reciprocal, bool):
-            raise ValueError(f"reciprocal must be True or False, got {reciprocal!r}")
+        if base10_layout not in BASE10_LAYOUTS:
+            raise ValueError(f"base10_layout must be one of {BASE10_LAYOUTS}, got {base10_layout!r}")
+        for option, value in (("reciprocal", reciprocal), ("concat_rescale", concat_rescale)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{option} must be True or False, got {value!r}")
+        if isinstance(mlp_hidden, bool) or not isinstance(mlp_hidden, Real) or not 0 < mlp_hidden < math.inf:
+            raise ValueError(f"mlp_hidden is the MLP's hidden width as a fraction of d_model "
+                             f"(0.5: d_model // 2), a positive number; got {mlp_hidden!r}")
         self.combine, self.head_kind, self.reciprocal, self.base = combine, head, reciprocal, base
-        self.bits = 64 if base == 2 else _DECIMAL_WIDTH  # bits of one value (x or 1/x)
+        self.concat_rescale, self.mlp_hidden, self.base10_layout = concat_rescale, mlp_hidden, base10_layout
+        self.layout = "binary" if base == 2 else base10_layout
+        self.bits = {"binary": 64, "onehot": base10.ONEHOT_WIDTH, "bcd": base10.BCD_WIDTH}[self.layout]
+        if base == 10:  # the authors train base 10 on the decimal sets and curriculum (Table 9)
+            self.difficulty_base = 10
 
     @property
     def width(self) -> int:
         return self.bits * (2 if self.reciprocal else 1)
 
     def value_bits(self, x) -> Tensor:
-        """The ±1 bits of the values themselves (no reciprocal): what the head predicts."""
-        return float64_bits(x) if self.base == 2 else decimal_bits(x)
+        """The ±1 dims of the values themselves (no reciprocal): what the head predicts."""
+        return {"binary": float64_bits, "onehot": base10.onehot, "bcd": base10.bcd}[self.layout](x)
 
     def encode(self, x) -> Tensor:
         x = _cpu_float64(x)
@@ -155,8 +138,8 @@ class BitTokens(NumberEncoding):
         return torch.cat([self.value_bits(x), self.value_bits(reciprocal)], 1)
 
     def decode(self, encoding: Tensor) -> Tensor:
-        """Value bits (the first `bits` dims) -> float64; the reciprocal half is not needed.
-        A NaN is neither a 1 nor a 0 bit: a row with NaN among its value bits decodes to NaN."""
+        """Value dims (the first `bits`) -> float64; the reciprocal half is not needed.
+        A NaN is neither a 1 nor a 0 bit: a row with NaN among its value dims decodes to NaN."""
         if encoding.dim() != 2 or encoding.shape[1] != self.width:
             raise ValueError(f"expected an encoding of shape [N, {self.width}], got {tuple(encoding.shape)}")
         value_bits = encoding[:, : self.bits]
@@ -164,16 +147,25 @@ class BitTokens(NumberEncoding):
         return torch.where(value_bits.detach().cpu().isnan().any(1), math.nan, values)
 
     def bits_to_values(self, bits: Tensor) -> Tensor:
-        """Value bits or logits (> 0 is a 1) -> float64."""
-        return bits_to_float64(bits) if self.base == 2 else decimal_bits_to_float64(bits)
+        """Value dims or logits -> float64: a bit is 1 where > 0; a one-hot digit is its argmax."""
+        return {"binary": bits_to_float64, "onehot": base10.onehot_to_float64,
+                "bcd": base10.bcd_to_float64}[self.layout](bits)
 
     def number_head(self, d_model: int) -> BitTokensHead:
         return BitTokensHead(self, d_model)
 
 
+def unit_rms(v: Tensor) -> Tensor:
+    """Each row divided by its own RMS (a zero row stays zero); computed in float32 or wider."""
+    wide = v if v.dtype == torch.float64 else v.float()
+    rms = wide.pow(2).mean(-1, keepdim=True).sqrt().clamp_min(torch.finfo(torch.float32).tiny)
+    return (wide / rms).to(v.dtype)
+
+
 class BitTokensHead(NumberHead):
-    """Joins the bits to [NUM] by `combine`; predicts the value bits as logits (`head`), trained
-    with the mean BCE over the bits (every bit weighted equally, section 5)."""
+    """Joins the encoding to [NUM] by `combine`; predicts the value dims as logits (`head`):
+    bits with the mean BCE over the bits (section 5), one-hot digits with the cross-entropy
+    of each digit summed over the 21 digits (the authors' base-10 loss)."""
 
     def __init__(self, encoding: BitTokens, d_model: int):
         super().__init__(encoding, d_model)
@@ -189,7 +181,10 @@ class BitTokensHead(NumberHead):
         if head == "linear":
             self.output = nn.Linear(d_model, bits)
         elif head == "mlp":
-            self.output = nn.Sequential(nn.Linear(d_model, d_model), nn.ReLU(), nn.Linear(d_model, bits))
+            hidden = int(d_model * encoding.mlp_hidden)
+            if hidden < 1:
+                raise ValueError(f"mlp_hidden={encoding.mlp_hidden} leaves no hidden unit at d_model={d_model}")
+            self.output = nn.Sequential(nn.Linear(d_model, hidden), nn.ReLU(), nn.Linear(hidden, bits))
 
     def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
         enc = self.encoding.encode(x).to(device=num_embedding.device, dtype=num_embedding.dtype)
@@ -197,29 +192,38 @@ class BitTokensHead(NumberHead):
         if combine in ("weighted", "weighted_sum"):
             projected = self.combine(enc)
             return projected if combine == "weighted" else num_embedding + projected
+        if combine == "concat":
+            return torch.cat([enc, self.kept(num_embedding)], 1)
         pad = self.d_model - width
         if combine == "product":
             return num_embedding * F.pad(enc, (0, pad), value=1.0)
         padded = F.pad(enc, (0, pad))
         if combine == "sum":
             return num_embedding + padded
-        if combine == "concat":
-            return F.pad(num_embedding[:, width:], (width, 0)) + padded
         return padded * math.sqrt(self.d_model / width)  # zero_pad: unit RMS like other tokens
 
+    def kept(self, num_embedding: Tensor) -> Tensor:
+        """concat's part of [NUM]: dims width…d, rescaled to unit RMS when concat_rescale."""
+        kept = num_embedding[..., self.encoding.width:]
+        return unit_rms(kept) if self.encoding.concat_rescale else kept
+
     def forward(self, hidden: Tensor) -> Tensor:
-        """Logits of the value bits [N, bits] (the reciprocal is input only)."""
+        """Logits of the value dims [N, bits] (the reciprocal is input only)."""
         if self.encoding.head_kind == "none":
             return hidden[..., : self.encoding.bits]
         return self.output(hidden)
 
     def loss(self, out: Tensor, target: Tensor) -> Tensor:
-        """Mean BCE over the bits of each target: [N]."""
+        """Per number [N]: mean BCE over the bits, or (onehot) the summed cross-entropy of the digits."""
+        if self.encoding.layout == "onehot":
+            digits = base10.onehot_digits(target).to(out.device)
+            logits = rearrange(out, "n (digit cls) -> n cls digit", cls=10)
+            return F.cross_entropy(logits, digits, reduction="none").sum(-1)
         target_bits = (self.encoding.value_bits(target) > 0).to(device=out.device, dtype=out.dtype)
         return F.binary_cross_entropy_with_logits(out, target_bits, reduction="none").mean(-1)
 
     def predict(self, out: Tensor) -> Tensor:
-        """Threshold the logits at 0 (sigmoid 0.5) and reinterpret the bits as float64; a row with a
+        """Bits: threshold the logits at 0 (sigmoid 0.5); digits: the argmax class. A row with a
         NaN logit (a broken model) is NaN, never a number."""
         logits = out.detach().float().cpu()
         return torch.where(logits.isnan().any(1), math.nan, self.encoding.bits_to_values(logits))
@@ -231,10 +235,17 @@ class BitTokensHead(NumberHead):
         return vector.float()
 
     def embedding_map(self, num_embedding: Tensor) -> tuple[Tensor, Tensor]:
-        d, w = self.d_model, self.encoding.width
-        pad = torch.eye(d, w, dtype=torch.float64)
-        if self.encoding.combine == "sum":
-            return pad, num_embedding.double()
-        if self.encoding.combine == "zero_pad":
-            return pad * math.sqrt(d / w), torch.zeros(d, dtype=torch.float64)
-        return super().embedding_map(num_embedding)
+        """Every combination is affine in the encoding for a fixed [NUM] embedding e."""
+        d, w, combine = self.d_model, self.encoding.width, self.encoding.combine
+        e = num_embedding.detach().double().reshape(d)
+        pad, zeros = torch.eye(d, w, dtype=torch.float64), torch.zeros(d, dtype=torch.float64)
+        if combine == "sum":
+            return pad, e
+        if combine == "zero_pad":
+            return pad * math.sqrt(d / w), zeros
+        if combine == "concat":
+            return pad, torch.cat([zeros[:w], self.kept(e)])
+        if combine == "product":
+            return pad * e[:, None], torch.cat([zeros[:w], e[w:]])
+        weight = self.combine.weight.detach().double()
+        return weight, (e if combine == "weighted_sum" else zeros)

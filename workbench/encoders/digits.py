@@ -1,8 +1,9 @@
 """Shared by the multi-token schemes: a number stays text, cut into digit pieces.
 
-"-" and "." are their own pieces; the integer part and the fraction part are each cut left to
-right into groups of `group` digits (1: single digit, 3: triple digit as in GPT-4-style
-tokenizers). There is no [NUM] token and no number head: the LM head writes the digits.
+"-" and "." are their own pieces; the integer part and the fraction part are each cut into
+pieces by `cut`: here left to right into groups of `group` digits (1: single digit); triple
+digit (triple_digit.py) cuts its own way. There is no [NUM] token and no number head: the LM
+head writes the digits.
 
 Also home of `decimal_parts`, the exact shortest decimal of a float64 that FoNE and the
 base-10 BitTokens read their digits from.
@@ -60,11 +61,15 @@ class DigitEncoding(NumberEncoding):
             raise ValueError(f"not a plain decimal number: {text!r}")
         sign, integer, fraction = match.groups()
         out = ["-"] if sign else []
-        out += [integer[i:i + self.group] for i in range(0, len(integer), self.group)]
+        out += self.cut(integer)
         if fraction is not None:
             out.append(".")
-            out += [fraction[i:i + self.group] for i in range(0, len(fraction), self.group)]
+            out += self.cut(fraction)
         return out
+
+    def cut(self, digits: str) -> list[str]:
+        """A run of digits -> its pieces: left to right, `group` digits each."""
+        return [digits[i:i + self.group] for i in range(0, len(digits), self.group)]
 
     def number_text(self, pieces: list[str]) -> str:
         """Inverse of `number_tokens`: the text of a number's pieces."""

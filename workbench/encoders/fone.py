@@ -6,7 +6,8 @@ a text token (`signed = False`): FoNE encodes |x|.
 
 Phases are computed from the shortest decimal of x, m · 10^q with an integer m of at most 17
 digits: frac(x / 10^i) = (m mod 10^(i-q)) / 10^(i-q), exact integer arithmetic. Computing
-x / 10^i in float64 instead would turn every digit below float64's precision into noise.
+x / 10^i in float64 instead (as the authors do) would turn every digit below float64's
+precision into noise.
 
 What it can carry: the digits of |x| at places 10^-32 … 10^16. Larger |x| wrap around (the
 encoding is |x| mod 10^17) and digits below 10^-32 are lost; that is the encoding itself
@@ -15,9 +16,21 @@ the finest one still holds what lies below 10^-32, so decode rounds |x| mod 10^1
 multiple of 10^-32 (half to even); the digit head (digits_at, predict) cuts them off. inf and NaN
 raise in encode; an encoding with NaN or inf in a row decodes to NaN (it has no digits to read).
 
-Head: a linear map to 98 dims; each (cos, sin) pair is scored against the ten digit prototypes
-(cos, sin)(2π j / 10) and trained with cross-entropy averaged over the digits; the prediction is
-the argmax digit at each place.
+Options. Defaults follow the paper's text, where it is silent the authors' code
+(KreitnerL/BitTokens, `fone_embedding.py`); the other behaviour is one option away.
+  head           how the final hidden state h is read as 49 (cos, sin) pairs, each scored by dot
+      product against the ten digit prototypes (cos, sin)(2π j / 10), trained with the
+      cross-entropy averaged over the 49 digits, predicted as the argmax digit at each place:
+      "layernorm" (default; section 4: "the final hidden state can directly be interpreted as a
+      sinusoidal encoding", and the authors have no linear head): the first 98 dims of a
+      learnable LayerNorm(h) (eps 1e-5; its weight and bias are 1-D, so they join the scalar
+      optimizer group). "linear": a Linear(d_model -> 98) map (this workbench's earlier head).
+  zero_features  False (default, the authors'; the text is silent): 0 (and -0) gets no features,
+      an all-zero encoding, so its token is the [NUM] embedding alone. True: 0 gets phase 0,
+      i.e. (1, 0) at every period (this workbench's earlier encoding). decode reads both as 0:
+      atan2(0, 0) = 0 is phase 0, digit 0 everywhere. The head's target for 0 is the same under
+      both choices: digit 0 at every place (prototype (1, 0)), as in the authors' digit labels;
+      only the input side of 0 differs.
 """
 from __future__ import annotations
 
@@ -37,6 +50,7 @@ EXPONENTS = np.arange(-31, 18)  # period 10^i
 PERIODS = len(EXPONENTS)
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
 _POW10_FLOAT = np.array([float(10**k) if k <= 308 else np.inf for k in range(400)])
+HEADS = ("layernorm", "linear")
 _PROTOTYPES = torch.stack([torch.cos(2 * math.pi * torch.arange(10) / 10),
                            torch.sin(2 * math.pi * torch.arange(10) / 10)], 1)  # [10, 2]
 
@@ -79,13 +93,24 @@ class FoNE(NumberEncoding):
     paper_verdicts = {"D1": "pass", "D2": "pass", "D3": "pass", "D4": "pass", "D5": "pass",
                       "D6": "pass", "D7": "pass", "D8": "pass", "D9": "fail"}
 
+    def __init__(self, head: str = "layernorm", zero_features: bool = False):
+        if head not in HEADS:
+            raise ValueError(f"head must be one of {HEADS}, got {head!r}")
+        if not isinstance(zero_features, bool):
+            raise ValueError(f"zero_features must be True or False, got {zero_features!r}")
+        self.head_kind, self.zero_features = head, zero_features
+
     @property
     def width(self) -> int:
         return 2 * PERIODS
 
     def encode(self, x) -> Tensor:
-        angle = torch.from_numpy(2 * math.pi * phases(as_float64(x)))
-        return rearrange([torch.cos(angle), torch.sin(angle)], "cs n period -> n (period cs)")
+        x = as_float64(x).detach().cpu()
+        angle = torch.from_numpy(2 * math.pi * phases(x))
+        enc = rearrange([torch.cos(angle), torch.sin(angle)], "cs n period -> n (period cs)")
+        if not self.zero_features:  # the authors' 0: no features at all
+            enc[x == 0] = 0.0
+        return enc
 
     def decode(self, encoding: Tensor) -> Tensor:
         """Digits from the finest period up: d = round(10·phase_i − r) mod 10, where r is the
@@ -108,14 +133,17 @@ class FoNE(NumberEncoding):
 
 
 class FoNEHead(NumberHead):
-    """Adds the zero-padded encoding to [NUM]; a linear map to 98 dims whose (cos, sin) pairs are
+    """Adds the zero-padded encoding to [NUM]; reads 98 dims (`head`) whose (cos, sin) pairs are
     scored against the ten digit prototypes, trained with cross-entropy averaged over the digits."""
 
     def __init__(self, encoding: FoNE, d_model: int):
         super().__init__(encoding, d_model)
         if d_model < encoding.width:
             raise ValueError(f"FoNE adds a {encoding.width}-dim encoding; d_model must be >= {encoding.width}")
-        self.output = nn.Linear(d_model, encoding.width)
+        if encoding.head_kind == "layernorm":
+            self.norm = nn.LayerNorm(d_model, eps=1e-5)
+        else:
+            self.output = nn.Linear(d_model, encoding.width)
 
     def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
         enc = self.encoding.encode(x).to(device=num_embedding.device, dtype=num_embedding.dtype)
@@ -123,7 +151,11 @@ class FoNEHead(NumberHead):
 
     def forward(self, hidden: Tensor) -> Tensor:
         """Digit logits [..., 49, 10]: each (cos, sin) slice against the ten prototypes."""
-        pairs = rearrange(self.output(hidden), "... (period cs) -> ... period cs", cs=2)
+        if self.encoding.head_kind == "layernorm":
+            read = self.norm(hidden)[..., : self.encoding.width]
+        else:
+            read = self.output(hidden)
+        pairs = rearrange(read, "... (period cs) -> ... period cs", cs=2)
         return pairs @ _PROTOTYPES.to(pairs).T
 
     def loss(self, out: Tensor, target: Tensor) -> Tensor:

@@ -1,15 +1,22 @@
 """xVal: one learned [NUM] embedding multiplied by a scalar that stands for the number.
 
-The BitTokens paper rescales logarithmically so the task range fits in ±5 (section 6):
-    s(x) = sign(x) · (log10|x| / 6 + 2.5)  for |x| >= 1e-14,  s = 0 otherwise.
+The BitTokens paper rescales logarithmically so the task range fits in ±5 (section 6); the
+authors' code (`xVal_embedding.py`) writes it with an offset inside the logarithm:
+    s(x) = sign(x) · (log10(|x| + offset) / 6 + 2.5)  for |x| >= 1e-14,  s = 0 otherwise,
+    decode: ŝ -> sign(ŝ) · (10^(6 (|ŝ| - 2.5)) - offset)  for |ŝ| >= s(1e-14),  0 otherwise.
+Option `offset`: 1e-14 (default, the authors'; the text gives only "logarithmic rescale to
+[-5, 5]"), so s(1e-14) = log10(2e-14) / 6 + 2.5 ≈ 0.217 is the smallest scale and the decode
+threshold. offset=0 is this workbench's earlier formula, s(x) = sign(x) · (log10|x| / 6 + 2.5),
+decoded without a threshold (s = 0 is 0, any other ŝ its inverse), since 10^(…) never goes
+below 0 there. (The authors also clamp |x| to 1e15 before scaling; we do not, see below.)
 
 What the scaling can and cannot represent (the paper's D4 point):
-  - 1e-14 <= |x| <= 1e15 maps to ±[1/6, 5], one-to-one; decode inverts it up to float64
+  - 1e-14 <= |x| <= 1e15 maps to ±[s(1e-14), 5], one-to-one; decode inverts it up to float64
     rounding of s (relative error ~1e-14, not bit-exact: s carries log10|x| with an absolute
     precision of ~1e-16, which spends most of float64's digits on the exponent).
   - |x| < 1e-14 all map to 0: sign and value are lost (decode gives 0). The cut-off is needed:
     for |x| < 1e-15 the bracket is negative, so a tiny positive x would land on the scale of a
-    negative number (s(1e-20) = s(-1e-10) = -5/6): the sign would become ambiguous.
+    negative number (s(1e-20) = s(-1e-10) = -5/6 without offset): the sign would be ambiguous.
   - |x| > 1e15 is still invertible but leaves ±5, where normalization layers squash it (D5).
     Up to float64's largest number (relative error up to ~1e-13 there): float rounding of s
     could push the largest floats past it (to inf), so decode keeps every s up to s(max) finite.
@@ -20,6 +27,9 @@ s^-1 of the head output.
 """
 from __future__ import annotations
 
+import math
+from numbers import Real
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -29,27 +39,32 @@ from .base import NumberEncoding, NumberHead, as_float64
 
 SMALLEST = 1e-14
 LARGEST = torch.finfo(torch.float64).max
+OFFSET = 1e-14  # the authors' offset inside the logarithm
 
 
-def scale(x) -> Tensor:
+def scale(x, offset: float = OFFSET) -> Tensor:
     """s(x) of the module docstring, float64."""
     x = as_float64(x).detach()
     if not torch.isfinite(x).all():
         raise ValueError("xVal scales finite numbers only, got inf or NaN")
     magnitude = x.abs()
-    s = torch.sign(x) * (torch.log10(magnitude.clamp(min=SMALLEST)) / 6 + 2.5)
+    s = torch.sign(x) * (torch.log10(magnitude.clamp(min=SMALLEST) + offset) / 6 + 2.5)
     return torch.where(magnitude >= SMALLEST, s, torch.zeros_like(s))
 
 
-def unscale(s: Tensor) -> Tensor:
-    """s^-1: sign(s) · 10^(6 (|s| - 2.5)), and 0 for s = 0; finite up to s(LARGEST)."""
+def unscale(s: Tensor, offset: float = OFFSET) -> Tensor:
+    """s^-1: sign(s) · (10^(6 (|s| - 2.5)) - offset) where |s| >= the threshold, else 0; finite
+    up to s(LARGEST). The threshold is s(SMALLEST) with an offset, 0 (only s = 0) without."""
     s = s.detach().double()
-    magnitude = 10 ** (6 * (s.abs() - 2.5))
-    magnitude = torch.where(s.abs() <= _S_LARGEST, magnitude.clamp(max=LARGEST), magnitude)
-    return torch.where(s == 0, torch.zeros_like(s), torch.sign(s) * magnitude)
+    magnitude = 10 ** (6 * (s.abs() - 2.5)) - offset
+    magnitude = torch.where(s.abs() <= _largest_scale(offset), magnitude.clamp(max=LARGEST), magnitude)
+    threshold = float(scale(SMALLEST, offset)) if offset > 0 else 0.0
+    return torch.where((s.abs() < threshold) | (s == 0), torch.zeros_like(s), torch.sign(s) * magnitude)
 
 
-_S_LARGEST = float(scale(LARGEST))  # s of the largest float64: every encode(x) is at most this
+def _largest_scale(offset: float) -> float:
+    """s of the largest float64: every encode(x) is at most this."""
+    return float(scale(LARGEST, offset))
 
 
 @register
@@ -59,17 +74,22 @@ class XVal(NumberEncoding):
     paper_verdicts = {"D1": "pass", "D2": "pass", "D3": "pass", "D4": "fail", "D5": "pass",
                       "D6": "fail", "D7": "pass", "D8": "pass", "D9": "fail"}
 
+    def __init__(self, offset: float = OFFSET):
+        if isinstance(offset, bool) or not isinstance(offset, Real) or not 0 <= offset < math.inf:
+            raise ValueError(f"offset must be a finite number >= 0 (1e-14: the authors', 0: none), got {offset!r}")
+        self.offset = float(offset)
+
     @property
     def width(self) -> int:
         return 1
 
     def encode(self, x) -> Tensor:
-        return scale(x).unsqueeze(-1)
+        return scale(x, self.offset).unsqueeze(-1)
 
     def decode(self, encoding: Tensor) -> Tensor:
         if encoding.dim() != 2 or encoding.shape[1] != 1:
             raise ValueError(f"expected an encoding of shape [N, 1], got {tuple(encoding.shape)}")
-        return unscale(encoding.reshape(-1))
+        return unscale(encoding.reshape(-1), self.offset)
 
     def number_head(self, d_model: int) -> XValHead:
         return XValHead(self, d_model)
@@ -89,10 +109,11 @@ class XValHead(NumberHead):
         return self.output(hidden).squeeze(-1)
 
     def loss(self, out: Tensor, target: Tensor) -> Tensor:
-        return F.mse_loss(out.float(), scale(target).to(out.device, torch.float32), reduction="none")
+        s = scale(target, self.encoding.offset)
+        return F.mse_loss(out.float(), s.to(out.device, torch.float32), reduction="none")
 
     def predict(self, out: Tensor) -> Tensor:
-        return unscale(out.cpu())
+        return unscale(out.cpu(), self.encoding.offset)
 
     def target_vector(self, x) -> Tensor:
         return self.encoding.encode(x).double()
