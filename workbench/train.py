@@ -554,7 +554,10 @@ def _encoding_options(pairs: list[str]) -> dict:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise ValueError(f"--encoding-option takes KEY=VALUE, got {pair!r}")
-        options[key] = json.loads(value) if value in ("true", "false") or value.lstrip("-").isdigit() else value
+        try:  # numbers and true/false as JSON reads them; anything else is a string
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
     return options
 
 
