@@ -91,6 +91,17 @@ def test_generate_writes_the_heads_value_exactly(tok, answer):
     assert n_in == [len(tok.encode(f"<|bos|>{p}<|eoq|>")[0]) for p in prompts]
 
 
+@pytest.mark.parametrize("answer, text", [(math.nan, "nan"), (math.inf, "inf"), (-math.inf, "-inf")])
+def test_a_head_that_writes_nan_or_inf_scores_zero_instead_of_crashing(tok, answer, text):
+    """BitTokens' head can set all exponent bits (an untrained one does for 1 number in 2048): the
+    answer has no decimal text, is written as Python writes it and scores 0, and the run goes on."""
+    model = planted(tok, answer)
+    texts, _, n_out = generate(model, tok, ["1.5 + 2", "<|min|>4, 2"])
+    assert texts == [text, text] and n_out == [2, 2]
+    rows = evaluate(model, tok, {"addition": pd.DataFrame({"prompt": ["1.5 + 2"], "answer": ["3.5"]})})
+    assert rows["score"].tolist() == [0.0] and rows["exact"].tolist() == [False]
+
+
 # -- head variants ---------------------------------------------------------------------------------
 def _affine_defect(head, d: int) -> float:
     """max |h(a) + h(b) - h(0) - h(a + b)|: 0 for an affine map."""

@@ -66,8 +66,20 @@ def generate(model: GPT, tok: Tokenizer, prompts: list[str], max_new_tokens: int
     for i, v in zip(out_ids, out_values):
         if i and i[-1] == tok.eos_id:
             i, v = i[:-1], v[:-1]
-        texts.append(tok.decode(i, v))
+        texts.append(_answer_text(tok, i, v))
     return texts, [len(i) for i, _ in encoded], [len(i) for i in out_ids]
+
+
+def _answer_text(tok: Tokenizer, ids: list[int], values: list[float]) -> str:
+    """tok.decode, except that a number the head wrote as NaN or ±inf (BitTokens with all exponent
+    bits set), which has no decimal text, is written as Python writes it ("nan", "inf"): it scores
+    0 instead of ending the run."""
+    parts, start = [], 0
+    for k, v in enumerate(values):
+        if not math.isfinite(v):  # only <|num|> carries a value; every other token has 0
+            parts += [tok.decode(ids[start:k], values[start:k]), repr(v)]
+            start = k + 1
+    return "".join(parts) + tok.decode(ids[start:], values[start:])
 
 
 def _number(text: str) -> float:
