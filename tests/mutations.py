@@ -82,6 +82,8 @@ MUTATIONS = [
       "new keys put before the cached ones (the mask then hides the wrong keys)", [GENERATION]),
     M("workbench/evaluate.py", "done |= token == tok.eos_id", "done = token == tok.eos_id",
       "a finished row takes tokens again once its next token is not <|eos|>", [GENERATION]),
+    M("workbench/evaluate.py", "texts.append(_answer_text(tok, i, v))", "texts.append(tok.decode(i, v))",
+      "a NaN or inf the head wrote ends the run (render refuses it)", [NUMBERS]),
     # 4. the arithmetic score
     M("workbench/evaluate.py", 'return pd.DataFrame({"score": metrics.log_smape(pred, target),',
       'return pd.DataFrame({"score": metrics.exact_match(pred, target).astype(float),',
