@@ -147,6 +147,11 @@ MUTATIONS = [
     M("workbench/tasks/exact.py", "if 2 * r > b or (2 * r == b and q % 2 == 1):", "if 2 * r >= b:",
       "labels round half-up instead of half-even (a few ties in 3000)",
       ["tests/test_tasks.py::test_labels_match_independent_oracle"]),
+    M("workbench/tasks/arithmetic.py",
+      'rel = np.where((op == "+") | (op == "-"), 4 * EPS_LD * np.nan_to_num(cancel.astype(np.float64), posinf=1e300), 6 * EPS_LD)',
+      "rel = np.full(r.shape, -6 * EPS_LD)",
+      "arithmetic labels without their error bound (2 of 3000 additions off in the last digit)",
+      ["tests/test_tasks.py::test_labels_match_independent_oracle"]),
 ]
 
 
