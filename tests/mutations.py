@@ -137,6 +137,8 @@ MUTATIONS = [
       "the test summary scores the validation questions", [NB03]),
     M("workbench/paper_figures.py", 'assign(metric="exact_match", value=summary["exact"])',
       'assign(metric="exact_match", value=summary["score"])', "results table: exact match carries the score", [NB03]),
+    M("workbench/evaluate.py", "assign(tokens=summary.input_tokens + summary.output_tokens)",
+      "assign(tokens=summary.input_tokens)", "tokens per problem (Table 5) without the answer's tokens", [NB03]),
     M("workbench/paper_figures.py", 'performance=("performance", "mean")', 'performance=("performance", "median")',
       "frontier means recomputed as medians (notebook 04's Table 1 check)", [NB04], needs_data=True),
     # 8. tolerances
