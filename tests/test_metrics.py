@@ -44,6 +44,33 @@ def test_log_smape_by_hand():
     assert list(metrics.log_smape([2.0, 0.0, -3.0], [2.0, 0.0, 3.0])) == [1.0, 1.0, 0.0]
 
 
+@pytest.mark.parametrize("p,t", [(2e-20, 1e-20), (3e-100, 1e-100), (1e-100, 1e-100), (1e-99, 0.0),
+                                 (1.5e-30, -1.5e-30), (1.000001e-25, 1e-25)])
+def test_log_smape_at_tiny_magnitudes_where_eps_matters(p, t):
+    """Below 1e-18 the eps = 1e-100 of eq. 1 and 2 is what keeps the score right: at 1e-100 it is
+    a third of the denominator. Hand-computed from eq. 1-2 with Fractions."""
+    assert float(metrics.log_smape(p, t)) == pytest.approx(oracle_log_smape(p, t), abs=1e-12)
+
+
+def test_log_smape_tiny_cases_by_hand():
+    # sMAPE(2e-20, 1e-20) = 1/3: eps is negligible, log10(3) / 15
+    assert float(metrics.log_smape(2e-20, 1e-20)) == pytest.approx(math.log10(3) / 15, rel=1e-9)
+    # sMAPE(1e-99, 0) = 1e-99 / (1e-99 + 1e-100) = 10/11
+    assert float(metrics.log_smape(1e-99, 0.0)) == pytest.approx(-math.log10(10 / 11) / 15, rel=1e-9)
+    assert float(metrics.log_smape(1e-100, 1e-100)) == 1.0
+
+
+def test_exact_match_decides_at_the_15th_significant_digit():
+    t = 123456789012345.0  # 15 digits
+    assert metrics.exact_match([123456789012346.0, 123456789012344.0], [t, t]).tolist() == [False, False]
+    assert metrics.exact_match([123456789012345.4, 123456789012344.6], [t, t]).tolist() == [True, True]
+    assert bool(metrics.exact_match(1.23456789012345e-20, 1.23456789012346e-20)[0]) is False
+    assert bool(metrics.exact_match(1.234567890123451e-20, 1.23456789012345e-20)[0]) is True
+    # the 16th digit 5 rounds half-even: 1.23456789012344|5 -> ...44, 1.23456789012345|5 -> ...46
+    assert bool(metrics.exact_match(1.234567890123445, 1.23456789012344)[0]) is True
+    assert bool(metrics.exact_match(1.234567890123455, 1.23456789012346)[0]) is True
+
+
 def test_log_smape_shapes_and_bad_inputs():
     out = metrics.log_smape([[1.0, 2.0], [3.0, 4.0]], 2.0)
     assert out.shape == (2, 2) and out[0, 1] == 1.0

@@ -2,6 +2,8 @@
 task's own rule (log-sMAPE and exact match for arithmetic, accuracy for the list tasks)."""
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from . import tasks
@@ -20,8 +22,20 @@ def answer(model: GPT, tok: Tokenizer, prompts: list[str], max_new_tokens: int =
     for ids, values in generated:
         if ids and ids[-1] == tok.eos_id:
             ids, values = ids[:-1], values[:-1]
-        texts.append(tok.decode(ids, values))
+        texts.append(_answer_text(tok, ids, values))
     return texts, [len(i) for i, _ in encoded], [len(i) for i, _ in generated]
+
+
+def _answer_text(tok: Tokenizer, ids: list[int], values: list[float]) -> str:
+    """tok.decode, except that a number the head wrote as NaN or ±inf (BitTokens with all exponent
+    bits set), which has no decimal text, is written as Python writes it ("nan", "inf"): it scores
+    0 instead of ending the run."""
+    parts, start = [], 0
+    for k, v in enumerate(values):
+        if not math.isfinite(v):  # only <|num|> carries a value; every other token has 0
+            parts += [tok.decode(ids[start:k], values[start:k]), repr(v)]
+            start = k + 1
+    return "".join(parts) + tok.decode(ids[start:], values[start:])
 
 
 def score(task: str, predictions: list[str], answers: list[str]) -> pd.DataFrame:

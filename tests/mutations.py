@@ -1,0 +1,275 @@
+"""Mutation check of the glue: plant one-line bugs, one at a time, each in a throw-away copy of the
+repository (never in this working tree), run the tests that should notice, and print a table.
+
+    python tests/mutations.py              # all of them (a few minutes, the notebook ones ~20 s each)
+    python tests/mutations.py --only D4 cache    # those whose description or file contains D4 or cache
+    python tests/mutations.py --tests-from HEAD~3 --tests tests/test_model.py   # another suite instead
+
+A mutation is (path, exact original text, replacement, description, tests). The original text must
+occur exactly once in the file, or the script stops with an error: a list gone stale after a
+refactor is reported, never counted as "caught". First the union of all listed tests runs on an
+unmutated copy and must pass. Exit status: 0 all caught, 1 some bug not caught, 2 some could not run
+(the released data of notebook 04 absent). Not collected by pytest (the file name has no test_).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OFFICIAL = Path(os.environ.get("WORKBENCH_OFFICIAL_DATA") or ROOT / ".." / "shared" / "data" / "official_bittokens")
+HAVE_DATA = (OFFICIAL / "combined_samples_long.csv").exists()
+
+
+@dataclass
+class Mutation:
+    path: str
+    original: str
+    replacement: str
+    description: str
+    tests: list[str]
+    needs_data: bool = False
+
+
+NUMBERS, GENERATION = "tests/test_glue_numbers.py", "tests/test_glue_generation.py"
+TRAINING, DESIDERATA = "tests/test_glue_training.py", "tests/test_glue_desiderata.py"
+NOTEBOOK_VALUES = "tests/test_notebook_values.py"
+NB01, NB03 = NOTEBOOK_VALUES + "::test_desiderata_notebook_verdicts", \
+    NOTEBOOK_VALUES + "::test_training_notebook_results_are_the_test_answers_scored"
+NB04 = NOTEBOOK_VALUES + "::test_paper_figures_notebook_reproduces_table_1_from_the_released_answers"
+M = Mutation
+MUTATIONS = [
+    # 1. the number loss trains against the answer's values
+    M("workbench/data.py", '"target_values": t(values[:, 1:])', '"target_values": t(values[:, :-1])',
+      "number loss against the input's values (targets not shifted)", [NUMBERS]),
+    M("workbench/model.py", "self.number.head(hidden[at]).float(), target_values[at])",
+      "self.number.head(hidden[at]).float(), values[at])", "number loss against the question-side values", [NUMBERS]),
+    M("workbench/model.py", "at = mask & (targets == self.num_id)", "at = mask & (ids == self.num_id)",
+      "number head read where a number is, not where one is predicted", [NUMBERS]),
+    M("workbench/tokenizer.py", "return ids, values, np.arange(len(ids)) > eoq[0]",
+      "return ids, np.roll(values, 1), np.arange(len(ids)) > eoq[0]", "a task sample's values one token late",
+      [NUMBERS]),
+    M("workbench/evaluate.py", "out_values[b].append(float(value[b]))", "out_values[b].append(0.0)",
+      "generate writes 0 instead of the head's value", [NUMBERS]),
+    # 2. number head variants
+    M("workbench/encoders/bittokens.py", "nn.Sequential(nn.Linear(d_model, d_model), nn.ReLU(),",
+      "nn.Sequential(nn.Linear(d_model, d_model), nn.Identity(),", 'head="mlp" without its nonlinearity', [NUMBERS]),
+    M("workbench/encoders/bittokens.py", "return hidden[..., : self.bits]", "return hidden[..., : 64]",
+      'head="none" reads 64 dims also for base 10 (84 bits)', [NUMBERS]),
+    M("workbench/encoders/bittokens.py", "return hidden[..., : self.bits]", "return hidden[..., -self.bits:]",
+      'head="none" reads the last dims', [NUMBERS]),
+    # 3. greedy generation with the KV cache
+    M("workbench/evaluate.py", "next_pos = pos[:, -1] + 1", "next_pos = pos[:, -1]",
+      "first generated token at the prompt's last position (off by one)", [GENERATION]),
+    M("workbench/evaluate.py", "next_pos = pos[:, -1] + 1", "next_pos = torch.full((B,), L)",
+      "generated positions count the left padding", [GENERATION]),
+    M("workbench/evaluate.py", "next_pos += 1", "next_pos += 0", "generated positions never advance", [GENERATION]),
+    M("workbench/evaluate.py", "value[:, None].to(device), next_pos[:, None]",
+      "torch.zeros_like(value)[:, None].to(device), next_pos[:, None]", "the head's value is not fed back",
+      [GENERATION]),
+    M("workbench/evaluate.py", "keys = doc == 0  # which cached keys a new token may attend to",
+      "keys = torch.ones_like(doc, dtype=torch.bool)", "generated tokens attend to the left padding", [GENERATION]),
+    M("workbench/model.py", "k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)",
+      "k, v = torch.cat([k, cache[0]], 2), torch.cat([v, cache[1]], 2)",
+      "new keys put before the cached ones (the mask then hides the wrong keys)", [GENERATION]),
+    M("workbench/evaluate.py", "done |= token == tok.eos_id", "done = token == tok.eos_id",
+      "a finished row takes tokens again once its next token is not <|eos|>", [GENERATION]),
+    M("workbench/evaluate.py", "texts.append(_answer_text(tok, i, v))", "texts.append(tok.decode(i, v))",
+      "a NaN or inf the head wrote ends the run (render refuses it)", [NUMBERS]),
+    # 4. the arithmetic score
+    M("workbench/evaluate.py", 'return pd.DataFrame({"score": metrics.log_smape(pred, target),',
+      'return pd.DataFrame({"score": metrics.exact_match(pred, target).astype(float),',
+      "score() reports exact match as the arithmetic score", [NUMBERS]),
+    M("workbench/evaluate.py", '"score": scored["score"], "exact": scored["exact"],',
+      '"score": scored["exact"], "exact": scored["exact"],', "evaluate() puts exact match in the score column",
+      [NUMBERS]),
+    M("workbench/evaluate.py", 'score=("score", "mean"), exact=("exact", "mean"),',
+      'score=("exact", "mean"), exact=("exact", "mean"),', "summarize() averages exact match as the score",
+      [NUMBERS]),
+    # 5. the training loop
+    M("workbench/train.py", "balancer.update(scores)", "balancer.update({t: 1 - s for t, s in scores.items()})",
+      "the balancer is fed 1 - score", [TRAINING]),
+    M("workbench/train.py", 'scores = summarize(answers).set_index("task")["score"]',
+      'scores = summarize(answers).set_index("task")["exact"]', "the balancer and the log get exact match",
+      [TRAINING]),
+    M("workbench/train.py", "cur.update(per_level.to_dict(), step + 1, lr)", "cur.update({}, step + 1, lr)",
+      "the curriculum is never updated", [TRAINING]),
+    M("workbench/train.py", "levels = val[t][column].to_numpy()", 'levels = val[t]["difficulty"].to_numpy()',
+      "the curriculum is scored by the base-2 difficulty for a decimal encoding", [TRAINING]),
+    M("workbench/train.py", "counts = balancer.task_counts(per_step) if cfg.balancing else",
+      "counts = balancer.task_counts(per_step) if not cfg.balancing else",
+      "batches ignore the balancer's ratios", [TRAINING]),
+    M("workbench/train.py", "mean = metrics.generalized_mean(scores.values(), -1)",
+      "mean = metrics.generalized_mean(scores.values(), 1)",
+      "checkpoint chosen by the arithmetic mean (eq. 15 asks for the harmonic)", [TRAINING]),
+    # 6. desiderata D4 and D7
+    M("workbench/desiderata.py", "x = sample_values(n_per_decade, seed + k - lo, k, k + 1, max_digits=15)",
+      "x = sample_values(n_per_decade, seed + k - lo, k - 1, k, max_digits=15)",
+      "D4 samples the decade below the one it reports", [DESIDERATA]),
+    M("workbench/desiderata.py", "err = _relative_error(_round_trip(codec, x), target)",
+      "err = _relative_error(_round_trip(codec, x), x)", "D4 compares unsigned encodings with the signed x",
+      [DESIDERATA]),
+    M("workbench/desiderata.py", "median_rel_error=float(np.median(err)), max_rel_error",
+      "median_rel_error=float(np.mean(err)), max_rel_error", "D4 reports the mean as the median", [DESIDERATA]),
+    M("workbench/desiderata.py", "grid = np.linspace(0.0, 2.0 * t, points)", "grid = np.linspace(0.0, t, points)",
+      "D7 curves stop at the target instead of 2t", [DESIDERATA]),
+    M("workbench/desiderata.py", "losses = [codec.loss(out[i: i + 1], target).item() for i in range(points)]",
+      "losses = [codec.loss(out[i: i + 1], target).item() for i in reversed(range(points))]",
+      "D7 losses paired with the wrong predictions", [DESIDERATA]),
+    M("workbench/desiderata.py", 'spearman=_spearman(np.abs(g["prediction"] - t), g["loss"])',
+      'spearman=_spearman(g["prediction"], g["loss"])', "D7 continuity against p instead of |p - t|", [DESIDERATA]),
+    # 7. what the notebooks compute
+    M("notebooks/01_desiderata.py", 'disagreements = agree[agree["verdict"] != agree["paper"]]',
+      'disagreements = agree[agree["verdict"] == agree["paper"]]', "notebook 01 counts agreements as disagreements",
+      [NB01]),
+    M("workbench/desiderata.py", "exact=float(_same(decoded, target).mean()),\n                         collisions",
+      "exact=float(_same(decoded, x).mean()),\n                         collisions",
+      "D2 compares unsigned encodings with the signed x (FoNE's verdict)", [NB01]),
+    M("workbench/train.py", "samples = evaluate(model, tok, test)", "samples = evaluate(model, tok, val)",
+      "the test summary scores the validation questions", [NB03]),
+    M("workbench/paper_figures.py", 'assign(metric="exact_match", value=summary["exact"])',
+      'assign(metric="exact_match", value=summary["score"])', "results table: exact match carries the score", [NB03]),
+    M("workbench/evaluate.py", "assign(tokens=summary.input_tokens + summary.output_tokens)",
+      "assign(tokens=summary.input_tokens)", "tokens per problem (Table 5) without the answer's tokens", [NB03]),
+    M("workbench/paper_figures.py", 'performance=("performance", "mean")', 'performance=("performance", "median")',
+      "frontier means recomputed as medians (notebook 04's Table 1 check)", [NB04], needs_data=True),
+    # 8. tolerances
+    M("workbench/metrics.py", "EPS = 1e-100", "EPS = 1e-30", "log-sMAPE epsilon 1e-30 instead of eq. 1's 1e-100",
+      ["tests/test_metrics.py::test_log_smape_at_tiny_magnitudes_where_eps_matters"]),
+    M("workbench/metrics.py", "MAX_DIGITS = 15", "MAX_DIGITS = 16", "exact match on 16 digits instead of 15",
+      ["tests/test_metrics.py::test_exact_match_decides_at_the_15th_significant_digit"]),
+    M("workbench/tasks/exact.py", "if 2 * r > b or (2 * r == b and q % 2 == 1):", "if 2 * r >= b:",
+      "labels round half-up instead of half-even (a few ties in 3000)",
+      ["tests/test_tasks.py::test_labels_match_independent_oracle"]),
+    M("workbench/tasks/arithmetic.py",
+      'rel = np.where((op == "+") | (op == "-"), 4 * EPS_LD * np.nan_to_num(cancel.astype(np.float64), posinf=1e300), 6 * EPS_LD)',
+      "rel = np.full(r.shape, -6 * EPS_LD)",
+      "arithmetic labels without their error bound (2 of 3000 additions off in the last digit)",
+      ["tests/test_tasks.py::test_labels_match_independent_oracle"]),
+]
+
+
+def copy_repository(dest: Path, tests_from: str | None = None) -> None:
+    """The tracked and untracked-but-not-ignored files of the working tree, as they are now;
+    with `tests_from`, tests/ as it was at that git revision."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            check=True, capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    if tests_from:
+        shutil.rmtree(dest / "tests")
+        archive = subprocess.run(["git", "archive", tests_from, "tests"], cwd=ROOT, check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+
+
+def original_text(copy: Path, m: Mutation) -> str:
+    """The file's text; stops the script if the original text is not in it exactly once."""
+    path = copy / m.path
+    text = path.read_text() if path.is_file() else ""
+    found = text.count(m.original)
+    if found != 1:
+        raise SystemExit(f"STALE MUTATION LIST: {m.path} holds {found} copies of {m.original!r} (need exactly 1): "
+                         f"{m.description}")
+    return text
+
+
+def plant(copy: Path, m: Mutation) -> None:
+    (copy / m.path).write_text(original_text(copy, m).replace(m.original, m.replacement))
+
+
+def pytest(copy: Path, tests: list[str]) -> tuple[int, list[str], str]:
+    """Run the tests in the copy, its own package first on the path -> (exit code, failed tests, output)."""
+    env = {**os.environ, "PYTHONPATH": str(copy), "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    if HAVE_DATA:
+        env["WORKBENCH_OFFICIAL_DATA"] = str(OFFICIAL.resolve())
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-rfE", *tests],
+                          cwd=copy, env=env, capture_output=True, text=True)
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", done.stdout, re.M)
+    return done.returncode, failed, done.stdout + done.stderr
+
+
+def check_copy_is_imported(copy: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    where = subprocess.run([sys.executable, "-c", "import workbench; print(workbench.__file__)"], cwd=copy, env=env,
+                           check=True, capture_output=True, text=True).stdout.strip()
+    if not Path(where).resolve().is_relative_to(copy.resolve()):
+        raise SystemExit(f"the copy's tests would import {where}, not the copy's workbench: mutations would be invisible")
+
+
+def run_one(copy: Path, m: Mutation, tests: list[str], tests_from: str | None) -> tuple:
+    """Plant `m` in a fresh copy, run `tests` -> (description, file, caught?, catching test, seconds)."""
+    copy_repository(copy, tests_from)
+    plant(copy, m)
+    started = time.time()
+    code, failed, output = pytest(copy, tests)
+    caught = "yes" if code == 1 and failed else "NO" if code == 0 else f"ERROR (pytest exit {code})"
+    if caught != "yes":
+        print(output[-2000:])
+    shutil.rmtree(copy)
+    return m.description, m.path, caught, failed[0] if failed else "-", time.time() - started
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", help="run only mutations whose file or description contains one of these")
+    parser.add_argument("--tests", nargs="+", help="run these tests for every mutation instead of its own")
+    parser.add_argument("--tests-from", metavar="REV", help="take tests/ from this git revision (with --tests)")
+    args = parser.parse_args(argv)
+    if args.tests_from and not args.tests:
+        raise SystemExit("--tests-from needs --tests: the mutations' own tests may not exist at that revision")
+    chosen = [m for m in MUTATIONS if not args.only or any(o in m.path or o in m.description for o in args.only)]
+    if not chosen:
+        raise SystemExit(f"no mutation matches {args.only!r}")
+    started = time.time()
+    runnable = [m for m in chosen if HAVE_DATA or not m.needs_data]
+    tests_of = lambda m: args.tests or m.tests
+    with tempfile.TemporaryDirectory(prefix="mutations-") as tmp:
+        base = Path(tmp) / "baseline"
+        copy_repository(base, args.tests_from)
+        check_copy_is_imported(base)
+        for m in chosen:  # every original must be there before anything runs
+            original_text(base, m)
+        tests = sorted({t for m in runnable for t in tests_of(m)})
+        code, failed, output = pytest(base, tests)
+        if code != 0:
+            print(output[-3000:])
+            raise SystemExit(f"the unmutated copy fails its tests ({failed}); fix that first")
+        print(f"baseline: {len(tests)} test selections pass on the unmutated copy ({time.time() - started:.0f} s)\n")
+        rows = []
+        for i, m in enumerate(chosen):
+            if m in runnable:
+                rows.append(run_one(Path(tmp) / f"m{i}", m, tests_of(m), args.tests_from))
+            else:
+                rows.append((m.description, m.path, "not run (no released data)", "-", 0.0))
+            print(f"[{i + 1}/{len(chosen)}] {rows[-1][2]:>4}  {m.description}", flush=True)
+    print()
+    print(table(rows))
+    missed = [r for r in rows if r[2] not in ("yes", "not run (no released data)")]
+    skipped = [r for r in rows if r[2] == "not run (no released data)"]
+    print(f"\n{len(rows) - len(missed) - len(skipped)} of {len(rows)} planted bugs caught"
+          + (f", {len(missed)} NOT caught" if missed else "") + (f", {len(skipped)} not run" if skipped else "")
+          + f"; total time {time.time() - started:.0f} s")
+    return 1 if missed else 2 if skipped else 0
+
+
+def table(rows) -> str:
+    head = ("bug", "file", "caught?", "catching test", "s")
+    body = [(d, f, c, t, f"{s:.0f}") for d, f, c, t, s in rows]
+    widths = [max(len(str(r[i])) for r in [head, *body]) for i in range(len(head))]
+    line = lambda r: "| " + " | ".join(str(v).ljust(w) for v, w in zip(r, widths)) + " |"
+    return "\n".join([line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, body)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
