@@ -1,6 +1,7 @@
 """Pre-registered comparisons of the five encodings: one protocol, every encoding, several seeds.
 
     python -m workbench.experiments cpu-tier [--seeds 0 1] [--out runs/cpu-tier]
+    python -m workbench.experiments ablations [--tables 8 9 ...] [--smoke]    # Tables 8-15
     torchrun --nproc_per_node 8 -m workbench.experiments paper-tier    # on 8 GPUs
 
 The CPU tier is the paper's multi-task experiment (section 6, Fig. 4) at laptop scale: the six
@@ -28,7 +29,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from . import encoders, tasks
+from . import ablations, encoders, tasks
 from .atomic import write_atomic
 from .paper_figures import results_from_summary
 from .train import TrainConfig, train
@@ -54,21 +55,46 @@ def run_protocol(name: str, seeds=(0, 1), out="runs/cpu-tier", encodings=None) -
     out.mkdir(parents=True, exist_ok=True)
     encodings = list(encodings or encoders.names())
     rows = []
-    for encoding in tqdm([(e, s) for e in encodings for s in seeds], desc=name):
-        enc, seed = encoding
-        run_dir = out / f"{enc}-seed{seed}"
-        if not (run_dir / "test_summary.csv").exists():
-            resume = (run_dir / "checkpoint.pt").exists()  # a run killed before its first checkpoint starts over
-            train(replace(PROTOCOLS[name], encoding=enc, seed=seed, out=str(run_dir), overwrite=not resume),
-                  resume=resume)
-        summary = pd.read_csv(run_dir / "test_summary.csv")
-        results = results_from_summary(summary)
-        tokens = summary.set_index("task")[["input_tokens", "output_tokens", "train_seconds"]]
-        rows.append(results.join(tokens, on="task"))
+    for enc, seed in tqdm([(e, s) for e in encodings for s in seeds], desc=name):
+        rows.append(train_once(replace(PROTOCOLS[name], encoding=enc, seed=seed), out / f"{enc}-seed{seed}"))
     table = pd.concat(rows, ignore_index=True)
     if int(os.environ.get("RANK", 0)) == 0:  # under torchrun every rank trains, one writes
         write_atomic(out / "results.csv", lambda tmp: table.to_csv(tmp, index=False))
     return table
+
+
+def train_once(cfg: TrainConfig, run_dir: Path) -> pd.DataFrame:
+    """The run's test results in the results schema, with tokens per problem and training time;
+    trains it first unless it finished before, resuming a killed run from its checkpoint."""
+    if not (run_dir / "test_summary.csv").exists():
+        resume = (run_dir / "checkpoint.pt").exists()  # a run killed before its first checkpoint starts over
+        train(replace(cfg, out=str(run_dir), overwrite=not resume), resume=resume)
+    summary = pd.read_csv(run_dir / "test_summary.csv")
+    columns = [c for c in ("input_tokens", "output_tokens", "train_seconds") if c in summary]
+    return results_from_summary(summary).join(summary.set_index("task")[columns], on="task")
+
+
+def run_ablations(tables=tuple(ablations.TABLES), seeds=(0,), out="runs/ablations", base: TrainConfig | None = None,
+                  smoke: bool = False) -> pd.DataFrame:
+    """Every variant of the ablation `tables` (Tables 8-15) on `base` (default: the cpu-tier
+    protocol; `smoke`: a few steps each, to check that every ablation runs). One CSV, results.csv,
+    with the delta of each value to its table's baseline; each table printed as the paper does."""
+    base = base or PROTOCOLS["cpu-tier"]
+    if smoke:
+        base = replace(base, batch_size=2, tokens=2 * base.model_config().block_size * 8, pool_size=200,
+                       val_samples=4, test_samples=8, eval_every=4, checkpoint_every=4)
+    out = Path(out)
+    runs = ablations.plan(tables, base, seeds)
+    trained = {}
+    for row in tqdm(list(runs.itertuples(index=False)), desc="ablations"):
+        if row.run not in trained:  # a configuration shared by several tables trains once
+            trained[row.run] = train_once(row.config, out / row.run)
+    results = pd.concat([trained[r.run].assign(table=r.table, variant=r.variant, baseline=r.baseline, run=r.run)
+                         for r in runs.itertuples(index=False)], ignore_index=True)
+    results = ablations.with_deltas(results)
+    if int(os.environ.get("RANK", 0)) == 0:
+        write_atomic(out / "results.csv", lambda tmp: results.to_csv(tmp, index=False))
+    return results
 
 
 def summarize(table: pd.DataFrame) -> pd.DataFrame:
@@ -93,13 +119,25 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("protocol", choices=sorted(PROTOCOLS))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--encodings", nargs="+", default=None, choices=encoders.names())
-    parser.add_argument("--out", default=None)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("protocol", choices=sorted(PROTOCOLS) + ["ablations"],
+                        help="an encoding comparison, or the ablations of Tables 8-15")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default: 0 1; ablations 0)")
+    parser.add_argument("--encodings", nargs="+", default=None, choices=encoders.names(),
+                        help="encodings of a comparison (default: all)")
+    parser.add_argument("--tables", type=int, nargs="+", default=sorted(ablations.TABLES),
+                        choices=sorted(ablations.TABLES), help="ablation tables to run")
+    parser.add_argument("--smoke", action="store_true", help="ablations: a few steps per run, to check they run")
+    parser.add_argument("--out", default=None, help="folder of the runs and results.csv (default: runs/PROTOCOL)")
     args = parser.parse_args(argv)
-    table = run_protocol(args.protocol, args.seeds, args.out or f"runs/{args.protocol}", args.encodings)
+    out = args.out or f"runs/{args.protocol}"
+    if args.protocol == "ablations":
+        results = run_ablations(args.tables, args.seeds or (0,), out, smoke=args.smoke)
+        for table in args.tables:
+            print(f"\nTable {table}\n" + ablations.paper_layout(results, table).to_string())
+        return
+    table = run_protocol(args.protocol, args.seeds or (0, 1), out, args.encodings)
     print(summarize(table).round(3).to_string(index=False))
 
 

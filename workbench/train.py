@@ -121,7 +121,7 @@ class TrainConfig:
         unknown = [t for t in self.tasks if t not in tasks.names()]
         if not self.tasks or unknown or len(set(self.tasks)) != len(self.tasks):
             raise ValueError(f"--tasks must be distinct names from {tasks.names()}, got {list(self.tasks)}")
-        encoders.get(self.encoding, **self.encoding_options)  # raises for a bad name or option
+        encoding = encoders.get(self.encoding, **self.encoding_options)  # raises for a bad name or option
         preset(self.preset)
         self.regime = Regime.of(self.decades, self.max_digits, text_source=self.text_source,  # raises if bad
                                 list_sampling=self.list_sampling, list_lengths=tuple(self.list_lengths),
@@ -145,7 +145,7 @@ class TrainConfig:
                              f"got {self.max_task_ratio}")
         if self.max_answer_tokens < 0:
             raise ValueError(f"--max-answer-tokens must be >= 0, got {self.max_answer_tokens}")
-        self.model_config()  # raises for a bad architecture choice
+        encoding.number_head(self.model_config().d_model)  # raises for a bad architecture or a head that cannot fit
         if not str(self.out).strip():
             raise ValueError("--out must name a run directory, got an empty string")
 
