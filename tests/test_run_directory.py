@@ -1,0 +1,128 @@
+"""Nothing a run wrote is lost: --resume needs a checkpoint, an old run is never silently replaced,
+the log is rewritten atomically, a killed write's temporaries are cleaned up, a full disk keeps the
+previous checkpoint and says so; every flag is checked before anything is allocated."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from workbench import train as T
+from workbench.atomic import write_atomic
+from workbench.optim import OptimConfig
+
+TINY = dict(encoding="bittokens", tasks=("addition",), preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4,
+            pool_size=100, val_samples=4, test_samples=4, eval_every=2, checkpoint_every=2,
+            decades=(0, 1), max_digits=2, threads=1, optim=OptimConfig(newton_schulz="float32"))
+
+
+def test_resume_without_a_checkpoint_is_refused(tmp_path):
+    with pytest.raises(FileNotFoundError, match="--resume: there is no .*checkpoint.pt"):
+        T.train(T.TrainConfig(**TINY, out=str(tmp_path / "run")), resume=True)
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_an_existing_run_is_never_silently_replaced(tmp_path):
+    out = tmp_path / "run"
+    T.train(T.TrainConfig(**TINY, out=str(out)))
+    before = (out / "metrics.jsonl").read_bytes()
+    with pytest.raises(FileExistsError, match="--resume .* --overwrite .* new --out"):
+        T.train(T.TrainConfig(**TINY, out=str(out)))
+    assert (out / "metrics.jsonl").read_bytes() == before and (out / "best.pt").exists()
+    (out / "marker").write_text("a file of the user's")
+    T.train(T.TrainConfig(**TINY, out=str(out), overwrite=True))  # asked for: replaced
+    losses = [[json.loads(r)["loss"] for r in log.splitlines()] for log in (before.decode(), (out / "metrics.jsonl").read_text())]
+    assert losses[0] == losses[1]  # the same seed gives the same curve, written afresh
+    assert (out / "marker").exists()  # only the run's own files are replaced
+
+
+def test_a_kill_while_the_log_is_rewritten_loses_nothing(tmp_path):
+    """--resume drops the log rows after the checkpoint by rewriting the log; a kill at the worst
+    moment (the new log written, not yet renamed) must leave the old log whole, and the next start
+    removes the temporary it left."""
+    out = tmp_path / "run"
+    T.train(T.TrainConfig(**TINY, out=str(out)))
+    log = out / "metrics.jsonl"
+    rows = log.read_text().splitlines()
+    log.write_text("\n".join(rows) + '\n{"step": 99, "loss": 1.0}\n')  # a row after the checkpoint
+    before = log.read_bytes()
+    code = ("import os, signal, sys; from pathlib import Path; from workbench import train; "
+            "os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL); "
+            "train._truncate_log(Path(sys.argv[1]), 4)")
+    proc = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True)
+    assert proc.returncode == -9  # killed
+    assert log.read_bytes() == before  # not emptied, not half-written
+    leftovers = list(out.glob(".metrics.jsonl.*"))
+    assert leftovers  # the kill left its temporary behind
+    T._prepare_run_dir(T.TrainConfig(**TINY, out=str(out)), resume=True, rank=0)
+    assert not list(out.glob(".metrics.jsonl.*")) and log.read_bytes() == before
+
+
+def test_sigkilled_checkpoint_temporaries_are_removed_on_the_next_start(tmp_path):
+    out = tmp_path / "run"
+    T.train(T.TrainConfig(**TINY, out=str(out)))
+    for name in (".checkpoint.pt.k2j3h4g5", ".best.pt.0a9s8d7f"):
+        (out / name).write_bytes(b"half a checkpoint")
+    (out / ".unrelated").write_text("not ours")
+    T.train(T.TrainConfig(**TINY, out=str(out)), resume=True)  # finished: nothing to train, cleans up
+    assert sorted(p.name for p in out.glob(".*")) == [".unrelated"]
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 1 MiB tmpfs (needs root and mount); skipped where it cannot be made."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {made.stderr.decode().strip()}")
+    yield folder
+    subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_a_full_disk_keeps_the_previous_checkpoint_and_says_so(full_disk):
+    path = full_disk / "checkpoint.pt"
+    small = {"model": torch.ones(1000)}
+    write_atomic(path, lambda tmp: torch.save(small, tmp))
+    big = {"model": torch.ones(1_000_000)}  # 4 MB: more than the disk holds
+    with pytest.raises(OSError, match="the disk is full: could not write .*checkpoint.pt .*previous checkpoint.pt.* kept"):
+        write_atomic(path, lambda tmp: torch.save(big, tmp))
+    assert torch.equal(T.load_checkpoint(path)["model"], small["model"])  # the old one, whole
+    assert [p.name for p in full_disk.iterdir()] == ["checkpoint.pt"]  # no temporary left
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--checkpoint-every", "0"], "--checkpoint-every must be an integer >= 1"),
+    (["--checkpoint-every", "-1"], "--checkpoint-every must be an integer >= 1"),
+    (["--test-samples", "0"], "--test-samples must be an integer >= 1"),
+    (["--val-samples", "0"], "--val-samples must be an integer >= 1"),
+    (["--pool-size", "0"], "--pool-size must be an integer >= 1"),
+    (["--tokens", "inf"], "--tokens must be a finite number"),
+    (["--tokens", "nan"], "--tokens must be a finite number"),
+    (["--context", "0"], "--context must be an integer in 8..65536"),
+    (["--context", "100000"], "--context must be an integer in 8..65536"),
+    (["--out", ""], "--out must name a run directory"),
+    (["--encoding", "base64"], "unknown encoding 'base64'"),
+    (["--tasks", "addition,nope"], "--tasks must be distinct names"),
+    (["--decades", "3", "1"], "decades must be integers with"),
+    (["--encoding-option", "combine=glue"], "combine must be one of"),
+    (["--encoding-option", "combine"], "--encoding-option takes KEY=VALUE"),
+    (["--max-task-ratio", "0.1"], "--max-task-ratio must be in"),
+    (["--text-source", "ftp:x"], "unknown text source kind"),
+])
+def test_every_bad_flag_is_refused_before_anything_runs(flags, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        T.main(flags + ["--out", str(tmp_path / "run")] if "--out" not in flags else flags)
+    assert stop.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_configuration_that_cannot_fit_in_memory_is_refused_up_front():
+    cfg = T.TrainConfig(**{**TINY, "batch_size": 64}, context=65536)
+    with pytest.raises(MemoryError, match="--batch-size 64 x --context 65536 .* GiB but .* GiB are free"):
+        T.check_memory(cfg, vocab_size=2100)
+    assert T.check_memory(T.TrainConfig(**TINY), vocab_size=2100) < 2**30  # a small run passes
