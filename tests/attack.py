@@ -577,6 +577,48 @@ def answers_cases(rng, n, folder):
         yield case, (ValueError,), ("is not an answer record",)
 
 
+# -- training flags and run directories --------------------------------------------------------
+BAD_FIELDS = {  # field -> values that must be refused, naming the flag
+    "checkpoint_every": [0, -1, 2.5, True], "eval_every": [0, -3], "test_samples": [0, -1],
+    "val_samples": [0], "pool_size": [0, -10], "batch_size": [0, -2], "tokens": [math.inf, math.nan, 0, -1e6],
+    "context": [0, 4, 100_000, -8], "out": ["", "   "], "threads": [-1], "seed": [-1],
+    "encoding": ["base64", ""], "tasks": [(), ("nope",), ("addition", "addition")], "preset": ["huge"],
+    "decades": [(3, 1), (-20, 0), (0, 99)], "max_digits": [0, 18], "adapt_warmup": [-0.1, 2.0],
+    "balance_floor": [1.0, -0.5], "balance_lambda": [2.0], "max_task_ratio": [0.01, 1.5],
+    "max_answer_tokens": [-1], "text_source": ["ftp:x", ""], "activation": ["swish"], "norm": ["batch"],
+    "encoding_options": [{"combine": "glue"}, {"nope": 1}],
+}
+GOOD_FIELDS = {"checkpoint_every": [1, 500], "tokens": [1.0, 3e6], "context": [8, 1024], "decades": [(0, 1), None],
+               "max_digits": [1, 17, None], "tasks": [("addition", "text")], "encoding": ["xval", "numerologic"]}
+
+
+def train_cases(rng, folder):
+    from workbench import train as T  # the training loop's checks, imported only for this category
+    small = dict(preset="cpu-tiny", batch_size=2, tokens=1024.0, threads=1)
+    for name, values in BAD_FIELDS.items():
+        for value in values:
+            def case(name=name, value=value):
+                refused(T.TrainConfig(**{**small, name: value}))
+            words = (name.replace("_", "-"), "unknown encoding", "encoding", "decades", "max_digits", "text source",
+                     "must be one of", "no option", "preset", "tasks")
+            yield case, (ValueError,), words
+    for name, values in GOOD_FIELDS.items():
+        for value in values:
+            yield (lambda name=name, value=value: T.TrainConfig(**{**small, name: value})), (), ()
+    for k in range(10):  # a run directory: resume needs a checkpoint, an old run is never replaced
+        out = Path(folder) / f"run{k}"
+        out.mkdir()
+        (out / rng.choice(["metrics.jsonl", "best.pt", "config.json"])).write_text("{}")
+        cfg = T.TrainConfig(**small, out=str(out))
+        yield (lambda cfg=cfg: refused(T._prepare_run_dir(cfg, resume=True, rank=0))), (FileNotFoundError,), ("--resume",)
+        yield (lambda cfg=cfg: refused(T._prepare_run_dir(cfg, resume=False, rank=0))), (FileExistsError,), ("--overwrite",)
+        bad = out / "checkpoint.pt"
+        bad.write_bytes(bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 200))))
+        yield (lambda bad=bad: refused(T.load_checkpoint(bad))), (ValueError,), ("corrupt",)
+    huge = T.TrainConfig(**{**small, "batch_size": 64}, context=65536)
+    yield (lambda: refused(T.check_memory(huge, 2100))), (MemoryError,), ("--batch-size",)
+
+
 # -- the run ----------------------------------------------------------------------------------
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -602,6 +644,7 @@ def main():
         "notebook parameters": notebook_cases(rng, folder),
         "frontier client": client_cases(rng, log_lines),
         "answers file": answers_cases(rng, n // 10, folder),
+        "training flags, run directories": train_cases(rng, folder),
     }
     counts, examples = defaultdict(Counter), defaultdict(list)
     for category, cases in categories.items():
