@@ -205,3 +205,30 @@ def test_a3_hand_over_from_the_binary_pool_to_the_decimal_one(endgame):
     assert sampler.to_evaluate({"multiplication": "decimal val"}, 99) == {}  # handed over: no binary curriculum
     with pytest.raises(ValueError, match="endgame"):
         Sampler({}, {}, 2, 10, endgame="later")
+
+
+def test_the_curriculum_moves_over_the_levels_the_data_hold():
+    """Multiplication's levels start at 2 (each operand has a non-zero digit): a frontier at 0 would
+    wait forever. With `levels`, it starts at the lowest held level and advances level by level."""
+    cur = Curriculum(8, 100, 1.0, levels=[2, 3, 5, 8, 3, 2])
+    assert cur.frontier == 2
+    probs = cur.level_probabilities()
+    assert probs[[0, 1, 4, 6, 7]].sum() == 0 and probs.sum() == pytest.approx(1)
+    assert probs[2] == pytest.approx(0.8)  # the unlocked level; 20 % previews 3, 5, 8 as 0.8^(d - 2)
+    preview = np.array([0.8 ** 1, 0.8 ** 3, 0.8 ** 6])
+    assert probs[[3, 5, 8]] == pytest.approx(0.2 * preview / preview.sum())
+    steps = []
+    for _ in range(3):
+        assert cur.update({cur.frontier: 1.0}, 10, 1.0)
+        steps.append(cur.frontier)
+    assert steps == [3, 5, 8] and cur.ratios[[2, 3, 5, 8]] == pytest.approx([0.25] * 4, abs=0.2)
+    assert not cur.mastered and not cur.update({8: 1.0}, 10, 1.0) and cur.mastered
+    draws = cur.sample(np.array([2, 3, 5, 8] * 10), 400, np.random.default_rng(0))
+    assert set(np.array([2, 3, 5, 8] * 10)[draws]) <= {2, 3, 5, 8}
+    restored = Curriculum(8, 100, 1.0, levels=[2, 3, 5, 8])
+    restored.load_state_dict(cur.state_dict())
+    assert restored.frontier == 8 and restored.mastered
+    with pytest.raises(ValueError, match="other difficulty levels"):
+        Curriculum(8, 100, 1.0, levels=[2, 4]).load_state_dict(cur.state_dict())
+    with pytest.raises(ValueError, match="frontier must be one of the levels"):
+        Curriculum(8, 100, 1.0, levels=[2, 4], frontier=3)

@@ -63,12 +63,18 @@ class Curriculum:
     Level 0 has threshold 0: it passes as soon as any performance is measured.
     `lr` and `lr_max` only need the same units: lr_max=1 with lr=optim.lr_multiplier(step) works.
     The paper uses the curriculum only for multiplication, division, exponentiation, mean and std.
+
+    `levels`: the levels the data hold (the authors' indexing). The curriculum moves over those
+    only: the frontier starts at the highest held level <= start_frac x max_difficulty (the lowest
+    held level if none is that low), and advances to the next held level. Without `levels` every
+    integer 0..max_difficulty is a level. (Multiplication's levels start at 2: with 0 and 1 as
+    levels, a frontier at 0 would wait forever for a measurement at a level no question has.)
     """
 
     def __init__(self, max_difficulty: int, total_steps: int, lr_max: float, zeta0: float = 0.9,
                  start_frac: float = 0.1, preview_frac: float = 0.2, preview_decay: float = 0.8,
                  alpha: float = 0.5, decay_start_frac: float = 0.5, warmup_frac: float = 0.1,
-                 frontier: int | None = None):
+                 frontier: int | None = None, levels=None):
         if int(max_difficulty) != max_difficulty or max_difficulty < 0:
             raise ValueError(f"max_difficulty must be an integer >= 0, got {max_difficulty}")
         if total_steps < 1 or not lr_max > 0:
@@ -83,12 +89,19 @@ class Curriculum:
         self.S = decay_start_frac * total_steps
         decay_step = min(total_steps, round(self.S))
         self.L = lr_max * (1 - lr_multiplier(decay_step, total_steps, warmup_frac))
-        start = math.floor(start_frac * self.max_difficulty + 0.5) if frontier is None else frontier
-        if not 0 <= start <= self.max_difficulty:
-            raise ValueError(f"frontier must be in [0, {self.max_difficulty}], got {start}")
-        self.frontier = int(start)
-        self.ratios = np.zeros(self.max_difficulty + 1)  # shares of the unlocked levels, sum 1
-        self.ratios[: self.frontier + 1] = 1 / (self.frontier + 1)
+        held = np.arange(self.max_difficulty + 1) if levels is None else np.unique(np.asarray(levels, np.int64))
+        if held.size == 0 or held.min() < 0 or held.max() > self.max_difficulty:
+            raise ValueError(f"levels must be a non-empty set of integers in [0, {self.max_difficulty}]")
+        self.held = np.zeros(self.max_difficulty + 1, dtype=bool)
+        self.held[held] = True
+        if frontier is None:
+            low = held[held <= math.floor(start_frac * self.max_difficulty + 0.5)]
+            frontier = low.max() if low.size else held.min()
+        if not 0 <= frontier <= self.max_difficulty or not self.held[frontier]:
+            raise ValueError(f"frontier must be one of the levels in [0, {self.max_difficulty}], got {frontier}")
+        self.frontier = int(frontier)
+        unlocked = self.held & (np.arange(self.max_difficulty + 1) <= self.frontier)
+        self.ratios = unlocked / unlocked.sum()  # shares of the unlocked levels, sum 1
         self.mastered = False  # the highest level has passed its threshold (the authors' end-game trigger)
 
     def threshold(self, level: int, step: int, lr: float) -> float:
@@ -103,7 +116,7 @@ class Curriculum:
     def level_probabilities(self) -> np.ndarray:
         """Probability of each level 0..max_difficulty for the next samples (sums to 1)."""
         probs = self.ratios.copy()
-        locked = np.arange(self.frontier + 1, self.max_difficulty + 1)
+        locked = np.flatnonzero(self.held[self.frontier + 1:]) + self.frontier + 1
         if locked.size:
             preview = self.preview_decay ** (locked - self.frontier)  # eq. 13
             probs *= 1 - self.preview_frac
@@ -141,7 +154,7 @@ class Curriculum:
             if not 0 <= level <= self.max_difficulty or not 0 <= p <= 1:
                 raise ValueError(f"performance at level {level} must be in [0, 1] for a level in "
                                  f"[0, {self.max_difficulty}], got {p}")
-        scored = [lv for lv in range(self.frontier + 1) if lv in performance_by_level]
+        scored = [lv for lv in range(self.frontier + 1) if lv in performance_by_level and self.held[lv]]
         mass = self.ratios[scored].sum()
         if scored and mass > 0:
             perf = [performance_by_level[lv] for lv in scored]
@@ -150,23 +163,26 @@ class Curriculum:
         p = performance_by_level.get(self.frontier)
         if p is None or not p > self.threshold(self.frontier, step, lr):
             return False
-        if self.frontier == self.max_difficulty:  # the highest level passes: the curriculum is done
+        higher = np.flatnonzero(self.held[self.frontier + 1:])
+        if not higher.size:  # the highest level passes: the curriculum is done
             self.mastered = True
             return False
-        self.frontier += 1
-        n = self.frontier + 1  # the new level joins with an equal share 1/n
-        self.ratios[: self.frontier] *= (n - 1) / n
+        self.frontier += int(higher[0]) + 1
+        n = int(self.held[: self.frontier + 1].sum())  # the new level joins with an equal share 1/n
+        self.ratios *= (n - 1) / n
         self.ratios[self.frontier] = 1 / n
         return True
 
     def state_dict(self) -> dict:
-        return {"max_difficulty": self.max_difficulty, "frontier": self.frontier,
-                "ratios": self.ratios.tolist(), "mastered": self.mastered}
+        return {"max_difficulty": self.max_difficulty, "frontier": self.frontier, "ratios": self.ratios.tolist(),
+                "mastered": self.mastered, "levels": np.flatnonzero(self.held).tolist()}
 
     def load_state_dict(self, state: dict) -> None:
         if state.get("max_difficulty") != self.max_difficulty:
             raise ValueError(f"checkpoint curriculum has max_difficulty {state.get('max_difficulty')}, "
                              f"this one {self.max_difficulty}")
+        if "levels" in state and state["levels"] != np.flatnonzero(self.held).tolist():
+            raise ValueError("checkpoint curriculum was built on other difficulty levels than this one's")
         ratios = np.asarray(state["ratios"], dtype=np.float64)
         frontier = int(state["frontier"])
         if (ratios.shape != self.ratios.shape or not 0 <= frontier <= self.max_difficulty

@@ -1,0 +1,140 @@
+"""The laptop-scale study of docs/study.md: where does the BitTokens advantage appear?
+
+    python -m workbench.experiments study [--jobs 2] [--out runs/study]
+
+Study 1 (precision): multiplication and division, each encoding trained alone, operands of at most
+d significant digits, d in DIGITS; Study 2 (multi-task): the six comparison and single-step tasks
+plus text, every encoding, three seeds. Every run uses the recipe's defaults (docs/fidelity.md) and
+differs from the others only in what its study varies. Runs go to OUT/<run name>; a finished run is
+not trained again, so an interrupted study resumes; `--jobs` runs train side by side, one thread each.
+
+Results: OUT/cpu-study.csv, one row per run, task and metric (study, encoding, task, digits, seed,
+metric, score, input_tokens, output_tokens, train_seconds; perplexity rows for text), and
+OUT/cpu-study-intervals.csv, the mean and its 95 % bootstrap interval per point (resampling the
+seeds, then the test questions within each seed).
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from . import encoders, tasks
+from .atomic import write_atomic
+from .train import TrainConfig
+
+ENCODINGS = tuple(n for n in encoders.names() if encoders.get(n).paper_label)  # the paper's five
+DIGITS = (1, 2, 3, 4)
+PRECISION_TASKS = ("multiplication", "division")
+PRECISION_SEEDS = (0, 1)
+MULTITASK_SEEDS = (0, 1, 2)
+# The shared small scale: cpu-tiny, batch 8 x 128, operands of magnitude 1 ... 100.
+COMMON = dict(preset="cpu-tiny", batch_size=8, decades=(0, 1), pool_size=20_000, val_samples=32,
+              test_samples=500, eval_every=100, checkpoint_every=100, threads=1)
+PRECISION = TrainConfig(tasks=("multiplication",), tokens=1e6, **COMMON)
+MULTITASK = TrainConfig(tasks=tuple(tasks.names("single_step") + tasks.names("comparison") + tasks.names("text")),
+                        tokens=3e6, max_digits=2, **COMMON)
+
+
+@dataclass(frozen=True)
+class Run:
+    study: str
+    encoding: str
+    task: str  # the solo task, or "multitask"
+    digits: int
+    seed: int
+    config: TrainConfig
+
+    @property
+    def name(self) -> str:
+        return f"{self.study}-{self.task}-d{self.digits}-{self.encoding}-seed{self.seed}"
+
+
+def plan(which=("precision", "multitask")) -> list[Run]:
+    runs = []
+    if "precision" in which:
+        runs += [Run("precision", e, t, d, s, replace(PRECISION, encoding=e, tasks=(t,), max_digits=d, seed=s))
+                 for t in PRECISION_TASKS for d in DIGITS for e in ENCODINGS for s in PRECISION_SEEDS]
+    if "multitask" in which:
+        runs += [Run("multitask", e, "multitask", MULTITASK.max_digits, s, replace(MULTITASK, encoding=e, seed=s))
+                 for e in ENCODINGS for s in MULTITASK_SEEDS]
+    return runs
+
+
+def _train(run: Run, out: Path) -> str:
+    from .experiments import train_once  # in the worker process
+    train_once(run.config, out / run.name)
+    return run.name
+
+
+def run_study(which=("precision", "multitask"), out="runs/study", jobs: int = 2) -> pd.DataFrame:
+    """Train every run not finished yet (`jobs` at a time), then write and return the results."""
+    out = Path(out)
+    todo = [r for r in plan(which) if not (out / r.name / "test_summary.csv").exists()]
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(_train, r, out) for r in todo]
+        for future in tqdm(as_completed(futures), total=len(futures), desc="study"):
+            future.result()  # a failed run stops the study with its error
+    results = collect(plan(which), out)
+    write_atomic(out / "cpu-study.csv", lambda tmp: results.to_csv(tmp, index=False))
+    intervals = bootstrap_intervals(plan(which), out)
+    write_atomic(out / "cpu-study-intervals.csv", lambda tmp: intervals.to_csv(tmp, index=False))
+    return results
+
+
+def collect(runs: list[Run], out: Path) -> pd.DataFrame:
+    """One row per run, task and metric, from each run's test_summary.csv."""
+    rows = []
+    for r in runs:
+        summary = pd.read_csv(out / r.name / "test_summary.csv")
+        for s in summary.itertuples(index=False):
+            common = dict(study=r.study, encoding=r.encoding, task=s.task, digits=r.digits, seed=r.seed,
+                          input_tokens=getattr(s, "input_tokens", np.nan),
+                          output_tokens=getattr(s, "output_tokens", np.nan), train_seconds=s.train_seconds)
+            if tasks.get(s.task).metric == "perplexity":
+                rows += [dict(common, metric="perplexity", score=s.ppl_all),
+                         dict(common, metric="perplexity_text", score=s.ppl_text)]
+                continue
+            rows.append(dict(common, metric=tasks.get(s.task).metric, score=s.score))
+            if tasks.get(s.task).metric == "log_smape":
+                rows.append(dict(common, metric="exact_match", score=s.exact))
+    return pd.DataFrame(rows)
+
+
+def hierarchical_bootstrap(per_seed: list[np.ndarray], draws: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean over seeds of the mean over questions, and its 95 % interval: each draw resamples the
+    seeds, then the questions within each drawn seed."""
+    rng = np.random.default_rng(seed)
+    means = np.empty(draws)
+    for k in range(draws):
+        chosen = rng.integers(0, len(per_seed), len(per_seed))
+        means[k] = np.mean([per_seed[i][rng.integers(0, len(per_seed[i]), len(per_seed[i]))].mean() for i in chosen])
+    low, high = np.quantile(means, [0.025, 0.975])
+    return float(np.mean([s.mean() for s in per_seed])), float(low), float(high)
+
+
+def bootstrap_intervals(runs: list[Run], out: Path, draws: int = 2000) -> pd.DataFrame:
+    """Per study, encoding, task, digits and metric (score and exact match): the mean over seeds
+    and its 95 % interval, from every test question of every seed."""
+    samples = []
+    for r in runs:
+        path = out / r.name / "test_samples.csv"
+        if path.exists():
+            samples.append(pd.read_csv(path).assign(study=r.study, encoding=r.encoding, digits=r.digits, seed=r.seed))
+    rows = []
+    keys = ["study", "encoding", "task", "digits"]
+    for key, part in pd.concat(samples).groupby(keys):
+        for metric, column in ((tasks.get(key[2]).metric, "score"), ("exact_match", "exact")):
+            if metric == "exact_match" and tasks.get(key[2]).metric != "log_smape":
+                continue
+            per_seed = [g[column].astype(float).to_numpy() for _, g in part.groupby("seed")]
+            mean, low, high = hierarchical_bootstrap(per_seed, draws)
+            rows.append(dict(zip(keys, key), metric=metric, mean=mean, low=low, high=high,
+                             seeds=len(per_seed), questions=int(np.mean([len(s) for s in per_seed]))))
+    return pd.DataFrame(rows)
