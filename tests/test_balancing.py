@@ -126,8 +126,8 @@ def test_loss_normalizer_scales_every_task_to_ten_then_follows_the_reference():
     close(norm.update(tokens_seen=120), [F(10, 4), 1000, F(10, 3)])  # first eval past warm-up: still 10 / mean
     assert norm.warm
     norm.observe([2.0, 0.0, 20.0], [1, 0, 10])  # means 2, unseen, 2
-    # after warm-up: w_t = w_text * mean_text / mean_t; an unseen task keeps its weight
-    close(norm.update(tokens_seen=200), [F(10, 3), 1000, F(10, 3)])
+    # after warm-up: halfway towards w_text * mean_text / mean_t = 10/3; an unseen task keeps its weight
+    close(norm.update(tokens_seen=200), [(F(10, 4) + F(10, 3)) / 2, 1000, F(10, 3)])
     copy = LossNormalizer(["mult", "add", "text"], warmup_tokens=100, reference="text")
     copy.load_state_dict(norm.state_dict())
     assert copy.weights.tolist() == norm.weights.tolist() and copy.warm

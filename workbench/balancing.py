@@ -124,19 +124,23 @@ class LossNormalizer:
       - until the first evaluation at or after `warmup_tokens`: w_task = target / mean_task, so each
         task's weighted per-token loss is about `target` (10);
       - after it, with a `reference` task (text, in the authors' multi-task runs): each other task's
-        weight is reset so that its weighted loss equals the reference's, w_t = w_ref mean_ref /
-        mean_t (the reference's weight stays); without one the weights stay as they are.
+        weight moves halfway (`momentum` 0.5, the authors' loss_weight_momentum) towards the weight
+        that makes its weighted loss equal the reference's, w_ref mean_ref / mean_t (the reference's
+        weight stays); without one the weights stay as they are.
     A task not seen since the last evaluation keeps its weight. `enabled=False`: every weight 1.
     """
 
     def __init__(self, tasks, warmup_tokens: float, reference: str | None = None, target: float = 10.0,
-                 enabled: bool = True):
+                 enabled: bool = True, momentum: float = 0.5):
         self.tasks = list(tasks)
         if reference is not None and reference not in self.tasks:
             raise ValueError(f"reference task {reference!r} is not one of {self.tasks}")
         if warmup_tokens < 0 or not target > 0:
             raise ValueError(f"need warmup_tokens >= 0 and target > 0, got {warmup_tokens}, {target}")
+        if not 0 <= momentum <= 1:
+            raise ValueError(f"momentum must be in [0, 1], got {momentum}")
         self.warmup_tokens, self.reference, self.target, self.enabled = warmup_tokens, reference, target, enabled
+        self.momentum = momentum
         self.weights = np.ones(len(self.tasks))
         self.sums, self.counts = np.zeros(len(self.tasks)), np.zeros(len(self.tasks))
         self.warm = False  # the first evaluation at or after warmup_tokens has happened
@@ -163,7 +167,8 @@ class LossNormalizer:
             ref = self.tasks.index(self.reference)
             if usable[ref]:
                 others = usable & (np.arange(len(self.tasks)) != ref)
-                self.weights[others] = self.weights[ref] * mean[ref] / mean[others]
+                goal = self.weights[ref] * mean[ref] / mean[others]
+                self.weights[others] = self.momentum * self.weights[others] + (1 - self.momentum) * goal
         self.sums[:], self.counts[:] = 0.0, 0.0
         return self.weights
 

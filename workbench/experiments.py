@@ -2,6 +2,7 @@
 
     python -m workbench.experiments cpu-tier [--seeds 0 1] [--out runs/cpu-tier]
     python -m workbench.experiments ablations [--tables 8 9 ...] [--smoke]    # Tables 8-15
+    python -m workbench.experiments study [--jobs 2]    # docs/study.md
     torchrun --nproc_per_node 8 -m workbench.experiments paper-tier    # on 8 GPUs
 
 The CPU tier is the paper's multi-task experiment (section 6, Fig. 4) at laptop scale: the six
@@ -29,7 +30,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from . import ablations, encoders, tasks
+from . import ablations, encoders, study, tasks
 from .atomic import write_atomic
 from .paper_figures import results_from_summary
 from .train import TrainConfig, train
@@ -121,17 +122,24 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("protocol", choices=sorted(PROTOCOLS) + ["ablations"],
-                        help="an encoding comparison, or the ablations of Tables 8-15")
+    parser.add_argument("protocol", choices=sorted(PROTOCOLS) + ["ablations", "study"],
+                        help="an encoding comparison, the ablations of Tables 8-15, or the study of docs/study.md")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default: 0 1; ablations 0)")
     parser.add_argument("--encodings", nargs="+", default=None, choices=encoders.names(),
                         help="encodings of a comparison (default: all)")
     parser.add_argument("--tables", type=int, nargs="+", default=sorted(ablations.TABLES),
                         choices=sorted(ablations.TABLES), help="ablation tables to run")
     parser.add_argument("--smoke", action="store_true", help="ablations: a few steps per run, to check they run")
+    parser.add_argument("--studies", nargs="+", default=["precision", "multitask"], choices=["precision", "multitask"],
+                        help="study: which of its two parts")
+    parser.add_argument("--jobs", type=int, default=2, help="study: runs trained side by side (one thread each)")
     parser.add_argument("--out", default=None, help="folder of the runs and results.csv (default: runs/PROTOCOL)")
     args = parser.parse_args(argv)
     out = args.out or f"runs/{args.protocol}"
+    if args.protocol == "study":
+        results = study.run_study(args.studies, out, args.jobs)
+        print(results.groupby(["study", "task", "digits", "encoding", "metric"])["score"].mean().round(3).to_string())
+        return
     if args.protocol == "ablations":
         results = run_ablations(args.tables, args.seeds or (0,), out, smoke=args.smoke)
         for table in args.tables:

@@ -90,8 +90,8 @@ class TrainConfig:
                                     "(Table 14)")
     balance_floor: float = setting(0.01, "lower bound of (1 - p) in eq. 16 (the authors'; the paper is silent)")
     max_task_ratio: float | None = setting(None, "cap r_max on any task's share (Table 15); None: no cap")
-    balance_unit: str = setting("samples", "what a task's share counts: samples (C.4's 'sample ratio') or "
-                                "tokens (the authors' code)", choices=("samples", "tokens"))
+    balance_unit: str = setting("tokens", "what a task's share counts: tokens (the authors' code, where a "
+                                "'sample' is a 1024-token window of one task) or samples", choices=("samples", "tokens"))
     normalize_losses: bool = setting(True, "C.4's loss normalisation: each task's loss scaled to 10 until "
                                      "--adapt-warmup, then matched to the text task's (the authors' rule)")
     adapt_warmup: float = setting(0.00755, "share of the token budget before the balancer starts and the loss "
