@@ -4,8 +4,10 @@ Difficulty levels are the integers 0..max_difficulty of appendix A.3. Levels up 
 are unlocked; they share 80 % of the task's samples, split by eq. 16 with lambda = 0 on the
 per-level performance (weak levels get more, which also fights forgetting). The other 20 % preview
 the locked levels, decaying as 0.8^(level - frontier) (eq. 13). The frontier starts at
-round(0.1 * max_difficulty) and moves up one level whenever the performance at the frontier beats
-the threshold of eq. 14.
+round(0.1 * max_difficulty), or at the lowest level the data hold if that is higher (a level
+without questions can never pass: two operands have at least 2 digits, so multiplication has no
+level 0 or 1), and moves up one level whenever the performance at the frontier beats the threshold
+of eq. 14.
 
 BitTokens train on base-2 difficulty and switch to the decimal (test) difficulty for the last part
 of training (A.3). `Sampler` puts it together: for an encoding whose difficulty base is 2 the
@@ -68,7 +70,7 @@ class Curriculum:
     def __init__(self, max_difficulty: int, total_steps: int, lr_max: float, zeta0: float = 0.9,
                  start_frac: float = 0.1, preview_frac: float = 0.2, preview_decay: float = 0.8,
                  alpha: float = 0.5, decay_start_frac: float = 0.5, warmup_frac: float = 0.1,
-                 frontier: int | None = None):
+                 frontier: int | None = None, lowest: int = 0):
         if int(max_difficulty) != max_difficulty or max_difficulty < 0:
             raise ValueError(f"max_difficulty must be an integer >= 0, got {max_difficulty}")
         if total_steps < 1 or not lr_max > 0:
@@ -83,7 +85,9 @@ class Curriculum:
         self.S = decay_start_frac * total_steps
         decay_step = min(total_steps, round(self.S))
         self.L = lr_max * (1 - lr_multiplier(decay_step, total_steps, warmup_frac))
-        start = math.floor(start_frac * self.max_difficulty + 0.5) if frontier is None else frontier
+        if not 0 <= lowest <= self.max_difficulty:
+            raise ValueError(f"lowest must be in [0, {self.max_difficulty}], got {lowest}")
+        start = max(math.floor(start_frac * self.max_difficulty + 0.5), lowest) if frontier is None else frontier
         if not 0 <= start <= self.max_difficulty:
             raise ValueError(f"frontier must be in [0, {self.max_difficulty}], got {start}")
         self.frontier = int(start)

@@ -283,8 +283,10 @@ def _sampler(cfg: TrainConfig, encoding, tok: Tokenizer, pools: dict, total_step
                   make_pool(t, cfg.val_samples, tok, cfg.seed, "val", binary_regime).frame) for t in binary_tasks}
     column = "difficulty" if encoding.difficulty_base == 2 else "difficulty_sd"
     # levels 0 .. the highest the pool holds (the authors' "levels present in the data"): a narrowed
-    # regime's pool holds far fewer than the paper's bound, and the frontier starts at 0.1 x that
-    curricula = {t: Curriculum(int(getattr(binary[t][0] if t in binary else pools[t], column).max()), total_steps, 1.0)
+    # regime's pool holds far fewer than the paper's bound, and the frontier starts at 0.1 x that,
+    # or at the lowest level the pool holds
+    levels = {t: getattr(binary[t][0] if t in binary else pools[t], column) for t in curriculum_tasks}
+    curricula = {t: Curriculum(int(levels[t].max()), total_steps, 1.0, lowest=int(levels[t].min()))
                  for t in curriculum_tasks}
     return Sampler(pools, curricula, encoding.difficulty_base, total_steps, binary, cfg.endgame, cfg.endgame_share)
 
