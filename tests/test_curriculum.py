@@ -42,6 +42,18 @@ def test_starting_frontier_and_probabilities():
     assert np.allclose(probs[3:] / probs[2:-1], 0.8)
 
 
+def test_frontier_starts_no_lower_than_the_lowest_level_the_data_hold():
+    """Two operands have at least 2 digits: a narrowed multiplication pool holds levels 2 … 6,
+    where round(0.1 * 6) = 1 would be a frontier no question could ever pass."""
+    assert Curriculum(6, 100, 1.0).frontier == 1
+    cur = Curriculum(6, 100, 1.0, levels=range(2, 7))
+    assert cur.frontier == 2 and cur.level_probabilities()[:3] == pytest.approx([0, 0, 0.8])
+    assert cur.update({2: 1.0, 3: 0.0}, 10, 1.0) and cur.frontier == 3
+    assert Curriculum(34, 100, 1.0, levels=range(2, 35)).frontier == 3  # the paper's bound: 0.1 x 34 is higher
+    with pytest.raises(ValueError, match="frontier must be one of the levels"):
+        Curriculum(6, 100, 1.0, frontier=0, levels=range(2, 7))
+
+
 def test_frontier_at_max_has_no_preview():
     cur = Curriculum(4, 100, 1.0, frontier=4)
     assert cur.level_probabilities() == pytest.approx([0.2] * 5)

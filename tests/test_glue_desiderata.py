@@ -3,15 +3,15 @@ are known in closed form, and D7 of BitTokens against the IEEE bits (struct)."""
 import math
 import statistics
 import struct
+from contextlib import ExitStack
 from decimal import Decimal
 
-import numpy as np
 import pytest
 import torch
 
 from workbench import desiderata as D
 from workbench import encoders
-from workbench.encoders.base import NumberEncoding, as_float64
+from workbench.encoders.base import NumberEncoding, NumberHead, as_float64
 
 
 def error_of_decade(e: int) -> float:
@@ -50,32 +50,35 @@ class LeadingOne(NumberEncoding):
 
 
 class AbsoluteError(NumberEncoding):
-    """Its loss is |p - t| (sign = +1) or -|p - t| (sign = -1); its head output is p itself."""
-    name = "absolute_error"
+    """Its head's output is the prediction p itself (also the ideal output for p) and its loss
+    is |p - t| for each number."""
+    name, sign = "absolute_error", 1.0
     width = 1
 
-    def __init__(self, d_model=256, sign=1.0):
-        super().__init__(d_model)
-        self.sign = sign
-
-    def loss(self, head_out, target):
-        return self.sign * (head_out.double() - target.double()).abs().mean()
+    def number_head(self, d_model):
+        return AbsoluteErrorHead(self, d_model)
 
 
-HANDMADE = {"decade_dependent": DecadeDependent, "leading_one": LeadingOne, "absolute_error": AbsoluteError,
-            "absolute_error_reversed": lambda d_model: AbsoluteError(d_model, sign=-1.0)}
+class AbsoluteErrorReversed(AbsoluteError):
+    """The same with the loss -|p - t|."""
+    name, sign = "absolute_error_reversed", -1.0
+
+
+class AbsoluteErrorHead(NumberHead):
+    def loss(self, out, target):
+        return self.encoding.sign * (out.double() - target.double()).abs()
+
+    def ideal_output(self, x, confidence=4.0):
+        return as_float64(x)
 
 
 @pytest.fixture
-def handmade(monkeypatch):
-    """encoders.get knows the hand-made encodings (for this test only); their ideal head output
-    is the prediction itself."""
-    real_get, real_ideal = encoders.get, D.ideal_head_out
-    monkeypatch.setattr(encoders, "get", lambda name, d_model=768, **options: HANDMADE[name](d_model)
-                        if name in HANDMADE else real_get(name, d_model, **options))
-    monkeypatch.setattr(D, "ideal_head_out", lambda codec, values, confidence=4.0:
-                        torch.as_tensor(np.asarray(values, dtype=np.float64))
-                        if isinstance(codec, AbsoluteError) else real_ideal(codec, values, confidence))
+def handmade():
+    """The hand-made encodings, registered for this test only."""
+    with ExitStack() as stack:
+        for cls in (DecadeDependent, LeadingOne, AbsoluteError, AbsoluteErrorReversed):
+            stack.enter_context(encoders.registered(cls))
+        yield
 
 
 def test_d4_decades_of_a_decade_dependent_encoding(handmade):

@@ -4,8 +4,7 @@ lengths, and across <|num|> tokens, whose value the head writes and the next ste
 import pytest
 import torch
 
-from workbench import encoders
-from workbench.evaluate import generate
+from workbench.evaluate import answer
 from workbench.model import GPT, packed_mask, preset
 from workbench.tokenizer import Tokenizer
 
@@ -13,17 +12,16 @@ PROMPTS = ["1.5 + 2", "<|min|>4, 2, 9, 10.25, 3", "12 * 3", "What is 7 - 0.5 * 2
 MARGIN = 1e-4  # the reference's greedy choices must be clear, or float noise could flip them
 # Seeds whose random models write numbers early (and, with <|eos|> likely, stop at different steps)
 SEED = {"bittokens": 1, "fone": 7, "single_digit": 0}
-EOS_SEED = {"bittokens": 5, "fone": 2}
+EOS_SEED = {"bittokens": 1, "fone": 2}
 
 
 def random_model(tok, seed: int, with_eos: bool) -> GPT:
-    """A tiny GPT with random weights everywhere (the zero-initialised output projections would
-    make attention, and so positions and the cache, invisible). Only <|num|> (where the encoding
-    has it), a few text tokens and optionally <|eos|> get large logits, so numbers are written
-    often and the generation runs long."""
+    """A tiny GPT with larger random weights in the blocks than GPT-2's initialisation (whose small
+    residual projections would make attention, and so positions and the cache, nearly invisible).
+    Only <|num|> (where the encoding has it), a few text tokens and optionally <|eos|> get large
+    logits, so numbers are written often and the generation runs long."""
     torch.manual_seed(seed)
-    cfg = preset("cpu-tiny")
-    model = GPT(cfg, encoders.get(tok.encoding.name, d_model=cfg.d_model), tok.vocab_size, tok.num_id)
+    model = GPT(preset("cpu-tiny"), tok.encoding, tok.vocab_size, tok.num_id)
     favoured = [tok.num_id] * tok.encoding.single_token + [int(i) for i in tok.encode(" and x = (")[0]]
     favoured += [tok.eos_id] * with_eos
     with torch.no_grad():
@@ -60,9 +58,9 @@ def greedy_without_cache(model, tok, prompt: str, max_new_tokens: int, margin: f
         token = int(logits.argmax())
         value = 0.0
         if token == tok.num_id:
-            head_out = model.number.head(hidden[None])
+            head_out = model.number_head(hidden[None])
             assert decided(head_out) > margin, "the number head is undecided: pick another seed"
-            value = float(model.number.predict(head_out)[0])
+            value = float(model.number_head.predict(head_out)[0])
         out_ids.append(token)
         out_values.append(value)
         if token == tok.eos_id and stop:
@@ -83,7 +81,7 @@ def test_cached_generation_equals_full_recomputation_in_a_padded_batch(name):
     tok = Tokenizer(name)
     model = random_model(tok, SEED[name], with_eos=False)
     steps = 20
-    texts, _, n_out = generate(model, tok, PROMPTS, max_new_tokens=steps)
+    texts, _, n_out = answer(model, tok, PROMPTS, max_new_tokens=steps)
     for prompt, text, n in zip(PROMPTS, texts, n_out):
         ref_ids, ref_values = greedy_without_cache(model, tok, prompt, steps)
         assert text == expected_text(tok, ref_ids, ref_values), prompt
@@ -100,8 +98,8 @@ def test_the_value_fed_back_after_num_matters(name):
     tok = Tokenizer(name)
     model = random_model(tok, SEED[name], with_eos=False)
     ref_ids, ref_values = greedy_without_cache(model, tok, PROMPTS[0], 20)
-    original = model.number.predict
-    model.number.predict = lambda head_out: torch.zeros_like(original(head_out))
+    original = model.number_head.predict
+    model.number_head.predict = lambda head_out: torch.zeros_like(original(head_out))
     forgot_ids, _ = greedy_without_cache(model, tok, PROMPTS[0], 20, margin=-1)  # ties do not matter here
     assert forgot_ids != ref_ids
 
@@ -112,7 +110,7 @@ def test_rows_stop_at_their_own_eos(name):
     more tokens (though its model would write more than <|eos|>) and the others go on as if alone."""
     tok = Tokenizer(name)
     model = random_model(tok, EOS_SEED[name], with_eos=True)
-    texts, _, n_out = generate(model, tok, PROMPTS, max_new_tokens=20)
+    texts, _, n_out = answer(model, tok, PROMPTS, max_new_tokens=20)
     lengths = []
     for prompt, text, n in zip(PROMPTS, texts, n_out):
         ref_ids, ref_values = greedy_without_cache(model, tok, prompt, 20)

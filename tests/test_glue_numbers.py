@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 import torch
 
-from workbench import encoders
+from workbench import encoders, tasks
 from workbench.data import pack
-from workbench.evaluate import evaluate, generate, score, summarize
+from workbench.evaluate import answer, evaluate, score, summarize
 from workbench.model import GPT, preset
 from workbench.tokenizer import Tokenizer
 
@@ -28,21 +28,22 @@ def tok():
     return Tokenizer("bittokens")
 
 
-def planted(tok, answer: float) -> GPT:
-    """A GPT (BitTokens, linear head) that answers every question with <|num|>(answer)<|eos|>."""
+def planted(tok, answer: float, stops: bool = True) -> GPT:
+    """A GPT (BitTokens, linear head) that answers every question with <|num|>(answer)<|eos|>, or
+    (stops=False) with <|num|>(answer) over and over."""
     cfg = preset("cpu-tiny", d_model=256)  # 128 dims for the bits, the rest free for markers
-    model = GPT(cfg, encoders.get("bittokens", d_model=256, combine="sum"), tok.vocab_size, tok.num_id)
+    model = GPT(cfg, encoders.get("bittokens", combine="sum"), tok.vocab_size, tok.num_id)
     with torch.no_grad():
-        for p in model.blocks.parameters():
+        for p in model.blocks.parameters():  # norm gains and biases too: every block adds 0
             p.zero_()
         model.wte.weight.zero_()
         model.lm_head.weight.zero_()
         model.wte.weight[tok.eoq_id, -1] = 1.0  # after the question ...
         model.lm_head.weight[tok.num_id, -1] = 1.0  # ... write <|num|>
-        model.wte.weight[tok.num_id, -2] = 1.0  # after a number ...
-        model.lm_head.weight[tok.eos_id, -2] = 1.0  # ... write <|eos|>
-        model.number.number_head.weight.zero_()
-        model.number.number_head.bias.copy_(C * model.number.encode([answer])[0, :64])
+        model.wte.weight[tok.num_id, -2 if stops else -1] = 1.0  # after a number ...
+        model.lm_head.weight[tok.eos_id, -2] = 1.0  # ... write <|eos|> (or <|num|> again)
+        model.number_head.output.weight.zero_()
+        model.number_head.output.bias.copy_(C * model.encoding.encode([answer])[0, :64])
     return model.eval()
 
 
@@ -71,7 +72,9 @@ QUESTIONS = ["1.5 + 2", "10 - 6.5", "0.5 * 7", "14 / 4"]  # all 3.5, no 3.5 in a
 def test_number_loss_is_the_bce_against_the_answers_bits(tok, head_value):
     """A head writing the bits of `head_value` at every number position has number loss
     (h softplus(C) + (64 - h) softplus(-C)) / 64, h = Hamming distance of the IEEE bits of
-    head_value and of the answer 3.5 (struct): ~0 for the answer, large for a question's number."""
+    head_value and of the answer 3.5 (struct): ~0 for the answer, large for a question's number.
+    The loss optimized is C.1's per token: the 10 x number loss of each <|num|> target joins its
+    token's cross-entropy and the sum is averaged over all targets, not over the numbers alone."""
     model = planted(tok, head_value)
     batch = pack([tok.sample(q, "3.5") for q in QUESTIONS] * 10, 3, 40, tok.pad_id, tok.num_id)
     _, losses = model(**batch)
@@ -79,27 +82,48 @@ def test_number_loss_is_the_bce_against_the_answers_bits(tok, head_value):
     expected = (h * softplus(C) + (64 - h) * softplus(-C)) / 64
     assert losses["number"].item() == pytest.approx(expected, rel=1e-5, abs=1e-9)
     assert (losses["number"].item() < 1e-9) == (head_value == 3.5)
+    targets = batch["loss_mask"].sum().item()
+    numbers = (batch["loss_mask"] & (batch["targets"] == tok.num_id)).sum().item()
+    assert 0 < numbers < targets  # each answer is <|num|> <|eos|>: half the targets are numbers
+    per_token = losses["ce"].item() + 10 * expected * numbers / targets
+    assert losses["loss"].item() == pytest.approx(per_token, rel=1e-5, abs=1e-9)
 
 
-@pytest.mark.parametrize("answer", [3.5, 0.30000000000000004, -1e-300, 123456789012345.67])
-def test_generate_writes_the_heads_value_exactly(tok, answer):
-    model = planted(tok, answer)
+@pytest.mark.parametrize("value", [3.5, 0.30000000000000004, -1e-300, 123456789012345.67])
+def test_generate_writes_the_heads_value_exactly(tok, value):
+    model = planted(tok, value)
     prompts = ["1.5 + 2", "<|min|>4, 2, 9", "12 * 3 - 7"]  # different lengths: a padded batch
-    texts, n_in, n_out = generate(model, tok, prompts)
-    assert [float(t) for t in texts] == [answer] * 3  # the value itself, all 17 digits
+    texts, n_in, n_out = answer(model, tok, prompts)
+    assert [float(t) for t in texts] == [value] * 3  # the value itself, all 17 digits
     assert n_out == [2, 2, 2]  # <|num|> <|eos|>
     assert n_in == [len(tok.encode(f"<|bos|>{p}<|eoq|>")[0]) for p in prompts]
 
 
-@pytest.mark.parametrize("answer, text", [(math.nan, "nan"), (math.inf, "inf"), (-math.inf, "-inf")])
-def test_a_head_that_writes_nan_or_inf_scores_zero_instead_of_crashing(tok, answer, text):
+@pytest.mark.parametrize("value, text", [(math.nan, "nan"), (math.inf, "inf"), (-math.inf, "-inf")])
+def test_a_head_that_writes_nan_or_inf_scores_zero_instead_of_crashing(tok, value, text):
     """BitTokens' head can set all exponent bits (an untrained one does for 1 number in 2048): the
     answer has no decimal text, is written as Python writes it and scores 0, and the run goes on."""
-    model = planted(tok, answer)
-    texts, _, n_out = generate(model, tok, ["1.5 + 2", "<|min|>4, 2"])
+    model = planted(tok, value)
+    texts, _, n_out = answer(model, tok, ["1.5 + 2", "<|min|>4, 2"])
     assert texts == [text, text] and n_out == [2, 2]
     rows = evaluate(model, tok, {"addition": pd.DataFrame({"prompt": ["1.5 + 2"], "answer": ["3.5"]})})
     assert rows["score"].tolist() == [0.0] and rows["exact"].tolist() == [False]
+
+
+def test_evaluation_caps_each_batch_at_its_longest_answer_plus_eos(tok):
+    """The authors' generation cap (max_new_tokens=None): a model that never writes <|eos|> stops
+    after as many tokens as the longest reference answer of its batch has, plus one for <|eos|>;
+    a fixed cap replaces it."""
+    model = planted(tok, 3.5, stops=False)
+    frame = pd.DataFrame({"prompt": ["<|asc|>2, 1", "<|asc|>5, 4, 3, 2, 1", "<|asc|>2, 1", "<|asc|>3, 2, 1"],
+                          "answer": ["1, 2", "1, 2, 3, 4, 5", "1, 2", "1, 2, 3"]})
+    rows = evaluate(model, tok, {"sorting": frame}, batch_size=2)
+    length = [len(tok.encode(a)[0]) for a in frame["answer"]]
+    assert length[1] > length[3] > length[0]
+    assert rows["output_tokens"].tolist() == [length[1] + 1] * 2 + [length[3] + 1] * 2
+    assert rows["prediction"][0].startswith("3.53.5")  # it did go on writing numbers
+    fixed = evaluate(model, tok, {"sorting": frame}, max_new_tokens=7, batch_size=2)
+    assert fixed["output_tokens"].tolist() == [7] * 4
 
 
 # -- head variants ---------------------------------------------------------------------------------
@@ -111,34 +135,43 @@ def _affine_defect(head, d: int) -> float:
         return (head(a) + head(b) - head(torch.zeros(16, d)) - head(a + b)).abs().max().item()
 
 
-@pytest.mark.parametrize("base, bits_out", [(2, 64), (10, 84)])
-def test_bittokens_heads_are_what_their_names_say(base, bits_out):
-    d = 192  # >= 168, the base-10 encoding's width
-    linear, mlp, none = (encoders.get("bittokens", d_model=d, head=h, base=base) for h in ("linear", "mlp", "none"))
+BASES = {"binary": ({}, 64), "onehot": ({"base": 10}, 210), "bcd": ({"base": 10, "base10_layout": "bcd"}, 84)}
+D_MODEL = 448  # >= 420, the width of the base-10 one-hot encoding with its reciprocal
+
+
+@pytest.mark.parametrize("layout", BASES)
+def test_bittokens_heads_are_what_their_names_say(layout):
+    options, bits_out = BASES[layout]
+    d = D_MODEL
+    linear, mlp, none = (encoders.get("bittokens", head=h, **options).number_head(d) for h in ("linear", "mlp", "none"))
     n_params = lambda m: sum(p.numel() for p in m.parameters())
-    # linear: one affine map d -> bits; mlp: d -> d -> ReLU -> bits (section D.3, Table 13); none: no weights
+    # linear: one affine map d -> bits; mlp: d -> d/2 -> ReLU -> bits (section D.3, Table 13; the
+    # hidden width d/2 is the authors'); none: no weights
     assert n_params(linear) == d * bits_out + bits_out
-    assert n_params(mlp) == (d * d + d) + (d * bits_out + bits_out)
+    assert n_params(mlp) == (d * (d // 2) + d // 2) + ((d // 2) * bits_out + bits_out)
     assert n_params(none) == 0
-    assert _affine_defect(linear.head, d) < 1e-4
-    assert _affine_defect(mlp.head, d) > 1e-2, "the mlp head is affine: its nonlinearity is missing"
+    assert _affine_defect(linear, d) < 1e-4
+    assert _affine_defect(mlp, d) > 1e-2, "the mlp head is affine: its nonlinearity is missing"
     hidden = torch.randn(5, d)
-    assert torch.equal(none.head(hidden), hidden[:, :bits_out])  # the first `bits` dims are the logits
-    for codec in (linear, mlp, none):
-        assert codec.head(hidden).shape == (5, bits_out)
+    assert torch.equal(none(hidden), hidden[:, :bits_out])  # the first `bits` dims are the logits
+    for head in (linear, mlp, none):
+        assert head(hidden).shape == (5, bits_out)
 
 
-@pytest.mark.parametrize("base", [2, 10])
-def test_head_none_reads_the_value_from_the_first_dims(base):
-    """A hidden state whose first dims are the value's own ±1 bits decodes to that value exactly,
-    and its loss against that value is lower than against any other."""
-    d = 192  # >= 168, the base-10 encoding's width
-    codec = encoders.get("bittokens", d_model=d, head="none", base=base)
+@pytest.mark.parametrize("layout", BASES)
+def test_head_none_reads_the_value_from_the_first_dims(layout):
+    """A hidden state whose first dims are the value's own ±1 bits (or one-hot digits) decodes to
+    that value exactly, and its loss against that value is lower than against any other."""
+    d = D_MODEL
+    codec = encoders.get("bittokens", head="none", **BASES[layout][0])
+    head = codec.number_head(d)
     x = torch.tensor([3.5, -0.1, 6.02e23, 1e-300], dtype=torch.float64)
     hidden = torch.randn(4, d)
     hidden[:, : codec.bits] = 8 * codec.encode(x)[:, : codec.bits]
-    assert torch.equal(codec.predict(codec.head(hidden)), x)
-    assert codec.loss(codec.head(hidden), x) < 1e-3 < codec.loss(codec.head(hidden), x.flip(0))
+    assert torch.equal(head.predict(head(hidden)), x)
+    right, wrong = head.loss(head(hidden), x), head.loss(head(hidden), x.flip(0))
+    assert right.shape == wrong.shape == (4,)  # one loss per number
+    assert right.max() < 1e-3 < wrong.min()
 
 
 # -- scores ----------------------------------------------------------------------------------------
@@ -152,6 +185,7 @@ CASES = [("3.5", "3.5", True), ("1001", "999", False), ("-5", "5", False), ("abc
 
 @pytest.mark.parametrize("task", ARITHMETIC_TASKS)
 def test_score_of_arithmetic_tasks_is_log_smape_and_exact_match(task):
+    assert tasks.with_metric("log_smape") == ARITHMETIC_TASKS  # the registry agrees on which they are
     preds, answers, exact = zip(*CASES)
     s = score(task, list(preds), list(answers))
     want = [oracle_log_smape(float(p) if p != "abc" else math.nan, float(a)) for p, a in zip(preds, answers)]

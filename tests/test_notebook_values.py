@@ -14,6 +14,7 @@ from workbench.notebooks import execute
 from workbench.paper_figures import read_results
 from workbench.tasks import generate
 from workbench.tokenizer import Tokenizer
+from workbench.train import load_metrics
 
 OFFICIAL = Path(os.environ.get("WORKBENCH_OFFICIAL_DATA") or
                 Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "official_bittokens")
@@ -92,9 +93,9 @@ def test_training_notebook_results_are_the_test_answers_scored(tmp_path):
     assert results[("addition", "log_smape")] == pytest.approx(summary.loc["addition", "score"])
     assert results[("addition", "exact_match")] == pytest.approx(summary.loc["addition", "exact"])
     assert results[("minmax", "accuracy")] == pytest.approx(summary.loc["minmax", "score"])
-    evals = [r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if r.get("eval")]
-    assert len(evals) == 2  # 10 steps of 16 x 128 tokens, evaluated every 5
-    assert all(r["ratio/addition"] + r["ratio/minmax"] == pytest.approx(1) for r in evals)
+    steps, evals = load_metrics(out)
+    assert len(steps) == 10 and evals["step"].tolist() == [5, 10]  # 10 steps of 16 x 128 tokens, evaluated every 5
+    assert (evals["ratio/addition"] + evals["ratio/minmax"]).tolist() == pytest.approx([1, 1])
 
 
 @pytest.mark.slow

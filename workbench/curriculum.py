@@ -3,9 +3,11 @@
 Difficulty levels are the integers 0..max_difficulty of appendix A.3. Levels up to the frontier
 are unlocked; they share 80 % of the task's samples, split by eq. 16 with lambda = 0 on the
 per-level performance (weak levels get more, which also fights forgetting). The other 20 % preview
-the locked levels, decaying as 0.8^(level - frontier) (eq. 13). The frontier starts at
-round(0.1 * max_difficulty) and moves up one level whenever the performance at the frontier beats
-the threshold of eq. 14.
+the locked levels, decaying as 0.8^(level - frontier) (eq. 13). Only the levels the data hold
+count (a level without questions could never pass: two operands have at least 2 digits, so
+multiplication has no level 0 or 1): the frontier starts at the highest held level <= round(0.1 *
+max_difficulty), or the lowest held level, and moves up to the next held level whenever the
+performance at the frontier beats the threshold of eq. 14.
 
 BitTokens train on base-2 difficulty and switch to the decimal (test) difficulty for the last part
 of training (A.3). `Sampler` puts it together: for an encoding whose difficulty base is 2 the
