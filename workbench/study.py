@@ -35,11 +35,11 @@ PRECISION_TASKS = ("multiplication", "division")
 PRECISION_SEEDS = (0, 1)
 MULTITASK_SEEDS = (0, 1, 2)
 # The shared small scale: cpu-tiny, batch 8 x 128, operands of magnitude 1 ... 100.
-COMMON = dict(preset="cpu-tiny", batch_size=8, decades=(0, 1), pool_size=20_000, val_samples=32,
-              test_samples=500, eval_every=100, checkpoint_every=100, threads=1)
-PRECISION = TrainConfig(tasks=("multiplication",), tokens=1e6, **COMMON)
+COMMON = dict(preset="cpu-tiny", batch_size=8, decades=(0, 1), pool_size=20_000, test_samples=500,
+              eval_every=100, checkpoint_every=100, threads=1)
+PRECISION = TrainConfig(tasks=("multiplication",), tokens=1e6, val_samples=32, **COMMON)
 MULTITASK = TrainConfig(tasks=tuple(tasks.names("single_step") + tasks.names("comparison") + tasks.names("text")),
-                        tokens=3e6, max_digits=2, **COMMON)
+                        tokens=4e6, max_digits=1, val_samples=64, **COMMON)
 
 
 @dataclass(frozen=True)
