@@ -1,0 +1,55 @@
+"""The study's machinery: the pre-registered plan, the results table and the bootstrap intervals."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench import study
+
+
+def test_the_plan_is_the_pre_registered_one():
+    runs = study.plan()
+    precision = [r for r in runs if r.study == "precision"]
+    multitask = [r for r in runs if r.study == "multitask"]
+    assert len(precision) == 2 * 4 * 5 * 2 and len(multitask) == 5 * 3
+    assert {r.config.max_digits for r in precision} == {1, 2, 3, 4}
+    assert all(r.config.tasks == (r.task,) and r.config.tokens == 1e6 for r in precision)
+    assert {r.config.encoding for r in runs} == {"bittokens", "fone", "xval", "single_digit", "triple_digit"}
+    assert all(set(r.config.tasks) == {"addition", "multiplication", "division", "minmax", "sorting", "interval",
+                                       "text"} and r.config.max_digits == 1 for r in multitask)
+    assert len({r.name for r in runs}) == len(runs)  # one folder per run
+    # nothing but what each study varies differs from the recipe's defaults
+    for r in runs:
+        assert r.config.optim == study.PRECISION.optim and r.config.activation == "gelu_tanh"
+
+
+def test_hierarchical_bootstrap_centres_on_the_mean_and_covers_it():
+    rng = np.random.default_rng(0)
+    per_seed = [rng.binomial(1, 0.6, 500).astype(float), rng.binomial(1, 0.7, 500).astype(float)]
+    mean, low, high = study.hierarchical_bootstrap(per_seed, draws=500)
+    assert mean == pytest.approx((per_seed[0].mean() + per_seed[1].mean()) / 2)
+    assert low < mean < high and high - low < 0.2
+    # one seed of constant scores: no uncertainty at all
+    assert study.hierarchical_bootstrap([np.ones(50)], draws=50) == (1.0, 1.0, 1.0)
+
+
+def test_results_and_intervals_from_run_folders(tmp_path):
+    runs = [r for r in study.plan(["precision"]) if r.task == "multiplication" and r.digits == 1
+            and r.encoding in ("bittokens", "xval")]
+    for r in runs:
+        folder = tmp_path / r.name
+        folder.mkdir()
+        good = r.encoding == "bittokens"
+        scores = np.full(10, 0.9 if good else 0.1)
+        pd.DataFrame({"task": ["multiplication"], "score": [scores.mean()], "exact": [0.5 if good else 0.0],
+                      "input_tokens": [6.0], "output_tokens": [2.0], "train_seconds": [60.0]}
+                     ).to_csv(folder / "test_summary.csv", index=False)
+        pd.DataFrame({"task": "multiplication", "score": scores, "exact": [good] * 5 + [False] * 5}
+                     ).to_csv(folder / "test_samples.csv", index=False)
+    table = study.collect(runs, tmp_path)
+    assert set(table.columns) >= {"study", "encoding", "task", "digits", "seed", "metric", "score", "input_tokens",
+                                  "output_tokens", "train_seconds"}
+    assert len(table) == len(runs) * 2 and set(table.metric) == {"log_smape", "exact_match"}
+    intervals = study.bootstrap_intervals(runs, tmp_path, draws=100).set_index(["encoding", "metric"])
+    assert intervals.loc[("bittokens", "log_smape"), "mean"] == pytest.approx(0.9)
+    assert intervals.loc[("bittokens", "exact_match"), ["mean", "low", "high"]].tolist() == pytest.approx([0.5, 0.2, 0.8], abs=0.21)
+    assert (intervals.seeds == 2).all() and (intervals.questions == 10).all()
