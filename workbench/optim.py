@@ -122,8 +122,8 @@ class OptimConfig:
     optimizer: str = setting("muon", "Muon for the hidden matrices (C.1) or AdamW in their place (Table 10)",
                              choices=("muon", "adamw"))
     hidden_lr: float = setting(0.02, "learning rate of the hidden matrices (Muon)")
-    embedding_lr: float = setting(0.03, "learning rate of the token embedding and the number head's joins (Adam)")
-    head_lr: float = setting(0.004, "learning rate of the lm head and number head (Adam)")
+    embedding_lr: float = setting(0.03, "learning rate of the token embedding (Adam; the authors' code: 0.3)")
+    head_lr: float = setting(0.004, "learning rate of the lm head, the number head and its joins (Adam)")
     scalar_lr: float = setting(0.02, "learning rate of parameters with fewer than 2 dimensions (Adam)")
     muon_momentum: float = setting(0.95, "Muon momentum after its warm-up")
     muon_momentum_start: float = setting(0.85, "Muon momentum at step 0")
