@@ -550,8 +550,8 @@ def difficulty_distribution_figure(shares: pd.DataFrame, bins: int = 40) -> go.F
     fig.update_layout(title=dict(text="Figure 7: distribution of the decimal difficulty per task",
                                  subtitle=dict(text=f"share of each source's questions per difficulty bin "
                                                     f"(up to {bins} bins per task, the same for every source)")),
-                      legend=dict(orientation="h", x=1, xanchor="right", y=1.06, yanchor="bottom", title=""),
-                      width=1250, height=1000, margin=dict(t=160))
+                      legend=dict(orientation="h", x=0, y=1.05, yanchor="bottom", title=""),
+                      width=1250, height=1050, margin=dict(t=190))
     return fig
 
 
