@@ -110,7 +110,8 @@ def explain(value: float) -> go.Figure:
     fig.update_yaxes(title_text="bit", tickvals=[0, 1], range=[0, 1.25], row=1, col=1)
     fig.update_xaxes(title_text="period exponent φ", dtick=4, row=2, col=1)
     fig.update_yaxes(title_text="phase (turns)", range=[0, 1], row=2, col=1)
-    fig.update_layout(title=f"{value!r}: BitTokens bits, FoNE phases; xVal scale s = {xval_codec.encode(x).item():.6g}",
+    fig.update_layout(title=f"What the encodings make of {value!r}: BitTokens bits, FoNE phases; "
+                            f"xVal scale s = {xval_codec.encode(x).item():.6g}",
                       height=560, width=900, margin=dict(t=90), bargap=0.15)
     return fig
 
