@@ -201,7 +201,7 @@ def scorecard_figure(card: pd.DataFrame) -> go.Figure:
     fig = go.Figure(go.Heatmap(z=z, x=[c[0] for c in columns], y=names, text=text, texttemplate="%{text}",
                                customdata=hover, hovertemplate="%{y}, %{x}: %{text}<br>%{customdata}<extra></extra>",
                                colorscale=scale, zmin=-0.5, zmax=len(verdicts) - 0.5, showscale=False,
-                               xgap=3, ygap=3, textfont=dict(size=13)))
+                               xgap=3, ygap=3, textfont=dict(size=15)))
     for v in verdicts:  # legend swatches for the four verdicts
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=v,
                                  marker=dict(symbol="square", size=14, color=plots.VERDICT_COLORS[v])))
@@ -211,7 +211,7 @@ def scorecard_figure(card: pd.DataFrame) -> go.Figure:
                                  subtitle=dict(text="* measured verdict differs from the paper's; n/a: does not "
                                                     "apply to text tokens")),
                       legend=dict(orientation="h", x=0, y=-0.03, yanchor="top"),
-                      width=1150, height=600, margin=dict(t=140, l=190), plot_bgcolor="white")
+                      width=1050, height=620, margin=dict(t=140, l=200, r=20), plot_bgcolor="white")
     return fig
 
 

@@ -103,16 +103,16 @@ display(need)
 fig = px.line(best.assign(op=best["op"].map({"add": "x + y", "mul": "x · y"}),
                           period=best["output_period"].map(lambda e: f"10^{e}")),
               x="width", y="entropy", color="period", facet_col="op", markers=True,
-              labels={"width": "window width w (input components of x and of y)", "entropy": "H (bits)",
+              labels={"width": "window width w (components of x and of y)", "entropy": "H (bits)",
                       "period": "output period"},
-              title="Proposition 4.3: what the best window of w input components leaves unknown "
+              title="Proposition 4.3: what the best window of w input components<br>leaves unknown "
                     "about one output component")
 fig.update_layout(title_subtitle_text=f"conditional entropy H(output component | best window), every pair of "
-                                      f"integers below 10^{grid_digits}; P = {precision} states per "
+                                      f"integers below 10^{grid_digits};<br>P = {precision} states per "
                                       f"component (phases quantized to P levels); H = 0: the window suffices")
 fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
 fig.update_xaxes(dtick=1)
-fig.update_layout(width=1100, height=500, margin=dict(t=120))
+fig.update_layout(width=1000, height=580, margin=dict(t=210))
 save(fig, "window_entropy")
 display(fig)
 bound = int(best["pigeonhole_bound"].iloc[0])

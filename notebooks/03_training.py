@@ -120,15 +120,15 @@ def curves(run_dir: Path, finished: bool = False) -> go.Figure:
                           row=row, col=col)
         fig.add_annotation(x=start, y=1, xref="x", yref="y domain", text="decimal end phase (A.3)", showarrow=False,
                            xanchor="right", yanchor="top")
-    for (row, col), label in {(1, 1): "loss per learned token", (1, 2): "score (log-sMAPE or accuracy)",
+    for (row, col), label in {(1, 1): "loss per learned token", (1, 2): "score (0 to 1)",
                               (2, 1): "share of the batch", (2, 2): "difficulty level"}.items():
         fig.update_yaxes(title_text=label, row=row, col=col)
     levels = evals[[c for c in evals if c.startswith("frontier/")]].stack() if not evals.empty else pd.Series()
     if len(levels):  # whole levels only
         fig.update_yaxes(tick0=0, dtick=max(1, int(levels.max() - levels.min()) // 6 + 1), row=2, col=2)
     fig.update_xaxes(title_text="training step")
-    fig.update_layout(height=720, width=1150, title=f"Training {encoding} on {', '.join(task_list)} ({preset}, "
-                                                    f"{tokens:,.0f} tokens, seed {seed})")
+    fig.update_layout(height=740, width=1100, title=f"Training {encoding} on {', '.join(task_list)} ({preset}, "
+                                                    f"{tokens:,.0f} tokens, seed {seed})", margin=dict(r=20))
     return fig
 
 

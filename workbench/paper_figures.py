@@ -159,17 +159,17 @@ def radar_figure(frontier: pd.DataFrame) -> go.Figure:
         shown.add(row.model)
     # Add on top, clockwise; the radial labels sit between Add and Mult, drawn with a halo over the lines.
     step = 360 / len(tasks)
-    fig.update_polars(angularaxis=dict(rotation=90, direction="clockwise", tickfont=dict(size=15)),
+    fig.update_polars(angularaxis=dict(rotation=90, direction="clockwise", tickfont=dict(size=16)),
                       radialaxis=dict(range=[0, 108], tickvals=[25, 50, 75, 100], ticktext=["25%", "50%", "75%", "100%"],
                                       angle=90 - step / 2, tickangle=90 - step / 2,
-                                      tickfont=dict(size=11, shadow="auto")))
-    fig.update_annotations(yshift=40, font=dict(size=16))
+                                      tickfont=dict(size=13, shadow="auto")))
+    fig.update_annotations(yshift=40, font=dict(size=18))
     fig.update_layout(title=dict(text="Figure 2: frontier LLMs' score per task (Table 1)", y=0.97,
                                  subtitle=dict(text="log-sMAPE (%) for Add, Mult, Div, Mean, Std, Exp; "
                                                     "exact-match accuracy (%) for MinMax, Interval, Sort")),
                       polar=dict(domain=dict(x=[0, 0.4])), polar2=dict(domain=dict(x=[0.5, 0.9])),
-                      legend=dict(title="model", font=dict(size=12), x=0.95), margin=dict(t=150, b=40),
-                      width=1300, height=640)
+                      legend=dict(title="model", font=dict(size=14), x=0.95), margin=dict(t=150, b=40, l=40),
+                      width=1150, height=600)
     return fig
 
 
@@ -181,7 +181,7 @@ def tokens_figure(frontier: pd.DataFrame) -> go.Figure:
                      facet_col_wrap=3, log_x=True, hover_data=["reasoning"], facet_row_spacing=0.08,
                      category_orders={"label": TASK_ORDER, "model": MODELS},
                      color_discrete_map=MODEL_COLORS, symbol_map=SETTING_SYMBOL,
-                     labels={"tokens": "tokens generated per problem", "score": "score (%)",
+                     labels={"tokens": "tokens per problem", "score": "score (%)",
                              "model": "model", "setting": "setting"})
     _facet_titles(fig)
     fig.update_traces(marker=dict(size=11, line=dict(width=1.5)))
@@ -414,10 +414,13 @@ def _bars(fig: go.Figure, data: pd.DataFrame, row: int, show_legend: bool) -> No
     order = [r for r in PAPER_ROWS if r in set(scores["row"])] + sorted(set(scores["row"]) - set(PAPER_ROWS))
     metric = scores.drop_duplicates("row").set_index("row")["metric"].map(METRIC_NAMES | {"accuracy": "accuracy"})
     fig.update_xaxes(categoryorder="array", categoryarray=order, tickvals=order, tickangle=0,
-                     ticktext=[f"{r}<br><span style='font-size:13px'>{metric[r]}</span>" for r in order],
+                     ticktext=[f"{r}<br><span style='font-size:14px'>{metric[r]}</span>" for r in order],
                      row=row, col=1)
     fig.update_yaxes(range=[0, 1.05], title_text="score (↑)", row=row, col=1)
     fig.update_yaxes(title_text="perplexity (↓)", rangemode="tozero", row=row, col=2)
+    texts = sorted(set(data.loc[data["metric"] == "perplexity", "row"]))
+    fig.update_xaxes(tickangle=0, tickvals=texts, ticktext=[t.replace(" text only", "<br>text only") for t in texts],
+                     row=row, col=2)
 
 
 def methods_figure(results: pd.DataFrame | None = None, source: str | None = None) -> go.Figure:
@@ -429,7 +432,7 @@ def methods_figure(results: pd.DataFrame | None = None, source: str | None = Non
     if results is not None:
         ours, bars = _our_scores(results)
         title = (f"This workbench{f' ({source})' if source else ''}<br>"
-                 f"<span style='font-size:14px'>{describe_regime(results)}; {bars}</span>")
+                 f"<span style='font-size:15px'>{describe_regime(results)}; {bars}</span>")
         panels.append((title, ours))
     fig = make_subplots(rows=len(panels), cols=2, column_widths=[0.8, 0.2], vertical_spacing=0.12,
                         horizontal_spacing=0.07, subplot_titles=[t for title, _ in panels for t in (title, "")])
@@ -443,14 +446,13 @@ def methods_figure(results: pd.DataFrame | None = None, source: str | None = Non
             blank = dict(showticklabels=False, showgrid=False, zeroline=False, showline=False, title_text="")
             fig.update_xaxes(**blank, row=i, col=2)
             fig.update_yaxes(**blank, row=i, col=2)
-    fig.for_each_annotation(lambda a: a.update(x=0, xanchor="left", align="left", font=dict(size=17)) if a.text in
+    fig.for_each_annotation(lambda a: a.update(x=0, xanchor="left", align="left", font=dict(size=18)) if a.text in
                             [title for title, _ in panels] else None)
-    fig.update_layout(barmode="group", width=1250, height=200 + 370 * len(panels), margin=dict(t=190),
-                      font=dict(size=16),
+    fig.update_layout(barmode="group", width=1050, height=200 + 370 * len(panels), margin=dict(t=200, l=70, r=20),
                       title=dict(text="Figure 4: score per task and number encoding", y=0.985,
-                                 subtitle=dict(text=f"Score: exact-match accuracy (Min/Max, Interval, Sorting) or "
-                                                    f"log-sMAPE (arithmetic), higher is better; perplexity on text, "
-                                                    f"lower is better.<br>{PAPER_REGIME[0].upper()}{PAPER_REGIME[1:]}.")),
+                                 subtitle=dict(text=f"Score: exact-match accuracy (Min/Max, Interval, Sorting) or log-sMAPE "
+                                                    f"(arithmetic), higher is better;<br>perplexity on text, lower is "
+                                                    f"better. {PAPER_REGIME[0].upper()}{PAPER_REGIME[1:]}.")),
                       legend=dict(orientation="h", x=0, y=1 + 40 / (370 * len(panels)), yanchor="bottom",
                                   title="encoding:"))
     return fig
@@ -550,8 +552,8 @@ def difficulty_distribution_figure(shares: pd.DataFrame, bins: int = 40) -> go.F
     fig.update_layout(title=dict(text="Figure 7: distribution of the decimal difficulty per task",
                                  subtitle=dict(text=f"share of each source's questions per difficulty bin "
                                                     f"(up to {bins} bins per task, the same for every source)")),
-                      legend=dict(orientation="h", x=0, y=1.05, yanchor="bottom", title=""),
-                      width=1250, height=1050, margin=dict(t=190))
+                      legend=dict(orientation="h", x=0, y=-0.07, yanchor="top", title=""),
+                      width=1250, height=1080, margin=dict(t=140, b=120))
     return fig
 
 

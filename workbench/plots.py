@@ -8,7 +8,7 @@ run, which passes it explicitly; every other caller (the lab, a parameterized ru
 gets `runs/figures/` (SCRATCH, ignored by git) unless it names a folder.
 
 Importing this module makes "plotly_white+workbench" plotly's default template: white
-background, 14 px text, and a colour cycle of ten well-separated colours (d3's).
+background, 16 px text, and a colour cycle of ten well-separated colours (d3's).
 """
 from __future__ import annotations
 
@@ -36,8 +36,9 @@ ENCODING_COLORS = {"triple_digit": "#1f77b4", "single_digit": "#ff7f0e", "xval":
                    "log_fone": "#9467bd"}
 VERDICT_COLORS = {"pass": "#2ca02c", "trade-off": "#ffbf00", "fail": "#d62728", "n/a": "#e5e5e5"}
 
-pio.templates["workbench"] = go.layout.Template(layout=dict(font=dict(size=14), colorway=PALETTE,
-                                                            title=dict(font=dict(size=18))))
+# Text sizes chosen so a figure shown at the README's width (~880 px) stays readable.
+pio.templates["workbench"] = go.layout.Template(layout=dict(
+    font=dict(size=16), colorway=PALETTE, title=dict(font=dict(size=21), subtitle=dict(font=dict(size=15)))))
 pio.templates.default = "plotly_white+workbench"
 
 _kaleido_ready: bool | None = None
