@@ -5,14 +5,19 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The server settings of this environment (the first config path of `jupyter --paths`).
+SERVER_CONFIG := $(VENV)/etc/jupyter/jupyter_server_config.json
 
 .PHONY: install browser figures test lab
 
-$(STAMP): requirements.txt pyproject.toml
+# The pre-save hook keeps outputs out of the tracked notebooks when they are saved in the lab.
+$(STAMP): requirements.txt pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements.txt
 	$(BIN)/pip install -q --no-deps -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 > /dev/null
+	mkdir -p $(dir $(SERVER_CONFIG))
+	printf '{"ContentsManager": {"pre_save_hook": "workbench.notebooks.pre_save_hook"}}\n' > $(SERVER_CONFIG)
 	touch $@
 
 install: $(STAMP)
@@ -30,5 +35,6 @@ figures: install browser
 test: install browser
 	$(BIN)/python -m pytest -q
 
+# The lab serves the repository (figures/ and results/ included) and opens notebooks/.
 lab: install
-	$(BIN)/jupyter lab --allow-root notebooks
+	$(BIN)/jupyter lab --allow-root --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks

@@ -8,7 +8,7 @@
 #       format_version: '1.3'
 #       jupytext_version: 1.19.6
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
 # ---
@@ -26,18 +26,24 @@ n_pairs = 1_000  # random pairs for Lemma 4.2
 grid_digits = 3  # exhaustive grid: all integer pairs below 10**grid_digits (1..3)
 precision = 10  # P: distinguishable states per encoding component
 probe_steps = 300  # training steps per learned probe
-seed = 0
-figures_dir: str | None = None  # default figures/
-figure_formats = ["html", "png"]
-threads = 1
+seed = 0  # seed of the random pairs and of the probes
+figures_dir: str | None = None  # None: runs/figures (`make figures` passes figures/)
+figure_formats = ["html", "png"]  # any of html, png, svg
+threads = 1  # torch CPU threads
 
 # %%
+import os
+
 import pandas as pd
 import plotly.express as px
+import plotly.graph_objects as go
 import torch
 from IPython.display import display
 
 from workbench import locality, plots
+from workbench.notebooks import ROOT
+
+os.chdir(ROOT)  # the repository root, as under the runner: relative paths mean the same in the lab
 
 if not isinstance(n_pairs, int) or n_pairs < 1:
     raise ValueError(f"n_pairs must be a positive integer, got {n_pairs!r}")
@@ -66,9 +72,21 @@ display(hom.iloc[::4])
 print(f"addition: max |F(x+y) - F(x)⊙F(y)| = {hom.add_exact_phases.max():.2e} (exact phases), "
       f"{hom.add_float32_encoding.max():.2e} (float32 encoding); "
       f"multiplication: max |F(xy) - F(x)⊙F(y)| = {hom.mul_exact_phases.max():.2f}")
-fig = px.line(hom.melt(id_vars="period_exponent", var_name="test", value_name="max_error"),
-              x="period_exponent", y="max_error", color="test", markers=True,
-              title="Lemma 4.2: largest deviation from the Hadamard rule per period 10^φ")
+TESTS = {"add_exact_phases": "x + y, exact phases", "add_float32_encoding": "x + y, float32 encoding",
+         "mul_exact_phases": "x · y, exact phases"}
+FLOOR = 1e-18  # a deviation of exactly 0 is drawn here (a log axis has no 0)
+long = hom.melt(id_vars="period_exponent", var_name="test", value_name="max_error")
+long = long.assign(test=long["test"].map(TESTS), drawn=long["max_error"].clip(lower=FLOOR))
+fig = px.line(long, x="period_exponent", y="drawn", facet_col="test", markers=True, log_y=True,
+              category_orders={"test": list(TESTS.values())}, hover_data=["max_error"],
+              labels={"period_exponent": "period exponent φ (period 10^φ)", "drawn": "largest deviation"},
+              title=f"Lemma 4.2: largest |F(x∘y) − F(x) ⊙ F(y)| over {n_pairs:,} random pairs, per period")
+fig.update_layout(title_subtitle_text="F = FoNE as points on the unit circle (deviations lie in [0, 2]); "
+                                      "a deviation of 0 is drawn at the bottom line, labelled 0")
+fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
+fig.update_yaxes(tickvals=[FLOOR, 1e-15, 1e-12, 1e-9, 1e-6, 1e-3, 1], ticktext=["0", "1e-15", "1e-12", "1e-9", "1e-6",
+                                                                                   "0.001", "1"], range=[-18.3, 0.6])
+fig.update_layout(width=1200, height=480, margin=dict(t=120))
 save(fig, "lemma_4_2")
 fig
 
@@ -82,8 +100,19 @@ fig
 best = locality.window_entropy(grid_digits, precision)
 need = locality.width_needed(best)
 display(need)
-fig = px.line(best, x="width", y="entropy", color="output_period", facet_col="op", markers=True,
-              title=f"H(output component | best window of width w), P = {precision}")
+fig = px.line(best.assign(op=best["op"].map({"add": "x + y", "mul": "x · y"}),
+                          period=best["output_period"].map(lambda e: f"10^{e}")),
+              x="width", y="entropy", color="period", facet_col="op", markers=True,
+              labels={"width": "window width w (components of x and of y)", "entropy": "H (bits)",
+                      "period": "output period"},
+              title="Proposition 4.3: what the best window of w input components<br>leaves unknown "
+                    "about one output component")
+fig.update_layout(title_subtitle_text=f"conditional entropy H(output component | best window), every pair of "
+                                      f"integers below 10^{grid_digits};<br>P = {precision} states per "
+                                      f"component (phases quantized to P levels); H = 0: the window suffices")
+fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
+fig.update_xaxes(dtick=1)
+fig.update_layout(width=1000, height=580, margin=dict(t=210))
 save(fig, "window_entropy")
 display(fig)
 bound = int(best["pigeonhole_bound"].iloc[0])
@@ -101,11 +130,24 @@ for op in ("add", "mul"):
 # %%
 probes = locality.probe_windows(steps=probe_steps, seed=seed)
 display(probes)
-fig = px.line(probes, x="width", y="accuracy", color="encoding", facet_col="op", markers=True, log_x=True,
-              title="Held-out accuracy of window probes (dashes: majority baseline)")
+NAMES = {"fone": "FoNE", "log_fone": "FoNE of log10 x", "bittokens": "BitTokens bits"}
+fig = px.line(probes.assign(encoding=probes["encoding"].map(NAMES), op=probes["op"].map({"add": "x + y", "mul": "x · y"})),
+              x="width", y="accuracy", color="encoding", facet_col="op", markers=True, log_x=True,
+              color_discrete_map={NAMES[k]: plots.ENCODING_COLORS[k] for k in NAMES},
+              labels={"width": "window width w (log scale)",
+                      "accuracy": "held-out accuracy", "encoding": "encoding"},
+              title="Learned probes: one output component of x + y or x · y from a window of w input components")
+fig.update_layout(title_subtitle_text=f"MLP, {probe_steps} steps, 3-digit integer operands; "
+                                      "w input components of x and of y; dotted: majority baseline of the same encoding")
+fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
+widths = sorted(probes["width"].unique())
+fig.update_xaxes(tickvals=widths, ticktext=[str(w) for w in widths])
 for i, op in enumerate(("add", "mul")):
-    for base in probes[probes.op == op].majority_baseline.unique():
-        fig.add_hline(y=base, line_dash="dot", line_width=1, col=i + 1, row=1)
+    for name, base in probes[probes.op == op].groupby("encoding")["majority_baseline"].first().items():
+        fig.add_hline(y=base, line_dash="dot", line_width=1.5, line_color=plots.ENCODING_COLORS[name], col=i + 1, row=1)
+fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="majority baseline",
+                         line=dict(dash="dot", color="black", width=1.5)))
+fig.update_layout(width=1100, height=500, margin=dict(t=120))
 save(fig, "probes")
 display(fig)
 

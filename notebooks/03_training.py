@@ -8,7 +8,7 @@
 #       format_version: '1.3'
 #       jupytext_version: 1.19.6
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
 # ---
@@ -30,74 +30,105 @@ encoding = "bittokens"  # bittokens | fone | xval | single_digit | triple_digit
 tasks = "addition,multiplication"  # comma-separated, from workbench.tasks.names()
 preset = "cpu-tiny"  # cpu-tiny | cpu-small | paper
 tokens = 1e6  # training budget in tokens
-seed = 0
-curriculum = True
-balancing = True
+seed = 0  # seed of the data, the initialisation and the sampling
+curriculum = True  # the difficulty curriculum of C.3 for multiplication, division, exp, mean, std
+balancing = True  # the task balancing of C.4 (eq. 16); else equal shares
 decades: list[int] | None = [0, 3]  # operand magnitudes 10**lo … 10**(hi+1) (None: the full range of the paper)
 max_digits: int | None = 4  # significant digits per operand (None: up to 15-17 as in the paper)
 eval_every = 50  # steps between validation rounds (live curves, balancer, curriculum)
-val_samples = 64
-test_samples = 200
-out_dir: str | None = None  # default runs/03_training/<encoding>_<tasks>_seed<seed>
-figures_dir: str | None = None  # default figures/
-figure_formats = ["html", "png"]
+val_samples = 64  # validation questions per task, answered every eval_every steps
+test_samples = 200  # held-out test questions per task, answered at the end
+out_dir: str | None = None  # run directory (None: runs/03_training/<encoding>_<tasks>_seed<seed>-<date>-<time>)
+figures_dir: str | None = None  # None: runs/figures (`make figures` passes figures/)
+figure_formats = ["html", "png"]  # any of html, png, svg
 threads = 1  # torch CPU threads
 
 # %%
 import json
+import os
+import time
 from pathlib import Path
 
 import pandas as pd
-import plotly.express as px
 import plotly.graph_objects as go
 import torch
 from IPython.display import display
 from plotly.subplots import make_subplots
 
-from workbench import plots
+from workbench import encoders, plots
+from workbench.curriculum import difficulty_column
+from workbench.notebooks import ROOT
 from workbench.paper_figures import results_from_summary
-from workbench.tasks import generate
-from workbench.train import TrainConfig, train
+from workbench.tasks import generate, with_metric
+from workbench.train import TrainConfig, load_metrics, train
 
+os.chdir(ROOT)  # the repository root, as under the runner: relative paths mean the same in the lab
 torch.set_num_threads(threads)
 task_list = tuple(t.strip() for t in tasks.split(",") if t.strip()) if isinstance(tasks, str) else tuple(tasks)
 name = f"{encoding}_{'+'.join(task_list)}_seed{seed}"
+default_out = Path("runs/03_training") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"  # a new directory per run
 cfg = TrainConfig(encoding=encoding, tasks=task_list, preset=preset, tokens=tokens, seed=seed,
                   curriculum=curriculum, balancing=balancing,
                   decades=tuple(decades) if decades is not None else None, max_digits=max_digits,
                   eval_every=eval_every, checkpoint_every=eval_every, val_samples=val_samples,
-                  test_samples=test_samples, out=str(out_dir or Path("runs/03_training") / name))
+                  test_samples=test_samples, out=str(out_dir or default_out))
 cfg
 
 # %% [markdown]
 # ## Live learning curves
 #
 # Every `eval_every` steps the model answers the validation questions. The callback redraws four
-# panels: the training loss, the validation score per task (log-sMAPE for arithmetic, accuracy for
-# the list tasks), the task sampling ratios of the balancer, and each curriculum's difficulty frontier.
+# panels from the run directory (`train.load_metrics`: one row per step, one per evaluation): the
+# training loss, the validation score per task (log-sMAPE for arithmetic, accuracy for the list
+# tasks), the task sampling ratios of the balancer, and each curriculum's difficulty frontier.
+#
+# BitTokens learn on the binary difficulty of their numbers, and for the last 10 % of the steps on
+# the decimal difficulty of the test set, sampled uniformly (A.3): the shaded end phase, where the
+# loss steps up because the batches suddenly hold questions of every difficulty.
 
 
 # %%
-def curves(run_dir: Path, evals: list[dict]) -> go.Figure:
-    """Loss per step (from metrics.jsonl) and the validation rows seen so far."""
-    path = run_dir / "metrics.jsonl"
-    steps = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    loss = pd.DataFrame([r for r in steps if "loss" in r])
-    ev = pd.DataFrame(evals)
-    fig = make_subplots(rows=2, cols=2, subplot_titles=["training loss", "validation score per task",
-                                                        "task sampling ratio", "curriculum frontier (difficulty)"])
-    if not loss.empty:
-        fig.add_trace(go.Scatter(x=loss["step"], y=loss["loss"], name="loss", line=dict(color="gray")), 1, 1)
-    colors = dict(zip(task_list, px.colors.qualitative.Plotly))
+def end_phase(total_steps: int) -> int | None:
+    """First step of the decimal end phase (A.3), for an encoding trained on base-2 difficulty."""
+    if encoders.get(encoding).difficulty_base != 2:
+        return None
+    return next(s for s in range(total_steps + 1) if difficulty_column(2, s, total_steps) == "difficulty_sd")
+
+
+def curves(run_dir: Path, finished: bool = False) -> go.Figure:
+    steps, evals = load_metrics(run_dir)
+    fig = make_subplots(rows=2, cols=2, vertical_spacing=0.18, horizontal_spacing=0.1, subplot_titles=[
+        "training loss", "validation score per task", "task sampling ratio (balancer, eq. 16)",
+        "curriculum frontier (C.3)"])
+    for column, label, dash in (("loss", "total loss", "solid"), ("ce", "cross-entropy", "dot"),
+                                ("number", "number-head loss", "dash")):
+        if column in steps:
+            fig.add_trace(go.Scatter(x=steps["step"], y=steps[column], name=label, legendgroup="loss",
+                                     legendgrouptitle_text="loss", line=dict(color="#555555", dash=dash, width=1.5)),
+                          1, 1)
+    colors = dict(zip(task_list, plots.PALETTE))
     for panel, prefix in (((1, 2), "score/"), ((2, 1), "ratio/"), ((2, 2), "frontier/")):
         for task in task_list:
-            column = prefix + task
-            if column in ev:
-                fig.add_trace(go.Scatter(x=ev["step"], y=ev[column], mode="lines+markers", name=task,
-                                         legendgroup=task, showlegend=prefix == "score/",
-                                         line=dict(color=colors[task])), *panel)
-    fig.update_xaxes(title_text="step")
-    fig.update_layout(height=650, width=1100, title=f"{name}: training")
+            if prefix + task in evals:
+                fig.add_trace(go.Scatter(x=evals["step"], y=evals[prefix + task], mode="lines+markers", name=task,
+                                         legendgroup=task, legendgrouptitle_text="task" if task == task_list[0] else None,
+                                         showlegend=prefix == "score/", line=dict(color=colors[task])), *panel)
+    start = end_phase(int(steps["step"].max())) if finished and not steps.empty else None
+    if start is not None:
+        for row, col in ((1, 1), (1, 2), (2, 1), (2, 2)):
+            fig.add_vrect(x0=start, x1=int(steps["step"].max()), fillcolor="#bbbbbb", opacity=0.25, line_width=0,
+                          row=row, col=col)
+        fig.add_annotation(x=start, y=1, xref="x", yref="y domain", text="decimal end phase (A.3)", showarrow=False,
+                           xanchor="right", yanchor="top")
+    for (row, col), label in {(1, 1): "loss per learned token", (1, 2): "score (0 to 1)",
+                              (2, 1): "share of the batch", (2, 2): "difficulty level"}.items():
+        fig.update_yaxes(title_text=label, row=row, col=col)
+    levels = evals[[c for c in evals if c.startswith("frontier/")]].stack() if not evals.empty else pd.Series()
+    if len(levels):  # whole levels only
+        fig.update_yaxes(tick0=0, dtick=max(1, int(levels.max() - levels.min()) // 6 + 1), row=2, col=2)
+    fig.update_xaxes(title_text="training step")
+    fig.update_layout(height=740, width=1100, title=f"Training {encoding} on {', '.join(task_list)} ({preset}, "
+                                                    f"{tokens:,.0f} tokens, seed {seed})", margin=dict(r=20))
     return fig
 
 
@@ -107,17 +138,11 @@ def bundle(fig: go.Figure) -> dict:
 
 
 run_dir = Path(cfg.out)
-evals = []
-live = display(bundle(curves(run_dir, evals)), raw=True, display_id=True)
-
-
-def on_eval(row):
-    evals.append(row)
-    live.update(bundle(curves(run_dir, evals)), raw=True)
-
-
-run_dir = train(cfg, on_eval=on_eval)
-plots.save(curves(run_dir, evals), "03_training_curves", figures_dir, tuple(figure_formats));
+live = display(bundle(curves(run_dir)), raw=True, display_id=True)
+run_dir = train(cfg, on_eval=lambda row: live.update(bundle(curves(run_dir)), raw=True))
+fig = curves(run_dir, finished=True)
+live.update(bundle(fig), raw=True)
+plots.save(fig, "03_training_curves", figures_dir, tuple(figure_formats));
 
 # %% [markdown]
 # ## Results on the held-out test split
@@ -147,7 +172,22 @@ difficulty = pd.concat([generate(t, cfg.test_samples, cfg.seed, "test", decades=
 by_level = (samples.merge(difficulty.drop_duplicates(["task", "prompt"]), on=["task", "prompt"], how="left")
             .groupby(["task", "difficulty_sd"])["score"].agg(score="mean", n="size").reset_index())
 assert by_level["n"].sum() == len(samples), "every test answer should find its question"
-fig = px.line(by_level, x="difficulty_sd", y="score", color="task", markers=True, hover_data=["n"],
-              title=f"{name}: test score per decimal difficulty")
+fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.68, 0.32], vertical_spacing=0.06)
+colors = dict(zip(task_list, plots.PALETTE))
+for task, part in by_level.groupby("task", sort=False):
+    metric = "log-sMAPE" if task in with_metric("log_smape") else "accuracy"
+    fig.add_trace(go.Scatter(x=part["difficulty_sd"], y=part["score"], mode="lines+markers", name=f"{task} ({metric})",
+                             legendgroup=task, line=dict(color=colors[task]), customdata=part["n"],
+                             hovertemplate="difficulty %{x}: %{y:.3f} over %{customdata} questions<extra></extra>"),
+                  row=1, col=1)
+    fig.add_trace(go.Bar(x=part["difficulty_sd"], y=part["n"], name=task, legendgroup=task, showlegend=False,
+                         marker_color=colors[task], opacity=0.75), row=2, col=1)
+fig.update_yaxes(title_text="mean test score", range=[0, 1.02], row=1, col=1)
+fig.update_yaxes(title_text="questions", row=2, col=1)
+fig.update_xaxes(title_text="decimal difficulty (A.3)", row=2, col=1)
+fig.update_layout(barmode="group", width=1000, height=620, legend=dict(title="task (score)"),
+                  title=dict(text=f"Test score per decimal difficulty: {encoding} on {', '.join(task_list)}",
+                             subtitle=dict(text=f"{len(samples)} held-out questions of the best checkpoint; "
+                                                "bottom: how many questions each point averages")))
 plots.save(fig, "03_test_by_difficulty", figures_dir, tuple(figure_formats))
 fig

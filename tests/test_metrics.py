@@ -81,6 +81,15 @@ def test_log_smape_shapes_and_bad_inputs():
         metrics.exact_match(1.0, math.inf)
 
 
+def test_a_signalling_nan_prediction_scores_zero_without_a_warning():
+    # decoding a noisy BitTokens vector can give a NaN with the quiet bit clear; any arithmetic
+    # on it raises numpy's "invalid value" warning (notebook 01 printed it from D8)
+    snan = np.array([0x7FF0000000000001], dtype=np.uint64).view(np.float64)
+    with np.errstate(all="raise"):
+        assert list(metrics.log_smape(snan, [7.0])) == [0.0]
+        assert np.isnan(metrics.smape(snan, [7.0])).all()
+
+
 def test_mismatched_shapes_are_an_error_not_a_broadcast():
     # a [3, 1] column against [3] targets used to give a 3x3 score (0.355 for perfect predictions)
     for metric in (metrics.log_smape, metrics.exact_match, metrics.smape):

@@ -1,7 +1,9 @@
 """Every notebook executes under papermill at small parameters, the .py/.ipynb twins agree, and bad
 parameters fail with a message that says what is wrong."""
+import asyncio
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import jupytext
@@ -112,3 +114,121 @@ def test_cli_parses_parameters():
     assert notebooks._parse_parameter("decades=None") == ("decades", None)
     with pytest.raises(ValueError, match="key=value"):
         notebooks._parse_parameter("tokens")
+
+
+# -- runs never write into tracked files --------------------------------------------------------
+def tracked_notebooks() -> list[Path]:
+    """The .ipynb files git tracks (every notebooks/*.ipynb outside a git checkout)."""
+    root = notebooks.ROOT
+    try:
+        listed = subprocess.run(["git", "ls-files", "*.ipynb"], cwd=root, capture_output=True, text=True, check=True)
+        return [root / line for line in listed.stdout.splitlines()]
+    except (OSError, subprocess.CalledProcessError):
+        return sorted(notebooks.NOTEBOOK_DIR.glob("*.ipynb"))
+
+
+def test_tracked_notebooks_hold_no_outputs():
+    paths = tracked_notebooks()
+    assert {p.stem for p in paths} >= set(NOTEBOOKS)
+    for path in paths:
+        nb = json.loads(path.read_text())
+        dirty = [i for i, c in enumerate(nb["cells"]) if c.get("outputs") or c.get("execution_count") is not None]
+        assert not dirty, f"{path.name}: cells {dirty} hold outputs; clear them (the lab's pre-save hook does)"
+        assert not set(nb["metadata"]) & set(notebooks.SESSION_METADATA), f"{path.name}: session metadata"
+
+
+def _lab_contents_manager(root: Path):
+    """The contents manager JupyterLab runs here: jupytext's, over Jupyter's, with our pre-save hook."""
+    from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+    from jupytext.async_contentsmanager import build_async_jupytext_contents_manager_class
+    manager = build_async_jupytext_contents_manager_class(AsyncLargeFileManager)(root_dir=str(root))
+    manager.pre_save_hook = notebooks.pre_save_hook  # what the Makefile's server config sets
+    return manager
+
+
+def _save_as_the_lab_does(manager, path: str) -> None:
+    """Open the notebook, let a kernel session run every cell and save (PUT) it back."""
+    async def run():
+        model = await manager.get(path, content=True, type="notebook")
+        nb = model["content"]
+        nb["metadata"]["language_info"] = {"name": "python", "version": "3.11.7"}
+        nb["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "code":
+                cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "1\n"}]
+                cell["execution_count"] = 1
+                cell["metadata"]["execution"] = {"iopub.status.busy": "2026-01-01T00:00:00Z"}
+        await manager.save({"type": "notebook", "format": "json", "content": nb}, path)
+    asyncio.run(run())
+
+
+def test_saving_in_the_lab_leaves_the_tracked_pair_unchanged(tmp_path, monkeypatch):
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.setattr(notebooks, "NOTEBOOK_DIR", tmp_path / "notebooks")
+    before = {}
+    for suffix in (".py", ".ipynb"):
+        before[suffix] = (notebooks.ROOT / "notebooks" / f"02_fone_locality{suffix}").read_text()
+        (tmp_path / "notebooks" / f"02_fone_locality{suffix}").write_text(before[suffix])
+    (tmp_path / "elsewhere.ipynb").write_text(before[".ipynb"])
+    manager = _lab_contents_manager(tmp_path)
+    _save_as_the_lab_does(manager, "notebooks/02_fone_locality.ipynb")
+    for suffix in (".py", ".ipynb"):
+        assert (tmp_path / "notebooks" / f"02_fone_locality{suffix}").read_text() == before[suffix]
+    _save_as_the_lab_does(manager, "elsewhere.ipynb")  # not one of ours: saved as the user left it
+    assert '"output_type": "stream"' in (tmp_path / "elsewhere.ipynb").read_text()
+
+
+def test_the_install_step_sets_the_hook_where_the_lab_reads_it():
+    makefile = (notebooks.ROOT / "Makefile").read_text()
+    assert "etc/jupyter/jupyter_server_config.json" in makefile
+    assert '"pre_save_hook": "workbench.notebooks.pre_save_hook"' in makefile
+
+
+def test_only_the_default_run_writes_figures(tmp_path):
+    executed, run_dir, params = notebooks.plan(NOTEBOOKS, {})
+    assert run_dir is None and executed == notebooks.OUTPUT_DIR
+    assert all(p["figures_dir"] == str(notebooks.FIGURES) for p in params.values())
+    assert "out_dir" not in params["03_training"]  # the notebook's own default under runs/
+    for names, given, out in ((["03_training"], {"tokens": 2e4}, None), (["02_fone_locality"], {}, None),
+                              (NOTEBOOKS, {}, str(tmp_path / "mine"))):
+        executed, run_dir, params = notebooks.plan(names, given, out, now=0)
+        assert run_dir is not None and executed == run_dir and set(params) == set(names)
+        for name, p in params.items():
+            assert p["figures_dir"] == str(run_dir / "figures") and p.get("tokens") == given.get("tokens")
+            assert not Path(p["figures_dir"]).resolve().is_relative_to(notebooks.FIGURES)
+        if out is None:
+            assert run_dir.parent == notebooks.OUTPUT_DIR and run_dir.name.endswith("-" + "+".join(names))
+    _, _, params = notebooks.plan(["03_training"], {"figures_dir": "elsewhere", "out_dir": "x"})
+    assert params["03_training"]["figures_dir"] == "elsewhere" and params["03_training"]["out_dir"] == "x"
+
+
+def test_a_parameterized_run_prints_its_run_directory(monkeypatch, tmp_path, capsys):
+    seen = []
+    monkeypatch.setattr(notebooks.papermill, "execute_notebook",
+                        lambda nb, path, parameters, **kw: seen.append((path, parameters)))
+    notebooks.main(["run", "--only", "02_fone_locality", "-p", "n_pairs=10", "--output-dir", str(tmp_path / "r")])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == lines[-1] == f"run directory: {tmp_path / 'r'}"
+    (path, parameters), = seen
+    assert path == str(tmp_path / "r" / "02_fone_locality.ipynb")
+    assert parameters == {"n_pairs": 10, "figures_dir": str(tmp_path / "r" / "figures")}
+
+
+def test_help_and_params_list_every_parameter(capsys):
+    with pytest.raises(SystemExit):
+        notebooks.main(["run", "--help"])
+    text = capsys.readouterr().out
+    flat = " ".join(text.split())
+    for option in ("--only", "--parameter", "--output-dir"):
+        assert option in text
+    assert "default: all" in flat and "01_desiderata, 02_fone_locality, 03_training, 04_paper_figures" in flat
+    assert "default: runs/notebooks/<date>-<time>-<notebooks>/" in flat
+    for name in NOTEBOOKS:
+        for key, default, kind, meaning in notebooks.describe_parameters(name):
+            assert meaning, f"{name}: say what {key} means in a comment beside it"
+            assert f"{key} = {default}" in text and f"({kind})" in text
+    notebooks.main(["params", "03_training"])
+    listed = capsys.readouterr().out
+    assert listed.startswith("03_training:") and "tokens = 1e6" in listed and "(float)" in listed
+    with pytest.raises(SystemExit):
+        notebooks.main(["params", "99_nothing"])

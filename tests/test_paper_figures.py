@@ -42,11 +42,13 @@ def test_radar_figure_draws_each_table_row_as_a_closed_polygon():
     table = paper.table(1).reset_index()
     fig = pf.radar_figure(pf.frontier_from_tables())
     assert len(fig.data) == len(table)
-    gpt5 = next(t for t in fig.data if t.name == "GPT 5 (maximal)")
+    gpt5 = next(t for t in fig.data if t.name == "GPT 5" and t.subplot == "polar")
     row = table[(table["Model"] == "GPT 5") & (table["Reasoning"] == "maximal")].iloc[0]
     expected = [row[pf.TASK_LABELS[t]] for t in pf.RADAR_ORDER]
     assert list(gpt5.r) == pytest.approx(expected + expected[:1])
-    assert gpt5.subplot == "polar"  # maximal reasoning on the first panel
+    minimal = next(t for t in fig.data if t.name == "GPT 5" and t.subplot == "polar2")  # minimal reasoning
+    assert minimal.r[1] == pytest.approx(table[(table["Model"] == "GPT 5") & (table["Reasoning"] == "minimal")].iloc[0]["Mult"])
+    assert gpt5.line.color == minimal.line.color and gpt5.showlegend != minimal.showlegend  # one legend entry per model
 
 
 def test_frontier_tables_join_performance_exact_and_tokens():
@@ -193,12 +195,92 @@ def test_results_from_summary_names_the_metrics():
                              ("addition", "exact_match"): 0.1}
 
 
+def _traces(fig, row, col):
+    """The traces drawn in subplot (row, col) of a make_subplots figure."""
+    axes = fig.get_subplot(row, col)
+    x, y = axes.yaxis.anchor, axes.xaxis.anchor  # "x6", "y6"
+    return [t for t in fig.data if t.xaxis == x and t.yaxis == y]
+
+
 def test_methods_figure_adds_our_mean_over_seeds():
     fig = pf.methods_figure(_results())
-    ours = [t for t in fig.data if t.name == "BitToken" and t.yaxis == "y5"]
+    ours = [t for t in _traces(fig, 3, 1) if t.name == "BitTokens"]
     assert len(ours) == 1 and list(ours[0].y) == pytest.approx([0.3])
     assert list(ours[0].error_y.array) == pytest.approx([np.std([0.2, 0.4], ddof=1)])
-    assert len(pf.methods_figure().layout.annotations) == 4  # two panels, two columns each
+    xval_ppl = [t for t in _traces(fig, 3, 2) if t.name == "xVal"]
+    assert list(xval_ppl[0].y) == [30.0]  # our perplexity fills our row's perplexity panel
+    assert not any("not measured" in a.text for a in fig.layout.annotations)
+    assert "± std over 1–2 seeds" in " ".join(a.text for a in fig.layout.annotations)
+
+
+def test_methods_figure_rows_follow_the_paper_and_say_what_they_show():
+    results = pd.DataFrame({"encoding": "fone", "task": ["addition", "sorting", "minmax", "division"],
+                            "metric": ["log_smape", "accuracy", "accuracy", "log_smape"], "value": 0.5, "seed": 0})
+    fig = pf.methods_figure(results, source="results/x.csv")
+    for row, expected in ((1, ["Min/Max", "Interval", "Sorting", "Add", "Mult", "Div"]),
+                          (2, ["Min/Max", "Interval", "Sorting", "Add", "Mult", "Div", "Exp", "Mean", "Std"]),
+                          (3, ["Min/Max", "Sorting", "Add", "Div"])):
+        axis = fig.get_subplot(row, 1).xaxis
+        assert list(axis.categoryarray) == expected
+        names = {"Add": "log-sMAPE", "Div": "log-sMAPE", "Min/Max": "accuracy", "Sorting": "accuracy"}
+        for text, label in zip(axis.ticktext, axis.tickvals):
+            assert text.startswith(label) and (label not in names or names[label] in text)
+    text = fig.layout.title.text + fig.layout.title.subtitle.text + " ".join(a.text for a in fig.layout.annotations)
+    assert "results_csv" not in text and "Figure 4" in fig.layout.title.text
+    assert "results/x.csv" in text and "one seed, no error bars" in text
+    assert "regime not recorded" in text and "perplexity<br>not measured" in text
+    assert "117M" in text and "10B tokens" in text  # the paper's regime
+
+
+def test_regime_is_read_from_the_results_columns():
+    results = _results().assign(preset="cpu-tiny", tokens=3e6, decades="0 1", max_digits=2)
+    assert pf.describe_regime(results) == ("cpu-tiny model, 3M tokens, operands 10<sup>0</sup> … 10<sup>2</sup>, "
+                                           "≤ 2 significant digits")
+    full = _results().assign(preset="paper", tokens=1e10, decades=None, max_digits=None)
+    assert pf.describe_regime(full) == ("paper model, 10B tokens, the paper's full operand range, "
+                                        "all significant digits")
+    mixed = _results().assign(tokens=[1e6, 1e6, 2.5e5])
+    assert pf.describe_regime(mixed).startswith("1M tokens / 250k tokens, regime not recorded (preset, decades")
+    fig = pf.methods_figure(results)
+    assert any("cpu-tiny model, 3M tokens" in a.text for a in fig.layout.annotations)
+
+
+def test_frontier_series_stay_distinct():
+    spread = pf.stability(pf.official_samples(OFFICIAL), sizes=(25, 50), draws=2) if (
+        OFFICIAL / "combined_samples_long.csv").exists() else None
+    rows = pd.DataFrame(paper.FRONTIER_ROWS, columns=["model", "reasoning"])
+    if spread is None:
+        spread = pd.concat([rows.assign(task=t, n=n, std=0.01) for t in ("addition", "std") for n in (25, 50)])
+    fig = pf.stability_figure(spread)
+    styles = {(t.line.color, t.line.dash, t.marker.symbol) for t in fig.data}
+    assert len({t.legendgroup for t in fig.data}) == len(styles) == 13
+    assert len(set(pf.MODEL_COLORS.values())) == len(pf.MODELS) == 8
+
+
+def test_difficulty_bins_keep_every_share_and_use_one_set_of_bins():
+    frames = {t: generate(t, 300, seed=0, split="test") for t in ("exponentiation", "mean")}
+    half = {t: f.iloc[:150] for t, f in frames.items()}
+    shares = pf.difficulty_distribution({"all": frames, "half": half})
+    binned = pf.difficulty_bins(shares, bins=10)
+    assert binned.groupby(["source", "task"])["share"].sum().to_numpy() == pytest.approx(np.ones(4))
+    for task, part in binned.groupby("task"):
+        bins = {source: set(zip(g["low"], g["high"])) for source, g in part.groupby("source")}
+        assert bins["half"] <= bins["all"]  # one set of edges per task, whatever the source
+        values = frames[task]["difficulty_sd"]
+        assert part["low"].min() == values.min() and part["high"].max() >= values.max()
+        assert len(part[part["source"] == "all"]) <= 10
+    log = binned.groupby("task")["log"].first()
+    assert bool(log["exponentiation"]) == (frames["exponentiation"]["difficulty_sd"].max() > 100)
+    assert not log["mean"]
+
+
+def test_binned_difficulty_curves_keep_counts_and_means():
+    curves = pd.DataFrame({"task": "mean", "model": "m", "reasoning": "none",
+                           "difficulty_sd": np.arange(30), "performance": np.linspace(0, 1, 30), "n": np.arange(1, 31)})
+    binned = pf.bin_difficulty(curves, bins=4)
+    assert len(binned) == 4 and binned["n"].sum() == curves["n"].sum()
+    total = (binned["performance"] * binned["n"]).sum()
+    assert total == pytest.approx((curves["performance"] * curves["n"]).sum())
 
 
 def test_exponent_pairs_are_decimal_exponents_of_the_operands():

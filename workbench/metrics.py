@@ -43,8 +43,8 @@ def smape(pred, target) -> np.ndarray:
     """Eq. 1: |p - t| / (|t| + |p| + eps). Computed on halves so 1e308 - -1e308 cannot overflow
     (halving changes no ratio; it only flushes values below 1e-323, where eps dominates anyway)."""
     p, t = _pred_target(pred, target)
-    p, t = p / 2, t / 2
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):  # a signalling NaN (decoded noise) warns on any arithmetic
+        p, t = p / 2, t / 2
         return np.abs(p - t) / (np.abs(t) + np.abs(p) + EPS / 2)
 
 

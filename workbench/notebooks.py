@@ -2,10 +2,20 @@
 
     python -m workbench.notebooks run                       # all four, default parameters (make figures)
     python -m workbench.notebooks run --only 04_paper_figures -p official_data=../shared/data/official_bittokens
+    python -m workbench.notebooks params 03_training        # each parameter: name, default, type, meaning
     python -m workbench.notebooks check                     # .py and .ipynb twins hold the same cells
 
-The jupytext .py file is the source of truth: it is read, given its parameters and executed; the
-executed notebook (with outputs) goes to runs/notebooks/, which git ignores.
+The jupytext .py file is the source of truth: it is read, given its parameters and executed with
+the repository root as working directory (each notebook also changes to it, so relative paths
+mean the same in JupyterLab). Runs never write into tracked files, except the one that is meant
+to: the default run (all notebooks, default parameters: `make figures`) writes the figures into
+figures/ and the executed notebooks into runs/notebooks/. Any other run (--only, -p) gets its own
+run directory, runs/notebooks/<date>-<time>-<notebooks>/ (or --output-dir), holding the executed
+notebooks, figures/ and each notebook's results; it is printed at the start and the end.
+
+Saving a notebook in JupyterLab writes no outputs: `make install` sets `pre_save_hook` below as
+the Jupyter server's pre-save hook for the notebooks of notebooks/ (outputs, execution counts,
+widget state and kernel details dropped), so the tracked .ipynb and the .py header stay as they are.
 
 Parameters are checked before anything runs, against the type of each default in the notebook's
 parameters cell (`tokens = 1e6` takes a number, `decades = [0, 3]` a list of ints) or its
@@ -17,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import logging
 import math
 import sys
 import time
@@ -26,10 +37,24 @@ import jupytext
 import papermill
 from tqdm.auto import tqdm
 
-ROOT = Path(__file__).resolve().parent.parent
+from .plots import FIGURES, ROOT
+
 NOTEBOOK_DIR = ROOT / "notebooks"
 OUTPUT_DIR = ROOT / "runs" / "notebooks"
 NOTEBOOKS = ["01_desiderata", "02_fone_locality", "03_training", "04_paper_figures"]
+# Notebook metadata a live kernel session adds; the tracked notebooks keep none of it.
+SESSION_METADATA = ("language_info", "widgets", "papermill", "execution")
+
+
+class _KnownParameters(logging.Filter):
+    """papermill cannot read annotated parameters (`x: int | None = 4`) and warns that they are
+    unknown; check_parameters has already refused every unknown name."""
+
+    def filter(self, record):
+        return not record.getMessage().startswith("Passed unknown parameter")
+
+
+logging.getLogger("papermill").addFilter(_KnownParameters())
 
 
 class NotebookError(RuntimeError):
@@ -171,26 +196,138 @@ def _parse_parameter(text: str) -> tuple[str, object]:
         return key.strip(), value  # a plain string such as a path
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+# -- what a notebook takes ---------------------------------------------------------------------
+def describe_parameters(name: str, notebook_dir=None) -> list[tuple[str, str, str, str]]:
+    """(name, default, type, the comment written beside it) of each parameter of notebook `name`."""
+    nb = jupytext.read(_source(name, Path(notebook_dir) if notebook_dir is not None else NOTEBOOK_DIR))
+    cell = next(c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", []))
+    lines = cell.source.splitlines()
+    types, rows = parameter_types(nb), []
+    for node in ast.parse(cell.source).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            key = (node.targets[0] if isinstance(node, ast.Assign) else node.target).id
+            comment = lines[node.end_lineno - 1].partition("#")[2].strip() if "#" in lines[node.end_lineno - 1] else ""
+            rows.append((key, ast.get_source_segment(cell.source, node.value), types.get(key) or "any", comment))
+    return rows
+
+
+def parameters_text(names=NOTEBOOKS) -> str:
+    """Every parameter of the notebooks `names`, as the runner's --help and `params` print them."""
+    blocks = []
+    for name in names:
+        rows = describe_parameters(name)
+        width = max(len(f"{k} = {d}") for k, d, _, _ in rows)
+        lines = [f"  {f'{k} = {d}':<{width}}  ({t}) {c}".rstrip() for k, d, t, c in rows]
+        blocks.append(f"{name}:\n" + "\n".join(lines))
+    return "\n".join(blocks)
+
+
+# -- keeping outputs out of git ------------------------------------------------------------------
+def clean_notebook(nb: dict) -> dict:
+    """The notebook as it is tracked: no outputs, execution counts or session metadata (in place)."""
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+        for key in SESSION_METADATA:
+            cell.get("metadata", {}).pop(key, None)
+    for key in SESSION_METADATA:
+        nb.get("metadata", {}).pop(key, None)
+    return nb
+
+
+def pre_save_hook(model: dict, path: str, contents_manager, **kwargs) -> None:
+    """Jupyter's FileContentsManager.pre_save_hook: a notebook of notebooks/ is saved clean."""
+    if model.get("type") != "notebook" or not isinstance(model.get("content"), dict):
+        return
+    target = (Path(getattr(contents_manager, "root_dir", ".")) / path.strip("/")).resolve()
+    if target.is_relative_to(NOTEBOOK_DIR.resolve()):
+        clean_notebook(model["content"])
+
+
+# -- the run command -----------------------------------------------------------------------------
+def plan(names: list[str], parameters: dict, output_dir=None, now=None) -> tuple[Path, Path | None, dict]:
+    """(where the executed notebooks go, the run directory or None for the default run, the
+    parameters of each notebook). The default run (every notebook, no parameter, no --output-dir)
+    writes figures/; any other run writes its figures and results into its own run directory."""
+    default = set(names) == set(NOTEBOOKS) and not parameters and output_dir is None
+    if default:
+        run_dir, executed = None, OUTPUT_DIR
+    else:
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+        run_dir = Path(output_dir) if output_dir is not None else OUTPUT_DIR / f"{stamp}-{'+'.join(names)}"
+        executed = run_dir
+    params = {}
+    for name in names:
+        known = parameters_of(jupytext.read(_source(name, NOTEBOOK_DIR)))
+        given = dict(parameters)
+        if "figures_dir" in known:
+            given.setdefault("figures_dir", str(FIGURES if default else run_dir / "figures"))
+        if "out_dir" in known and not default:
+            given.setdefault("out_dir", str(run_dir / name))
+        params[name] = given
+    return executed, run_dir, params
+
+
+def _shown(path: Path) -> str:
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m workbench.notebooks", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="execute the notebooks (default: all, default parameters)")
-    run.add_argument("--only", action="append", choices=NOTEBOOKS, help="run just this notebook (repeatable)")
-    run.add_argument("-p", "--parameter", action="append", default=[], metavar="KEY=VALUE")
-    run.add_argument("--output-dir", default=None)
-    sub.add_parser("check", help="verify that the .py and .ipynb twins agree")
+    run = sub.add_parser(
+        "run", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="execute the notebooks (default: all four with default parameters, writing figures/)",
+        description="Execute notebooks with papermill. With no option this is `make figures`: all four "
+                    "notebooks, default parameters, figures written into figures/. With --only, -p or "
+                    "--output-dir the run gets its own directory (printed at the start and the end) and "
+                    "figures/ is left alone.",
+        epilog="parameters of each notebook (name = default  (type) meaning):\n" + parameters_text())
+    run.add_argument("--only", action="append", choices=NOTEBOOKS, metavar="NAME",
+                     help=f"run just this notebook; repeatable (choices: {', '.join(NOTEBOOKS)}; default: all)")
+    run.add_argument("-p", "--parameter", action="append", default=[], metavar="KEY=VALUE",
+                     help="set a parameter of the one notebook named by --only; repeatable; VALUE is read as "
+                          "a Python literal (1e5, [0, 3], None, True), anything else as a string "
+                          "(default: the notebook's own defaults, listed below)")
+    run.add_argument("--output-dir", default=None, metavar="DIR",
+                     help="run directory for the executed notebooks, figures and results "
+                          "(default: runs/notebooks/<date>-<time>-<notebooks>/, or for the default run "
+                          "runs/notebooks/ and figures/)")
+    params = sub.add_parser("params", help="list each notebook's parameters: name, default, type, meaning")
+    params.add_argument("names", nargs="*", metavar="NAME",
+                        help=f"notebooks to describe (choices: {', '.join(NOTEBOOKS)}; default: all)")
+    sub.add_parser("check", help="verify that the .py and .ipynb twins hold the same cells")
+    return parser
+
+
+def main(argv=None) -> None:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "check":
         print("twins agree:", ", ".join(check_pairs()))
+        return
+    if args.command == "params":
+        unknown = sorted(set(args.names) - set(NOTEBOOKS))
+        if unknown:
+            parser.error(f"no notebook(s) {unknown}; choose from {', '.join(NOTEBOOKS)}")
+        print(parameters_text(args.names or NOTEBOOKS))
         return
     names = args.only or NOTEBOOKS
     parameters = dict(_parse_parameter(p) for p in args.parameter)
     if parameters and len(names) > 1:
         parser.error("-p applies to one notebook; add --only NAME")
+    for name in names:  # refuse a bad value before anything runs
+        check_parameters(name, jupytext.read(_source(name, NOTEBOOK_DIR)), parameters)
+    executed, run_dir, params = plan(names, parameters, args.output_dir)
+    where = f"run directory: {_shown(run_dir)}" if run_dir else f"figures: {_shown(FIGURES)} (the default run)"
+    print(where, flush=True)
     for name in tqdm(names, desc="notebooks", file=sys.stdout):
         started = time.time()
-        path = execute(name, parameters, args.output_dir)
-        tqdm.write(f"{name}: {time.time() - started:.1f} s -> {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+        path = execute(name, params[name], executed)
+        tqdm.write(f"{name}: {time.time() - started:.1f} s -> {_shown(path)}")
+    print(where)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ Results schema (one row per run, task and metric; `validate_results` enforces it
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from . import encoders, tasks
+from . import encoders, plots, tasks
 from .frontier import official, paper
 
 # The paper's task labels (its tables, the released files) mapped to our task names.
@@ -105,6 +106,35 @@ def _setting(reasoning: pd.Series) -> pd.Series:
     return np.where(reasoning == "maximal", "maximal reasoning", "minimal / no reasoning")
 
 
+# The frontier models in the order of Table 1, one colour each in every frontier figure; the
+# reasoning setting is told apart by dash and marker.
+MODELS = list(dict.fromkeys(model for model, _ in paper.FRONTIER_ROWS))
+MODEL_COLORS = dict(zip(MODELS, plots.PALETTE))
+SETTING_DASH = {"maximal reasoning": "solid", "minimal / no reasoning": "dot"}
+SETTING_SYMBOL = {"maximal reasoning": "circle", "minimal / no reasoning": "diamond-open"}
+TASK_ORDER = [TASK_LABELS[t] for t in RADAR_ORDER]
+METRIC_NAMES = {"log_smape": "log-sMAPE", "accuracy": "exact-match acc.", "exact_match": "exact match",
+                "perplexity": "perplexity"}
+
+
+def _metric_of(task: str) -> str:
+    return "log_smape" if task in ARITHMETIC else "accuracy"
+
+
+def _facet_titles(fig: go.Figure, with_metric: bool = True) -> None:
+    """"label=Mult" facet titles -> "Mult (log-sMAPE)"."""
+    metric = {TASK_LABELS[t]: METRIC_NAMES[_metric_of(t)] for t in TASK_LABELS}
+    fig.for_each_annotation(lambda a: a.update(text=(lambda t: f"{t} ({metric[t]})" if with_metric and t in metric
+                                                     else t)(a.text.split("=")[-1])))
+
+
+def _log_ticks(low: float, high: float) -> dict:
+    """Decade ticks written alike: 10, 100, 1k, 10k, 100k."""
+    names = {1: "1", 10: "10", 100: "100", 1000: "1k", 10**4: "10k", 10**5: "100k", 10**6: "1M"}
+    values = [v for v in names if low <= v <= high]
+    return dict(tickvals=values, ticktext=[names[v] for v in values])
+
+
 def radar_data(frontier: pd.DataFrame) -> pd.DataFrame:
     """One row per model and reasoning setting, one column per task (Table 1 order), in percent."""
     wide = frontier.pivot_table(index=["model", "reasoning"], columns="task", values="performance", sort=False)
@@ -116,19 +146,30 @@ def radar_figure(frontier: pd.DataFrame) -> go.Figure:
     data = radar_data(frontier)
     tasks = [t for t in RADAR_ORDER if t in data.columns]
     theta = [TASK_LABELS[t] for t in tasks] + [TASK_LABELS[tasks[0]]]
-    fig = make_subplots(rows=1, cols=2, specs=[[{"type": "polar"}] * 2],
-                        subplot_titles=["maximal reasoning", "minimal / no reasoning"])
-    colors = dict(zip(sorted(data["model"].unique()), px.colors.qualitative.Plotly))
+    fig = make_subplots(rows=1, cols=2, specs=[[{"type": "polar"}] * 2], horizontal_spacing=0.14,
+                        subplot_titles=["maximal reasoning", "minimal or no reasoning"])
+    shown = set()
     for row in data.itertuples(index=False):
-        col = 1 if row.reasoning == "maximal" else 2
         r = [getattr(row, t) for t in tasks]
-        fig.add_trace(go.Scatterpolar(r=r + r[:1], theta=theta, mode="lines+markers",
-                                      name=f"{row.model} ({row.reasoning})", legendgroup=row.model,
-                                      line=dict(color=colors[row.model])), row=1, col=col)
-    fig.update_polars(radialaxis=dict(range=[0, 100], ticksuffix="%", angle=90, tickangle=90))
-    fig.update_annotations(yshift=30)
-    fig.update_layout(title="Frontier LLMs per task (log-sMAPE for arithmetic, accuracy for lists)",
-                      width=1200, height=560, legend=dict(font=dict(size=10)))
+        fig.add_trace(go.Scatterpolar(r=r + r[:1], theta=theta, mode="lines+markers", name=row.model,
+                                      legendgroup=row.model, showlegend=row.model not in shown,
+                                      line=dict(color=MODEL_COLORS.get(row.model), width=2),
+                                      hovertemplate="%{theta}: %{r:.1f}%<extra>" + f"{row.model} ({row.reasoning})</extra>"),
+                      row=1, col=1 if row.reasoning == "maximal" else 2)
+        shown.add(row.model)
+    # Add on top, clockwise; the radial labels sit between Add and Mult, drawn with a halo over the lines.
+    step = 360 / len(tasks)
+    fig.update_polars(angularaxis=dict(rotation=90, direction="clockwise", tickfont=dict(size=16)),
+                      radialaxis=dict(range=[0, 108], tickvals=[25, 50, 75, 100], ticktext=["25%", "50%", "75%", "100%"],
+                                      angle=90 - step / 2, tickangle=90 - step / 2,
+                                      tickfont=dict(size=13, shadow="auto")))
+    fig.update_annotations(yshift=40, font=dict(size=18))
+    fig.update_layout(title=dict(text="Figure 2: frontier LLMs' score per task (Table 1)", y=0.97,
+                                 subtitle=dict(text="log-sMAPE (%) for Add, Mult, Div, Mean, Std, Exp; "
+                                                    "exact-match accuracy (%) for MinMax, Interval, Sort")),
+                      polar=dict(domain=dict(x=[0, 0.4])), polar2=dict(domain=dict(x=[0.5, 0.9])),
+                      legend=dict(title="model", font=dict(size=14), x=0.95), margin=dict(t=150, b=40, l=40),
+                      width=1150, height=600)
     return fig
 
 
@@ -137,12 +178,19 @@ def tokens_figure(frontier: pd.DataFrame) -> go.Figure:
     data = frontier.assign(setting=_setting(frontier["reasoning"]), score=frontier["performance"] * 100,
                            label=frontier["task"].map(TASK_LABELS))
     fig = px.scatter(data, x="tokens", y="score", color="model", symbol="setting", facet_col="label",
-                     facet_col_wrap=3, log_x=True, hover_data=["reasoning"],
-                     category_orders={"label": [TASK_LABELS[t] for t in RADAR_ORDER]},
-                     labels={"tokens": "tokens per problem", "score": "score (%)"})
-    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-    fig.update_traces(marker=dict(size=10))
-    fig.update_layout(title="Tokens per problem against performance", width=1100, height=850)
+                     facet_col_wrap=3, log_x=True, hover_data=["reasoning"], facet_row_spacing=0.08,
+                     category_orders={"label": TASK_ORDER, "model": MODELS},
+                     color_discrete_map=MODEL_COLORS, symbol_map=SETTING_SYMBOL,
+                     labels={"tokens": "tokens per problem", "score": "score (%)",
+                             "model": "model", "setting": "setting"})
+    _facet_titles(fig)
+    fig.update_traces(marker=dict(size=11, line=dict(width=1.5)))
+    fig.update_xaxes(**_log_ticks(1, 10**6), showticklabels=True)
+    fig.update_yaxes(range=[0, 105])
+    fig.update_layout(title=dict(text="Figure 3: tokens generated per problem against score (Tables 1 and 3)",
+                                 subtitle=dict(text="score: log-sMAPE for arithmetic, exact-match accuracy for "
+                                                    "MinMax, Interval, Sort; mean over 500 questions per task")),
+                      margin=dict(t=110), width=1200, height=900)
     return fig
 
 
@@ -154,16 +202,48 @@ def difficulty_curves(samples: pd.DataFrame) -> pd.DataFrame:
             .agg(performance="mean", n="size").reset_index())
 
 
-def difficulty_figure(curves: pd.DataFrame, min_samples: int = 5) -> go.Figure:
-    """Performance against decimal difficulty, difficulties with fewer than `min_samples` dropped."""
-    data = curves[curves["n"] >= min_samples].assign(
-        series=lambda d: d["model"] + " (" + d["reasoning"] + ")", label=lambda d: d["task"].map(TASK_LABELS))
-    fig = px.line(data, x="difficulty_sd", y="performance", color="series", facet_col="label",
-                  facet_col_wrap=3, markers=True,
-                  category_orders={"label": [TASK_LABELS[t] for t in RADAR_ORDER]})
-    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
+def bin_difficulty(curves: pd.DataFrame, bins: int = 10) -> pd.DataFrame:
+    """difficulty_curves merged into at most `bins` equal-width difficulty bins per task (the
+    same bins for every model): performance is the mean over the answers of the bin, n their count,
+    difficulty_sd the bin's middle."""
+    out = []
+    for task, part in curves.groupby("task"):
+        low, high = part["difficulty_sd"].min(), part["difficulty_sd"].max()
+        width = max(1, int(np.ceil((high - low + 1) / bins)))
+        part = part.assign(bin=low + (part["difficulty_sd"] - low) // width * width,
+                           total=part["performance"] * part["n"])
+        grouped = part.groupby(["model", "reasoning", "bin"]).agg(total=("total", "sum"), n=("n", "sum")).reset_index()
+        out.append(grouped.assign(task=task, performance=grouped["total"] / grouped["n"], width=width,
+                                  difficulty_sd=grouped["bin"] + (width - 1) / 2))
+    return pd.concat(out, ignore_index=True)[["task", "model", "reasoning", "difficulty_sd", "width", "performance", "n"]]
+
+
+def _frontier_lines(data: pd.DataFrame, x: str, y: str, labels: dict, **kw) -> go.Figure:
+    """One line per model (colour) and setting (dash, marker), one panel per task."""
+    data = data.assign(setting=_setting(data["reasoning"]), label=data["task"].map(TASK_LABELS))
+    fig = px.line(data, x=x, y=y, color="model", line_dash="setting", symbol="setting", facet_col="label",
+                  facet_col_wrap=3, markers=True, facet_row_spacing=0.09, facet_col_spacing=0.05,
+                  category_orders={"label": TASK_ORDER, "model": MODELS}, color_discrete_map=MODEL_COLORS,
+                  line_dash_map=SETTING_DASH, symbol_map=SETTING_SYMBOL, labels=labels, **kw)
+    fig.update_traces(line=dict(width=2), marker=dict(size=7))
+    fig.update_layout(legend=dict(title="model, setting", font=dict(size=12)), width=1250, height=950)
+    return fig
+
+
+def difficulty_figure(curves: pd.DataFrame, min_samples: int = 5, bins: int = 10) -> go.Figure:
+    """Performance against decimal difficulty in at most `bins` bins per task; a bin with fewer
+    than `min_samples` answers of a model is not drawn."""
+    data = bin_difficulty(curves, bins)
+    data = data[data["n"] >= min_samples].assign(score=lambda d: d["performance"] * 100)
+    fig = _frontier_lines(data, "difficulty_sd", "score", {"difficulty_sd": "decimal difficulty (A.3)",
+                                                            "score": "score (%)"}, hover_data=["n", "width"])
+    _facet_titles(fig)
     fig.update_xaxes(matches=None, showticklabels=True)
-    fig.update_layout(title="Frontier LLM performance per decimal difficulty", width=1200, height=900)
+    fig.update_yaxes(range=[0, 105])
+    fig.update_layout(title=dict(text="Frontier LLMs' score against the decimal difficulty of the question",
+                                 subtitle=dict(text=f"released per-sample results, difficulties merged into {bins} "
+                                                    f"bins per task; bins with < {min_samples} answers left out")),
+                      margin=dict(t=110))
     return fig
 
 
@@ -186,14 +266,14 @@ def stability(samples: pd.DataFrame, sizes=SAMPLE_COUNTS, draws: int = 200, seed
 
 def stability_figure(spread: pd.DataFrame) -> go.Figure:
     """Standard deviation of the n-sample mean score, per task, one line per model and setting."""
-    data = spread.assign(series=spread["model"] + " (" + spread["reasoning"] + ")",
-                         label=spread["task"].map(TASK_LABELS), std_pct=spread["std"] * 100)
-    fig = px.line(data, x="n", y="std_pct", color="series", facet_col="label", facet_col_wrap=3, markers=True,
-                  category_orders={"label": [TASK_LABELS[t] for t in RADAR_ORDER]},
-                  labels={"n": "samples per task", "std_pct": "std of mean score (pp)"})
-    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-    fig.update_layout(title="Stability of the benchmark score against the number of samples",
-                      width=1200, height=900)
+    fig = _frontier_lines(spread.assign(std_pct=spread["std"] * 100), "n", "std_pct",
+                          {"n": "questions per task (n)", "std_pct": "std of the mean score (pp)"})
+    _facet_titles(fig)
+    fig.update_xaxes(showticklabels=True)
+    fig.update_layout(title=dict(text="Figure 8: how much the benchmark score moves with the number of questions",
+                                 subtitle=dict(text="standard deviation of the mean score over bootstrap draws of n of "
+                                                    "the 500 released answers per task, in percentage points")),
+                      margin=dict(t=110))
     return fig
 
 
@@ -271,33 +351,116 @@ def results_from_summary(summary: pd.DataFrame) -> pd.DataFrame:
     return validate_results(pd.concat(parts, ignore_index=True))
 
 
-def methods_figure(results: pd.DataFrame | None = None) -> go.Figure:
-    """Figure 4: score per task and encoding, multi-task (Table 4) and solo-task (Table 7) runs of
-    the paper, and our runs (mean and std over seeds) when `results` are given."""
-    panels = [("paper, multi-task (Table 4)", method_scores(4)), ("paper, solo-task (Table 7)", method_scores(7))]
+# Figure 4's rows in the order of Tables 4 and 7 (Min/Max ... Div, then Exp, Mean, Std), named as there.
+PAPER_ROWS = list(paper.table(7).index)
+ROW_OF_TASK = {paper.task_of(row): row for row in PAPER_ROWS if paper.task_of(row)}
+PAPER_REGIME = ("the paper's rows: 117M-parameter GPT-2, 10B tokens, operands over (-1e15, 1e15) with "
+                "up to 15 significant digits")
+REGIME_COLUMNS = ("preset", "tokens", "decades", "max_digits")
+ENCODING_NAMES = {encoding: "Subword (triple digit)" if label == "Subword" else label.replace("BitToken", "BitTokens")
+                  for encoding, label in METHOD_LABELS.items()}
+
+
+def _distinct(results: pd.DataFrame, column: str) -> list:
+    values = results[column].astype(object).where(results[column].notna(), None)
+    return list(dict.fromkeys(None if str(v).strip().lower() in ("none", "nan", "") else v for v in values))
+
+
+def _regime_part(column: str, value) -> str:
+    if column == "preset":
+        return f"{value} model"
+    if column == "tokens":
+        value = float(value)
+        return next(f"{value / scale:g}{unit} tokens" for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k"), (1, ""))
+                    if value >= scale or scale == 1)
+    if column == "decades":
+        if value is None:
+            return "the paper's full operand range"
+        bounds = [int(b) for b in re.findall(r"-?\d+", str(value))]
+        return (f"operands 10<sup>{bounds[0]}</sup> … 10<sup>{bounds[1] + 1}</sup>" if len(bounds) == 2 else f"decades {value}")
+    return "all significant digits" if value is None else f"≤ {int(float(value))} significant digits"
+
+
+def describe_regime(results: pd.DataFrame) -> str:
+    """Our row's training regime, read from the results' columns preset, tokens, decades and
+    max_digits (several values are joined with " / "); columns the results lack are named."""
+    parts = [" / ".join(_regime_part(c, v) for v in _distinct(results, c)) for c in REGIME_COLUMNS if c in results]
+    missing = [c for c in REGIME_COLUMNS if c not in results]
+    if missing:
+        parts.append(f"regime not recorded ({', '.join(missing)} missing from the results)")
+    return ", ".join(parts)
+
+
+def _our_scores(results: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Mean ± std over seeds per task, encoding and metric (exact match left out: the score of an
+    arithmetic task is its log-sMAPE), and what the bars show."""
+    ours = validate_results(results)
+    ours = ours[ours["metric"] != "exact_match"]
+    agg = (ours.groupby(["task", "encoding", "metric"])["value"].agg(value="mean", std="std", seeds="size")
+           .reset_index())
+    agg["row"] = agg["task"].map(ROW_OF_TASK).fillna(agg["task"].map(lambda t: TASK_LABELS.get(t, "text (ours)")))
+    low, high = agg["seeds"].min(), agg["seeds"].max()
+    seeds = f"{low}" if low == high else f"{low}–{high}"
+    bars = ("one seed, no error bars" if high == 1 else f"bars: mean, error bars: ± std over {seeds} seeds")
+    return agg, bars
+
+
+def _bars(fig: go.Figure, data: pd.DataFrame, row: int, show_legend: bool) -> None:
+    """One bar group per paper row (x) and encoding: scores left, perplexities right."""
+    for encoding in PAPER_METHODS.values():
+        part = data[data["encoding"] == encoding]
+        for col, rows in ((1, part[part["metric"] != "perplexity"]), (2, part[part["metric"] == "perplexity"])):
+            if rows.empty:
+                continue
+            error = dict(type="data", array=rows["std"].fillna(0), thickness=1.5) if "std" in rows else None
+            fig.add_trace(go.Bar(x=rows["row"], y=rows["value"], error_y=error, name=ENCODING_NAMES[encoding],
+                                 marker_color=plots.ENCODING_COLORS[encoding], legendgroup=encoding,
+                                 showlegend=show_legend and col == 1), row=row, col=col)
+    scores = data[data["metric"] != "perplexity"]
+    order = [r for r in PAPER_ROWS if r in set(scores["row"])] + sorted(set(scores["row"]) - set(PAPER_ROWS))
+    metric = scores.drop_duplicates("row").set_index("row")["metric"].map(METRIC_NAMES | {"accuracy": "accuracy"})
+    fig.update_xaxes(categoryorder="array", categoryarray=order, tickvals=order, tickangle=0,
+                     ticktext=[f"{r}<br><span style='font-size:14px'>{metric[r]}</span>" for r in order],
+                     row=row, col=1)
+    fig.update_yaxes(range=[0, 1.05], title_text="score (↑)", row=row, col=1)
+    fig.update_yaxes(title_text="perplexity (↓)", rangemode="tozero", row=row, col=2)
+    texts = sorted(set(data.loc[data["metric"] == "perplexity", "row"]))
+    fig.update_xaxes(tickangle=0, tickvals=texts, ticktext=[t.replace(" text only", "<br>text only") for t in texts],
+                     row=row, col=2)
+
+
+def methods_figure(results: pd.DataFrame | None = None, source: str | None = None) -> go.Figure:
+    """Figure 4: score per task and encoding in the multi-task (Table 4) and solo-task (Table 7)
+    runs of the paper, and our runs (mean ± std over seeds) when `results` are given; `source`
+    (e.g. the CSV's name) is named in our row's title. Our regime comes from the results' columns
+    (`describe_regime`); our perplexity panel says "not measured" when the results hold none."""
+    panels = [("Paper, multi-task (Table 4)", method_scores(4)), ("Paper, solo-task (Table 7)", method_scores(7))]
     if results is not None:
-        ours = validate_results(results)
-        ours = ours[ours["metric"] != "exact_match"]
-        agg = ours.groupby(["task", "encoding", "metric"])["value"].agg(value="mean", std="std").reset_index()
-        agg["row"] = agg["task"].map(TASK_LABELS).fillna("Text")
-        panels.append(("this workbench (results_csv)", agg))
-    fig = make_subplots(rows=len(panels), cols=2, column_widths=[0.82, 0.18], vertical_spacing=0.09,
-                        subplot_titles=[t for title, _ in panels for t in (title, "perplexity")])
-    colors = dict(zip(PAPER_METHODS.values(), px.colors.qualitative.Set2))
+        ours, bars = _our_scores(results)
+        title = (f"This workbench{f' ({source})' if source else ''}<br>"
+                 f"<span style='font-size:15px'>{describe_regime(results)}; {bars}</span>")
+        panels.append((title, ours))
+    fig = make_subplots(rows=len(panels), cols=2, column_widths=[0.8, 0.2], vertical_spacing=0.12,
+                        horizontal_spacing=0.07, subplot_titles=[t for title, _ in panels for t in (title, "")])
     for i, (_, data) in enumerate(panels, start=1):
-        for encoding in PAPER_METHODS.values():
-            part = data[data["encoding"] == encoding]
-            for col, mask in ((1, part["metric"] != "perplexity"), (2, part["metric"] == "perplexity")):
-                rows = part[mask]
-                if rows.empty:
-                    continue
-                error = dict(type="data", array=rows["std"].fillna(0)) if "std" in rows else None
-                fig.add_trace(go.Bar(x=rows["row"], y=rows["value"], error_y=error, name=METHOD_LABELS[encoding],
-                                     marker_color=colors[encoding], legendgroup=encoding,
-                                     showlegend=(i == 1 and col == 1)), row=i, col=col)
-        fig.update_yaxes(range=[0, 1.05], title_text="score", row=i, col=1)
-    fig.update_layout(barmode="group", title="Number encodings per task (higher is better; perplexity lower)",
-                      width=1200, height=380 * len(panels))
+        _bars(fig, data, i, show_legend=i == 1)
+        if not (data["metric"] == "perplexity").any():
+            axes = fig.get_subplot(i, 2)
+            fig.add_annotation(text="perplexity<br>not measured", showarrow=False, xref="paper", yref="paper",
+                               x=sum(axes.xaxis.domain) / 2, y=sum(axes.yaxis.domain) / 2,
+                               font=dict(color="#7f7f7f"))
+            blank = dict(showticklabels=False, showgrid=False, zeroline=False, showline=False, title_text="")
+            fig.update_xaxes(**blank, row=i, col=2)
+            fig.update_yaxes(**blank, row=i, col=2)
+    fig.for_each_annotation(lambda a: a.update(x=0, xanchor="left", align="left", font=dict(size=18)) if a.text in
+                            [title for title, _ in panels] else None)
+    fig.update_layout(barmode="group", width=1050, height=200 + 370 * len(panels), margin=dict(t=200, l=70, r=20),
+                      title=dict(text="Figure 4: score per task and number encoding", y=0.985,
+                                 subtitle=dict(text=f"Score: exact-match accuracy (Min/Max, Interval, Sorting) or log-sMAPE "
+                                                    f"(arithmetic), higher is better;<br>perplexity on text, lower is "
+                                                    f"better. {PAPER_REGIME[0].upper()}{PAPER_REGIME[1:]}.")),
+                      legend=dict(orientation="h", x=0, y=1 + 40 / (370 * len(panels)), yanchor="bottom",
+                                  title="encoding:"))
     return fig
 
 
@@ -312,16 +475,26 @@ def exponent_pairs(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def exponent_figure(sources: dict[str, pd.DataFrame], title: str) -> go.Figure:
-    """Figures 5 and 6: 2-D histogram of operand exponents, one panel per source (share of samples)."""
-    fig = make_subplots(rows=1, cols=len(sources), subplot_titles=list(sources), horizontal_spacing=0.08)
+    """Figures 5 and 6: 2-D histogram of operand exponents, one panel per source, coloured by the
+    share of that source's questions (one colour scale for all panels)."""
+    fig = make_subplots(rows=1, cols=len(sources), horizontal_spacing=0.1,
+                        subplot_titles=[f"{name} ({len(exponent_pairs(frame)):,} questions)"
+                                        for name, frame in sources.items()])
     for i, (name, frame) in enumerate(sources.items(), start=1):
         pairs = exponent_pairs(frame)
-        fig.add_trace(go.Histogram2d(x=pairs["num1_exp"], y=pairs["num2_exp"], histnorm="probability",
+        fig.add_trace(go.Histogram2d(x=pairs["num1_exp"], y=pairs["num2_exp"], histnorm="percent", name=name,
                                      xbins=dict(start=-15.5, end=15.5, size=1), ybins=dict(start=-15.5, end=15.5, size=1),
-                                     colorscale="Viridis", coloraxis="coloraxis"), row=1, col=i)
-        fig.update_xaxes(title_text="exponent of operand 1", row=1, col=i)
-        fig.update_yaxes(title_text="exponent of operand 2", scaleanchor=f"x{i if i > 1 else ''}", row=1, col=i)
-    fig.update_layout(title=title, width=520 * len(sources), height=520, coloraxis=dict(colorscale="Viridis"))
+                                     coloraxis="coloraxis",
+                                     hovertemplate="exponents %{x}, %{y}: %{z:.2f}% of questions<extra></extra>"),
+                      row=1, col=i)
+        fig.update_xaxes(title_text="decimal exponent of operand 1", range=[-15.5, 15.5], constrain="domain",
+                         dtick=5, row=1, col=i)
+        fig.update_yaxes(title_text="decimal exponent of operand 2", range=[-15.5, 15.5], constrain="domain",
+                         dtick=5, scaleanchor=f"x{i if i > 1 else ''}", row=1, col=i)
+    fig.update_layout(title=dict(text=title, subtitle=dict(text="share of questions per pair of operand exponents "
+                                                                "(the exponent of 3.5e-4 is -4)")),
+                      width=560 * len(sources) + 120, height=600, margin=dict(t=120),
+                      coloraxis=dict(colorscale="Viridis", colorbar=dict(title=dict(text="share of<br>questions (%)"))))
     return fig
 
 
@@ -338,16 +511,55 @@ def difficulty_distribution(sources: dict[str, dict[str, pd.DataFrame]]) -> pd.D
     return pd.concat(rows, ignore_index=True)
 
 
-def difficulty_distribution_figure(shares: pd.DataFrame) -> go.Figure:
-    """Figure 7: distribution of the decimal difficulty per task, sources side by side."""
-    data = shares.assign(label=shares["task"].map(TASK_LABELS))
-    fig = px.line(data, x="difficulty_sd", y="share", color="source", facet_col="label", facet_col_wrap=3,
-                  markers=True, line_shape="hvh",
-                  category_orders={"label": [TASK_LABELS[t] for t in RADAR_ORDER]})
-    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-    fig.update_xaxes(matches=None, showticklabels=True)
-    fig.update_yaxes(matches=None, showticklabels=True)
-    fig.update_layout(title="Difficulty distribution per task (decimal difficulty, A.3)", width=1200, height=900)
+def difficulty_bins(shares: pd.DataFrame, bins: int = 40) -> pd.DataFrame:
+    """The shares of `difficulty_distribution` summed into at most `bins` bins per task, the same
+    bins for every source: integer bins of equal width, or, where the largest difficulty is over 100
+    times the smallest (Exp), bins of equal width on a log scale. Columns: source, task, low, high
+    (the bin holds low <= difficulty < high), share, log (whether the task's bins are logarithmic)."""
+    out = []
+    for task, part in shares.groupby("task", sort=False):
+        low, high = int(part["difficulty_sd"].min()), int(part["difficulty_sd"].max())
+        log = high > 100 * max(low, 1)
+        if log:
+            edges = np.unique(np.round(np.geomspace(max(low, 1), high + 1, bins + 1)).astype(int))
+            edges[0] = low
+        else:
+            width = max(1, int(np.ceil((high - low + 1) / bins)))
+            edges = np.arange(low, high + width + 1, width)
+        index = np.searchsorted(edges, part["difficulty_sd"].to_numpy(), side="right") - 1
+        binned = part.assign(low=edges[index], high=edges[np.minimum(index + 1, len(edges) - 1)])
+        out.append(binned.groupby(["source", "low", "high"], as_index=False)["share"].sum().assign(task=task, log=log))
+    return pd.concat(out, ignore_index=True)[["source", "task", "low", "high", "share", "log"]]
+
+
+def difficulty_distribution_figure(shares: pd.DataFrame, bins: int = 40) -> go.Figure:
+    """Figure 7: the distribution of the decimal difficulty per task, one step outline per source
+    (`difficulty_bins`: Exp's wide range on a log axis)."""
+    binned = difficulty_bins(shares, bins)
+    labels = [label for label in TASK_ORDER if label in set(binned["task"].map(TASK_LABELS))]
+    fig = make_subplots(rows=(len(labels) + 2) // 3, cols=3, subplot_titles=labels, vertical_spacing=0.1,
+                        horizontal_spacing=0.07)
+    sources = list(dict.fromkeys(shares["source"]))
+    for k, label in enumerate(labels):
+        row, col = k // 3 + 1, k % 3 + 1
+        for i, source in enumerate(sources):
+            part = binned[(binned["task"].map(TASK_LABELS) == label) & (binned["source"] == source)].sort_values("low")
+            x = np.append(part["low"].to_numpy(), part["high"].iloc[-1]) if len(part) else []
+            y = np.append(part["share"].to_numpy(), part["share"].iloc[-1]) * 100 if len(part) else []
+            fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv", name=source, legendgroup=source,
+                                     showlegend=k == 0, line=dict(color=plots.PALETTE[i], width=2, dash=plots.DASHES[i]),
+                                     fill="tozeroy" if i == 0 else None, fillcolor="rgba(31,119,180,0.12)",
+                                     hovertemplate="difficulty %{x}: %{y:.1f}% of questions<extra>" + source + "</extra>"),
+                          row=row, col=col)
+        log = bool(binned.loc[binned["task"].map(TASK_LABELS) == label, "log"].any())
+        fig.update_xaxes(type="log" if log else "linear", row=row, col=col,
+                         title_text=("decimal difficulty (A.3)" + (", log scale" if log else "")) if row == (len(labels) + 2) // 3 or log else None)
+        fig.update_yaxes(title_text="questions (%)" if col == 1 else None, rangemode="tozero", row=row, col=col)
+    fig.update_layout(title=dict(text="Figure 7: distribution of the decimal difficulty per task",
+                                 subtitle=dict(text=f"share of each source's questions per difficulty bin "
+                                                    f"(up to {bins} bins per task, the same for every source)")),
+                      legend=dict(orientation="h", x=0, y=-0.07, yanchor="top", title=""),
+                      width=1250, height=1080, margin=dict(t=140, b=120))
     return fig
 
 

@@ -1,7 +1,14 @@
-"""Saving plotly figures as interactive HTML and static PNG/SVG.
+"""Saving plotly figures as interactive HTML and static PNG/SVG, and the look they share.
 
 Static export goes through kaleido, which drives a Chromium. The browser is started once per
 process (a fresh one per image costs seconds); without a browser we write HTML only and warn.
+
+Where figures go: the tracked `figures/` (FIGURES) is written only by the default `make figures`
+run, which passes it explicitly; every other caller (the lab, a parameterized run, a script)
+gets `runs/figures/` (SCRATCH, ignored by git) unless it names a folder.
+
+Importing this module makes "plotly_white+workbench" plotly's default template: white
+background, 16 px text, and a colour cycle of ten well-separated colours (d3's).
 """
 from __future__ import annotations
 
@@ -11,10 +18,29 @@ import warnings
 from pathlib import Path
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from .atomic import write_atomic
 
-FIGURES = Path(__file__).resolve().parent.parent / "figures"
+ROOT = Path(__file__).resolve().parent.parent
+FIGURES = ROOT / "figures"
+SCRATCH = ROOT / "runs" / "figures"
+
+# Ten colours that stay apart (d3's category10); figures with more series add dashes and markers.
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf"]
+DASHES = ["solid", "dot", "dash", "dashdot", "longdash"]
+# One colour per encoding in every figure (BitTokens green, as the paper's "ours").
+ENCODING_COLORS = {"triple_digit": "#1f77b4", "single_digit": "#ff7f0e", "xval": "#7f7f7f",
+                   "fone": "#d62728", "bittokens": "#2ca02c", "numerologic": "#8c564b",
+                   "log_fone": "#9467bd"}
+VERDICT_COLORS = {"pass": "#2ca02c", "trade-off": "#ffbf00", "fail": "#d62728", "n/a": "#e5e5e5"}
+
+# Text sizes chosen so a figure shown at the README's width (~880 px) stays readable.
+pio.templates["workbench"] = go.layout.Template(layout=dict(
+    font=dict(size=16), colorway=PALETTE, title=dict(font=dict(size=21), subtitle=dict(font=dict(size=15)))))
+pio.templates.default = "plotly_white+workbench"
+
 _kaleido_ready: bool | None = None
 
 
@@ -39,8 +65,9 @@ def _start_kaleido() -> bool:
 
 def save(fig: go.Figure, name: str, out_dir: str | os.PathLike | None = None,
          formats: tuple[str, ...] = ("html", "png")) -> list[Path]:
-    """Write `fig` as `<out_dir>/<name>.<fmt>` for each format; returns the files written."""
-    out = Path(out_dir) if out_dir is not None else FIGURES
+    """Write `fig` as `<out_dir>/<name>.<fmt>` for each format (out_dir None: runs/figures/);
+    returns the files written."""
+    out = Path(out_dir) if out_dir is not None else SCRATCH
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for fmt in formats:
@@ -56,3 +83,4 @@ def save(fig: go.Figure, name: str, out_dir: str | os.PathLike | None = None,
             continue
         written.append(path)
     return written
+
