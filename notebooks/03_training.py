@@ -24,6 +24,13 @@
 # The defaults train a tiny model for about two minutes on one CPU core, on a narrowed operand
 # regime (magnitudes 1 … 10⁴, at most 4 significant digits) so that learning is visible in that time.
 # The paper's setting is `preset="paper"`, `tokens=1e10`, `decades=None`, `max_digits=None`.
+#
+# `options` sets any other field of `TrainConfig` (`python -m workbench.train --help` lists them),
+# so every ablation of Tables 8–15 runs from here, e.g. `options={"encoding_options": {"combine":
+# "zero_pad"}}` (Table 8), `{"encoding_options": {"base": 10}}` or `{"norm": "layer"}` (Table 9),
+# `{"optim": {"optimizer": "adamw"}}` (10), `{"encoding_options": {"reciprocal": False}}` (11),
+# `{"curriculum": False}` (12), `{"encoding_options": {"head": "mlp"}}` (13), `{"balance_lambda": 0}`
+# (14), `{"max_task_ratio": 0.2}` (15). docs/fidelity.md lists every switch of the recipe.
 
 # %% tags=["parameters"]
 encoding = "bittokens"  # bittokens | fone | xval | single_digit | triple_digit
@@ -42,6 +49,7 @@ out_dir: str | None = None  # run directory (None: runs/03_training/<encoding>_<
 figures_dir: str | None = None  # None: runs/figures (`make figures` passes figures/)
 figure_formats = ["html", "png"]  # any of html, png, svg
 threads = 1  # torch CPU threads
+options: dict = {}  # any other TrainConfig field, e.g. {"curriculum": False} or {"optim": {"optimizer": "adamw"}}
 
 # %%
 import json
@@ -67,11 +75,12 @@ torch.set_num_threads(threads)
 task_list = tuple(t.strip() for t in tasks.split(",") if t.strip()) if isinstance(tasks, str) else tuple(tasks)
 name = f"{encoding}_{'+'.join(task_list)}_seed{seed}"
 default_out = Path("runs/03_training") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"  # a new directory per run
-cfg = TrainConfig(encoding=encoding, tasks=task_list, preset=preset, tokens=tokens, seed=seed,
-                  curriculum=curriculum, balancing=balancing,
-                  decades=tuple(decades) if decades is not None else None, max_digits=max_digits,
-                  eval_every=eval_every, checkpoint_every=eval_every, val_samples=val_samples,
-                  test_samples=test_samples, out=str(out_dir or default_out))
+settings = dict(encoding=encoding, tasks=task_list, preset=preset, tokens=tokens, seed=seed,
+                curriculum=curriculum, balancing=balancing,
+                decades=tuple(decades) if decades is not None else None, max_digits=max_digits,
+                eval_every=eval_every, checkpoint_every=eval_every, val_samples=val_samples,
+                test_samples=test_samples, out=str(out_dir or default_out))
+cfg = TrainConfig(**{**settings, **options})  # `options` win over the parameters above
 cfg
 
 # %% [markdown]

@@ -232,3 +232,13 @@ def test_help_and_params_list_every_parameter(capsys):
     assert listed.startswith("03_training:") and "tokens = 1e6" in listed and "(float)" in listed
     with pytest.raises(SystemExit):
         notebooks.main(["params", "99_nothing"])
+
+
+@pytest.mark.slow
+def test_training_notebook_runs_an_ablation_from_its_options(tmp_path):
+    """Every ablation of Tables 8-15 is one entry of `options` (any TrainConfig field)."""
+    options = {"curriculum": False, "optim": {"optimizer": "adamw"}, "encoding_options": {"combine": "zero_pad"}}
+    execute("03_training", small("03_training", tmp_path, options=options), output_dir=tmp_path)
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["curriculum"] is False and config["optim"]["optimizer"] == "adamw"
+    assert config["encoding_options"] == {"combine": "zero_pad"}

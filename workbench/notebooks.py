@@ -101,7 +101,7 @@ def _type_of(value) -> str | None:
 
 
 def _understood(kind: str) -> bool:
-    return all(part.strip().removeprefix("list[").removesuffix("]") in ("bool", "int", "float", "str", "None")
+    return all(part.strip().removeprefix("list[").removesuffix("]") in ("bool", "int", "float", "str", "None", "dict")
                for part in kind.split("|"))
 
 
@@ -121,7 +121,7 @@ def _fits(value, kind: str) -> bool:
             if isinstance(value, list) and all(_fits(v, k[5:-1]) for v in value):
                 return True
         elif ((k == "None" and value is None) or (k == "bool" and isinstance(value, bool))
-              or (k == "str" and isinstance(value, str))
+              or (k == "str" and isinstance(value, str)) or (k == "dict" and isinstance(value, dict))
               or (k in ("int", "float") and isinstance(value, int) and not isinstance(value, bool))
               or (k == "float" and isinstance(value, float) and math.isfinite(value))):
             return True
