@@ -39,7 +39,8 @@ PAPER_METHODS = {column: name for column in paper.METHODS for name, label in MET
 PAPER_METRICS = {"exact match acc": "accuracy", "log-smape": "log_smape", "perplexity": "perplexity"}
 RESULTS_COLUMNS = ["encoding", "task", "metric", "value", "seed"]
 SCORE_METRICS = ("log_smape", "exact_match", "accuracy")
-METRICS = SCORE_METRICS + ("perplexity", "perplexity_text")  # Table 4's "Fineweb" and "... text only"
+PERPLEXITIES = ("perplexity", "perplexity_text")  # Table 4's "Fineweb" and "Fineweb text only"
+METRICS = SCORE_METRICS + PERPLEXITIES
 ARITHMETIC = tuple(tasks.with_metric("log_smape"))
 SAMPLE_COUNTS = (25, 50, 100, 200, 300, 400, 500)
 
@@ -391,17 +392,24 @@ def describe_regime(results: pd.DataFrame) -> str:
     return ", ".join(parts)
 
 
-def _our_scores(results: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+def _our_scores(results: pd.DataFrame, intervals: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
     """Mean ± std over seeds per task, encoding and metric (exact match left out: the score of an
-    arithmetic task is its log-sMAPE), and what the bars show."""
+    arithmetic task is its log-sMAPE), and what the bars show. With `intervals` (columns encoding,
+    task, metric, low, high: `workbench.study`'s 95 % bootstrap intervals) the scores' error bars
+    are those intervals; perplexities keep ± std over seeds."""
     ours = validate_results(results)
     ours = ours[ours["metric"] != "exact_match"]
     agg = (ours.groupby(["task", "encoding", "metric"])["value"].agg(value="mean", std="std", seeds="size")
            .reset_index())
     agg["row"] = agg["task"].map(ROW_OF_TASK).fillna(agg["task"].map(lambda t: TASK_LABELS.get(t, "text (ours)")))
+    agg.loc[agg["metric"] == "perplexity_text", "row"] = "text only (ours)"
     low, high = agg["seeds"].min(), agg["seeds"].max()
     seeds = f"{low}" if low == high else f"{low}–{high}"
     bars = ("one seed, no error bars" if high == 1 else f"bars: mean, error bars: ± std over {seeds} seeds")
+    if intervals is not None:
+        agg = agg.merge(intervals[["encoding", "task", "metric", "low", "high"]], on=["encoding", "task", "metric"],
+                        how="left")
+        bars = f"bars: mean over {seeds} seeds, error bars: 95 % bootstrap interval (perplexity: ± std)"
     return agg, bars
 
 
@@ -409,14 +417,18 @@ def _bars(fig: go.Figure, data: pd.DataFrame, row: int, show_legend: bool) -> No
     """One bar group per paper row (x) and encoding: scores left, perplexities right."""
     for encoding in PAPER_METHODS.values():
         part = data[data["encoding"] == encoding]
-        for col, rows in ((1, part[part["metric"] != "perplexity"]), (2, part[part["metric"] == "perplexity"])):
+        prose = part["metric"].isin(PERPLEXITIES)
+        for col, rows in ((1, part[~prose]), (2, part[prose])):
             if rows.empty:
                 continue
             error = dict(type="data", array=rows["std"].fillna(0), thickness=1.5) if "std" in rows else None
+            if "low" in rows and rows["low"].notna().all():
+                error = dict(type="data", symmetric=False, array=rows["high"] - rows["value"],
+                             arrayminus=rows["value"] - rows["low"], thickness=1.5)
             fig.add_trace(go.Bar(x=rows["row"], y=rows["value"], error_y=error, name=ENCODING_NAMES[encoding],
                                  marker_color=plots.ENCODING_COLORS[encoding], legendgroup=encoding,
                                  showlegend=show_legend and col == 1), row=row, col=col)
-    scores = data[data["metric"] != "perplexity"]
+    scores = data[~data["metric"].isin(PERPLEXITIES)]
     order = [r for r in PAPER_ROWS if r in set(scores["row"])] + sorted(set(scores["row"]) - set(PAPER_ROWS))
     metric = scores.drop_duplicates("row").set_index("row")["metric"].map(METRIC_NAMES | {"accuracy": "accuracy"})
     fig.update_xaxes(categoryorder="array", categoryarray=order, tickvals=order, tickangle=0,
@@ -424,19 +436,20 @@ def _bars(fig: go.Figure, data: pd.DataFrame, row: int, show_legend: bool) -> No
                      row=row, col=1)
     fig.update_yaxes(range=[0, 1.05], title_text="score (↑)", row=row, col=1)
     fig.update_yaxes(title_text="perplexity (↓)", rangemode="tozero", row=row, col=2)
-    texts = sorted(set(data.loc[data["metric"] == "perplexity", "row"]))
+    texts = sorted(set(data.loc[data["metric"].isin(PERPLEXITIES), "row"]))
     fig.update_xaxes(tickangle=0, tickvals=texts, ticktext=[t.replace(" text only", "<br>text only") for t in texts],
                      row=row, col=2)
 
 
-def methods_figure(results: pd.DataFrame | None = None, source: str | None = None) -> go.Figure:
+def methods_figure(results: pd.DataFrame | None = None, source: str | None = None,
+                   intervals: pd.DataFrame | None = None) -> go.Figure:
     """Figure 4: score per task and encoding in the multi-task (Table 4) and solo-task (Table 7)
     runs of the paper, and our runs (mean ± std over seeds) when `results` are given; `source`
     (e.g. the CSV's name) is named in our row's title. Our regime comes from the results' columns
     (`describe_regime`); our perplexity panel says "not measured" when the results hold none."""
     panels = [("Paper, multi-task (Table 4)", method_scores(4)), ("Paper, solo-task (Table 7)", method_scores(7))]
     if results is not None:
-        ours, bars = _our_scores(results)
+        ours, bars = _our_scores(results, intervals)
         title = (f"This workbench{f' ({source})' if source else ''}<br>"
                  f"<span style='font-size:15px'>{describe_regime(results)}; {bars}</span>")
         panels.append((title, ours))
@@ -444,7 +457,7 @@ def methods_figure(results: pd.DataFrame | None = None, source: str | None = Non
                         horizontal_spacing=0.07, subplot_titles=[t for title, _ in panels for t in (title, "")])
     for i, (_, data) in enumerate(panels, start=1):
         _bars(fig, data, i, show_legend=i == 1)
-        if not (data["metric"] == "perplexity").any():
+        if not data["metric"].isin(PERPLEXITIES).any():
             axes = fig.get_subplot(i, 2)
             fig.add_annotation(text="perplexity<br>not measured", showarrow=False, xref="paper", yref="paper",
                                x=sum(axes.xaxis.domain) / 2, y=sum(axes.yaxis.domain) / 2,

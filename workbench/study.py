@@ -138,3 +138,48 @@ def bootstrap_intervals(runs: list[Run], out: Path, draws: int = 2000) -> pd.Dat
             rows.append(dict(zip(keys, key), metric=metric, mean=mean, low=low, high=high,
                              seeds=len(per_seed), questions=int(np.mean([len(s) for s in per_seed]))))
     return pd.DataFrame(rows)
+
+
+# -- what notebook 04 draws --------------------------------------------------------------------
+def fig4_results(table: pd.DataFrame) -> pd.DataFrame:
+    """Study 2's rows in the results schema of `paper_figures` (Figure 4's third row), with the
+    regime columns that `paper_figures.describe_regime` reads."""
+    rows = table[table["study"] == "multitask"].rename(columns={"score": "value"})
+    return rows.assign(preset=MULTITASK.preset, tokens=MULTITASK.tokens, decades=" ".join(map(str, MULTITASK.decades)),
+                       max_digits=MULTITASK.max_digits)[["encoding", "task", "metric", "value", "seed", "preset", "tokens",
+                                                         "decades", "max_digits", "input_tokens", "output_tokens"]]
+
+
+def precision_figure(intervals: pd.DataFrame):
+    """Study 1: score against the operands' significant digits, one line per encoding with its
+    95 % interval band; log-sMAPE (top) and exact match (bottom), multiplication and division."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+    from . import plots
+    from .paper_figures import ENCODING_NAMES
+    data = intervals[intervals["study"] == "precision"]
+    metrics = [("log_smape", "log-sMAPE"), ("exact_match", "exact match")]
+    fig = make_subplots(rows=2, cols=2, shared_xaxes=True, vertical_spacing=0.1, horizontal_spacing=0.08,
+                        subplot_titles=[f"{task}, {label}" for _, label in metrics for task in PRECISION_TASKS])
+    for i, (metric, label) in enumerate(metrics, start=1):
+        for j, task in enumerate(PRECISION_TASKS, start=1):
+            for encoding in ENCODINGS:
+                part = data[(data.task == task) & (data.metric == metric) & (data.encoding == encoding)].sort_values("digits")
+                if part.empty:
+                    continue
+                color = plots.ENCODING_COLORS[encoding]
+                fig.add_trace(go.Scatter(x=list(part.digits) + list(part.digits[::-1]), y=list(part.high) + list(part.low[::-1]),
+                                         mode="lines", fill="toself", fillcolor=color, opacity=0.18, line=dict(width=0),
+                                         hoverinfo="skip", showlegend=False, legendgroup=encoding), row=i, col=j)
+                fig.add_trace(go.Scatter(x=part.digits, y=part["mean"], mode="lines+markers", name=ENCODING_NAMES[encoding],
+                                         line=dict(color=color, width=2.5), legendgroup=encoding,
+                                         showlegend=i == 1 and j == 1), row=i, col=j)
+            fig.update_yaxes(range=[-0.02, 1.02], title_text=f"{label} (↑)" if j == 1 else None, row=i, col=j)
+    fig.update_xaxes(tickvals=list(DIGITS), title_text="significant digits per operand (d)", row=2)
+    fig.update_layout(width=1050, height=760, title=dict(
+        text="Study 1: where BitTokens separate from digit tokens as the operands get longer",
+        subtitle=dict(text=f"each encoding trained alone on one task (cpu-tiny, {PRECISION.tokens / 1e6:g}M tokens), "
+                           "operands 1…100 with at most d significant digits;<br>line: mean over "
+                           f"{len(PRECISION_SEEDS)} seeds, band: 95 % bootstrap interval (seeds, then 500 test questions each)")),
+        legend=dict(orientation="h", y=-0.12, x=0), margin=dict(t=150))
+    return fig
