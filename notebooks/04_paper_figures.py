@@ -22,10 +22,12 @@
 # * the authors' released files (per-sample frontier results, the 500-sample test sets) — when
 #   `official_data` points at their folder; then also the per-difficulty curves and Figure 8;
 # * our task generator (Figures 5-7);
-# * our training results (Figure 4) — `results_csv`, a CSV in the results schema of
-#   `workbench.paper_figures` (encoding, task, metric, value, seed): by default the published CPU
-#   tier (`results/cpu-tier.csv`, made by `python -m workbench.experiments cpu-tier`), or the
-#   `results.csv` of notebook 03, or None.
+# * our laptop-scale study (docs/study.md; `study_dir` holds `cpu-study.csv` and
+#   `cpu-study-intervals.csv`, made by `python -m workbench.experiments study`): Study 1's precision
+#   sweep, and Study 2 as the third row of Figure 4;
+# * or, for Figure 4's third row, `results_csv`: a CSV in the results schema of
+#   `workbench.paper_figures` (encoding, task, metric, value, seed), e.g. the `results.csv` of
+#   notebook 03.
 # * a folder of raw model answers (`answers_dir`): the authors' per-answer CSVs or our client's
 #   JSONL, rescored with the paper's rules and with a careful reading (Tables 1 and 2 side by side).
 #
@@ -33,7 +35,8 @@
 
 # %% tags=["parameters"]
 official_data: str | None = None  # folder of the released files, e.g. "../shared/data/official_bittokens"
-results_csv: str | None = "results/cpu-tier.csv"  # our runs (relative: from the repository root); None: none
+study_dir: str | None = "results"  # folder of cpu-study.csv and cpu-study-intervals.csv (from the repo root); None: skip
+results_csv: str | None = None  # Figure 4's third row from your own results CSV instead of the study's Study 2
 generator_samples = 2000  # questions per task drawn from our generator (Figures 5-7)
 bootstrap_draws = 200  # resamples per sample count (Figure 8)
 seed = 0  # seed of the generator's questions and of the bootstrap
@@ -50,7 +53,7 @@ from IPython.display import Markdown, display
 
 from workbench import experiments
 from workbench import paper_figures as pf
-from workbench import plots
+from workbench import plots, study
 from workbench.frontier import answer_folders
 from workbench.notebooks import ROOT
 from workbench.tasks import generate, numeric
@@ -60,7 +63,14 @@ os.chdir(ROOT)  # the repository root, as under the runner: relative paths mean 
 if not isinstance(generator_samples, int) or generator_samples < 1:
     raise ValueError(f"generator_samples must be a positive integer, got {generator_samples!r}")
 folder = pf.official_folder(official_data) if official_data is not None else None
-results = pf.read_results(results_csv) if results_csv is not None else None
+results, intervals, source = None, None, None
+if study_dir is not None:
+    study_table = pd.read_csv(Path(study_dir) / "cpu-study.csv")
+    study_intervals = pd.read_csv(Path(study_dir) / "cpu-study-intervals.csv")
+    results, source = study.fig4_results(study_table), "Study 2 of docs/study.md"
+    intervals = study_intervals[study_intervals.study == "multitask"]
+if results_csv is not None:
+    results, intervals, source = pf.read_results(results_csv), None, results_csv
 samples = pf.official_samples(folder) if folder is not None else None
 formats = tuple(figure_formats)
 
@@ -127,18 +137,40 @@ else:
 # ## Figure 4: number encodings
 #
 # The paper trained the same 117M model with each encoding on all tasks at once (Table 4) and on
-# each task alone (Table 7). "Subword" there is the triple-digit tokenizer. Our own runs appear as a
-# third row when `results_csv` is given: bars are the mean over seeds, error bars ± one standard
-# deviation; the row's title gives the regime from the CSV's columns `preset`, `tokens`, `decades`,
-# `max_digits` (or says they are missing), and its perplexity panel our perplexity on text, or
-# "not measured". Scores are log-sMAPE for arithmetic and exact-match accuracy for the list tasks,
+# each task alone (Table 7). "Subword" there is the triple-digit tokenizer. The third row is ours:
+# Study 2 of docs/study.md (the six tasks plus text at laptop scale; bars are the mean over three
+# seeds, error bars the 95 % bootstrap interval over seeds and test questions, perplexity ± std over
+# seeds), or the runs of `results_csv` (error bars ± one standard deviation). The row's title gives
+# the regime, and its perplexity panel our perplexity on held-out text, over all tokens and over the
+# text tokens only. Scores are log-sMAPE for arithmetic and exact-match accuracy for the list tasks,
 # both in [0, 1], higher is better. The table below ranks the encodings per task, best first, with
 # tokens per problem (Table 5).
 
 # %%
 if results is not None:
-    display(experiments.summarize(results).round(3))
-save(pf.methods_figure(results, source=results_csv), "04_fig4_methods")
+    display(experiments.summarize(results[~results.metric.isin(pf.PERPLEXITIES)]).round(3))
+save(pf.methods_figure(results, source=source, intervals=intervals), "04_fig4_methods")
+
+# %% [markdown]
+# ## The laptop-scale study (docs/study.md)
+#
+# Study 1: multiplication and division, each encoding trained alone, with operands of at most d
+# significant digits. Where do BitTokens and single digits separate (non-overlapping 95 %
+# intervals), and in which order do the five encodings come at each d?
+
+# %%
+if study_dir is None:
+    print("study_dir not given: no study to draw.")
+else:
+    display(save(study.precision_figure(study_intervals), "04_study_precision"))
+    separation = study.separation(study_intervals)
+    display(separation.round(3))
+    for task, first in study.first_difference(separation).items():
+        print(f"{task}: " + (f"BitTokens and single digit first differ at d = {first[0]} ({first[1]} ahead)"
+                             if first else "BitTokens and single digit never differ in d = 1 … 4"))
+    display(study.ordering(study_intervals))
+    display(study.ordering(study_intervals, "multitask", "log_smape"))
+    display(study.ordering(study_intervals, "multitask", "accuracy"))
 
 # %% [markdown]
 # ## Figures 5-7: the data set

@@ -53,3 +53,18 @@ def test_results_and_intervals_from_run_folders(tmp_path):
     assert intervals.loc[("bittokens", "log_smape"), "mean"] == pytest.approx(0.9)
     assert intervals.loc[("bittokens", "exact_match"), ["mean", "low", "high"]].tolist() == pytest.approx([0.5, 0.2, 0.8], abs=0.21)
     assert (intervals.seeds == 2).all() and (intervals.questions == 10).all()
+
+
+def test_separation_and_ordering_follow_the_intervals():
+    rows = []
+    for digits, (bt, sd) in {1: ((0.9, 0.85, 0.95), (0.92, 0.88, 0.96)), 2: ((0.6, 0.55, 0.65), (0.4, 0.35, 0.45)),
+                             3: ((0.2, 0.1, 0.3), (0.5, 0.4, 0.6))}.items():
+        for encoding, (mean, low, high) in (("bittokens", bt), ("single_digit", sd)):
+            rows.append(dict(study="precision", encoding=encoding, task="multiplication", digits=digits,
+                             metric="log_smape", mean=mean, low=low, high=high))
+    intervals = pd.DataFrame(rows)
+    sep = study.separation(intervals)
+    assert sep.ahead.tolist() == ["overlap", "bittokens", "single_digit"]
+    assert study.first_difference(sep) == {"multiplication": (2, "bittokens")}
+    order = study.ordering(intervals).set_index("digits").ordering
+    assert order[3] == "single_digit 0.50 [0.40, 0.60] > bittokens 0.20 [0.10, 0.30]"

@@ -183,3 +183,36 @@ def precision_figure(intervals: pd.DataFrame):
                            f"{len(PRECISION_SEEDS)} seeds, band: 95 % bootstrap interval (seeds, then 500 test questions each)")),
         legend=dict(orientation="h", y=-0.12, x=0), margin=dict(t=150))
     return fig
+
+
+# -- the pre-registered analysis ---------------------------------------------------------------
+def separation(intervals: pd.DataFrame, a: str = "bittokens", b: str = "single_digit",
+               metric: str = "log_smape") -> pd.DataFrame:
+    """Study 1, per task and d: the two encodings' means and 95 % intervals, and which is ahead when
+    the intervals do not overlap ("differ"), else "overlap"."""
+    part = intervals[(intervals.study == "precision") & (intervals.metric == metric)]
+    both = part[part.encoding == a].merge(part[part.encoding == b], on=["task", "digits"], suffixes=(f"_{a}", f"_{b}"))
+    ahead = np.where(both[f"low_{a}"] > both[f"high_{b}"], a, np.where(both[f"low_{b}"] > both[f"high_{a}"], b, "overlap"))
+    return both.assign(differ=ahead != "overlap", ahead=ahead)[
+        ["task", "digits", f"mean_{a}", f"low_{a}", f"high_{a}", f"mean_{b}", f"low_{b}", f"high_{b}", "differ", "ahead"]
+    ].sort_values(["task", "digits"]).reset_index(drop=True)
+
+
+def first_difference(sep: pd.DataFrame) -> dict:
+    """Per task: the smallest d at which the two encodings differ and which is ahead, or None."""
+    out = {}
+    for task, part in sep.groupby("task"):
+        differ = part[part.differ]
+        out[task] = None if differ.empty else (int(differ.digits.iloc[0]), differ.ahead.iloc[0])
+    return out
+
+
+def ordering(intervals: pd.DataFrame, study: str = "precision", metric: str = "log_smape") -> pd.DataFrame:
+    """Per task (and d): the encodings from best to worst as "name mean [low, high]"."""
+    part = intervals[(intervals.study == study) & (intervals.metric == metric)]
+    rows = []
+    for (task, digits), group in part.groupby(["task", "digits"]):
+        ranked = group.sort_values("mean", ascending=False)
+        rows.append(dict(task=task, digits=digits, ordering=" > ".join(
+            f"{r.encoding} {r.mean:.2f} [{r.low:.2f}, {r.high:.2f}]" for r in ranked.itertuples())))
+    return pd.DataFrame(rows)

@@ -54,16 +54,16 @@ class TrainConfig:
     encoding_options: dict = setting({}, "options of the encoding, e.g. combine=sum (see --help's list)")
     tasks: tuple[str, ...] = setting(("addition",), "tasks to train on, e.g. addition,division,text",
                                      choices=tasks.names)
-    preset: str = setting("cpu-small", "model size", choices=tuple(PRESETS))
-    tokens: float = setting(2e6, "training budget in tokens, all processes together (the paper: 1e10)")
-    batch_size: int = setting(16, "rows per process per step (the paper: 192 over all GPUs)")
+    preset: str = setting("cpu-tiny", "model size", choices=tuple(PRESETS))
+    tokens: float = setting(6e5, "training budget in tokens, all processes together (the paper: 1e10)")
+    batch_size: int = setting(8, "rows per process per step (the paper: 192 over all GPUs)")
     context: int | None = setting(None, "tokens per row (None: the preset's block size)")
     seed: int = setting(0, "seed of the data, the initialisation and the sampling")
     out: str = setting("runs/default", "run directory")
     overwrite: bool = setting(False, "replace a run already in the run directory")
-    decades: tuple[int, int] | None = setting(None, "operand magnitudes 10**LOW ... 10**(HIGH+1) (None: the "
+    decades: tuple[int, int] | None = setting((0, 1), "operand magnitudes 10**LOW ... 10**(HIGH+1) (None: the "
                                               "paper's -14 14)", metavar="LOW HIGH")
-    max_digits: int | None = setting(None, "significant digits per operand (None: the paper's 17)")
+    max_digits: int | None = setting(1, "significant digits per operand (None: the paper's 17)")
     text_source: str = setting(text_sources.DEFAULT, text_sources.HELP)
     list_sampling: str = setting("auto", "list elements' digits: A.2's (paper), the authors' resolved rule, or auto "
                                  "(paper at 17 digits, resolved below)", choices=("auto", "paper", "resolved"))
@@ -80,8 +80,8 @@ class TrainConfig:
                            "(the authors'; then 90/10 decimal/binary)", choices=ENDGAMES)
     endgame_share: float = setting(0.1, "share of the steps at the end spent on the decimal pool (endgame fixed)")
     pool_size: int = setting(20_000, "training questions generated per task")
-    val_samples: int = setting(64, "validation questions per task, answered every --eval-every steps")
-    test_samples: int = setting(500, "held-out test questions per task, answered at the end")
+    val_samples: int = setting(32, "validation questions per task, answered every --eval-every steps")
+    test_samples: int = setting(200, "held-out test questions per task, answered at the end")
     eval_every: int = setting(100, "steps between evaluations (balancer, curriculum, best checkpoint)")
     checkpoint_every: int = setting(100, "steps between checkpoints (--resume continues from the last)")
     curriculum: bool = setting(True, "difficulty curriculum of C.3 for the tasks A.3 names")
@@ -155,13 +155,15 @@ class TrainConfig:
                       **({"block_size": self.context} if self.context else {}))
 
 
-# Appendix C.1 as a training configuration: 117M model, 10B tokens, context 1024, batch 192
-# (24 rows on each of 8 GPUs: torchrun --nproc_per_node 8 ... --config paper), eval every 32 steps.
+# The defaults are the paper's recipe at a first-run scale (about a minute on a laptop: addition of
+# one-digit operands 1 ... 100, cpu-tiny, 600k tokens). Appendix C.1 as a training configuration:
+# 117M model, 10B tokens over the paper's operand range, context 1024, batch 192 (24 rows on each
+# of 8 GPUs: torchrun --nproc_per_node 8 ... --config paper), eval every 32 steps.
 CONFIGS = {
     "cpu": TrainConfig(),
     "paper": TrainConfig(preset="paper", tokens=1e10, batch_size=24, context=1024, pool_size=1_000_000,
-                         val_samples=256, test_samples=10_000, eval_every=32, checkpoint_every=1000,
-                         bf16=True, vocab_size=50_000),
+                         decades=None, max_digits=None, val_samples=256, test_samples=10_000, eval_every=32,
+                         checkpoint_every=1000, bf16=True, vocab_size=50_000),
 }
 
 
