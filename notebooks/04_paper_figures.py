@@ -173,6 +173,21 @@ else:
     display(study.ordering(study_intervals, "multitask", "accuracy"))
 
 # %% [markdown]
+# Exploratory, not pre-registered (docs/study.md, "Exploratory"): BitTokens trained without A.3's
+# binary pools, sampling the decimal pool by base-2 difficulty from the first step (the dashed line
+# above). Against single digit, against BitTokens with binary pools, and in Study 2's ordering:
+
+# %%
+if study_dir is not None and study_intervals.study.str.endswith(study.DECIMAL_POOL).any():
+    extended = study.exploratory_as_encoding(study_intervals)
+    display(study.separation(extended, a=study.VARIANT).round(3))
+    display(study.separation(extended, a=study.VARIANT, b="bittokens").round(3))
+    display(study.ordering(extended, "multitask", "log_smape"))
+    display(study.ordering(extended, "multitask", "accuracy"))
+else:
+    print("no exploratory runs in study_dir")
+
+# %% [markdown]
 # ## Figures 5-7: the data set
 #
 # Operand magnitudes of addition and multiplication questions drawn by our generator (train split):

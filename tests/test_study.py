@@ -1,4 +1,6 @@
 """The study's machinery: the pre-registered plan, the results table and the bootstrap intervals."""
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -20,6 +22,21 @@ def test_the_plan_is_the_pre_registered_one():
     # nothing but what each study varies differs from the recipe's defaults
     for r in runs:
         assert r.config.optim == study.PRECISION.optim and r.config.activation == "gelu_tanh"
+
+
+def test_the_exploratory_part_changes_only_the_binary_pool_and_joins_its_study_as_a_sixth_line():
+    runs = study.plan([study.DECIMAL_POOL])
+    assert len(runs) == 2 * 4 * 2 + 3 and {r.encoding for r in runs} == {"bittokens"}
+    twins = {(r.task, r.digits, r.seed): r for r in study.plan() if r.encoding == "bittokens"}
+    for r in runs:
+        twin = twins[(r.task, r.digits, r.seed)]
+        assert r.study == f"{twin.study}_{study.DECIMAL_POOL}" and r.name != twin.name
+        assert r.config == replace(twin.config, binary_pool=False) and twin.config.binary_pool
+    table = pd.DataFrame(dict(study=["precision", "precision_decimal_pool", "multitask_decimal_pool"],
+                              encoding=["bittokens"] * 3, score=[0.1, 0.2, 0.3]))
+    moved = study.exploratory_as_encoding(table)
+    assert moved.study.tolist() == ["precision", "precision", "multitask"]
+    assert moved.encoding.tolist() == ["bittokens", study.VARIANT, study.VARIANT]
 
 
 def test_hierarchical_bootstrap_centres_on_the_mean_and_covers_it():

@@ -1,17 +1,20 @@
 """The laptop-scale study of docs/study.md: where does the BitTokens advantage appear?
 
     python -m workbench.experiments study [--jobs 2] [--out runs/study]
+    python -m workbench.experiments study --studies decimal_pool     # the exploratory part
 
 Study 1 (precision): multiplication and division, each encoding trained alone, operands of at most
 d significant digits, d in DIGITS; Study 2 (multi-task): the six comparison and single-step tasks
 plus text, every encoding, three seeds. Every run uses the recipe's defaults (docs/fidelity.md) and
-differs from the others only in what its study varies. Runs go to OUT/<run name>; a finished run is
+differs from the others only in what its study varies. A third part, "decimal_pool", is exploratory
+(added after the pre-registered runs, docs/study.md): BitTokens without A.3's binary pools on both
+studies' grids, to test whether the binary-pool phase explains BitTokens' scores. Runs go to OUT/<run name>; a finished run is
 not trained again, so an interrupted study resumes; `--jobs` runs train side by side, one thread each.
 
 Results: OUT/cpu-study.csv, one row per run, task and metric (study, encoding, task, digits, seed,
 metric, score, input_tokens, output_tokens, train_seconds; perplexity rows for text), and
 OUT/cpu-study-intervals.csv, the mean and its 95 % bootstrap interval per point (resampling the
-seeds, then the test questions within each seed).
+seeds, then the test questions within each seed); both hold every finished run of every part.
 """
 from __future__ import annotations
 
@@ -34,6 +37,10 @@ DIGITS = (1, 2, 3, 4)
 PRECISION_TASKS = ("multiplication", "division")
 PRECISION_SEEDS = (0, 1)
 MULTITASK_SEEDS = (0, 1, 2)
+PREREGISTERED = ("precision", "multitask")
+DECIMAL_POOL = "decimal_pool"  # exploratory: BitTokens sample the decimal pool from the start
+PARTS = PREREGISTERED + (DECIMAL_POOL,)
+VARIANT = "bittokens_decimal_pool"  # the exploratory runs drawn as a sixth encoding of their study
 # The shared small scale: cpu-tiny, batch 8 x 128, operands of magnitude 1 ... 100.
 COMMON = dict(preset="cpu-tiny", batch_size=8, decades=(0, 1), pool_size=20_000, test_samples=500,
               eval_every=100, checkpoint_every=100, threads=1)
@@ -56,7 +63,7 @@ class Run:
         return f"{self.study}-{self.task}-d{self.digits}-{self.encoding}-seed{self.seed}"
 
 
-def plan(which=("precision", "multitask")) -> list[Run]:
+def plan(which=PREREGISTERED) -> list[Run]:
     runs = []
     if "precision" in which:
         runs += [Run("precision", e, t, d, s, replace(PRECISION, encoding=e, tasks=(t,), max_digits=d, seed=s))
@@ -64,6 +71,12 @@ def plan(which=("precision", "multitask")) -> list[Run]:
     if "multitask" in which:
         runs += [Run("multitask", e, "multitask", MULTITASK.max_digits, s, replace(MULTITASK, encoding=e, seed=s))
                  for e in ENCODINGS for s in MULTITASK_SEEDS]
+    if DECIMAL_POOL in which:
+        solo = replace(PRECISION, encoding="bittokens", binary_pool=False)
+        runs += [Run(f"precision_{DECIMAL_POOL}", "bittokens", t, d, s, replace(solo, tasks=(t,), max_digits=d, seed=s))
+                 for t in PRECISION_TASKS for d in DIGITS for s in PRECISION_SEEDS]
+        runs += [Run(f"multitask_{DECIMAL_POOL}", "bittokens", "multitask", MULTITASK.max_digits, s,
+                     replace(MULTITASK, encoding="bittokens", binary_pool=False, seed=s)) for s in MULTITASK_SEEDS]
     return runs
 
 
@@ -73,17 +86,19 @@ def _train(run: Run, out: Path) -> str:
     return run.name
 
 
-def run_study(which=("precision", "multitask"), out="runs/study", jobs: int = 2) -> pd.DataFrame:
-    """Train every run not finished yet (`jobs` at a time), then write and return the results."""
+def run_study(which=PREREGISTERED, out="runs/study", jobs: int = 2) -> pd.DataFrame:
+    """Train every run of `which` not finished yet (`jobs` at a time), then write and return the
+    results of every finished run of every part."""
     out = Path(out)
     todo = [r for r in plan(which) if not (out / r.name / "test_summary.csv").exists()]
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
         futures = [pool.submit(_train, r, out) for r in todo]
         for future in tqdm(as_completed(futures), total=len(futures), desc="study"):
             future.result()  # a failed run stops the study with its error
-    results = collect(plan(which), out)
+    finished = [r for r in plan(PARTS) if (out / r.name / "test_summary.csv").exists()]
+    results = collect(finished, out)
     write_atomic(out / "cpu-study.csv", lambda tmp: results.to_csv(tmp, index=False))
-    intervals = bootstrap_intervals(plan(which), out)
+    intervals = bootstrap_intervals(finished, out)
     write_atomic(out / "cpu-study-intervals.csv", lambda tmp: intervals.to_csv(tmp, index=False))
     return results
 
@@ -140,6 +155,14 @@ def bootstrap_intervals(runs: list[Run], out: Path, draws: int = 2000) -> pd.Dat
     return pd.DataFrame(rows)
 
 
+def exploratory_as_encoding(table: pd.DataFrame) -> pd.DataFrame:
+    """Results or intervals with the exploratory rows moved into the study they extend, as the
+    encoding VARIANT, so the analysis and the figure treat them as a sixth line."""
+    extra = table.study.str.endswith(f"_{DECIMAL_POOL}")
+    moved = table[extra].assign(study=table.study[extra].str.removesuffix(f"_{DECIMAL_POOL}"), encoding=VARIANT)
+    return pd.concat([table[~extra], moved], ignore_index=True)
+
+
 # -- what notebook 04 draws --------------------------------------------------------------------
 def fig4_results(table: pd.DataFrame) -> pd.DataFrame:
     """Study 2's rows in the results schema of `paper_figures` (Figure 4's third row), with the
@@ -157,30 +180,34 @@ def precision_figure(intervals: pd.DataFrame):
     from plotly.subplots import make_subplots
     from . import plots
     from .paper_figures import ENCODING_NAMES
-    data = intervals[intervals["study"] == "precision"]
+    data = exploratory_as_encoding(intervals)
+    data = data[data["study"] == "precision"]
+    names = dict(ENCODING_NAMES, **{VARIANT: "BitTokens, decimal pool (exploratory)"})
     metrics = [("log_smape", "log-sMAPE"), ("exact_match", "exact match")]
     fig = make_subplots(rows=2, cols=2, shared_xaxes=True, vertical_spacing=0.1, horizontal_spacing=0.08,
                         subplot_titles=[f"{task}, {label}" for _, label in metrics for task in PRECISION_TASKS])
     for i, (metric, label) in enumerate(metrics, start=1):
         for j, task in enumerate(PRECISION_TASKS, start=1):
-            for encoding in ENCODINGS:
+            for encoding in ENCODINGS + (VARIANT,):
                 part = data[(data.task == task) & (data.metric == metric) & (data.encoding == encoding)].sort_values("digits")
                 if part.empty:
                     continue
-                color = plots.ENCODING_COLORS[encoding]
+                color = plots.ENCODING_COLORS["bittokens" if encoding == VARIANT else encoding]
                 fig.add_trace(go.Scatter(x=list(part.digits) + list(part.digits[::-1]), y=list(part.high) + list(part.low[::-1]),
                                          mode="lines", fill="toself", fillcolor=color, opacity=0.18, line=dict(width=0),
                                          hoverinfo="skip", showlegend=False, legendgroup=encoding), row=i, col=j)
-                fig.add_trace(go.Scatter(x=part.digits, y=part["mean"], mode="lines+markers", name=ENCODING_NAMES[encoding],
-                                         line=dict(color=color, width=2.5), legendgroup=encoding,
+                fig.add_trace(go.Scatter(x=part.digits, y=part["mean"], mode="lines+markers", name=names[encoding],
+                                         line=dict(color=color, width=2.5, dash="dash" if encoding == VARIANT else None),
+                                         legendgroup=encoding,
                                          showlegend=i == 1 and j == 1), row=i, col=j)
             fig.update_yaxes(range=[-0.02, 1.02], title_text=f"{label} (↑)" if j == 1 else None, row=i, col=j)
     fig.update_xaxes(tickvals=list(DIGITS), title_text="significant digits per operand (d)", row=2)
     fig.update_layout(width=1050, height=760, title=dict(
-        text="Study 1: where BitTokens separate from digit tokens as the operands get longer",
+        text="Study 1: score against operand precision, each encoding trained alone",
         subtitle=dict(text=f"each encoding trained alone on one task (cpu-tiny, {PRECISION.tokens / 1e6:g}M tokens), "
                            "operands 1…100 with at most d significant digits;<br>line: mean over "
-                           f"{len(PRECISION_SEEDS)} seeds, band: 95 % bootstrap interval (seeds, then 500 test questions each)")),
+                           f"{len(PRECISION_SEEDS)} seeds, band: 95 % bootstrap interval (seeds, then 500 test questions each)"
+                           + ("; dashed: exploratory, not pre-registered" if (data.encoding == VARIANT).any() else ""))),
         legend=dict(orientation="h", y=-0.12, x=0), margin=dict(t=150))
     return fig
 
