@@ -65,8 +65,7 @@ if not isinstance(generator_samples, int) or generator_samples < 1:
 folder = pf.official_folder(official_data) if official_data is not None else None
 results, intervals, source = None, None, None
 if study_dir is not None:
-    study_table = pd.read_csv(Path(study_dir) / "cpu-study.csv")
-    study_intervals = pd.read_csv(Path(study_dir) / "cpu-study-intervals.csv")
+    study_table, study_intervals = study.read_study(study_dir)
     results, source = study.fig4_results(study_table), "Study 2 of docs/study.md"
     intervals = study_intervals[study_intervals.study == "multitask"]
 if results_csv is not None:

@@ -66,7 +66,7 @@ def test_desiderata_notebook_verdicts(tmp_path):
 @pytest.mark.slow
 def test_training_notebook_results_are_the_test_answers_scored(tmp_path):
     out = tmp_path / "run"
-    run("03_training", tmp_path, tasks="addition,minmax", tokens=2e4, eval_every=5, val_samples=8,
+    run("03_training", tmp_path, tasks="addition,minmax", tokens=1e4, eval_every=5, val_samples=8,
         test_samples=16, out_dir=str(out))
     summary = pd.read_csv(out / "test_summary.csv").set_index("task")
     samples = pd.read_csv(out / "test_samples.csv", dtype=str, keep_default_na=False)
@@ -94,7 +94,7 @@ def test_training_notebook_results_are_the_test_answers_scored(tmp_path):
     assert results[("addition", "exact_match")] == pytest.approx(summary.loc["addition", "exact"])
     assert results[("minmax", "accuracy")] == pytest.approx(summary.loc["minmax", "score"])
     steps, evals = load_metrics(out)
-    assert len(steps) == 10 and evals["step"].tolist() == [5, 10]  # 10 steps of 16 x 128 tokens, evaluated every 5
+    assert len(steps) == 10 and evals["step"].tolist() == [5, 10]  # 10 steps of 8 x 128 tokens, evaluated every 5
     assert (evals["ratio/addition"] + evals["ratio/minmax"]).tolist() == pytest.approx([1, 1])
 
 

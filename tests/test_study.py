@@ -71,6 +71,13 @@ def test_results_and_intervals_from_run_folders(tmp_path):
     assert intervals.loc[("bittokens", "exact_match"), ["mean", "low", "high"]].tolist() == pytest.approx([0.5, 0.2, 0.8], abs=0.21)
     assert (intervals.seeds == 2).all() and (intervals.questions == 10).all()
 
+    # run_study with nothing left to train writes both tables of the finished runs; read_study reads them
+    with pytest.raises(ValueError, match="holds no cpu-study.csv or cpu-study-intervals.csv"):
+        study.read_study(tmp_path)
+    written = study.run_study(which=(), out=tmp_path, jobs=1)
+    read, read_intervals = study.read_study(tmp_path)
+    assert read.score.tolist() == pytest.approx(written.score.tolist()) and len(read_intervals) == 4
+
 
 def test_separation_and_ordering_follow_the_intervals():
     rows = []

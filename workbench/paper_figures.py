@@ -327,7 +327,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def read_results(path) -> pd.DataFrame:
     """Read and validate a results CSV; extra columns (tokens per problem, seconds) are kept.
     A relative path not found from the working directory is looked up from the repository root,
-    so "results/cpu-tier.csv" works from notebooks/ too."""
+    so "results/my-run.csv" works from notebooks/ too."""
     path = Path(path).expanduser()
     if not path.is_absolute() and not path.exists():
         path = ROOT / path
@@ -379,7 +379,9 @@ def _regime_part(column: str, value) -> str:
             return "the paper's full operand range"
         bounds = [int(b) for b in re.findall(r"-?\d+", str(value))]
         return (f"operands 10<sup>{bounds[0]}</sup> … 10<sup>{bounds[1] + 1}</sup>" if len(bounds) == 2 else f"decades {value}")
-    return "all significant digits" if value is None else f"≤ {int(float(value))} significant digits"
+    if value is None:
+        return "all significant digits"
+    return f"≤ {int(float(value))} significant digit{'s' if int(float(value)) != 1 else ''}"
 
 
 def describe_regime(results: pd.DataFrame) -> str:
@@ -401,8 +403,8 @@ def _our_scores(results: pd.DataFrame, intervals: pd.DataFrame | None = None) ->
     ours = ours[ours["metric"] != "exact_match"]
     agg = (ours.groupby(["task", "encoding", "metric"])["value"].agg(value="mean", std="std", seeds="size")
            .reset_index())
-    agg["row"] = agg["task"].map(ROW_OF_TASK).fillna(agg["task"].map(lambda t: TASK_LABELS.get(t, "text (ours)")))
-    agg.loc[agg["metric"] == "perplexity_text", "row"] = "text only (ours)"
+    agg["row"] = agg["task"].map(ROW_OF_TASK).fillna(agg["task"].map(lambda t: TASK_LABELS.get(t, "text")))
+    agg.loc[agg["metric"] == "perplexity_text", "row"] = "text only"
     low, high = agg["seeds"].min(), agg["seeds"].max()
     seeds = f"{low}" if low == high else f"{low}–{high}"
     bars = ("one seed, no error bars" if high == 1 else f"bars: mean, error bars: ± std over {seeds} seeds")
@@ -451,7 +453,7 @@ def methods_figure(results: pd.DataFrame | None = None, source: str | None = Non
     if results is not None:
         ours, bars = _our_scores(results, intervals)
         title = (f"This workbench{f' ({source})' if source else ''}<br>"
-                 f"<span style='font-size:15px'>{describe_regime(results)}; {bars}</span>")
+                 f"<span style='font-size:15px'>{describe_regime(results)}<br>{bars}</span>")
         panels.append((title, ours))
     fig = make_subplots(rows=len(panels), cols=2, column_widths=[0.8, 0.2], vertical_spacing=0.12,
                         horizontal_spacing=0.07, subplot_titles=[t for title, _ in panels for t in (title, "")])

@@ -103,6 +103,17 @@ def run_study(which=PREREGISTERED, out="runs/study", jobs: int = 2) -> pd.DataFr
     return results
 
 
+def read_study(folder) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The results table and the intervals table that `run_study` wrote into `folder`."""
+    folder = Path(folder).expanduser()
+    paths = [folder / "cpu-study.csv", folder / "cpu-study-intervals.csv"]
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        raise ValueError(f"study folder {str(folder)!r} holds no {' or '.join(missing)} "
+                         f"(made by: python -m workbench.experiments study --out {folder})")
+    return pd.read_csv(paths[0]), pd.read_csv(paths[1])
+
+
 def collect(runs: list[Run], out: Path) -> pd.DataFrame:
     """One row per run, task and metric, from each run's test_summary.csv."""
     rows = []
@@ -204,7 +215,7 @@ def precision_figure(intervals: pd.DataFrame):
     fig.update_xaxes(tickvals=list(DIGITS), title_text="significant digits per operand (d)", row=2)
     fig.update_layout(width=1050, height=760, title=dict(
         text="Study 1: score against operand precision, each encoding trained alone",
-        subtitle=dict(text=f"each encoding trained alone on one task (cpu-tiny, {PRECISION.tokens / 1e6:g}M tokens), "
+        subtitle=dict(text=f"cpu-tiny model, {PRECISION.tokens / 1e6:g}M tokens per run, "
                            "operands 1…100 with at most d significant digits;<br>line: mean over "
                            f"{len(PRECISION_SEEDS)} seeds, band: 95 % bootstrap interval (seeds, then 500 test questions each)"
                            + ("; dashed: exploratory, not pre-registered" if (data.encoding == VARIANT).any() else ""))),
