@@ -381,7 +381,8 @@ def _regime_part(column: str, value) -> str:
         return (f"operands 10<sup>{bounds[0]}</sup> … 10<sup>{bounds[1] + 1}</sup>" if len(bounds) == 2 else f"decades {value}")
     if value is None:
         return "all significant digits"
-    return f"≤ {int(float(value))} significant digit{'s' if int(float(value)) != 1 else ''}"
+    digits = int(float(value))
+    return f"≤ {digits} significant digit{'s' if digits != 1 else ''}"
 
 
 def describe_regime(results: pd.DataFrame) -> str:

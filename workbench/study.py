@@ -41,6 +41,7 @@ PREREGISTERED = ("precision", "multitask")
 DECIMAL_POOL = "decimal_pool"  # exploratory: BitTokens sample the decimal pool from the start
 PARTS = PREREGISTERED + (DECIMAL_POOL,)
 VARIANT = "bittokens_decimal_pool"  # the exploratory runs drawn as a sixth encoding of their study
+RESULTS_FILE, INTERVALS_FILE = "cpu-study.csv", "cpu-study-intervals.csv"  # what run_study writes into OUT
 # The shared small scale: cpu-tiny, batch 8 x 128, operands of magnitude 1 ... 100.
 COMMON = dict(preset="cpu-tiny", batch_size=8, decades=(0, 1), pool_size=20_000, test_samples=500,
               eval_every=100, checkpoint_every=100, threads=1)
@@ -86,27 +87,32 @@ def _train(run: Run, out: Path) -> str:
     return run.name
 
 
+def _finished(run: Run, out: Path) -> bool:
+    """A run is finished once its test summary is written (the last thing training writes)."""
+    return (out / run.name / "test_summary.csv").exists()
+
+
 def run_study(which=PREREGISTERED, out="runs/study", jobs: int = 2) -> pd.DataFrame:
     """Train every run of `which` not finished yet (`jobs` at a time), then write and return the
     results of every finished run of every part."""
     out = Path(out)
-    todo = [r for r in plan(which) if not (out / r.name / "test_summary.csv").exists()]
+    todo = [r for r in plan(which) if not _finished(r, out)]
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
         futures = [pool.submit(_train, r, out) for r in todo]
         for future in tqdm(as_completed(futures), total=len(futures), desc="study"):
             future.result()  # a failed run stops the study with its error
-    finished = [r for r in plan(PARTS) if (out / r.name / "test_summary.csv").exists()]
+    finished = [r for r in plan(PARTS) if _finished(r, out)]
     results = collect(finished, out)
-    write_atomic(out / "cpu-study.csv", lambda tmp: results.to_csv(tmp, index=False))
+    write_atomic(out / RESULTS_FILE, lambda tmp: results.to_csv(tmp, index=False))
     intervals = bootstrap_intervals(finished, out)
-    write_atomic(out / "cpu-study-intervals.csv", lambda tmp: intervals.to_csv(tmp, index=False))
+    write_atomic(out / INTERVALS_FILE, lambda tmp: intervals.to_csv(tmp, index=False))
     return results
 
 
 def read_study(folder) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The results table and the intervals table that `run_study` wrote into `folder`."""
     folder = Path(folder).expanduser()
-    paths = [folder / "cpu-study.csv", folder / "cpu-study-intervals.csv"]
+    paths = [folder / RESULTS_FILE, folder / INTERVALS_FILE]
     missing = [p.name for p in paths if not p.is_file()]
     if missing:
         raise ValueError(f"study folder {str(folder)!r} holds no {' or '.join(missing)} "
@@ -217,7 +223,8 @@ def precision_figure(intervals: pd.DataFrame):
         text="Study 1: score against operand precision, each encoding trained alone",
         subtitle=dict(text=f"cpu-tiny model, {PRECISION.tokens / 1e6:g}M tokens per run, "
                            "operands 1…100 with at most d significant digits;<br>line: mean over "
-                           f"{len(PRECISION_SEEDS)} seeds, band: 95 % bootstrap interval (seeds, then 500 test questions each)"
+                           f"{len(PRECISION_SEEDS)} seeds, band: 95 % bootstrap interval (seeds, then "
+                           f"{PRECISION.test_samples} test questions each)"
                            + ("; dashed: exploratory, not pre-registered" if (data.encoding == VARIANT).any() else ""))),
         legend=dict(orientation="h", y=-0.12, x=0), margin=dict(t=150))
     return fig
