@@ -247,3 +247,31 @@ def test_token_shares_give_each_task_its_ratio_of_the_tokens():
     assert train._task_counts(run) == {"addition": 150, "text": 5}  # 1500 tokens each
     run.cfg.balance_unit = "samples"
     assert train._task_counts(run) == {"addition": 50, "text": 50}
+
+
+@pytest.mark.parametrize("with_text", [True, False])
+def test_the_checkpoint_choice_counts_text_unless_switched_off(tmp_path, with_text):
+    """Eq. 15 over addition and text's score (the authors'), or over addition alone
+    (--no-select-with-text): each rule picks another round's weights."""
+    addition = [0.1, 0.1, 0.9, 0.5, 0.6]
+    text_ppl = [400.0, 400.0, 340.0, 200.0, 270.0]  # text_score 0.05, 0.20, 0.10 in the eligible rounds
+    text = [math.exp((40 - p) / 100) for p in text_ppl]
+    harmonic = [statistics.harmonic_mean([a + 1e-6, t + 1e-6]) for a, t in zip(addition, text)]
+    expected = max(range(LR_WARMUP_STEPS, len(addition)), key=(harmonic if with_text else addition).__getitem__)
+    assert expected == (3 if with_text else 2)
+    ppl_calls = []
+
+    def fake_perplexity(model, tok, texts, progress=True, **kwargs):
+        ppl = text_ppl[len(ppl_calls)] if len(ppl_calls) < len(text_ppl) else 100.0
+        ppl_calls.append(ppl)
+        return {"ppl_all": ppl, "ppl_text": ppl}
+    cfg = TrainConfig(**dict(RUN, tasks=("addition", "text"), select_with_text=with_text), out=str(tmp_path / "run"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(workbench.train, "perplexity", fake_perplexity)
+        _, evals, calls, _, _ = traced_run(cfg, lambda k, task, frame: addition[k] if k < len(addition) else 0.5)
+    assert [row["score/text"] for row in evals] == pytest.approx(text, rel=1e-12)
+    chosen = harmonic if with_text else [a + 1e-6 for a in addition]  # eq. 15 over one task: its score
+    assert [row["harmonic_mean"] for row in evals] == pytest.approx(chosen, rel=1e-9)
+    final = calls[-1][2]
+    same = [k for k, (_, _, weights) in enumerate(calls[:-1]) if all(torch.equal(final[n], w) for n, w in weights.items())]
+    assert same == [expected]

@@ -39,6 +39,20 @@ def test_the_exploratory_part_changes_only_the_binary_pool_and_joins_its_study_a
     assert moved.encoding.tolist() == ["bittokens", study.VARIANT, study.VARIANT]
 
 
+def test_study_2b_is_study_2_with_the_checkpoint_chosen_without_text():
+    runs = study.plan([study.NUMERIC_CHECKPOINT])
+    twins = {(r.encoding, r.seed): r for r in study.plan() if r.study == "multitask"}
+    assert len(runs) == len(twins) == 5 * 3
+    for r in runs:
+        twin = twins[(r.encoding, r.seed)]
+        assert r.study == study.NUMERIC_CHECKPOINT and r.name != twin.name
+        assert r.config == replace(twin.config, select_with_text=False) and twin.config.select_with_text
+    table = pd.DataFrame(dict(study=["multitask", study.NUMERIC_CHECKPOINT], encoding="fone", task="addition",
+                              metric="log_smape", score=[0.5, 0.9], seed=0, input_tokens=5.0, output_tokens=2.0))
+    assert study.fig4_results(table, study.NUMERIC_CHECKPOINT).value.tolist() == [0.9]
+    assert study.fig4_results(table).value.tolist() == [0.5]
+
+
 def test_hierarchical_bootstrap_centres_on_the_mean_and_covers_it():
     rng = np.random.default_rng(0)
     per_seed = [rng.binomial(1, 0.6, 500).astype(float), rng.binomial(1, 0.7, 500).astype(float)]

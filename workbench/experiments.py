@@ -131,7 +131,8 @@ def main(argv=None):
                         choices=sorted(ablations.TABLES), help="ablation tables to run")
     parser.add_argument("--smoke", action="store_true", help="ablations: a few steps per run, to check they run")
     parser.add_argument("--studies", nargs="+", default=list(study.PREREGISTERED), choices=study.PARTS,
-                        help="study: which parts (decimal_pool: the exploratory BitTokens runs without binary pools)")
+                        help="study: which parts (decimal_pool: the exploratory BitTokens runs without binary pools; "
+                             "multitask_numeric: Study 2b, the checkpoint chosen without text's score)")
     parser.add_argument("--jobs", type=int, default=2, help="study: runs trained side by side (one thread each)")
     parser.add_argument("--out", default=None, help="folder of the runs and results.csv (default: runs/PROTOCOL)")
     args = parser.parse_args(argv)

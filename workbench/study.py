@@ -2,14 +2,18 @@
 
     python -m workbench.experiments study [--jobs 2] [--out runs/study]
     python -m workbench.experiments study --studies decimal_pool     # the exploratory part
+    python -m workbench.experiments study --studies multitask_numeric  # Study 2b
 
 Study 1 (precision): multiplication and division, each encoding trained alone, operands of at most
 d significant digits, d in DIGITS; Study 2 (multi-task): the six comparison and single-step tasks
 plus text, every encoding, three seeds. Every run uses the recipe's defaults (docs/fidelity.md) and
 differs from the others only in what its study varies. A third part, "decimal_pool", is exploratory
 (added after the pre-registered runs, docs/study.md): BitTokens without A.3's binary pools on both
-studies' grids, to test whether the binary-pool phase explains BitTokens' scores. Runs go to OUT/<run name>; a finished run is
-not trained again, so an interrupted study resumes; `--jobs` runs train side by side, one thread each.
+studies' grids, to test whether the binary-pool phase explains BitTokens' scores. A fourth,
+"multitask_numeric" (Study 2b, registered after Study 2's results), repeats Study 2 with the best
+checkpoint chosen by the numeric tasks' harmonic mean alone (`--no-select-with-text`). Runs go to
+OUT/<run name>; a finished run is not trained again, so an interrupted study resumes; `--jobs` runs
+train side by side, one thread each.
 
 Results: OUT/cpu-study.csv, one row per run, task and metric (study, encoding, task, digits, seed,
 metric, score, input_tokens, output_tokens, train_seconds; perplexity rows for text), and
@@ -39,7 +43,8 @@ PRECISION_SEEDS = (0, 1)
 MULTITASK_SEEDS = (0, 1, 2)
 PREREGISTERED = ("precision", "multitask")
 DECIMAL_POOL = "decimal_pool"  # exploratory: BitTokens sample the decimal pool from the start
-PARTS = PREREGISTERED + (DECIMAL_POOL,)
+NUMERIC_CHECKPOINT = "multitask_numeric"  # Study 2b: Study 2 with the checkpoint chosen by the numeric tasks
+PARTS = PREREGISTERED + (DECIMAL_POOL, NUMERIC_CHECKPOINT)
 VARIANT = "bittokens_decimal_pool"  # the exploratory runs drawn as a sixth encoding of their study
 RESULTS_FILE, INTERVALS_FILE = "cpu-study.csv", "cpu-study-intervals.csv"  # what run_study writes into OUT
 # The shared small scale: cpu-tiny, batch 8 x 128, operands of magnitude 1 ... 100.
@@ -78,6 +83,10 @@ def plan(which=PREREGISTERED) -> list[Run]:
                  for t in PRECISION_TASKS for d in DIGITS for s in PRECISION_SEEDS]
         runs += [Run(f"multitask_{DECIMAL_POOL}", "bittokens", "multitask", MULTITASK.max_digits, s,
                      replace(MULTITASK, encoding="bittokens", binary_pool=False, seed=s)) for s in MULTITASK_SEEDS]
+    if NUMERIC_CHECKPOINT in which:
+        runs += [Run(NUMERIC_CHECKPOINT, e, "multitask", MULTITASK.max_digits, s,
+                     replace(MULTITASK, encoding=e, seed=s, select_with_text=False))
+                 for e in ENCODINGS for s in MULTITASK_SEEDS]
     return runs
 
 
@@ -181,10 +190,10 @@ def exploratory_as_encoding(table: pd.DataFrame) -> pd.DataFrame:
 
 
 # -- what notebook 04 draws --------------------------------------------------------------------
-def fig4_results(table: pd.DataFrame) -> pd.DataFrame:
-    """Study 2's rows in the results schema of `paper_figures` (Figure 4's third row), with the
-    regime columns that `paper_figures.describe_regime` reads."""
-    rows = table[table["study"] == "multitask"].rename(columns={"score": "value"})
+def fig4_results(table: pd.DataFrame, part: str = "multitask") -> pd.DataFrame:
+    """A multi-task part's rows (Study 2 or 2b) in the results schema of `paper_figures` (Figure
+    4's third row), with the regime columns that `paper_figures.describe_regime` reads."""
+    rows = table[table["study"] == part].rename(columns={"score": "value"})
     return rows.assign(preset=MULTITASK.preset, tokens=MULTITASK.tokens, decades=" ".join(map(str, MULTITASK.decades)),
                        max_digits=MULTITASK.max_digits)[["encoding", "task", "metric", "value", "seed", "preset", "tokens",
                                                          "decades", "max_digits", "input_tokens", "output_tokens"]]

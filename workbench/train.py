@@ -99,6 +99,9 @@ class TrainConfig:
     max_answer_tokens: int = setting(0, "generation cap at evaluation; 0: the longest reference answer of the "
                                      "batch plus <|eos|> (the authors')")
     select_after_warmup: bool = setting(True, "choose the best checkpoint only after the lr warm-up (the authors')")
+    select_with_text: bool = setting(True, "count text's score in eq. 15's checkpoint choice (the authors'); off: "
+                                     "the numeric tasks alone, for models far above text_score's reference "
+                                     "perplexity of 40, where text's score would decide alone")
     activation: str = setting("gelu_tanh", "MLP activation: GPT-2's tanh GELU (the authors'), exact GELU or "
                               "modded nanoGPT's ReLU^2", choices=tuple(ACTIVATIONS))
     bias: bool = setting(True, "biases in the attention and MLP layers (GPT-2's)")
@@ -293,7 +296,8 @@ def _sampler(cfg: TrainConfig, encoding, tok: Tokenizer, pools: dict, total_step
 
 def evaluate_and_adapt(run: Run, step: int, lr: float, loss: float) -> dict:
     """Answer the validation questions; feed the scores to the balancer and the curricula; keep
-    the best weights by the harmonic mean of the scores (eq. 15). Returns the evaluation row."""
+    the best weights by the harmonic mean of the scores (eq. 15; text's left out with
+    --no-select-with-text). Returns the evaluation row."""
     questions = {t: frame for t, frame in run.val.items() if tasks.get(t).score is not None}
     answers = evaluate(run.model, run.tok, questions, run.cfg.max_answer_tokens or None) if questions else None
     scores = summarize(answers).set_index("task")["score"].to_dict() if questions else {}
@@ -309,7 +313,8 @@ def evaluate_and_adapt(run: Run, step: int, lr: float, loss: float) -> dict:
         per_level = pd.Series(scored["score"].to_numpy()).groupby(frame[column].to_numpy()).mean()
         curriculum = run.sampler.curricula[task]
         curriculum.update(per_level[per_level.index <= curriculum.max_difficulty].to_dict(), step + 1, lr)
-    mean = metrics.generalized_mean(scores.values(), run.cfg.balance_lambda) if scores else -loss
+    chosen = scores if run.cfg.select_with_text else {t: s for t, s in scores.items() if t in questions}
+    mean = metrics.generalized_mean(chosen.values(), run.cfg.balance_lambda) if chosen else -loss
     eligible = not run.cfg.select_after_warmup or step + 1 > run.warmup_steps or step + 1 == run.total_steps
     if eligible and (mean > run.state["best"] or not (run.out / "best.pt").exists()):
         run.state["best"] = mean
