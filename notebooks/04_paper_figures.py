@@ -24,7 +24,7 @@
 # * our task generator (Figures 5-7);
 # * our laptop-scale study (docs/study.md; `study_dir` holds `cpu-study.csv` and
 #   `cpu-study-intervals.csv`, made by `python -m workbench.experiments study`): Study 1's precision
-#   sweep, and Study 2 as the third row of Figure 4;
+#   sweep, and Study 2 or 2b as the third row of Figure 4;
 # * or, for Figure 4's third row, `results_csv`: a CSV in the results schema of
 #   `workbench.paper_figures` (encoding, task, metric, value, seed), e.g. the `results.csv` of
 #   notebook 03.
@@ -36,7 +36,8 @@
 # %% tags=["parameters"]
 official_data: str | None = None  # folder of the released files, e.g. "../shared/data/official_bittokens"
 study_dir: str | None = "results"  # folder of cpu-study.csv and cpu-study-intervals.csv (from the repo root); None: skip
-results_csv: str | None = None  # Figure 4's third row from your own results CSV instead of the study's Study 2
+fig4_part: str = "multitask_numeric"  # Figure 4's third row: Study 2b ("multitask_numeric") or Study 2 ("multitask")
+results_csv: str | None = None  # Figure 4's third row from your own results CSV instead of the study's
 generator_samples = 2000  # questions per task drawn from our generator (Figures 5-7)
 bootstrap_draws = 200  # resamples per sample count (Figure 8)
 seed = 0  # seed of the generator's questions and of the bootstrap
@@ -66,8 +67,12 @@ folder = pf.official_folder(official_data) if official_data is not None else Non
 results, intervals, source = None, None, None
 if study_dir is not None:
     study_table, study_intervals = study.read_study(study_dir)
-    results, source = study.fig4_results(study_table), "Study 2 of docs/study.md"
-    intervals = study_intervals[study_intervals.study == "multitask"]
+    parts = [p for p in study.MULTITASK_PARTS if p in set(study_table.study)]
+    if fig4_part not in parts:
+        raise ValueError(f"fig4_part must be a multi-task part that {study_dir!r} holds, one of {parts}; got {fig4_part!r}")
+    results = study.fig4_results(study_table, fig4_part)
+    source = f"{study.PART_LABELS[fig4_part]}; docs/study.md"
+    intervals = study_intervals[study_intervals.study == fig4_part]
 if results_csv is not None:
     results, intervals, source = pf.read_results(results_csv), None, results_csv
 samples = pf.official_samples(folder) if folder is not None else None
@@ -137,9 +142,10 @@ else:
 #
 # The paper trained the same 117M model with each encoding on all tasks at once (Table 4) and on
 # each task alone (Table 7). "Subword" there is the triple-digit tokenizer. The third row is ours:
-# Study 2 of docs/study.md (the six tasks plus text at laptop scale; bars are the mean over three
-# seeds, error bars the 95 % bootstrap interval over seeds and test questions, perplexity ± std over
-# seeds), or the runs of `results_csv` (error bars ± one standard deviation). The row's title gives
+# the multi-task part `fig4_part` of docs/study.md (the six tasks plus text at laptop scale; by
+# default Study 2b, whose checkpoints are chosen by the numeric tasks alone; bars are the mean over
+# three seeds, error bars the 95 % bootstrap interval over seeds and test questions, perplexity ±
+# std over seeds), or the runs of `results_csv` (error bars ± one standard deviation). The row's title gives
 # the regime, and its perplexity panel our perplexity on held-out text, over all tokens and over the
 # text tokens only. Scores are log-sMAPE for arithmetic and exact-match accuracy for the list tasks,
 # both in [0, 1], higher is better. The table below ranks the encodings per task, best first, with
@@ -168,8 +174,23 @@ else:
         print(f"{task}: " + (f"BitTokens and single digit first differ at d = {first[0]} ({first[1]} ahead)"
                              if first else "BitTokens and single digit never differ in d = 1 … 4"))
     display(study.ordering(study_intervals))
-    display(study.ordering(study_intervals, "multitask", "log_smape"))
-    display(study.ordering(study_intervals, "multitask", "accuracy"))
+
+# %% [markdown]
+# Study 2 (the six tasks plus text, three seeds) and Study 2b (the same runs' trajectories, with the
+# checkpoint chosen by the numeric tasks alone): per encoding, the seed-mean score per task and how
+# many tasks reach 0.9 (the regime's criterion), the ordering per task with 95 % intervals, and
+# where the checkpoint rule moved a score beyond its interval.
+
+# %%
+if study_dir is not None:
+    for part in study.MULTITASK_PARTS:
+        if part in set(study_intervals.study):
+            display(Markdown(f"**{study.PART_LABELS[part]}**"))
+            display(study.task_scores(study_intervals, part).round(3))
+            display(study.ordering(study_intervals, part, "log_smape"))
+            display(study.ordering(study_intervals, part, "accuracy"))
+    if study.NUMERIC_CHECKPOINT in set(study_intervals.study):
+        display(study.part_difference(study_intervals).round(3))
 
 # %% [markdown]
 # Exploratory, not pre-registered (docs/study.md, "Exploratory"): BitTokens trained without A.3's

@@ -416,7 +416,8 @@ SPEC = {  # what each parameter takes, from the notebooks' comments (independent
                     "max_digits": {INT, None}, "eval_every": {INT}, "val_samples": {INT},
                     "test_samples": {INT}, "out_dir": {STR, None}, "figures_dir": {STR, None},
                     "figure_formats": {"list[str]"}, "threads": {INT}},
-    "04_paper_figures": {"official_data": {STR, None}, "results_csv": {STR, None},
+    "04_paper_figures": {"official_data": {STR, None}, "study_dir": {STR, None}, "fig4_part": {STR},
+                         "results_csv": {STR, None}, "answers_dir": {STR, None},
                          "generator_samples": {INT}, "bootstrap_draws": {INT}, "seed": {INT},
                          "figures_dir": {STR, None}, "figure_formats": {"list[str]"}},
 }

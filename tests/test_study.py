@@ -106,3 +106,25 @@ def test_separation_and_ordering_follow_the_intervals():
     assert study.first_difference(sep) == {"multiplication": (2, "bittokens")}
     order = study.ordering(intervals).set_index("digits").ordering
     assert order[3] == "single_digit 0.50 [0.40, 0.60] > bittokens 0.20 [0.10, 0.30]"
+
+
+def test_task_scores_count_the_tasks_at_the_threshold_and_part_difference_compares_two_parts():
+    rows = []
+    for part, shift in (("multitask", 0.0), (study.NUMERIC_CHECKPOINT, 0.2)):
+        for encoding, base in (("fone", 0.75), ("xval", 0.0)):
+            for k, task in enumerate(("addition", "multiplication", "minmax")):
+                mean = base + shift + 0.05 * k  # fone: 0.75, 0.80, 0.85 in Study 2; 0.95, 0.98, 0.98 in 2b
+                mean = min(mean, 0.98)
+                metric = "accuracy" if task == "minmax" else "log_smape"
+                rows.append(dict(study=part, encoding=encoding, task=task, digits=1, metric=metric,
+                                 mean=mean, low=mean - 0.03, high=mean + 0.03))
+                if metric == "log_smape":  # exact match never counts towards the criterion
+                    rows.append(dict(rows[-1], metric="exact_match", mean=1.0, low=1.0, high=1.0))
+    intervals = pd.DataFrame(rows)
+    before, after = study.task_scores(intervals), study.task_scores(intervals, study.NUMERIC_CHECKPOINT)
+    assert before.at_threshold.to_dict() == {"fone": 0, "xval": 0}
+    assert after.index[0] == "fone" and after.at_threshold.to_dict() == {"fone": 3, "xval": 0}
+    assert after.loc["fone", "minmax"] == pytest.approx(0.98)
+    diff = study.part_difference(intervals).set_index(["encoding", "task"])
+    assert len(diff) == 6 and diff.loc[("fone", "addition"), "ahead"] == study.NUMERIC_CHECKPOINT
+    assert diff.loc[("xval", "addition"), "mean_multitask"] == 0.0 and diff.loc[("xval", "addition"), "differ"]

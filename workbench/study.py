@@ -45,6 +45,9 @@ PREREGISTERED = ("precision", "multitask")
 DECIMAL_POOL = "decimal_pool"  # exploratory: BitTokens sample the decimal pool from the start
 NUMERIC_CHECKPOINT = "multitask_numeric"  # Study 2b: Study 2 with the checkpoint chosen by the numeric tasks
 PARTS = PREREGISTERED + (DECIMAL_POOL, NUMERIC_CHECKPOINT)
+MULTITASK_PARTS = ("multitask", NUMERIC_CHECKPOINT)  # the parts Figure 4's third row can show
+PART_LABELS = {"precision": "Study 1", "multitask": "Study 2",
+               NUMERIC_CHECKPOINT: "Study 2b, checkpoint chosen without text's score"}
 VARIANT = "bittokens_decimal_pool"  # the exploratory runs drawn as a sixth encoding of their study
 RESULTS_FILE, INTERVALS_FILE = "cpu-study.csv", "cpu-study-intervals.csv"  # what run_study writes into OUT
 # The shared small scale: cpu-tiny, batch 8 x 128, operands of magnitude 1 ... 100.
@@ -245,11 +248,33 @@ def separation(intervals: pd.DataFrame, a: str = "bittokens", b: str = "single_d
     """Study 1, per task and d: the two encodings' means and 95 % intervals, and which is ahead when
     the intervals do not overlap ("differ"), else "overlap"."""
     part = intervals[(intervals.study == "precision") & (intervals.metric == metric)]
-    both = part[part.encoding == a].merge(part[part.encoding == b], on=["task", "digits"], suffixes=(f"_{a}", f"_{b}"))
+    return _versus(part[part.encoding == a], part[part.encoding == b], ["task", "digits"], a, b)
+
+
+def _versus(left: pd.DataFrame, right: pd.DataFrame, keys: list[str], a: str, b: str) -> pd.DataFrame:
+    """Rows of `left` (named a) and `right` (named b) matched on `keys`: both means and intervals, and
+    which is ahead where the 95 % intervals do not overlap ("differ"), else "overlap"."""
+    both = left.merge(right, on=keys, suffixes=(f"_{a}", f"_{b}"))
     ahead = np.where(both[f"low_{a}"] > both[f"high_{b}"], a, np.where(both[f"low_{b}"] > both[f"high_{a}"], b, "overlap"))
     return both.assign(differ=ahead != "overlap", ahead=ahead)[
-        ["task", "digits", f"mean_{a}", f"low_{a}", f"high_{a}", f"mean_{b}", f"low_{b}", f"high_{b}", "differ", "ahead"]
-    ].sort_values(["task", "digits"]).reset_index(drop=True)
+        keys + [f"mean_{a}", f"low_{a}", f"high_{a}", f"mean_{b}", f"low_{b}", f"high_{b}", "differ", "ahead"]
+    ].sort_values(keys).reset_index(drop=True)
+
+
+def task_scores(intervals: pd.DataFrame, part: str = "multitask", threshold: float = 0.9) -> pd.DataFrame:
+    """A multi-task part's criterion: per encoding, the seed-mean score on each numeric task and how
+    many of them reach `threshold` (Study 2 asks for >= 0.9 on four of six), best first."""
+    rows = intervals[(intervals.study == part) & (intervals.metric != "exact_match")]
+    wide = rows.pivot(index="encoding", columns="task", values="mean")
+    return wide.assign(at_threshold=(wide >= threshold).sum(axis=1)).sort_values("at_threshold", ascending=False)
+
+
+def part_difference(intervals: pd.DataFrame, a: str = "multitask", b: str = NUMERIC_CHECKPOINT) -> pd.DataFrame:
+    """Per encoding and numeric task: two multi-task parts' means and intervals (Study 2 against 2b)."""
+    rows = intervals[intervals.metric != "exact_match"]
+    keys = ["encoding", "task"]
+    return _versus(rows[rows.study == a][keys + ["mean", "low", "high"]],
+                   rows[rows.study == b][keys + ["mean", "low", "high"]], keys, a, b)
 
 
 def first_difference(sep: pd.DataFrame) -> dict:
