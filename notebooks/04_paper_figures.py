@@ -183,13 +183,12 @@ else:
 
 # %%
 if study_dir is not None:
-    for part in study.MULTITASK_PARTS:
-        if part in set(study_intervals.study):
-            display(Markdown(f"**{study.PART_LABELS[part]}**"))
-            display(study.task_scores(study_intervals, part).round(3))
-            display(study.ordering(study_intervals, part, "log_smape"))
-            display(study.ordering(study_intervals, part, "accuracy"))
-    if study.NUMERIC_CHECKPOINT in set(study_intervals.study):
+    for part in parts:  # the multi-task parts the study holds (first cell)
+        display(Markdown(f"**{study.PART_LABELS[part]}**"))
+        display(study.task_scores(study_intervals, part).round(3))
+        display(study.ordering(study_intervals, part, "log_smape"))
+        display(study.ordering(study_intervals, part, "accuracy"))
+    if study.NUMERIC_CHECKPOINT in parts:
         display(study.part_difference(study_intervals).round(3))
 
 # %% [markdown]

@@ -46,8 +46,7 @@ DECIMAL_POOL = "decimal_pool"  # exploratory: BitTokens sample the decimal pool 
 NUMERIC_CHECKPOINT = "multitask_numeric"  # Study 2b: Study 2 with the checkpoint chosen by the numeric tasks
 PARTS = PREREGISTERED + (DECIMAL_POOL, NUMERIC_CHECKPOINT)
 MULTITASK_PARTS = ("multitask", NUMERIC_CHECKPOINT)  # the parts Figure 4's third row can show
-PART_LABELS = {"precision": "Study 1", "multitask": "Study 2",
-               NUMERIC_CHECKPOINT: "Study 2b, checkpoint chosen without text's score"}
+PART_LABELS = {"multitask": "Study 2", NUMERIC_CHECKPOINT: "Study 2b, checkpoint chosen without text's score"}
 VARIANT = "bittokens_decimal_pool"  # the exploratory runs drawn as a sixth encoding of their study
 RESULTS_FILE, INTERVALS_FILE = "cpu-study.csv", "cpu-study-intervals.csv"  # what run_study writes into OUT
 # The shared small scale: cpu-tiny, batch 8 x 128, operands of magnitude 1 ... 100.
@@ -87,9 +86,8 @@ def plan(which=PREREGISTERED) -> list[Run]:
         runs += [Run(f"multitask_{DECIMAL_POOL}", "bittokens", "multitask", MULTITASK.max_digits, s,
                      replace(MULTITASK, encoding="bittokens", binary_pool=False, seed=s)) for s in MULTITASK_SEEDS]
     if NUMERIC_CHECKPOINT in which:
-        runs += [Run(NUMERIC_CHECKPOINT, e, "multitask", MULTITASK.max_digits, s,
-                     replace(MULTITASK, encoding=e, seed=s, select_with_text=False))
-                 for e in ENCODINGS for s in MULTITASK_SEEDS]
+        runs += [replace(r, study=NUMERIC_CHECKPOINT, config=replace(r.config, select_with_text=False))
+                 for r in plan(["multitask"])]
     return runs
 
 
@@ -271,10 +269,9 @@ def task_scores(intervals: pd.DataFrame, part: str = "multitask", threshold: flo
 
 def part_difference(intervals: pd.DataFrame, a: str = "multitask", b: str = NUMERIC_CHECKPOINT) -> pd.DataFrame:
     """Per encoding and numeric task: two multi-task parts' means and intervals (Study 2 against 2b)."""
-    rows = intervals[intervals.metric != "exact_match"]
-    keys = ["encoding", "task"]
-    return _versus(rows[rows.study == a][keys + ["mean", "low", "high"]],
-                   rows[rows.study == b][keys + ["mean", "low", "high"]], keys, a, b)
+    rows = intervals[intervals.metric != "exact_match"][["study", "encoding", "task", "mean", "low", "high"]]
+    return _versus(rows[rows.study == a].drop(columns="study"), rows[rows.study == b].drop(columns="study"),
+                   ["encoding", "task"], a, b)
 
 
 def first_difference(sep: pd.DataFrame) -> dict:
