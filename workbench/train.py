@@ -290,7 +290,8 @@ def _sampler(cfg: TrainConfig, encoding, tok: Tokenizer, pools: dict, total_step
     # the levels the pool holds (the authors' "levels present in the data"): a narrowed regime's
     # pool holds far fewer than the paper's bound, and the frontier starts at 0.1 x its highest
     held = {t: getattr(binary[t][0] if t in binary else pools[t], column) for t in curriculum_tasks}
-    curricula = {t: Curriculum(int(held[t].max()), total_steps, 1.0, levels=held[t]) for t in curriculum_tasks}
+    curricula = {t: Curriculum(int(held[t].max()), total_steps, 1.0, warmup_frac=cfg.optim.warmup_frac, levels=held[t])
+                 for t in curriculum_tasks}
     return Sampler(pools, curricula, encoding.difficulty_base, total_steps, binary, cfg.endgame, cfg.endgame_share)
 
 
