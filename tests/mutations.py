@@ -45,6 +45,8 @@ NOTEBOOK_VALUES = "tests/test_notebook_values.py"
 NB01, NB03 = NOTEBOOK_VALUES + "::test_desiderata_notebook_verdicts", \
     NOTEBOOK_VALUES + "::test_training_notebook_results_are_the_test_answers_scored"
 NB04 = NOTEBOOK_VALUES + "::test_paper_figures_notebook_reproduces_table_1_from_the_released_answers"
+NB04_FIG4 = NOTEBOOK_VALUES + "::test_figure_4_draws_each_study_bar_inside_its_own_interval"
+VALUES, STUDY = "tests/test_values.py", "tests/test_study.py"
 M = Mutation
 MUTATIONS = [
     # 1. the number loss trains against the answer's values, with C.1's per-token normalisation
@@ -144,6 +146,36 @@ MUTATIONS = [
       "A.3: Sampler.in_endgame never true (BitTokens never hand over to the decimal pool)", [TRAINING]),
     M("workbench/train.py", "lambda *a: _pick(run, step, *a)", "lambda *a: _pick(run, 0, *a)",
       "the sampler is always told step 0 (no hand-over, no end phase)", [TRAINING]),
+    # 5b. values followed to where they are used (issue 23): the schedule, the curricula's warm-up,
+    # what pack keeps, the validation split, every state a resume restores
+    M("workbench/train.py", "lr = apply_schedule(run.optimizers, step, run.total_steps, cfg.optim)",
+      "lr = apply_schedule(run.optimizers, step, run.total_steps)",
+      "the lr schedule ignores the run's optimizer flags (groups step with the defaults)", [VALUES]),
+    M("workbench/train.py", "warmup_frac=cfg.optim.warmup_frac, levels=held[t]", "levels=held[t]",
+      "the curricula's eq. 14 uses the default lr warm-up, not the run's", [VALUES]),
+    M("workbench/data.py", "order = rng.permutation(len(chosen))", "order = np.arange(len(chosen))",
+      "draw stops shuffling: the task drawn last loses the samples pack cannot fit", [VALUES]),
+    M("workbench/train.py", 'val = {t: make_pool(t, cfg.val_samples, tok, cfg.seed, "val", cfg.regime).frame',
+      'val = {t: make_pool(t, cfg.val_samples, tok, cfg.seed, "train", cfg.regime).frame',
+      "validation questions taken from the training split", [VALUES]),
+    M("workbench/train.py", 'run.state = ckpt["state"]', 'run.state = {**ckpt["state"], "best": -1.0}',
+      "a resume loses the best checkpoint's score", [VALUES]),
+    M("workbench/train.py", 'run.state = ckpt["state"]', 'run.state = {**ckpt["state"], "seconds": 0.0}',
+      "a resume restarts the training clock", [VALUES]),
+    M("workbench/train.py", 'run.balancer.load_state_dict(ckpt["balancer"])',
+      "run.balancer.load_state_dict(run.balancer.state_dict())", "a resume loses the balancer's ratios", [VALUES]),
+    M("workbench/train.py", 'run.rng.bit_generator.state = json.loads(ckpt["rng"])', "pass",
+      "a resume restarts the sampling random state", [VALUES]),
+    # 5c. the study's statistics and what notebook 04 draws from them
+    M("workbench/study.py", "low, high = np.quantile(means, [0.025, 0.975])",
+      "low, high = np.quantile(means, [0.05, 0.95])", "90 % bootstrap intervals labelled 95 %", [STUDY]),
+    M("workbench/study.py", 'ahead = np.where(both[f"low_{a}"] > both[f"high_{b}"], a,',
+      'ahead = np.where(both[f"low_{a}"] >= both[f"high_{b}"], a,', "touching intervals counted as apart", [STUDY]),
+    M("workbench/study.py", "(int(differ.digits.iloc[0]), differ.ahead.iloc[0])",
+      "(int(differ.digits.iloc[-1]), differ.ahead.iloc[-1])", "the first difference taken at the largest d", [STUDY]),
+    M("notebooks/04_paper_figures.py", "intervals = study_intervals[study_intervals.study == fig4_part]",
+      'intervals = study_intervals[study_intervals.study == "multitask_numeric"]',
+      "Figure 4 draws Study 2b's error bars over another part's bars", [NB04_FIG4]),
     # 6. desiderata D4 and D7
     M("workbench/desiderata.py", "x = sample_values(n_per_decade, seed + k - lo, k, k + 1, max_digits=15)",
       "x = sample_values(n_per_decade, seed + k - lo, k - 1, k, max_digits=15)",

@@ -12,6 +12,7 @@ import pytest
 from workbench import metrics
 from workbench.notebooks import execute
 from workbench.paper_figures import read_results
+from workbench import tasks
 from workbench.tasks import generate
 from workbench.tokenizer import Tokenizer
 from workbench.train import load_metrics
@@ -108,3 +109,31 @@ def test_paper_figures_notebook_reproduces_table_1_from_the_released_answers(tmp
     # Table 1 prints one decimal in percent: recomputed means agree to half of it; 13 model
     # settings x 9 tasks
     assert float(found[1]) <= 0.05 and int(found[2]) == 117
+
+
+def test_figure_4_draws_each_study_bar_inside_its_own_interval(tmp_path, part="multitask"):
+    """Bug: notebook 04 draws one study's error bars over another study's bars. Every bar of Figure
+    4's third row is the mean over seeds of the results table's rows for that part, encoding, task
+    and metric, and its error bar is exactly that row's interval in the intervals table."""
+    from workbench import study
+    from workbench.paper_figures import ROW_OF_TASK
+    run("04_paper_figures", tmp_path, study_dir="results", fig4_part=part, figure_formats=["json"],
+        generator_samples=50, bootstrap_draws=5)
+    figure = json.loads((tmp_path / "figures" / "04_fig4_methods.json").read_text())
+    table, intervals = study.read_study("results")
+    table, intervals = table[table.study == part], intervals[intervals.study == part].set_index(["encoding", "task", "metric"])
+    task_of = {row: task for task, row in ROW_OF_TASK.items()}
+    third_row = [t for t in figure["data"] if t["type"] == "bar" and t.get("yaxis") == "y5"]
+    checked = 0
+    for trace in third_row:
+        error = trace["error_y"]
+        for x, y, plus, minus in zip(trace["x"], trace["y"], error["array"], error["arrayminus"]):
+            task = task_of[x]
+            metric = tasks.get(task).metric
+            want = table[(table.encoding == trace["legendgroup"]) & (table.task == task) & (table.metric == metric)]
+            low, high = intervals.loc[(trace["legendgroup"], task, metric), ["low", "high"]]
+            assert y == pytest.approx(want.score.mean(), abs=1e-12)
+            assert (y - minus, y + plus) == pytest.approx((low, high), abs=1e-12)
+            assert low - 1e-12 <= y <= high + 1e-12
+            checked += 1
+    assert checked == 5 * 6  # five encodings, six tasks

@@ -128,3 +128,32 @@ def test_task_scores_count_the_tasks_at_the_threshold_and_part_difference_compar
     diff = study.part_difference(intervals).set_index(["encoding", "task"])
     assert len(diff) == 6 and diff.loc[("fone", "addition"), "ahead"] == study.NUMERIC_CHECKPOINT
     assert diff.loc[("xval", "addition"), "mean_multitask"] == 0.0 and diff.loc[("xval", "addition"), "differ"]
+
+
+def test_the_bootstrap_interval_is_a_95_percent_one():
+    """Bug: quantiles that give a 90 % interval (or 99 %) labelled 95 %. With one seed of n normal
+    scores (sd 1) the interval of the mean is mean ± 1.96 sd / sqrt(n); a 90 % one would be
+    ± 1.645, a 99 % one ± 2.576."""
+    scores = np.random.default_rng(1).normal(0.5, 1.0, 20_000)
+    mean, low, high = study.hierarchical_bootstrap([scores], draws=4000)
+    half_widths = np.array([mean - low, high - mean]) / (scores.std() / np.sqrt(scores.size))
+    assert half_widths == pytest.approx([1.96, 1.96], abs=0.1)
+
+
+def test_differ_means_strictly_apart_and_the_first_difference_is_the_smallest_d():
+    """Bugs: touching intervals counted as apart (>= for >), or the first difference taken at the
+    largest d. Each d sits on one side of the boundary: touching (overlap), apart by 1e-9
+    (differ), apart the other way (differ), overlapping."""
+    cases = {1: ((0.80, 0.70, 0.90), (0.60, 0.50, 0.70)),  # a.low == b.high: overlap
+             2: ((0.80, 0.70 + 1e-9, 0.90), (0.60, 0.50, 0.70)),  # a.low just above b.high: a ahead
+             3: ((0.20, 0.10, 0.30), (0.50, 0.30 + 1e-9, 0.60)),  # b ahead
+             4: ((0.50, 0.40, 0.60), (0.70, 0.60, 0.80))}  # b.low == a.high: overlap
+    rows = [dict(study="precision", encoding=encoding, task="division", digits=d, metric="log_smape", mean=m, low=lo,
+                 high=hi) for d, pair in cases.items() for encoding, (m, lo, hi) in zip(("bittokens", "single_digit"), pair)]
+    sep = study.separation(pd.DataFrame(rows))
+    assert sep.ahead.tolist() == ["overlap", "bittokens", "single_digit", "overlap"]
+    assert sep.differ.tolist() == [False, True, True, False]
+    assert study.first_difference(sep) == {"division": (2, "bittokens")}
+    late = sep[sep.digits >= 3]
+    assert study.first_difference(late) == {"division": (3, "single_digit")}
+    assert study.first_difference(sep[sep.digits.isin([1, 4])]) == {"division": None}

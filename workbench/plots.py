@@ -12,11 +12,14 @@ background, 16 px text, and a colour cycle of ten well-separated colours (d3's).
 """
 from __future__ import annotations
 
+import base64
+import json
 import os
 import shutil
 import warnings
 from pathlib import Path
 
+import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
@@ -63,6 +66,17 @@ def _start_kaleido() -> bool:
     return _kaleido_ready
 
 
+def _plain(value):
+    """plotly's JSON with its typed arrays ({"dtype": "f8", "bdata": base64, "shape": ...}) as lists."""
+    if isinstance(value, dict) and "bdata" in value and "dtype" in value:
+        array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = value.get("shape")
+        return (array.reshape([int(n) for n in str(shape).split(",")]) if shape else array).tolist()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return [_plain(v) for v in value] if isinstance(value, list) else value
+
+
 def save(fig: go.Figure, name: str, out_dir: str | os.PathLike | None = None,
          formats: tuple[str, ...] = ("html", "png")) -> list[Path]:
     """Write `fig` as `<out_dir>/<name>.<fmt>` for each format (out_dir None: runs/figures/);
@@ -75,6 +89,8 @@ def save(fig: go.Figure, name: str, out_dir: str | os.PathLike | None = None,
         if fmt == "html":
             write_atomic(path, lambda tmp: fig.write_html(tmp, include_plotlyjs="directory", full_html=True,
                                                          div_id=name))  # fixed id: same figure, same bytes
+        elif fmt == "json":  # the figure's data and layout, arrays as plain lists: the values it draws
+            write_atomic(path, lambda tmp: Path(tmp).write_text(json.dumps(_plain(json.loads(fig.to_json())))))
         elif _start_kaleido():
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="The kopts argument is ignored")

@@ -259,7 +259,8 @@ def train_step(run: Run, step: int) -> dict[str, float]:
         dist.all_reduce(parts)
         dist.all_reduce(per_task)
     run.normalizer.observe(*per_task.cpu().double().numpy())
-    return {**dict(zip(losses, parts.tolist())), "lr": lr}
+    group_lrs = {f"lr/{g['name']}": g["lr"] for opt in run.optimizers for g in opt.param_groups}
+    return {**dict(zip(losses, parts.tolist())), "lr": lr, **group_lrs}
 
 
 def _task_counts(run: Run) -> dict[str, int]:
