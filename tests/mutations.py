@@ -166,6 +166,16 @@ MUTATIONS = [
       "run.balancer.load_state_dict(run.balancer.state_dict())", "a resume loses the balancer's ratios", [VALUES]),
     M("workbench/train.py", 'run.rng.bit_generator.state = json.loads(ckpt["rng"])', "pass",
       "a resume restarts the sampling random state", [VALUES]),
+    # 5b'. the authors' C.4 rules (issue 24): weights set after the warm-up, the first ratio update one
+    # evaluation later, the cap on eq. 16's target, the binary set's score in A.3's binary phase
+    M("workbench/train.py", "loss_weight_momentum: float = setting(0.0,", "loss_weight_momentum: float = setting(0.5,",
+      "after the warm-up the loss weights move halfway instead of being set", [TRAINING]),
+    M("workbench/train.py", 'first = 2 if run.cfg.balance_start == "next_evaluation" else 1', "first = 1",
+      "the balancer updates at the warm-up's own evaluation", [TRAINING]),
+    M("workbench/balancing.py", 'if max_ratio is not None and cap == "target":', "if False:",
+      "the cap bounds the mixed ratios, not eq. 16's target", ["tests/test_balancing.py"]),
+    M("workbench/train.py", "run.balancer.update({**scores, **active} if run.cfg.balance_active_set else scores)",
+      "run.balancer.update(scores)", "BitTokens' binary phase balanced on the decimal validation score", [TRAINING]),
     # 5c. the study's statistics and what notebook 04 draws from them
     M("workbench/study.py", "low, high = np.quantile(means, [0.025, 0.975])",
       "low, high = np.quantile(means, [0.05, 0.95])", "90 % bootstrap intervals labelled 95 %", [STUDY]),

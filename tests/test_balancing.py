@@ -118,16 +118,21 @@ def test_floor_keeps_a_share_for_solved_tasks():
         update_ratios([0.5, 0.5], [1.0, 0.9], floor=1.0)
 
 
-def test_loss_normalizer_scales_every_task_to_ten_then_follows_the_reference():
-    norm = LossNormalizer(["mult", "add", "text"], warmup_tokens=100, reference="text")
+@pytest.mark.parametrize("momentum", [0.0, 0.5])
+def test_loss_normalizer_scales_every_task_to_ten_then_follows_the_reference(momentum):
+    """Three evaluations by hand. After the warm-up each task's weight is set to w_text mean_text
+    / mean_t (momentum 0, the authors' and the default), or moved halfway there (momentum 0.5)."""
+    norm = LossNormalizer(["mult", "add", "text"], warmup_tokens=100, reference="text", momentum=momentum)
     norm.observe([4.0, 0.02, 30.0], [2, 2, 10])  # means 2, 0.01, 3
     close(norm.update(tokens_seen=50), [5, 1000, F(10, 3)])  # 10 / mean
     norm.observe([8.0, 0.01, 30.0], [2, 1, 10])
     close(norm.update(tokens_seen=120), [F(10, 4), 1000, F(10, 3)])  # first eval past warm-up: still 10 / mean
     assert norm.warm
     norm.observe([2.0, 0.0, 20.0], [1, 0, 10])  # means 2, unseen, 2
-    # after warm-up: halfway towards w_text * mean_text / mean_t = 10/3; an unseen task keeps its weight
-    close(norm.update(tokens_seen=200), [(F(10, 4) + F(10, 3)) / 2, 1000, F(10, 3)])
+    # after warm-up, towards w_text * mean_text / mean_t = (10/3) * 2 / 2; an unseen task keeps its weight
+    goal = F(10, 3)
+    close(norm.update(tokens_seen=200), [F(10, 4) + (1 - F(momentum)) * (goal - F(10, 4)), 1000, F(10, 3)])
+    assert LossNormalizer(["a"], 0).momentum == 0.0  # the default is the authors' rule
     copy = LossNormalizer(["mult", "add", "text"], warmup_tokens=100, reference="text")
     copy.load_state_dict(norm.state_dict())
     assert copy.weights.tolist() == norm.weights.tolist() and copy.warm
@@ -138,3 +143,20 @@ def test_loss_normalizer_scales_every_task_to_ten_then_follows_the_reference():
         norm.observe([float("inf"), 0, 0], [1, 1, 1])
     with pytest.raises(ValueError, match="reference"):
         LossNormalizer(["a"], 0, reference="text")
+
+
+def test_the_cap_bounds_eq_16s_target_before_the_mix_or_the_mixed_ratios():
+    """r_max = 0.3 over four tasks from uniform ratios, p = (0, 0.5, 0.9, 0.9), lambda = 0, alpha
+    = 0.5; the target (1 - p) / sum is (10, 5, 1, 1) / 17. cap="target" (the authors'): the target
+    is capped first (0.588 -> 0.3, its excess pushes 0.294 above 0.3 too: (0.3, 0.3, 0.2, 0.2)),
+    then mixed with the uniform ratios: (0.275, 0.275, 0.225, 0.225). cap="ratios": mixed first,
+    (0.419, 0.272, 0.154, 0.154), then capped: 0.3, and 0.7 split 0.272 : 0.154 : 0.154 puts the
+    second at 0.328 > 0.3, so it is capped too: (0.3, 0.3, 0.2, 0.2)."""
+    p, start = [0.0, 0.5, 0.9, 0.9], [F(1, 4)] * 4
+    close(update_ratios(start, p, lam=0, alpha=0.5, max_ratio=0.3, cap="target"),
+          [F(11, 40), F(11, 40), F(9, 40), F(9, 40)])
+    mixed = [(a + F(w, 17)) / 2 for a, w in zip(start, (10, 5, 1, 1))]
+    assert mixed[1] / sum(mixed[1:]) * F(7, 10) > F(3, 10)  # the cascade
+    close(update_ratios(start, p, lam=0, alpha=0.5, max_ratio=0.3, cap="ratios"), [F(3, 10), F(3, 10), F(1, 5), F(1, 5)])
+    with pytest.raises(ValueError, match="cap"):
+        update_ratios(start, p, max_ratio=0.3, cap="mixed")

@@ -119,8 +119,14 @@ def stream_means(calls) -> list[dict]:
 
 
 def after_warmup(k: int) -> bool:
-    """The balancer starts once the tokens seen reach WARMUP of the budget (C.4's warm-up)."""
+    """Evaluation k comes when the tokens seen have reached WARMUP of the budget (C.4's warm-up)."""
     return (k + 1) * STEP_TOKENS >= WARMUP * RUN["tokens"]
+
+
+def balances(k: int) -> bool:
+    """The balancer's first update is at the evaluation after the one that ends the warm-up (the
+    authors': that one only renormalises the losses)."""
+    return k >= 1 and after_warmup(k - 1)
 
 
 def test_logged_scores_ratios_and_harmonic_mean_follow_the_stream(run):
@@ -130,15 +136,15 @@ def test_logged_scores_ratios_and_harmonic_mean_follow_the_stream(run):
     means = stream_means(calls)
     assert 0 < means[1]["multiplication"] < 1  # the frontier's level is a part of the validation set
     balancer = TaskBalancer(TASKS, floor=0.01)  # C.4 with the authors' floor on 1 - p
-    assert not after_warmup(0) and after_warmup(1)
-    assert any(scores["addition"] == 1.0 for scores in means[1:])  # where the floor decides
+    assert not after_warmup(0) and after_warmup(1) and not balances(1) and balances(2)
+    assert any(scores["addition"] == 1.0 for scores in means[2:])  # where the floor decides
     for k, (row, scores) in enumerate(zip(evals, means)):
-        expected = balancer.update(scores) if after_warmup(k) else balancer.ratios
+        expected = balancer.update(scores) if balances(k) else balancer.ratios
         assert {t: row[f"score/{t}"] for t in TASKS} == scores  # k / 64 of 1.0: exact
         assert {t: row[f"ratio/{t}"] for t in TASKS} == expected  # exactly: the same floats
         eq15 = statistics.harmonic_mean([s + 1e-6 for s in scores.values()])  # eps of eq. 15
         assert row["harmonic_mean"] == pytest.approx(eq15, rel=1e-12)
-    assert evals[0]["ratio/multiplication"] == 0.5  # the warm-up: the first round moved nothing
+    assert evals[1]["ratio/multiplication"] == 0.5  # the warm-up and its last round moved nothing
     assert evals[-1]["ratio/multiplication"] != 0.5  # the stream moved the ratios
 
 
@@ -165,7 +171,7 @@ def test_batches_are_drawn_by_the_balancers_ratios(run):
     assert len(draws) == len(STREAM)
     balancer = TaskBalancer(TASKS, floor=0.01)
     for step, (drawn, picked, _) in enumerate(draws):
-        if step and after_warmup(step - 1):
+        if step and balances(step - 1):
             balancer.update(stream_means(calls)[step - 1])
         assert drawn == balancer.task_counts(sum(drawn.values())), step
         assert {t: len(s) for t, s in picked.items()} == drawn
@@ -275,3 +281,61 @@ def test_the_checkpoint_choice_counts_text_unless_switched_off(tmp_path, with_te
     final = calls[-1][2]
     same = [k for k, (_, _, weights) in enumerate(calls[:-1]) if all(torch.equal(final[n], w) for n, w in weights.items())]
     assert same == [expected]
+
+
+def test_the_balancer_can_start_at_the_warm_up_evaluation(tmp_path):
+    """--balance-start warmup_evaluation: the first update is at the evaluation that ends the
+    warm-up itself (one evaluation earlier than the authors')."""
+    cfg = TrainConfig(**dict(RUN, balance_start="warmup_evaluation"), out=str(tmp_path / "run"))
+    _, evals, _, _, _ = traced_run(cfg, lambda k, task, frame: [0.2, 0.6, 0.4, 0.9, 0.5, 0.5][k] if task == "addition" else 0.3)
+    balancer = TaskBalancer(TASKS, floor=0.01)
+    for k, row in enumerate(evals):
+        scores = {t: row[f"score/{t}"] for t in TASKS}
+        expected = balancer.update(scores) if after_warmup(k) else balancer.ratios
+        assert {t: row[f"ratio/{t}"] for t in TASKS} == expected, k
+    assert evals[1]["ratio/addition"] != 0.5
+
+
+@pytest.mark.parametrize("active_set", [True, False])
+def test_bittokens_balance_on_the_binary_validation_set_until_the_hand_over(tmp_path, active_set):
+    """Before A.3's hand-over the balancer is fed multiplication's score on its binary validation
+    set, the set it trains on (the authors'); --no-balance-active-set feeds the decimal one. The
+    binary set scores 0.75 here, the decimal one 0.25, addition 0.5 (means exact in binary)."""
+    def score_of(k, task, frame):
+        binary = task == "multiplication" and not frame["prompt"].isin(validation["prompt"]).any()
+        return 0.75 if binary else 0.25 if task == "multiplication" else 0.5
+    validation = tasks.generate("multiplication", RUN["val_samples"], seed=0, split="val", decades=RUN["decades"],
+                                max_digits=RUN["max_digits"])
+    cfg = TrainConfig(**dict(HANDOVER, balance_active_set=active_set), out=str(tmp_path / "run"))
+    _, evals, _, _, _ = traced_run(cfg, score_of)
+    balancer = TaskBalancer(TASKS, floor=0.01)
+    for k, row in enumerate(evals):
+        handed_over = row["endgame/multiplication"]
+        fed = {"addition": 0.5, "multiplication": 0.75 if active_set and not handed_over else 0.25}
+        assert row["score/multiplication"] == 0.25  # the log and eq. 15 keep the decimal validation score
+        expected = balancer.update(fed) if balances(k) else balancer.ratios
+        assert {t: row[f"ratio/{t}"] for t in TASKS} == expected, k
+    assert evals[2]["ratio/multiplication"] < 0.5 if active_set else evals[2]["ratio/multiplication"] > 0.5
+
+
+def test_after_the_warm_up_each_loss_weight_is_set_to_match_the_text_tasks(tmp_path):
+    """C.4 with a text task (the authors' rule, the default): until the warm-up's last evaluation
+    every weight is 10 / the task's mean per-token loss since the last evaluation; after it, text's
+    weight stays and each other weight is set to w_text mean_text / mean_task at every evaluation
+    (not moved part of the way)."""
+    cfg = TrainConfig(**dict(RUN, tasks=("addition", "text")), out=str(tmp_path / "run"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(workbench.train, "perplexity", lambda *a, **k: {"ppl_all": 300.0, "ppl_text": 300.0})
+        _, evals, _, _, forwards = traced_run(cfg, lambda k, task, frame: 0.5)
+    weights, warm, matched = [1.0, 1.0], False, 0
+    for step, f in enumerate(forwards):
+        assert f["weights"] == pytest.approx(weights, rel=1e-6), step
+        seen = f["task_tokens"] > 0  # a task without targets in the step keeps its weight
+        mean = np.where(seen, f["task_loss"] / np.maximum(f["task_tokens"], 1), np.nan)  # one step per evaluation
+        if not warm:
+            weights = [10 / m if s else w for m, s, w in zip(mean, seen, weights)]
+            warm = after_warmup(step)
+        elif seen.all():
+            weights, matched = [weights[1] * mean[1] / mean[0], weights[1]], matched + 1
+        assert [evals[step][f"loss_weight/{t}"] for t in cfg.tasks] == pytest.approx(weights, rel=1e-6), step
+    assert warm and len(forwards) == 5 and matched >= 2  # weights set after the warm-up, twice or more

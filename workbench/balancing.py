@@ -7,7 +7,9 @@ Eq. 16, with performance p in [0, 1] per task, momentum alpha = 0.5 and lambda =
 lambda = 1 ignores performance (uniform target), lambda = 0 is proportional to the error,
 lambda < 0 oversamples the weakest tasks more aggressively (Table 14). (1 - p) is bounded below by
 `floor` (the authors' 0.01; the text is silent), so a solved task keeps a share. An optional cap
-r_max (Table 15) limits any one task's share; the excess goes to the other tasks in proportion.
+r_max (Table 15) limits any one task's share; the excess goes to the other tasks in proportion. The
+authors cap eq. 16's target before the momentum mix (`cap="target"`, the default); capping the
+mixed ratios instead (`cap="ratios"`) gives other shares (up to 0.12 apart at r_max = 0.3).
 
 `LossNormalizer`: "we normalize all losses to 10 after warmup" (C.4), as the authors' code does it.
 """
@@ -44,9 +46,13 @@ def cap_ratios(ratios, max_ratio: float) -> np.ndarray:
     return r
 
 
+CAPS = ("target", "ratios")  # what r_max bounds: eq. 16's target before the mix (the authors'), or the mix
+
+
 def update_ratios(ratios, performance, lam: float = -1.0, alpha: float = 0.5,
-                  max_ratio: float | None = None, floor: float = 0.0) -> np.ndarray:
-    """One step of eq. 16 with (1 - p) bounded below by `floor` (then the optional cap). All tasks
+                  max_ratio: float | None = None, floor: float = 0.0, cap: str = "target") -> np.ndarray:
+    """One step of eq. 16 with (1 - p) bounded below by `floor` and the optional cap r_max on the
+    target before the momentum mix (cap="target") or on the mixed ratios (cap="ratios"). All tasks
     perfect with floor 0 -> ratios kept unchanged."""
     r = _as_ratios(ratios)
     p = np.asarray(performance, dtype=np.float64)
@@ -60,8 +66,15 @@ def update_ratios(ratios, performance, lam: float = -1.0, alpha: float = 0.5,
         raise ValueError(f"lam must be <= 1 (lam > 1 would favour the best tasks), got {lam}")
     if not 0 <= floor < 1:
         raise ValueError(f"floor must be in [0, 1), got {floor}")
+    if cap not in CAPS:
+        raise ValueError(f"cap must be one of {CAPS}, got {cap!r}")
     weight = np.maximum(1.0 - p, floor) ** (1.0 - lam)  # lam = 1: 0**0 = 1, performance-independent
-    new = r if weight.sum() == 0 else alpha * r + (1 - alpha) * weight / weight.sum()
+    if weight.sum() == 0:
+        return cap_ratios(r, max_ratio) if max_ratio is not None else r / r.sum()
+    target = weight / weight.sum()
+    if max_ratio is not None and cap == "target":
+        return alpha * cap_ratios(r, max_ratio) + (1 - alpha) * cap_ratios(target, max_ratio)  # r: capped already in use
+    new = alpha * r + (1 - alpha) * target
     return cap_ratios(new, max_ratio) if max_ratio is not None else new / new.sum()
 
 
@@ -69,11 +82,13 @@ class TaskBalancer:
     """Sampling ratio per task, starting uniform, updated by eq. 16 after each evaluation."""
 
     def __init__(self, tasks, lam: float = -1.0, alpha: float = 0.5, max_ratio: float | None = None,
-                 floor: float = 0.0):
+                 floor: float = 0.0, cap: str = "target"):
         self.tasks = list(tasks)
         if not self.tasks or len(set(self.tasks)) != len(self.tasks):
             raise ValueError(f"tasks must be non-empty and unique, got {self.tasks}")
-        self.lam, self.alpha, self.max_ratio, self.floor = lam, alpha, max_ratio, floor
+        if cap not in CAPS:
+            raise ValueError(f"cap must be one of {CAPS}, got {cap!r}")
+        self.lam, self.alpha, self.max_ratio, self.floor, self.cap = lam, alpha, max_ratio, floor, cap
         start = np.full(len(self.tasks), 1 / len(self.tasks))
         self._ratios = cap_ratios(start, max_ratio) if max_ratio is not None else start
 
@@ -88,12 +103,15 @@ class TaskBalancer:
             raise ValueError(f"performance for unknown tasks {sorted(unknown)}")
         idx = [i for i, t in enumerate(self.tasks) if t in performance]
         mass = self._ratios[idx].sum()
-        if idx and mass > 0:
+        if idx and mass > 0 and len(idx) == len(self.tasks):
+            self._ratios = update_ratios(self._ratios, [performance[t] for t in self.tasks], self.lam, self.alpha,
+                                         self.max_ratio, self.floor, self.cap)
+        elif idx and mass > 0:  # the unscored tasks keep their shares; the cap then bounds the whole
             sub = update_ratios(self._ratios[idx] / mass, [performance[self.tasks[i]] for i in idx],
                                 self.lam, self.alpha, floor=self.floor)
             self._ratios[idx] = sub * mass
-        if self.max_ratio is not None:
-            self._ratios = cap_ratios(self._ratios / self._ratios.sum(), self.max_ratio)
+            if self.max_ratio is not None:
+                self._ratios = cap_ratios(self._ratios / self._ratios.sum(), self.max_ratio)
         return self.ratios
 
     def task_counts(self, n: int) -> dict[str, int]:
@@ -124,14 +142,16 @@ class LossNormalizer:
       - until the first evaluation at or after `warmup_tokens`: w_task = target / mean_task, so each
         task's weighted per-token loss is about `target` (10);
       - after it, with a `reference` task (text, in the authors' multi-task runs): each other task's
-        weight moves halfway (`momentum` 0.5, the authors' loss_weight_momentum) towards the weight
-        that makes its weighted loss equal the reference's, w_ref mean_ref / mean_t (the reference's
-        weight stays); without one the weights stay as they are.
+        weight is set to the one that makes its weighted loss equal the reference's, w_ref mean_ref
+        / mean_t (the reference's weight stays), as the authors do at every evaluation; `momentum` m
+        > 0 moves it only part of the way, w <- m w + (1 - m) w_ref mean_ref / mean_t (our earlier
+        rule used m = 0.5, a misreading of the authors' 0.5, which is eq. 16's alpha on the sampling
+        ratios); without a reference the weights stay as they are.
     A task not seen since the last evaluation keeps its weight. `enabled=False`: every weight 1.
     """
 
     def __init__(self, tasks, warmup_tokens: float, reference: str | None = None, target: float = 10.0,
-                 enabled: bool = True, momentum: float = 0.5):
+                 enabled: bool = True, momentum: float = 0.0):
         self.tasks = list(tasks)
         if reference is not None and reference not in self.tasks:
             raise ValueError(f"reference task {reference!r} is not one of {self.tasks}")

@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 
 from . import encoders, metrics, tasks
 from .atomic import clean_temporaries, write_atomic
-from .balancing import LossNormalizer, TaskBalancer
+from .balancing import CAPS, LossNormalizer, TaskBalancer
 from .cli import add_arguments, flag, setting, values_of
 from .curriculum import ENDGAMES, Curriculum, Sampler
 from .data import make_pool, next_batch, samples_per_step, shard
@@ -90,10 +90,21 @@ class TrainConfig:
                                     "(Table 14)")
     balance_floor: float = setting(0.01, "lower bound of (1 - p) in eq. 16 (the authors'; the paper is silent)")
     max_task_ratio: float | None = setting(None, "cap r_max on any task's share (Table 15); None: no cap")
+    ratio_cap: str = setting("target", "what --max-task-ratio bounds: eq. 16's target before the momentum mix "
+                             "(the authors') or the mixed ratios", choices=CAPS)
+    balance_start: str = setting("next_evaluation", "the balancer's first update: at the evaluation after the one "
+                                 "that ends --adapt-warmup (the authors': that one only renormalises the losses) or "
+                                 "at that one", choices=("next_evaluation", "warmup_evaluation"))
+    balance_active_set: bool = setting(True, "feed the balancer each task's score on the set it trains on now: a "
+                                       "binary pool's validation set before A.3's hand-over (the authors'); off: "
+                                       "the decimal validation set")
     balance_unit: str = setting("tokens", "what a task's share counts: tokens (the authors' code, where a "
                                 "'sample' is a 1024-token window of one task) or samples", choices=("samples", "tokens"))
     normalize_losses: bool = setting(True, "C.4's loss normalisation: each task's loss scaled to 10 until "
                                      "--adapt-warmup, then matched to the text task's (the authors' rule)")
+    loss_weight_momentum: float = setting(0.0, "after --adapt-warmup each loss weight is set to match the text "
+                                          "task's at every evaluation (0, the authors'); m > 0 moves it only part "
+                                          "of the way, w <- m w + (1 - m) w_match (0.5: our earlier rule)")
     adapt_warmup: float = setting(0.00755, "share of the token budget before the balancer starts and the loss "
                                   "weights settle (the authors' 75.5M of 10B tokens)")
     max_answer_tokens: int = setting(0, "generation cap at evaluation; 0: the longest reference answer of the "
@@ -140,7 +151,8 @@ class TrainConfig:
                 raise ValueError(f"{flag(name)} must be an integer >= {low}, got {value!r}")
         if self.context is not None and not (isinstance(self.context, int) and 8 <= self.context <= 65_536):
             raise ValueError(f"--context must be an integer in 8..65536 (or None), got {self.context!r}")
-        for name, low, high in (("adapt_warmup", 0, 1), ("balance_floor", 0, 0.999), ("balance_lambda", -100, 1)):
+        for name, low, high in (("adapt_warmup", 0, 1), ("balance_floor", 0, 0.999), ("balance_lambda", -100, 1),
+                                ("loss_weight_momentum", 0, 1)):
             if not low <= getattr(self, name) <= high:
                 raise ValueError(f"{flag(name)} must be in [{low}, {high}], got {getattr(self, name)}")
         if self.max_task_ratio is not None and not (1 / len(self.tasks) <= self.max_task_ratio <= 1):
@@ -224,12 +236,13 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
     sampler = _sampler(cfg, encoding, tok, pools, total_steps)
     prose = [t for t in cfg.tasks if tasks.get(t).answer == "text"]
     normalizer = LossNormalizer(cfg.tasks, cfg.adapt_warmup * cfg.tokens, prose[0] if prose else None,
-                                enabled=cfg.normalize_losses)
-    balancer = TaskBalancer(cfg.tasks, lam=cfg.balance_lambda, max_ratio=cfg.max_task_ratio, floor=cfg.balance_floor)
+                                enabled=cfg.normalize_losses, momentum=cfg.loss_weight_momentum)
+    balancer = TaskBalancer(cfg.tasks, lam=cfg.balance_lambda, max_ratio=cfg.max_task_ratio, floor=cfg.balance_floor,
+                            cap=cfg.ratio_cap)
     run = Run(cfg, out, device, rank, world, tok, model, runner, build_optimizers(model, cfg.optim), pools, val,
               balancer, normalizer, sampler, np.random.default_rng(cfg.seed), total_steps, tokens_per_step,
               samples_per_step(pools, cfg.batch_size * world, gpt_cfg.block_size),
-              {"step": 0, "best": -1.0, "seconds": 0.0})
+              {"step": 0, "best": -1.0, "seconds": 0.0, "warm_evaluations": 0})
     if resume:
         _restore(run)
     if rank == 0:
@@ -307,14 +320,19 @@ def evaluate_and_adapt(run: Run, step: int, lr: float, loss: float) -> dict:
         scores[task] = text_score(perplexity(run.model, run.tok, run.val[task]["answer"], progress=False)["ppl_all"])
     tokens_seen = (step + 1) * run.tokens_per_step
     weights = run.normalizer.update(tokens_seen)
-    if run.cfg.balancing and scores and tokens_seen >= run.cfg.adapt_warmup * run.cfg.tokens:
-        run.balancer.update(scores)
+    run.state["warm_evaluations"] += tokens_seen >= run.cfg.adapt_warmup * run.cfg.tokens
+    active = {}  # a task's score on the set it trains on now, where that is not the validation set
     for task, (frame, column) in run.sampler.to_evaluate(run.val, step).items():
         scored = answers[answers.task == task] if frame is run.val[task] else \
             evaluate(run.model, run.tok, {task: frame}, run.cfg.max_answer_tokens or None)
+        if frame is not run.val[task]:
+            active[task] = float(scored["score"].mean())
         per_level = pd.Series(scored["score"].to_numpy()).groupby(frame[column].to_numpy()).mean()
         curriculum = run.sampler.curricula[task]
         curriculum.update(per_level[per_level.index <= curriculum.max_difficulty].to_dict(), step + 1, lr)
+    first = 2 if run.cfg.balance_start == "next_evaluation" else 1
+    if run.cfg.balancing and scores and run.state["warm_evaluations"] >= first:
+        run.balancer.update({**scores, **active} if run.cfg.balance_active_set else scores)
     chosen = scores if run.cfg.select_with_text else {t: s for t, s in scores.items() if t in questions}
     mean = metrics.generalized_mean(chosen.values(), run.cfg.balance_lambda) if chosen else -loss
     eligible = not run.cfg.select_after_warmup or step + 1 > run.warmup_steps or step + 1 == run.total_steps
@@ -325,6 +343,7 @@ def evaluate_and_adapt(run: Run, step: int, lr: float, loss: float) -> dict:
     return {"step": step + 1, "harmonic_mean": mean, **{f"score/{t}": s for t, s in scores.items()},
             **{f"ratio/{t}": r for t, r in run.balancer.ratios.items()},
             **{f"loss_weight/{t}": float(w) for t, w in zip(run.cfg.tasks, weights)},
+            **{f"active_score/{t}": s for t, s in active.items()},
             **{f"frontier/{t}": c.frontier for t, c in run.sampler.curricula.items()},
             **{f"endgame/{t}": int(run.sampler.in_endgame(t, step)) for t in run.sampler.binary}}
 
