@@ -7,7 +7,11 @@ tokenizer text (the same through four encodings, lone surrogates), render and un
 (bad shapes, NaN, inf, complex, bad lam), encoders (NaN, inf, huge, integers float64 would round,
 NaN vectors), notebook runner parameters (papermill replaced by a recorder: nothing runs),
 frontier client (redirects to a second loopback server, keys with whitespace, servers echoing the
-key) and the answers file the runner resumes from (torn and damaged lines).
+key), the answers file the runner resumes from (torn and damaged lines), reply shapes (content as
+null, numbers, parts, refusals; bad usage; invalid UTF-8, lone surrogates, deep JSON; Retry-After of
+every form), reply sizes and timing (around the size cap in each framing, huge Content-Length,
+dripping replies, dropped connections) and the answers file under two runners (a second runner
+refused, a killed one resumed, failed questions asked again, repeated answers loaded once).
 
 Each generated input ends as one of
   ok            it did what it should, checked against an oracle (decimal / fractions / struct,
@@ -22,6 +26,7 @@ written forms, round trips are checked the old way.
 from __future__ import annotations
 
 import argparse
+import email.utils
 import inspect
 import json
 import logging
@@ -30,6 +35,7 @@ import os
 import random
 import signal
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -38,14 +44,14 @@ import warnings
 from collections import Counter, defaultdict
 from decimal import Decimal, localcontext
 from fractions import Fraction
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from workbench import encoders, metrics, notebooks, numbers
-from workbench.frontier import client
+from workbench import encoders, locks, metrics, notebooks, numbers
+from workbench.frontier import answer_folders, client, prompts, scoring
 from workbench.tokenizer import Tokenizer
 
 OK, CLEAR, CRASH, WRONG = "ok", "clear error", "crash", "silent wrong"
@@ -464,35 +470,45 @@ SERVERS = []  # every loopback server started, closed at the end of the run
 
 
 class Server:
-    """Loopback HTTP server in a thread; respond(path) -> (status, headers, body)."""
+    """Loopback HTTP server in a thread; respond(path) -> (status, headers, body), or a function
+    that writes the raw reply to the socket (slow or lying replies; they stop at close())."""
 
     def __init__(self, respond):
         SERVERS.append(self)
-        self.seen = []
+        self.seen, self.bodies, self.stop = [], [], threading.Event()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def handle_any(self):
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                outer.bodies.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
                 outer.seen.append(self.headers.get("Authorization"))
-                status, headers, body = respond(self.path)
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                reply = respond(self.path)
+                try:
+                    if callable(reply):
+                        reply(self.wfile)
+                        return
+                    status, headers, body = reply
+                    self.send_response(status)
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client hung up on a reply it refused
 
             do_GET = do_POST = handle_any
 
             def log_message(self, *args):
                 pass
 
-        self.httpd = HTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_port}"
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     def close(self):
+        self.stop.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -578,6 +594,329 @@ def answers_cases(rng, n, folder):
         yield case, (ValueError,), ("is not an answer record",)
 
 
+# -- reply shapes, sizes and timing, two runners on one answers file ----------------------------
+TEXT = list("0123456789.-+ ,e[]{}\":ax\n") + ["é", "数", "\u2028", "\x00", "\\", "😀"]
+
+
+def random_text(rng, surrogates=0.1):
+    text = "".join(rng.choice(TEXT) for _ in range(rng.randint(0, 12)))
+    return with_surrogate(rng, text) if rng.random() < surrogates else text
+
+
+def has_surrogate(text):
+    return any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+
+
+def random_content(rng):
+    """A message's content and the answer it holds (None: no answer, the client must refuse)."""
+    kind = rng.choice(["string", "parts", "other"])
+    if kind == "string":
+        text = random_text(rng)
+        return text, None if has_surrogate(text) else text
+    if kind == "other":
+        return rng.choice([None, 0, -1.5, 1e300, True, False, {"text": "1"}, {}]), None
+    parts, texts, broken = [], [], False
+    for _ in range(rng.randint(0, 4)):
+        pick = rng.choice(["text", "text", "thinking", "refusal", "bad"])
+        if pick == "text":
+            texts.append(random_text(rng, surrogates=0.05))
+            parts.append({"type": "text", "text": texts[-1]})
+        elif pick == "thinking":  # some servers send their reasoning as parts: not the answer
+            parts.append({"type": "thinking", "thinking": random_text(rng, 0)})
+        else:
+            broken = True
+            parts.append({"type": "refusal", "refusal": "no"} if pick == "refusal" else rng.choice(
+                [None, 5, "x", {"type": "text"}, {"type": "text", "text": 5}, {"text": "x"}, {"type": 5}]))
+    answer = "".join(texts)
+    return parts, None if broken or not texts or has_surrogate(answer) else answer
+
+
+def random_usage(rng):
+    """(usage, whether the client takes it); None as usage: the field is absent."""
+    usage = rng.choice([None, "null", {}, {"completion_tokens": rng.randint(0, 10**6)}, {"prompt_tokens": 3},
+                        [1], "x", 5, {"completion_tokens": "7"}, {"completion_tokens": -3},
+                        {"completion_tokens": 2.0}, {"completion_tokens": True}, {"completion_tokens": None}])
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    fine = usage in (None, "null") or (isinstance(usage, dict) and (tokens is None or (type(tokens) is int and tokens >= 0)))
+    return usage, fine
+
+
+def damaged_body(rng, good):
+    """A body that is no chat completion: empty, the wrong JSON, truncated, deep, invalid UTF-8."""
+    kind = rng.choice(["json", "truncated", "deep", "utf8", "bom"])
+    if kind == "json":
+        return rng.choice([b"", b"null", b"[]", b"42", b'{"choices": null}', b'{"choices": [{}]}', b'{"choices": [[]]}',
+                           b'{"choices": [{"message": null}]}', b'{"error": {"message": "quota"}}', b"<html>"])
+    if kind == "truncated":
+        return good[:rng.randint(0, len(good) - 1)]
+    if kind == "deep":
+        depth = rng.choice([1000, 10_000, 100_000, 300_000])
+        return b'{"choices": ' + rng.choice([b"[", b'{"a": ']) * depth
+    if kind == "utf8":
+        at = rng.randint(0, len(good))
+        return good[:at] + rng.choice([b"\xff", b"\xc0\xaf", b"\x80", b"\xed\xa0\x80"]) + good[at:]
+    return b"\xef\xbb\xbf" + good
+
+
+def replying_client(url, **settings):
+    os.environ[client.BASE_URL_ENV] = url + "/v1"
+    os.environ[client.API_KEY_ENV] = KEY
+    return client.ChatClient("m", **{"timeout": 5, "max_retries": 0, "sleep": lambda s: None, **settings})
+
+
+def expect(chat, answer):
+    """chat() must give `answer`, or the client's own error when `answer` is None; an error's text
+    is clean (no key, no lone surrogate)."""
+    try:
+        got, usage = chat()
+    except client.LLMError as e:
+        str(e).encode("utf-8")
+        if answer is not None:
+            raise Wrong(f"refused a good reply: {str(e)[:100]}") from None
+        raise
+    if answer is None:
+        raise Wrong(f"took {got[:40]!r} from a reply without an answer")
+    if got != answer or not isinstance(usage, dict):
+        raise Wrong(f"answer {got[:40]!r}, expected {answer[:40]!r}")
+
+
+def retry_after_value(rng):
+    return rng.choice([
+        str(rng.randint(-10**6, 10**6)), repr(rng.uniform(-1e4, 1e4)), "-5", "nan", "-nan", "inf", "-inf", "1e400",
+        "9" * rng.randint(1, 5000), "", " 7 ", "1_0", "0x10",
+        email.utils.formatdate(time.time() + rng.uniform(-1e9, 1e9), usegmt=True),
+        "Fri, 31 Dec 9999 23:59:59 GMT", "Mon, 01 Jan 0001 00:00:00 GMT", "Wed, 21 Oct 2015 25:61:00 GMT",
+        "".join(chr(rng.randint(0x20, 0xFF)) for _ in range(rng.randint(1, 30)))])
+
+
+def check_retry_after(url, replies, value):
+    """A 429 with Retry-After `value`, then the answer: one bounded wait, then the answer."""
+    replies[:] = [(429, {"Retry-After": value}, b"slow down"), (200, {}, REPLY)]
+    sleeps = []
+    c = replying_client(url, max_retries=1, backoff=0.5, sleep=sleeps.append)
+    if c.chat("s", "u")[0] != "42":
+        raise Wrong("no answer after the retry")
+    try:
+        number = float(value)  # the oracle: a number is clamped to [0, MAX_WAIT], NaN falls back
+        want = 0.5 if number != number else min(max(number, 0.0), client.MAX_WAIT)
+    except ValueError:
+        want = None  # a date or garbage: any wait within the bounds
+    wait = sleeps[0] if len(sleeps) == 1 else None
+    if wait is None or not 0 <= wait <= client.MAX_WAIT or (want is not None and wait != want):
+        raise Wrong(f"Retry-After {value[:40]!r} gave the waits {sleeps}")
+
+
+def shape_cases(rng, n):
+    replies = []
+    server = Server(lambda path: replies.pop(0))
+    for _ in range(n):
+        content, answer = random_content(rng)
+        usage, usage_fine = random_usage(rng) if rng.random() < 0.3 else (None, True)
+        reply = {"choices": [{"message": {"role": "assistant", "content": content}}]}
+        if usage is not None:
+            reply["usage"] = None if usage == "null" else usage
+        ascii_only = rng.random() < 0.5 or has_surrogate(json.dumps(reply, ensure_ascii=False))
+        body = json.dumps(reply, ensure_ascii=ascii_only).encode("utf-8")  # a surrogate goes as \udXXX
+        answer = answer if usage_fine else None
+        if rng.random() < 0.2:
+            body, answer = damaged_body(rng, body), None
+
+        def case(b=body, a=answer):
+            replies[:] = [(200, {}, b)]
+            expect(lambda: replying_client(server.url).chat("s", "u"), a)
+        yield case, (client.LLMError,), ("chat completion",)
+    for _ in range(n // 4):
+        yield (lambda v=retry_after_value(rng): check_retry_after(server.url, replies, v)), (), ()
+
+
+def raw_reply(body, framing, stop, every=0.0, length=None):
+    """A raw HTTP reply writing `body` framed by Content-Length (`length` if given, else the true
+    one), chunks or the end of the connection; with `every` > 0 a byte at a time, that far apart."""
+    def write(wfile):
+        if framing == "chunked":
+            head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            data = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 65536]), body[i:i + 65536])
+                            for i in range(0, len(body), 65536)) + b"0\r\n\r\n"
+        else:
+            size = length if length is not None else len(body)
+            head = b"HTTP/1.0 200 OK\r\n" + (b"Content-Length: %d\r\n" % size if framing == "length" else b"") + b"\r\n"
+            data = body
+        if every <= 0:
+            wfile.write(head + data)
+            return
+        for byte in head + data:
+            if stop.wait(every):
+                return
+            wfile.write(bytes([byte]))
+    return write
+
+
+def padded(size):
+    """A chat completion of exactly `size` bytes (JSON allows the blanks)."""
+    return REPLY + b" " * (size - len(REPLY))
+
+
+def timed(chat, answer, limit):
+    start = time.monotonic()
+    try:
+        expect(chat, answer)
+    finally:
+        if time.monotonic() - start > limit:
+            raise Wrong(f"took {time.monotonic() - start:.1f} s, past the deadline")
+
+
+def size_cases(rng, n):
+    reply = []
+    server = Server(lambda path: reply[0])
+
+    def case(write, answer, words, limit=8.0, **settings):
+        def run():
+            reply[:] = [write]
+            timed(lambda: replying_client(server.url, **settings).chat("s", "u"), answer, limit)
+        return run, (client.LLMError,), words
+
+    for _ in range(n):  # bodies around the cap, in each framing: the cap, never more, never less
+        cap = rng.randint(len(REPLY), 300_000)
+        size = rng.choice([cap, cap + 1, rng.randint(len(REPLY), cap), rng.randint(cap + 1, 3 * cap)])
+        framing = rng.choice(["length", "chunked", "close"])
+        answer = "42" if size <= cap else None
+        yield case(raw_reply(padded(size), framing, server.stop), answer, ("too large",), max_reply_bytes=cap)
+    for k in (8, 12, 15, 20, 30):  # a huge Content-Length, then nothing: refused at the header
+        head = b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n{" % 10**k
+        write = lambda wfile, h=head: (wfile.write(h), server.stop.wait(30))
+        yield case(write, None, ("too large",), limit=3.0, timeout=30)
+    for part in ("head", "body"):  # a reply dripping a byte per 50 ms: one deadline for all of it
+        slow = raw_reply(REPLY, "length", server.stop, every=0.05)
+        if part == "head":
+            yield case(slow, None, ("deadline",), limit=3.0, timeout=1)
+        else:
+            def write(wfile):
+                wfile.write(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(REPLY))
+                raw_reply(REPLY, "close", server.stop, every=0.05)(wfile)
+            yield case(write, None, ("deadline",), limit=3.0, timeout=1)
+    yield case(raw_reply(REPLY, "length", server.stop, every=0.001), "42", ())  # slow but in time
+    yield case(lambda wfile: server.stop.wait(30), None, ("deadline",), limit=3.0, timeout=1)  # silence
+    for cut in (0, 1, len(REPLY) // 2, len(REPLY) - 1):  # the connection drops mid-body
+        yield case(raw_reply(REPLY[:cut], "length", server.stop, length=len(REPLY)), None, ("no answer",))
+
+
+RUNNER = """
+import sys
+from workbench.frontier import client
+print("asking", flush=True)
+print(client.run_benchmark(client.ChatClient("m", timeout=60), sys.argv[1], sys.argv[2]))
+"""
+
+
+def answer_ids(path):
+    """ids answered in the answers file, in order (failure records left out)."""
+    return [r["id"] for r in map(json.loads, Path(path).read_text(encoding="utf-8").splitlines()) if "response" in r]
+
+
+def wait_until(condition, seconds=20.0):
+    end = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > end:
+            raise Hang()
+        time.sleep(0.02)
+
+
+def two_runners(server, gate, bench, out, kill):
+    """A runner in another process is held at its second question; this process starts a second
+    runner on the same file: refused naming the first (or, once the first is killed, it resumes).
+    Either way every question ends answered exactly once."""
+    env = {**os.environ, client.BASE_URL_ENV: server.url + "/v1", client.API_KEY_ENV: KEY, "no_proxy": "127.0.0.1"}
+    first = subprocess.Popen([sys.executable, "-c", RUNNER, str(bench), str(out)], env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: len(server.seen) >= 2, 60)
+        if kill:
+            first.kill()
+            first.wait()
+            gate.set()
+            client.run_benchmark(replying_client(server.url), bench, out)
+        else:
+            try:
+                client.run_benchmark(replying_client(server.url), bench, out)
+                raise Wrong("a second runner appended to a file in use")
+            except locks.InUse as e:
+                if f"process {first.pid} " not in str(e) or str(out) not in str(e) or "\n" in str(e):
+                    raise Wrong(f"the refusal does not name the holder and file in one line: {e}") from None
+    finally:
+        gate.set()
+        first.communicate(timeout=60)
+    ids = answer_ids(out)
+    if sorted(ids) != sorted(set(ids)) or len(ids) != 4:
+        raise Wrong(f"the file holds {ids}")
+
+
+def failing_then_fine(rng, server, plan, bench, out):
+    """Some questions get replies without an answer on the first run; the rerun asks exactly them
+    again, and the loaded table holds each question once, never an empty answer."""
+    bad = [rng.choice([{"content": None}, {"content": 7}, {"content": []}, {"content": "4\ud8002"}]) for _ in range(4)]
+    fails = [rng.random() < 0.5 for _ in range(4)]
+    plan[:] = [json.dumps({"choices": [{"message": b if f else {"content": "42"}}]}).encode()
+               for b, f in zip(bad, fails)] + [REPLY] * sum(fails)
+    summary = client.run_benchmark(replying_client(server.url), bench, out)
+    again = client.run_benchmark(replying_client(server.url), bench, out)
+    if (summary.failed, again.answered, again.failed) != (sum(fails), sum(fails), 0):
+        raise Wrong(f"first run {summary}, rerun {again}, failing {fails}")
+    answers, _ = scoring.score_answers(out, bench)
+    if len(answers) != 4 or set(answers["response"]) != {"42"}:
+        raise Wrong(f"loaded {answers['response'].tolist()}")
+
+
+def repeated_on_load(rng, bench, folder):
+    """Answers repeated (two runners, a copied file) are loaded once, the first answer kept."""
+    rows = [json.loads(line) for line in Path(bench).read_text().splitlines()]
+    records, first = [], {}
+    for _ in range(rng.randint(1, 12)):
+        row = rng.choice(rows)
+        record = {"id": row["id"], "task": row["task"], "model": rng.choice(["m", "n"])}
+        if rng.random() < 0.3:
+            records.append({**record, "error": "HTTP 500"})
+            continue
+        records.append({**record, "response": rng.choice(["1", "2", "[1, 2]", ""])})
+        first.setdefault((record["model"], row["id"]), records[-1]["response"])
+    Path(folder, "bench.jsonl").write_text(Path(bench).read_text())
+    Path(folder, "answers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    loaded = answer_folders.load_answer_folder(folder)
+    scored, _ = scoring.score_answers(Path(folder, "answers.jsonl"), bench)
+    for table in (loaded, scored):
+        if len(table) != len(first):
+            raise Wrong(f"{len(table)} answers loaded from {len(first)} questions")
+    got = dict(zip(zip(scored["model"], scored["id"]), scored["response"]))
+    if got != first:
+        raise Wrong(f"kept {got}, the first answers are {first}")
+
+
+def concurrency_cases(rng, n, folder):
+    gate, plan = threading.Event(), []
+
+    def respond(path):
+        if plan:
+            return 200, {}, plan.pop(0)
+        if len(held.seen) >= 2:  # the first runner's second question waits for the gate
+            gate.wait(60)
+        return 200, {}, REPLY
+    held = Server(respond)
+    bench = Path(folder) / "frontier_bench"
+    prompts.export_benchmark(bench, n_per_task=2, seed=0, task_list=["addition", "sorting"])
+    bench = bench.with_suffix(".jsonl")
+    for k, kill in enumerate([False, True, False]):
+        def case(k=k, kill=kill):
+            held.seen.clear()
+            gate.clear()
+            two_runners(held, gate, bench, Path(folder) / f"runners{k}.jsonl", kill)
+        yield case, (), (), 90.0
+    for k in range(n):
+        yield (lambda k=k: failing_then_fine(rng, held, plan, bench, Path(folder) / f"failing{k}.jsonl")), (), ()
+    for k in range(n):
+        sub = Path(folder) / f"loaded{k}"
+        sub.mkdir()
+        yield (lambda s=sub: repeated_on_load(rng, bench, s)), (), ()
+
+
 # -- training flags and run directories --------------------------------------------------------
 BAD_FIELDS = {  # field -> values that must be refused, naming the flag
     "checkpoint_every": [0, -1, 2.5, True], "eval_every": [0, -3], "test_samples": [0, -1],
@@ -645,6 +984,9 @@ def main():
         "notebook parameters": notebook_cases(rng, folder),
         "frontier client": client_cases(rng, log_lines),
         "answers file": answers_cases(rng, n // 10, folder),
+        "reply shapes": shape_cases(rng, n),
+        "reply sizes, timing": size_cases(rng, n // 10),
+        "answers file, two runners": concurrency_cases(rng, n // 40, folder),
         "training flags, run directories": train_cases(rng, folder),
     }
     counts, examples = defaultdict(Counter), defaultdict(list)

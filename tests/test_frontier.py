@@ -220,11 +220,11 @@ def test_run_benchmark_resumes(stub, tmp_path):
     prompts.export_benchmark(tmp_path / "bench", n_per_task=2, seed=1, task_list=["addition", "sorting", "interval"])
     c = client.ChatClient("m", sleep=lambda s: None)
     out = tmp_path / "answers.jsonl"
-    assert client.run_benchmark(c, tmp_path / "bench.jsonl", out, limit=1) == 3
+    assert client.run_benchmark(c, tmp_path / "bench.jsonl", out, limit=1).answered == 3
     with open(out, "a") as f:
         f.write('{"id": "torn')  # a crash in the middle of a write
-    assert client.run_benchmark(c, tmp_path / "bench.jsonl", out) == 3
-    assert client.run_benchmark(c, tmp_path / "bench.jsonl", out) == 0
+    assert client.run_benchmark(c, tmp_path / "bench.jsonl", out).answered == 3
+    assert client.run_benchmark(c, tmp_path / "bench.jsonl", out).answered == 0
     assert len(stub.seen) == 6
     assert stub.seen[0]["body"]["messages"][0]["content"] == prompts.system_prompt("addition")
     per_sample, summary = scoring.score_answers(out, tmp_path / "bench.jsonl")

@@ -8,8 +8,10 @@ Two formats, read into one row per answer (task, model, reasoning, response, lab
   them (`pd.read_csv(dtype=str)`, so an empty or 'N/A' response is no response) and, like them,
   only the first 500 rows of a file.
 * our client's JSONL (`client.run_benchmark`): {id, task, model, response, completion_tokens,
-  seconds} per line. Labels come from the benchmark JSONL of `prompts.export_benchmark`, passed as
-  `benchmark` or found in the folder (the JSONL whose records have "text_prompt" and "answer").
+  seconds} per answer, {id, task, model, error, seconds} per failed question (skipped here). Of a
+  question one model answered twice (in one file or two), the first answer counts, with a warning.
+  Labels come from the benchmark JSONL of `prompts.export_benchmark`, passed as `benchmark` or
+  found in the folder (the JSONL whose records have "text_prompt" and "answer").
 """
 import re
 from pathlib import Path
@@ -18,7 +20,7 @@ import pandas as pd
 
 from workbench import tasks
 
-from . import paper
+from . import client, paper
 from .official import MODELS, released_tasks
 from .scoring import MODES, read_jsonl, score
 
@@ -54,9 +56,7 @@ def _authors_csv(path, m):
 
 
 def _client_jsonl(path, records, labels):
-    df = pd.DataFrame(records)
-    if missing := {"id", "response"} - set(df.columns):
-        raise ValueError(f"{path} lacks fields {sorted(missing)}")
+    df = pd.DataFrame(records, columns=sorted({"id", "response"}.union(*records)))
     if labels is None:
         raise ValueError(f"{path} holds answers of our client but no benchmark gives their labels; "
                          "pass benchmark= or put the benchmark JSONL in the folder")
@@ -85,14 +85,17 @@ def load_answer_folder(folder, benchmark=None):
     if not folder.is_dir():
         raise FileNotFoundError(f"answer folder {folder} is not a directory")
     jsonl = {p: read_jsonl(p) for p in sorted(folder.glob("*.jsonl"))}
+    first = {p: rows[0] if rows and isinstance(rows[0], dict) else {} for p, rows in jsonl.items()}
     if benchmark is None:
-        found = [p for p, rows in jsonl.items() if rows and {"text_prompt", "answer"} <= set(rows[0])]
+        found = [p for p in jsonl if {"text_prompt", "answer"} <= set(first[p])]
         if len(found) > 1:
             raise ValueError(f"several benchmark files in {folder}: {[p.name for p in found]}; pass benchmark=")
         benchmark = found[0] if found else None
     labels = _benchmark_labels(benchmark) if benchmark is not None else None
     frames = [_authors_csv(p, m) for p in sorted(folder.glob("*.csv")) if (m := FILENAME.match(p.name))]
-    frames += [_client_jsonl(p, rows, labels) for p, rows in jsonl.items() if rows and "response" in rows[0]]
+    seen = set()  # (model, id) of the answers taken so far, across files
+    ours = [p for p in jsonl if {"response", "error"} & set(first[p])]
+    frames += [_client_jsonl(p, client.answered(jsonl[p], p, seen), labels) for p in ours]
     if not frames:
         raise ValueError(f"no answer files in {folder}: expected {{Task}}_decimal_uniform_test_500_shuffle_"
                          "{model}_re_{reasoning}.csv or our client's JSONL")

@@ -35,6 +35,8 @@ from decimal import MAX_EMAX, MIN_EMIN, ROUND_HALF_EVEN, Context, Decimal, Inval
 import pandas as pd
 
 from workbench import metrics
+
+from . import client
 from .answers import (FIRST_NUMBER, answer_kind, paper_answer, paper_letter, paper_list, parse_answer,
                       parse_reference)
 
@@ -131,13 +133,13 @@ def score(task, response, label, mode="paper"):
 def read_jsonl(path):
     """Records of a JSONL file; ValueError names the first malformed line."""
     rows = []
-    with open(path, encoding="utf-8") as f:
+    with open(path, "rb") as f:
         for i, line in enumerate(f, 1):
             if line.strip():
                 try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{i} is not valid JSON: {e}") from None
+                    rows.append(json.loads(line.decode("utf-8")))
+                except (ValueError, RecursionError) as e:  # bad JSON or UTF-8, nesting too deep
+                    raise ValueError(f"{path}:{i} is not valid JSON: {e or type(e).__name__}") from None
     return rows
 
 
@@ -147,8 +149,8 @@ def score_answers(answers, benchmark, mode="paper"):
     `answers`: path to a JSONL of {"id", "model", "response", "completion_tokens"} or a DataFrame;
     `benchmark`: path to the benchmark JSONL or a DataFrame with id, task, answer (, difficulty_sd).
     """
-    if not isinstance(answers, pd.DataFrame):
-        answers = pd.DataFrame(read_jsonl(answers))
+    if not isinstance(answers, pd.DataFrame):  # failure records skipped, repeated answers dropped
+        answers = pd.DataFrame(client.answered(read_jsonl(answers), answers))
     if not isinstance(benchmark, pd.DataFrame):
         benchmark = pd.DataFrame(read_jsonl(benchmark))
     for name, df, cols in [("answers", answers, {"id", "response"}), ("benchmark", benchmark, {"id", "task", "answer"})]:
