@@ -3,6 +3,8 @@ and parquet files and `datasets` (local builders only: nothing is downloaded) gi
 documents; splits are held out by document; bad sources are refused with a clear error."""
 import hashlib
 import json
+import subprocess
+import sys
 import os
 
 # No test may reach the Hugging Face Hub: datasets reads these when it is first imported.
@@ -59,7 +61,7 @@ def test_default_source_gives_the_same_bytes_as_before(key):
     split, n, seed = key
     got = tasks.generate("text", n, seed, split)
     assert hashlib.sha256(got.to_csv().encode()).hexdigest()[:16] == BEFORE[key]
-    pd.testing.assert_frame_equal(got, frame("pydoc", n, seed, split))
+    pd.testing.assert_frame_equal(got, frame("shipped", n, seed, split))
 
 
 @pytest.mark.parametrize("name", ["docs.txt", "para.txt", "docs.jsonl", "docs.parquet", "body.jsonl?field=body"])
@@ -120,7 +122,7 @@ def test_make_pool_tokenizes_text_from_a_file(files):
 
 
 def test_the_spec_forms():
-    assert parse("pydoc") == TextSource("pydoc")
+    assert parse("shipped") == TextSource("shipped")
     assert parse("files:a.txt,b/*.parquet?field=body&docs=9") == TextSource(
         "files", paths=("a.txt", "b/*.parquet"), field="body", docs=9)
     assert parse("hf:HuggingFaceFW/fineweb-edu:sample-10BT?docs=50000") == TextSource(
@@ -131,7 +133,8 @@ def test_the_spec_forms():
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("", "non-empty string"), ("web:x", "unknown text source kind"), ("pydoc:x", "takes no argument"),
+    ("", "non-empty string"), ("web:x", "unknown text source kind"), ("shipped:x", "takes no argument"),
+    ("pydoc", "differ between Python patch releases"),
     ("files:", "names no file"), ("hf:", "names no dataset"), ("files:a.txt?split=x", "unknown option"),
     ("files:a.txt?docs=0", "positive integer"), ("files:a.txt?docs", "key=value"),
     ("files:a.txt?field=", "empty string")])
@@ -159,3 +162,32 @@ def test_unreadable_sources_name_the_problem(tmp_path, files):
     for spec, message in cases:
         with pytest.raises(ValueError, match=message):
             frame(spec, n=5)
+
+
+def test_the_shipped_corpus_never_comes_from_the_interpreter():
+    """Bug: the default text (or the BPE's training text) read from the interpreter's pydoc_data,
+    which differs between Python patch releases. With pydoc_data made unimportable the default
+    source gives the same bytes, and so does the tokenizer's corpus."""
+    code = ("import sys, hashlib; sys.modules['pydoc_data'] = None; sys.modules['pydoc_data.topics'] = None\n"
+            "from workbench import tasks; from workbench.tokenizer import corpus_text\n"
+            "print(hashlib.sha256(tasks.generate('text', 50, 0, 'train').to_csv().encode()).hexdigest(),"
+            " hashlib.sha256(corpus_text().encode()).hexdigest())")
+    blocked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    from workbench.tokenizer import corpus_text
+    here = [hashlib.sha256(tasks.generate("text", 50, 0, "train").to_csv().encode()).hexdigest(),
+            hashlib.sha256(corpus_text().encode()).hexdigest()]
+    assert blocked == here
+
+
+def test_a_damaged_shipped_corpus_is_refused(tmp_path, monkeypatch):
+    from workbench.tasks import text_sources
+    assert text_sources.checksum("shipped") == hashlib.sha256(text_sources.SHIPPED.read_bytes()).hexdigest()
+    damaged = tmp_path / "pydoc_topics.json"
+    damaged.write_bytes(text_sources.SHIPPED.read_bytes().replace(b"Python", b"Pyth0n", 1))
+    monkeypatch.setattr(text_sources, "SHIPPED", damaged)
+    text_sources.shipped_topics.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="damaged or changed"):
+            text_sources.shipped_topics()
+    finally:
+        text_sources.shipped_topics.cache_clear()

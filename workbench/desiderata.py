@@ -128,7 +128,7 @@ def _round_trip(codec, x: np.ndarray) -> np.ndarray:
 
 # -- D1 token efficiency ---------------------------------------------------------------------
 def d1_corpus(names=None, vocab_size: int = 2048) -> pd.DataFrame:
-    """Tokens per number in the stdlib pydoc corpus: <|num|> tokens (+ a '-' token for encodings
+    """Tokens per number in the shipped corpus: <|num|> tokens (+ a '-' token for encodings
     that leave the sign to text) or digit pieces, divided by the numbers `numbers.parse` finds."""
     from .tokenizer import Tokenizer, corpus_text
     text = corpus_text()

@@ -30,6 +30,7 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from . import encoders, tasks
 from .atomic import write_atomic
+from .tasks import text_sources
 from .encoders.base import NumberEncoding
 from .numbers import NUM_TOKEN, number_spans, parse_parts, write
 
@@ -52,10 +53,10 @@ _CACHED_RUN_CHARS, _CACHED_RUNS = 64, 200_000
 
 
 def corpus_text(files=None) -> str:
-    """The BPE training text: the standard library's pydoc topics (~465k characters, always
-    there, no download) by default, or the concatenation of the given UTF-8 text files."""
+    """The BPE training text: the shipped corpus (text_sources.shipped_topics: Python 3.11.7's
+    pydoc topics, ~465k characters, no download) by default, or the given UTF-8 text files."""
     if files is None:
-        from pydoc_data.topics import topics
+        topics = text_sources.shipped_topics()
         return "\n\n".join(topics[k] for k in sorted(topics))
     if isinstance(files, (str, os.PathLike)):
         raise ValueError(f"corpus_files must be a list of paths, got the single path {files!r}")

@@ -46,7 +46,7 @@ class Regime:
         damped exponentiation's bits clipped to [5, 58]). False: A.3's raw counts.
     exp_difficulty: "product" of the non-zero digits of base, exponent and result (A.3's text) or
         "damped", round(product ** 0.4) (the authors' code).
-    text_source: where the text task's prose comes from (text_sources.py; "pydoc" offline).
+    text_source: where the text task's prose comes from (text_sources.py; "shipped", the corpus shipped with the workbench, offline).
     """
 
     decades: tuple[int, int] = (LOW, HIGH)

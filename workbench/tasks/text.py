@@ -1,11 +1,11 @@
 """Text task: 1000-character chunks of prose, prompt "" and answer = chunk.
 
 The prose comes from the regime's text source (`Regime.text_source`, see text_sources.py): the
-embedded pydoc topics by default, local files or a Hugging Face dataset. Splits are by document (a
+shipped corpus (Python 3.11.7's pydoc topics) by default, local files or a Hugging Face dataset. Splits are by document (a
 hash of it), so val/test text never appears in train. A chunk is a uniform window of a document;
 documents are drawn in proportion to their length (every character about equally likely, as the
-authors' random windows of a token stream), pydoc's topics uniformly (as since the first version,
-so its samples stay the same). The frame's `topic` names the document: the pydoc topic, or
+authors' random windows of a token stream), the shipped topics uniformly (as since the first version,
+so its samples stay the same). The frame's `topic` names the document: the shipped topic, or
 "PATH#k" / "DATASET#k" for the k-th document read from a file or dataset.
 """
 import numpy as np

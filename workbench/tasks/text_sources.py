@@ -1,7 +1,9 @@
 """Where the text task's prose comes from: a text source, written as one string (a CLI flag, a
 dataclass field) and read into a list of documents.
 
-    pydoc                           the standard library's pydoc topics (default; offline, no files)
+    shipped                         the corpus shipped with the workbench (default; offline): the 79
+                                    pydoc topics of Python 3.11.7's documentation, PSF licence
+                                    (workbench/corpus/), checked against its SHA-256 at load
     files:PATH[,PATH...]            local files or glob patterns ("data/*.parquet"), by extension:
                                       .txt   documents separated by "<|eos|>" (the authors'
                                              decoded FineWeb), else by blank lines
@@ -14,14 +16,16 @@ Options follow a "?", joined by "&": field=text (the column or key holding the t
 at most N documents; hf defaults to 10000, files to all of them), split=train and data_files=PATH
 (hf only). E.g. "hf:HuggingFaceFW/fineweb-edu:sample-10BT?docs=50000".
 
-A document's split is fixed by a hash of the document (its content; a pydoc topic's name), so no
+A document's split is fixed by a hash of the document (its content; a shipped topic's name), so no
 document is in two splits and duplicates share one. Documents are read once per source (and file
-state) and cached.
+state) and cached. Nothing comes from the interpreter: its own pydoc topics differ between Python
+patch releases (3.11.2 and 3.11.7 do), and so would every text-trained result.
 """
 from __future__ import annotations
 
 import functools
 import glob
+import hashlib
 import itertools
 import json
 import os
@@ -33,20 +37,44 @@ from urllib.parse import parse_qsl
 
 import numpy as np
 
-DEFAULT = "pydoc"
+DEFAULT = "shipped"
+SHIPPED = Path(__file__).resolve().parents[1] / "corpus" / "pydoc_topics.json"
+SHIPPED_SHA256 = "e81a4f3fc71fafbd0d092e58804c106cd251e4580938d87221636fe846f18501"
 HF_DOCS = 10_000  # documents read from a Hugging Face stream unless docs= says otherwise
 FILE_KINDS = (".txt", ".jsonl", ".json", ".parquet")
-_OPTIONS = {"pydoc": (), "files": ("field", "docs"), "hf": ("field", "docs", "split", "data_files")}
-HELP = ('text of the text task: "pydoc" (offline default), "files:PATH[,PATH...]" (.txt, .jsonl, '
-        '.parquet; globs allowed) or "hf:NAME[:CONFIG]" (Hugging Face, streamed); options after "?": '
-        'field=text, docs=N, split=train, data_files=PATH (hf). E.g. '
+_OPTIONS = {"shipped": (), "files": ("field", "docs"), "hf": ("field", "docs", "split", "data_files")}
+HELP = ('text of the text task: "shipped" (the corpus shipped with the workbench, offline default), '
+        '"files:PATH[,PATH...]" (.txt, .jsonl, .parquet; globs allowed) or "hf:NAME[:CONFIG]" (Hugging Face, '
+        'streamed); options after "?": field=text, docs=N, split=train, data_files=PATH (hf). E.g. '
         '"hf:HuggingFaceFW/fineweb-edu:sample-10BT?docs=50000"')
+
+
+@functools.cache
+def shipped_topics() -> dict[str, str]:
+    """The shipped corpus, {topic: text}, refused if its bytes are not the ones published."""
+    data = SHIPPED.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != SHIPPED_SHA256:
+        raise ValueError(f"the shipped corpus {SHIPPED} is damaged or changed (SHA-256 {digest[:16]}…, expected "
+                         f"{SHIPPED_SHA256[:16]}…); restore it from the repository (git checkout -- {SHIPPED.name})")
+    return json.loads(data)
+
+
+def checksum(spec: str) -> str:
+    """SHA-256 of a source's documents (names and texts), recorded beside each run's configuration."""
+    if parse(spec).kind == "shipped":
+        return SHIPPED_SHA256
+    docs = corpus(spec)
+    digest = hashlib.sha256()
+    for name, text in zip(docs.names, docs.texts):
+        digest.update(f"{len(name)}:{name}{len(text)}:{text}".encode())
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
 class TextSource:
     """A parsed source string (see the module docstring); `parse` makes one."""
-    kind: str  # "pydoc", "files" or "hf"
+    kind: str  # "shipped", "files" or "hf"
     paths: tuple[str, ...] = ()  # files: paths or glob patterns
     name: str = ""  # hf: dataset name (or a local builder: parquet, json, text)
     config: str | None = None  # hf: dataset configuration ("sample-10BT")
@@ -61,6 +89,10 @@ def parse(spec: str) -> TextSource:
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"a text source must be a non-empty string, got {spec!r}; {HELP}")
     kind, _, rest = spec.strip().partition(":")
+    if kind == "pydoc":
+        raise ValueError('text source "pydoc" (the interpreter\'s own pydoc topics) is no longer offered: they differ '
+                         'between Python patch releases, and so did every result trained on them; "shipped" is a fixed '
+                         'copy (Python 3.11.7\'s topics) shipped with the workbench')
     if kind not in _OPTIONS:
         raise ValueError(f"unknown text source kind {kind!r} in {spec!r}; {HELP}")
     rest, _, query = rest.partition("?")
@@ -79,10 +111,10 @@ def parse(spec: str) -> TextSource:
     docs = None if docs is None else int(docs)
     if options.get("field", "text") == "":
         raise ValueError(f"text source {spec!r}: field must name a column, got an empty string")
-    if kind == "pydoc":
+    if kind == "shipped":
         if rest:
-            raise ValueError(f"text source {spec!r}: pydoc takes no argument")
-        return TextSource("pydoc")
+            raise ValueError(f"text source {spec!r}: shipped takes no argument")
+        return TextSource("shipped")
     if kind == "files":
         paths = tuple(p for p in rest.split(",") if p.strip())
         if not paths:
@@ -98,7 +130,7 @@ def parse(spec: str) -> TextSource:
 @dataclass(frozen=True)
 class Corpus:
     """The documents of a source. `ids` (int64) identify a document for the split hash; `lengths`
-    in characters; `weighted`: draw documents in proportion to their length (pydoc: uniformly)."""
+    in characters; `weighted`: draw documents in proportion to their length (shipped: uniformly)."""
     names: list
     texts: list
     ids: np.ndarray
@@ -119,9 +151,8 @@ def corpus(spec: str) -> Corpus:
 @functools.lru_cache(maxsize=4)
 def _read(spec: str, stamp: tuple) -> Corpus:
     source = parse(spec)
-    if source.kind == "pydoc":
-        from pydoc_data.topics import topics
-        names, texts = zip(*sorted(topics.items()))
+    if source.kind == "shipped":
+        names, texts = zip(*sorted(shipped_topics().items()))
         ids = [zlib.crc32(n.encode()) for n in names]  # by topic name, as since the first version
         return _corpus(list(names), list(texts), ids, weighted=False)
     documents = _read_files(source, [f for f, _, _ in stamp]) if source.kind == "files" else _read_hf(source)
