@@ -4,6 +4,7 @@ import math
 import random
 import struct
 from decimal import Decimal, localcontext
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -201,6 +202,28 @@ def test_bittokens_base10_default_is_the_authors_onehot_layout():
     assert onehot_oracle_digits(5e-324) == [1, 1, 7, 6, 5] + [0] * 16
     assert onehot_oracle_digits(-250.0) == [0, 5, 0, 2, 2, 5] + [0] * 15
     assert enc[0, 210:].tolist() == onehot_rows([1, 9, 9, 9] + [0] * 17)  # 1/0 = inf
+
+
+def test_bittokens_base10_zero_pad_scale_is_the_authors_by_default():
+    """zero_pad at base 10: the authors scale by sqrt(d / 210) even with the reciprocal (420 dims
+    of +-1), so the token's RMS is sqrt(2); base10_pad_scale="width" gives unit RMS, like base 2
+    (where the authors also divide by the whole width). Hand case d = 840: scale 2 against sqrt(2)."""
+    x = torch.tensor([1.5, -250.0], dtype=torch.float64)
+    num = torch.randn(2, 840)
+    cases = {  # options: (expected scale, expected RMS of the token)
+        (("base", 10),): (2.0, 2 ** 0.5),
+        (("base", 10), ("base10_pad_scale", "width")): (2 ** 0.5, 1.0),
+        (("base", 10), ("reciprocal", False)): (2.0, 1.0),
+        (("base", 2),): ((840 / 128) ** 0.5, 1.0),
+        (("base", 2), ("base10_pad_scale", "value")): ((840 / 128) ** 0.5, 1.0)}
+    for opts, (scale, rms) in cases.items():
+        codec = encoders.get("bittokens", combine="zero_pad", **dict(opts))
+        token = codec.number_head(840).embed(num, x)
+        assert torch.equal(token[:, codec.width:], torch.zeros(2, 840 - codec.width)), opts
+        assert torch.allclose(token[:, :codec.width], scale * codec.encode(x)), opts
+        assert token.pow(2).mean(1).sqrt().tolist() == pytest.approx([rms] * 2), opts
+    with pytest.raises(ValueError, match="base10_pad_scale"):
+        encoders.get("bittokens", base10_pad_scale="rms")
 
 
 def test_bittokens_onehot_round_trips_every_finite_float64_exactly():
@@ -498,6 +521,33 @@ def test_fone_default_head_is_a_layernorm_read_directly():
         encoders.get("fone", head="mlp")
 
 
+def test_fone_float64_digit_labels_hand_case_and_their_loss_floor():
+    """digit_labels="float64" (the authors'): round(|x| * 1e32) // 10^k % 10 in float64. Hand case
+    1: place 10^0 reads 1, but place 10^-7 reads 9, because float64's 1e25 is
+    10000000000000000905969664 and 1e32 // 1e25 = 9999999 (exact fractions of the two floats).
+    The exact labels (default) are the digits: a head that outputs them confidently has a loss
+    near 0 under the exact labels but not under the float64 ones, whose wrong places it cannot fit."""
+    from workbench.encoders.fone import float64_digits
+    assert Fraction(int(1e32)) // Fraction(int(1e25)) == 9_999_999 and int(1e25) == 10000000000000000905969664
+    x = torch.tensor([1.0, 0.0, 0.5], dtype=torch.float64)
+    labels = float64_digits(x)
+    place = {p: 32 + p for p in range(-32, 17)}  # column of place 10^p
+    assert labels[0, place[0]] == 1 and labels[0, place[-7]] == 9 and labels[0, place[1]:].sum() == 0
+    assert labels[1].tolist() == [0] * 49 and labels[2, place[-1]] == 5
+    assert (labels[[0, 2]] != digits_at(x)[[0, 2]]).any(1).all()
+    exact, authors = encoders.get("fone"), encoders.get("fone", digit_labels="float64")
+    assert encoders.options("fone")["digit_labels"] == "exact" and exact.digit_labels == "exact"
+    head = exact.number_head(128)
+    logits = head.output_of(400 * head.target_vector(x))  # confident exact digits
+    assert head.loss(logits, x).max() < 1e-6
+    floor = authors.number_head(128).loss(logits, x)
+    assert (floor[[0, 2]] > 1).all() and floor[1] < 1e-6
+    with pytest.raises(ValueError, match="digit_labels"):
+        encoders.get("fone", digit_labels="float32")
+    with pytest.raises(ValueError, match="finite"):
+        float64_digits(torch.tensor([math.inf]))
+
+
 # -- xVal ------------------------------------------------------------------------------------
 def test_xval_scaling_formula_at_hand_computed_points():
     """The earlier formula without an offset, one option away (offset=0)."""
@@ -523,7 +573,7 @@ def authors_scale(x: float) -> float:
 
 def test_xval_default_is_the_authors_offset_and_decode_threshold():
     codec = encoders.get("xval")
-    assert encoders.options("xval") == {"offset": 1e-14} and codec.offset == 1e-14
+    assert encoders.options("xval") == {"offset": 1e-14, "head_width": 3072} and codec.offset == 1e-14
     xs = [1.0, 1e15, 1e-14, 3e-14, -1e6, 1e3, 1e-2, -1e-8, 0.0, 9.9e-15, -1e-20, 1e21, -2.5e-13]
     s = codec.encode(torch.tensor(xs, dtype=torch.float64)).squeeze(1).tolist()
     assert s == pytest.approx([authors_scale(x) for x in xs], abs=1e-15)
@@ -607,7 +657,7 @@ def test_as_float64_keeps_what_float64_holds_and_refuses_what_is_not_real():
 
 
 def test_xval_head_embed_loss_predict():
-    codec = encoders.get("xval")
+    codec = encoders.get("xval", head_width=0)
     head = codec.number_head(32)
     assert head.output[0].out_features == 128 and isinstance(head.output[1], torch.nn.GELU)  # d -> 4d -> 1
     x = torch.tensor([2.0, -1e-3, 1e12], dtype=torch.float64)
@@ -619,6 +669,19 @@ def test_xval_head_embed_loss_predict():
     right = codec.encode(x).squeeze(1)
     assert head.loss(right.float(), x).max() < 1e-10
     assert torch.allclose(head.predict(right), x, rtol=1e-13)
+
+
+def test_xval_head_width_is_the_authors_3072_by_default():
+    """The authors' head is d -> 3072 -> 1 whatever d; head_width=0 is 4d. Equal at the paper's
+    d = 768, 3072 against 512 at cpu-tiny's d = 128."""
+    widths = [encoders.get("xval", **opt).number_head(d).output[0].out_features
+              for opt in ({}, {"head_width": 0}, {"head_width": 64}) for d in (128, 768)]
+    assert widths == [3072, 3072, 512, 3072, 64, 64]
+    head = encoders.get("xval").number_head(128)
+    assert (head.output[0].in_features, head.output[2].in_features, head.output[2].out_features) == (128, 3072, 1)
+    for bad in (-1, 1.5, True, "3072"):
+        with pytest.raises(ValueError, match="head_width"):
+            encoders.get("xval", head_width=bad)
 
 
 # -- digit tokenizers ------------------------------------------------------------------------

@@ -339,3 +339,17 @@ def test_after_the_warm_up_each_loss_weight_is_set_to_match_the_text_tasks(tmp_p
             weights, matched = [weights[1] * mean[1] / mean[0], weights[1]], matched + 1
         assert [evals[step][f"loss_weight/{t}"] for t in cfg.tasks] == pytest.approx(weights, rel=1e-6), step
     assert warm and len(forwards) == 5 and matched >= 2  # weights set after the warm-up, twice or more
+
+
+def test_curriculum_rule_authors_moves_the_frontier_by_their_rule(tmp_path):
+    """--curriculum-rule authors: the run's curricula are the authors' (start at index int(0.15 n)
+    of the held levels, here 2 … 6, so level 2; one level per evaluation while every level scores
+    1.0; mastered at the top), logged like the paper's."""
+    cfg = TrainConfig(**RUN, curriculum_rule="authors", out=str(tmp_path / "authors"))
+    _, evals, _, _, _ = traced_run(cfg, lambda k, task, frame: 1.0)
+    held = tasks.generate("multiplication", RUN["pool_size"], seed=0, split="train", decades=RUN["decades"],
+                          max_digits=RUN["max_digits"])["difficulty_sd"]
+    assert sorted(set(held)) == [2, 3, 4, 5, 6]
+    assert [row["frontier/multiplication"] for row in evals] == [3, 4, 5, 6, 6]
+    with pytest.raises(ValueError, match="curriculum-rule"):
+        TrainConfig(**RUN, curriculum_rule="fast")

@@ -1,5 +1,6 @@
 """Tasks: labels against an independent decimal oracle, sampling properties, splits, released data."""
 import os
+from dataclasses import replace
 from decimal import Decimal, localcontext, ROUND_HALF_EVEN
 from fractions import Fraction
 from pathlib import Path
@@ -396,3 +397,57 @@ def test_swap_operands_option():
 def test_regime_rejects_bad_fields(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         T.Regime(**bad)
+
+
+# -- the authors' labels of the binary set and their bits of division (docs/fidelity.md) ---------
+def _hand_candidates(m1, e1, m2, e2, op, **extra):
+    """One candidate question (M1 * 10**e1 op M2 * 10**e2), as a draw returns it (valid, key popped)."""
+    c = dict(M1=np.array([m1]), e1=np.array([e1]), M2=np.array([m2]), e2=np.array([e2]), op=np.array([op]))
+    return {**c, **{k: np.array([v]) for k, v in extra.items()}}
+
+
+def test_binary_labels_hand_case_0_1_times_3():
+    """0.1 * 3: A.2's rounded label is 0.3; the authors' float64 label is 0.30000000000000004
+    (float64's 0.1 * 3). Catches a build that ignores label64 or rounds it."""
+    from workbench.tasks.arithmetic import build
+    rounded = build("multiplication", _hand_candidates(1, -1, 3, 0, "*"), 1)
+    float64 = build("multiplication", _hand_candidates(1, -1, 3, 0, "*", label64=0.1 * 3), 1)
+    assert rounded.answer.tolist() == ["0.3"] and float64.answer.tolist() == ["0.30000000000000004"]
+
+
+@pytest.mark.parametrize("task", ["multiplication", "division"])
+def test_binary_labels_switch_keeps_questions_and_changes_only_labels(task):
+    """binary_labels="float64": the same questions; the answer is float64's x * y (division: x times
+    the multiplier y of x / (1/y)), against float arithmetic on the printed operands; "rounded"
+    (the default) is the exact answer rounded to 15 digits (decimal oracle). At the paper's regime
+    most float64 labels carry more than 15 digits; decimal sets ignore the field."""
+    rounded = T.generate(task, 400, seed=3, regime=BINARY)
+    float64 = T.generate(task, 400, seed=3, regime=T.Regime(significance="binary", binary_labels="float64"))
+    assert float64.prompt.tolist() == rounded.prompt.tolist()
+    second = float64.multiplier if task == "division" else float64.num2
+    assert [float(a) for a in float64.answer] == [float(x) * float(y) for x, y in zip(float64.num1, second)]
+    assert all(Decimal(a) == oracle(row, task) for a, row in zip(rounded.answer, rounded.itertuples()))
+    digits = float64.answer.str.replace("-", "").str.replace(".", "").str.strip("0").str.len()
+    assert (digits > 15).mean() > 0.6
+    decimal = T.Regime(binary_labels="float64")
+    assert T.generate(task, 50, seed=3, regime=decimal).equals(T.generate(task, 50, seed=3))
+    with pytest.raises(ValueError, match="binary_labels"):
+        T.Regime(binary_labels="float32")
+
+
+def test_division_bits_of_the_reciprocal_hand_case_and_oracle():
+    """division_bits="reciprocal" (the authors'): decimal division's base-2 difficulty counts the
+    one-bits of float64's 1/divisor instead of the divisor's. Hand case: 3 = 0b11 has 2, 1/3 =
+    0x1.5555555555555p-2 has 27, so every question dividing by 3 is 25 levels harder; all rows
+    against float.hex. Catches the reciprocal taken of the dividend or left out."""
+    narrow = T.Regime.of((0, 0), 1, difficulty_caps=False)
+    divisor = T.generate("division", 300, seed=2, regime=narrow)
+    recip = T.generate("division", 300, seed=2, regime=replace(narrow, division_bits="reciprocal"))
+    assert recip.prompt.tolist() == divisor.prompt.tolist()
+    delta = recip.difficulty - divisor.difficulty
+    assert set(delta[divisor.num2.isin(["3", "-3"])]) == {25}
+    assert set(delta[divisor.num2.isin(["2", "-2", "4", "-4", "8", "-8"])]) == {0}
+    oracle_delta = [_float_bits(1 / float(b))[1] - _float_bits(float(b))[1] for b in divisor.num2]
+    assert delta.tolist() == oracle_delta and recip.difficulty_sd.equals(divisor.difficulty_sd)
+    with pytest.raises(ValueError, match="division_bits"):
+        T.Regime(division_bits="dividend")

@@ -36,6 +36,7 @@ from .atomic import clean_temporaries, write_atomic
 from .balancing import CAPS, LossNormalizer, TaskBalancer
 from .cli import add_arguments, flag, setting, values_of
 from .curriculum import ENDGAMES, Curriculum, Sampler
+from .curriculum_authors import RULES as CURRICULUM_RULES, AuthorsCurriculum
 from .data import make_pool, next_batch, samples_per_step, shard
 from .evaluate import evaluate, summarize
 from .model import ACTIVATIONS, GPT, INITS, LOSSES, NORMS, PRESETS, preset
@@ -73,6 +74,11 @@ class TrainConfig:
     difficulty_caps: bool = setting(True, "the authors' caps on the difficulty levels (A.3 is silent)")
     exp_difficulty: str = setting("product", "exponentiation difficulty: A.3's product of non-zero digits or the "
                                   "authors' product ** 0.4", choices=("product", "damped"))
+    binary_labels: str = setting("rounded", "answers of the binary pools: rounded to 15 significant digits (A.2) or "
+                                 "the float64 result of the operands (the authors' data)", choices=("rounded", "float64"))
+    division_bits: str = setting("divisor", "base-2 difficulty of decimal division: bits of dividend, divisor and "
+                                 "quotient (A.3) or of the divisor's float64 reciprocal (the authors')",
+                                 choices=("divisor", "reciprocal"))
     binary_pool: bool = setting(True, "A.3: an encoding with base-2 difficulty (BitTokens) learns the curriculum "
                                 "tasks multiplication and division from binary-significance numbers first")
     endgame: str = setting("fixed", "hand-over from the binary pool to the decimal one: for the last "
@@ -85,6 +91,9 @@ class TrainConfig:
     eval_every: int = setting(100, "steps between evaluations (balancer, curriculum, best checkpoint)")
     checkpoint_every: int = setting(100, "steps between checkpoints (--resume continues from the last)")
     curriculum: bool = setting(True, "difficulty curriculum of C.3 for the tasks A.3 names")
+    curriculum_rule: str = setting("paper", "how the curriculum starts, advances and shares its levels: C.3's text "
+                                   "(paper) or the authors' curriculum_manager.py (authors; docs/fidelity.md)",
+                                   choices=CURRICULUM_RULES)
     balancing: bool = setting(True, "task balancing of C.4 (eq. 16); else equal shares")
     balance_lambda: float = setting(-1.0, "lambda of eq. 15/16: -1 harmonic (C.4), 0 geometric, 1 arithmetic "
                                     "(Table 14)")
@@ -140,7 +149,8 @@ class TrainConfig:
         self.regime = Regime.of(self.decades, self.max_digits, text_source=self.text_source,  # raises if bad
                                 list_sampling=self.list_sampling, list_lengths=tuple(self.list_lengths),
                                 swap_operands=self.swap_operands, difficulty_caps=self.difficulty_caps,
-                                exp_difficulty=self.exp_difficulty)
+                                exp_difficulty=self.exp_difficulty, binary_labels=self.binary_labels,
+                                division_bits=self.division_bits)
         if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens) and self.tokens >= 1):
             raise ValueError(f"--tokens must be a finite number >= 1, got {self.tokens}")
         for name, low in (("batch_size", 1), ("pool_size", 1), ("val_samples", 1), ("test_samples", 1),
@@ -158,6 +168,8 @@ class TrainConfig:
         if self.max_task_ratio is not None and not (1 / len(self.tasks) <= self.max_task_ratio <= 1):
             raise ValueError(f"--max-task-ratio must be in [1/{len(self.tasks)}, 1] for {len(self.tasks)} tasks, "
                              f"got {self.max_task_ratio}")
+        if self.curriculum_rule not in CURRICULUM_RULES:
+            raise ValueError(f"--curriculum-rule must be one of {CURRICULUM_RULES}, got {self.curriculum_rule!r}")
         if self.max_answer_tokens < 0:
             raise ValueError(f"--max-answer-tokens must be >= 0, got {self.max_answer_tokens}")
         encoding.number_head(self.model_config().d_model)  # raises for a bad architecture or a head that cannot fit
@@ -304,8 +316,14 @@ def _sampler(cfg: TrainConfig, encoding, tok: Tokenizer, pools: dict, total_step
     # the levels the pool holds (the authors' "levels present in the data"): a narrowed regime's
     # pool holds far fewer than the paper's bound, and the frontier starts at 0.1 x its highest
     held = {t: getattr(binary[t][0] if t in binary else pools[t], column) for t in curriculum_tasks}
-    curricula = {t: Curriculum(int(held[t].max()), total_steps, 1.0, warmup_frac=cfg.optim.warmup_frac, levels=held[t])
-                 for t in curriculum_tasks}
+    if cfg.curriculum_rule == "authors":  # their manager checks every task after each task's evaluation
+        floor = min(cfg.optim.lr_floor / cfg.optim.hidden_lr, 0.99)  # their endgame reads the lr, floor included
+        curricula = {t: AuthorsCurriculum(int(held[t].max()), total_steps, 1.0, warmup_frac=cfg.optim.warmup_frac,
+                                          levels=held[t], hand_over=t in binary, checks=len(curriculum_tasks),
+                                          lr_floor=floor) for t in curriculum_tasks}
+    else:
+        curricula = {t: Curriculum(int(held[t].max()), total_steps, 1.0, warmup_frac=cfg.optim.warmup_frac,
+                                 levels=held[t]) for t in curriculum_tasks}
     return Sampler(pools, curricula, encoding.difficulty_base, total_steps, binary, cfg.endgame, cfg.endgame_share)
 
 

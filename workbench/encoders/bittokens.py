@@ -12,7 +12,8 @@ authors' code (KreitnerL/BitTokens); the other behaviour is one option away.
       "sum" (default; section 5's text "zero-pad ... then add the vector to the learned [NUM]
       token", and Table 4 / Fig. 4 equal Table 8's Sum column) e + pad(enc);
       "zero_pad" (the authors' released configs; the baseline of Tables 9, 10, 13, 14) no e at
-      all, pad(enc) * sqrt(d_model / width) so the token has unit RMS like the others;
+      all, pad(enc) * sqrt(d_model / width) so the token has unit RMS like the others (base 10:
+      see base10_pad_scale);
       "product" e * pad(enc, value=1); "concat" [enc, e[width:]]: the bits replace the first
       `width` dims of e; "weighted" W enc; "weighted_sum" e + W enc (W a learned linear layer).
   concat_rescale     True (default, the authors'; Table 8's numbers came from their code): concat
@@ -32,6 +33,10 @@ authors' code (KreitnerL/BitTokens); the other behaviour is one option away.
       digit summed over the 21 digits, decoded by the argmax digit. inf and NaN use a reserved
       exponent (999), which the authors' format lacks. "bcd": a binary-coded decimal analogue
       of IEEE 754, 84 bits per value (168 with 1/x), trained with BCE like the binary bits.
+  base10_pad_scale   zero_pad's scale at base 10: "value" (default, the authors' base-10 module;
+      the text is silent) sqrt(d_model / the value's dims), 210 for onehot even with the
+      reciprocal, so the token's RMS is sqrt(2) = 1.41 with it; "width" sqrt(d_model / width),
+      unit RMS like base 2 (where the authors scale by the whole width too).
 """
 from __future__ import annotations
 
@@ -50,6 +55,7 @@ from .base import NumberEncoding, NumberHead, as_float64
 COMBINE = ("sum", "product", "concat", "zero_pad", "weighted", "weighted_sum")
 HEADS = ("linear", "none", "mlp")
 BASE10_LAYOUTS = ("onehot", "bcd")
+PAD_SCALES = ("value", "width")
 
 # _BYTE_BITS[b] = the 8 bits of byte b, MSB first, as ±1 (exact in float32).
 _BYTE_BITS = ((torch.arange(256).unsqueeze(1) >> torch.arange(7, -1, -1)) & 1).float() * 2 - 1
@@ -96,7 +102,7 @@ class BitTokens(NumberEncoding):
 
     def __init__(self, combine: str = "sum", head: str = "linear", reciprocal: bool = True,
                  base: int = 2, concat_rescale: bool = True, mlp_hidden: float = 0.5,
-                 base10_layout: str = "onehot"):
+                 base10_layout: str = "onehot", base10_pad_scale: str = "value"):
         if combine not in COMBINE:
             raise ValueError(f"combine must be one of {COMBINE}, got {combine!r}")
         if head not in HEADS:
@@ -105,6 +111,8 @@ class BitTokens(NumberEncoding):
             raise ValueError(f"base must be 2 or 10, got {base!r}")
         if base10_layout not in BASE10_LAYOUTS:
             raise ValueError(f"base10_layout must be one of {BASE10_LAYOUTS}, got {base10_layout!r}")
+        if base10_pad_scale not in PAD_SCALES:
+            raise ValueError(f"base10_pad_scale must be one of {PAD_SCALES}, got {base10_pad_scale!r}")
         for option, value in (("reciprocal", reciprocal), ("concat_rescale", concat_rescale)):
             if not isinstance(value, bool):
                 raise ValueError(f"{option} must be True or False, got {value!r}")
@@ -113,6 +121,7 @@ class BitTokens(NumberEncoding):
                              f"(0.5: d_model // 2), a positive number; got {mlp_hidden!r}")
         self.combine, self.head_kind, self.reciprocal, self.base = combine, head, reciprocal, base
         self.concat_rescale, self.mlp_hidden, self.base10_layout = concat_rescale, mlp_hidden, base10_layout
+        self.base10_pad_scale = base10_pad_scale
         self.layout = "binary" if base == 2 else base10_layout
         self.bits = {"binary": 64, "onehot": base10.ONEHOT_WIDTH, "bcd": base10.BCD_WIDTH}[self.layout]
         if base == 10:  # the authors train base 10 on the decimal sets and curriculum (Table 9)
@@ -121,6 +130,12 @@ class BitTokens(NumberEncoding):
     @property
     def width(self) -> int:
         return self.bits * (2 if self.reciprocal else 1)
+
+    def zero_pad_scale(self, d_model: int) -> float:
+        """zero_pad's factor: sqrt(d_model / width), or at base 10 with base10_pad_scale="value"
+        sqrt(d_model / the value's dims) (the authors', whether or not 1/x is appended)."""
+        dims = self.bits if self.base == 10 and self.base10_pad_scale == "value" else self.width
+        return math.sqrt(d_model / dims)
 
     def value_bits(self, x) -> Tensor:
         """The ±1 dims of the values themselves (no reciprocal): what the head predicts."""
@@ -200,7 +215,7 @@ class BitTokensHead(NumberHead):
         padded = F.pad(enc, (0, pad))
         if combine == "sum":
             return num_embedding + padded
-        return padded * math.sqrt(self.d_model / width)  # zero_pad: unit RMS like other tokens
+        return padded * self.encoding.zero_pad_scale(self.d_model)  # zero_pad: no [NUM] at all
 
     def kept(self, num_embedding: Tensor) -> Tensor:
         """concat's part of [NUM]: dims width…d, rescaled to unit RMS when concat_rescale."""
@@ -242,7 +257,7 @@ class BitTokensHead(NumberHead):
         if combine == "sum":
             return pad, e
         if combine == "zero_pad":
-            return pad * math.sqrt(d / w), zeros
+            return pad * self.encoding.zero_pad_scale(d), zeros
         if combine == "concat":
             return pad, torch.cat([zeros[:w], self.kept(e)])
         if combine == "product":

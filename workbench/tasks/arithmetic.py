@@ -1,7 +1,8 @@
 """Single-step arithmetic (A.1.2): addition (+ and -), multiplication, division.
 
 Each task has draw(rng, m, regime) -> candidate operands (vectorized) and a build -> DataFrame with
-labels exact to the printed question (long double + error bound, exact Fractions where undecided).
+labels exact to the printed question (long double + error bound, exact Fractions where undecided);
+a binary set with `Regime.binary_labels = "float64"` gets the authors' float64 result instead.
 Answers are scored by log-sMAPE (eq. 2) and 15-digit exact match (`score_numbers`, shared with
 the multi-step tasks).
 """
@@ -48,7 +49,9 @@ def draw_addition(rng, m, regime):
     ar = np.abs(r)
     # no vanishing information: every operand moves the 15-digit answer, no cancellation past 15 digits
     valid = (ar >= 1e-15 * big) & (small >= 0.5 * 10.0 ** (np.floor(np.log10(np.where(ar > 0, ar, 1))) - 14))
-    return _candidates(M1, e1, M2, e2, op, valid & ok1 & ok2, _bits(regime, p1, p2))
+    extra = dict(_bits(regime, p1, p2), **_float64_label(regime, lambda x, y: np.where(op == "+", x + y, x - y),
+                                                       (M1, e1), (M2, e2)))
+    return _candidates(M1, e1, M2, e2, op, valid & ok1 & ok2, extra)
 
 
 def draw_multiplication(rng, m, regime):
@@ -58,7 +61,8 @@ def draw_multiplication(rng, m, regime):
     M2, e2, ok2 = operands(rng, x2, p2, regime)
     s1, s2 = signs(rng, m)
     valid = (x1 + x2 >= LOW) & (x1 + x2 <= HIGH) & ok1 & ok2
-    return _candidates(s1 * M1, e1, s2 * M2, e2, np.full(m, "*"), valid, _bits(regime, p1, p2))
+    extra = dict(_bits(regime, p1, p2), **_float64_label(regime, np.multiply, (s1 * M1, e1), (s2 * M2, e2)))
+    return _candidates(s1 * M1, e1, s2 * M2, e2, np.full(m, "*"), valid, extra)
 
 
 def draw_division(rng, m, regime):
@@ -74,6 +78,8 @@ def draw_division(rng, m, regime):
     M1, e1 = round_to_digits(prod, np.minimum(pq + pd_, 17))
     s1, s2 = signs(rng, m)
     extra = dict(quotient_digits=pq, divisor_digits=pd_)
+    if regime.division_bits == "reciprocal":  # the authors' base-2 difficulty counts the bits of 1/divisor
+        extra["reciprocal_bits"] = dif.nonzero_bits(1.0 / to_float(Md, ed, fmt_all(Md, ed)))
     return _candidates(s1 * M1, e1, s2 * Md, ed, np.full(m, "/"), valid, extra)
 
 
@@ -91,13 +97,25 @@ def _draw_division_binary(rng, m, regime):
     s1, s2 = signs(rng, m)
     xq = x1 - xd - 1  # the decade of x * y
     valid = (xq >= LOW) & (xq <= HIGH) & ok1 & regime.in_bounds(d)
-    extra = dict(_bits(regime, p1, p2), multiplier=y)
+    extra = dict(_bits(regime, p1, p2), multiplier=y,
+                 **_float64_label(regime, np.multiply, (s1 * M1, e1), (s2 * y, None)))
     return _candidates(s1 * M1, e1, s2 * Md, ed, np.full(m, "/"), valid, extra)
 
 
 def _bits(regime, p1, p2):
     """The drawn significant bits of the two operands (the multiplier y for division), binary only."""
     return dict(num1_bits=p1, num2_bits=p2) if regime.significance == "binary" else {}
+
+
+def _float64_label(regime, op, a, b):
+    """{"label64": op(x, y)} in float64 for a binary set with the authors' labels, else {}.
+
+    a, b: (M, e) of a drawn operand, or (float64 values, None). Binary operands are float64 values
+    printed in full, and long double holds M * 10**e to 2**-62, so the cast back is exact."""
+    if regime.significance != "binary" or regime.binary_labels != "float64":
+        return {}
+    x, y = (v if e is None else value_ld(v, e).astype(np.float64) for v, e in (a, b))
+    return {"label64": op(x, y)}
 
 
 def _label(c, limit):
@@ -124,7 +142,11 @@ def in_range(M, e):
 
 def build(task, c, limit):
     """DataFrame of the first `limit` candidates whose answer is in range (formatting is the cost)."""
-    M, e, keep = _label(c, limit)
+    if "label64" in c:  # the authors' binary labels: the float64 result, printed in full
+        M, e = float_pairs(c["label64"])
+        keep = np.flatnonzero(in_range(M, e))[:limit]
+    else:
+        M, e, keep = _label(c, limit)
     c = {k: v[keep] for k, v in c.items()}
     M, e = M[keep], e[keep]
     a, b, ans = fmt_all(c["M1"], c["e1"]), fmt_all(c["M2"], c["e2"]), fmt_all(M, e)
@@ -137,7 +159,8 @@ def build(task, c, limit):
         d_sd, d_2 = nz_a + nz_b, bits_a + bits_b
     elif "multiplier" in c:  # binary division, the authors' rule: scored as the multiplication x * y
         d_sd, d_2 = nz_a + dif.nonzero_digits(float_pairs(c["multiplier"])[0]), bits_a + bits_b
-    else:  # division (A.3) and addition (ours): operands and result
+    else:  # division (A.3) and addition (ours): operands and result; division_bits="reciprocal": 1/b's bits
+        bits_b = c.get("reciprocal_bits", bits_b)
         d_sd, d_2 = nz_a + nz_b + dif.nonzero_digits(M), bits_a + bits_b + dif.nonzero_bits(fr)
     df = pd.DataFrame({
         "prompt": prompt,

@@ -18,6 +18,8 @@ SPLITS = ("train", "val", "test")
 
 SIGNIFICANCE = ("decimal", "binary")
 EXP_DIFFICULTY = ("product", "damped")
+BINARY_LABELS = ("rounded", "float64")
+DIVISION_BITS = ("divisor", "reciprocal")
 LIST_LENGTHS = (2, 5)
 LIST_SAMPLING = ("auto", "paper", "resolved")
 
@@ -46,6 +48,13 @@ class Regime:
         damped exponentiation's bits clipped to [5, 58]). False: A.3's raw counts.
     exp_difficulty: "product" of the non-zero digits of base, exponent and result (A.3's text) or
         "damped", round(product ** 0.4) (the authors' code).
+    binary_labels: answers of the binary set: "rounded" (A.2: "round all answers to at most 15
+        significant digits", exact like every other label) or "float64" (the authors' data: the
+        float64 result of the drawn operands, x * y for division's x / (1/y), up to 17 digits).
+        Decimal sets ignore it.
+    division_bits: base-2 difficulty of decimal division, the non-zero bits of dividend and
+        quotient plus those of the "divisor" (A.3's "dividend, divisor and quotient") or of its
+        float64 "reciprocal" (the authors' code). The binary set ignores it (it prints 1/y).
     text_source: where the text task's prose comes from (text_sources.py; "shipped", the corpus shipped with the workbench, offline).
     """
 
@@ -57,6 +66,8 @@ class Regime:
     swap_operands: bool = False
     difficulty_caps: bool = True
     exp_difficulty: str = "product"
+    binary_labels: str = "rounded"
+    division_bits: str = "divisor"
     text_source: str = DEFAULT_TEXT_SOURCE
 
     def __post_init__(self):
@@ -72,7 +83,9 @@ class Regime:
                              f"{LIST_LENGTHS[1]}, got {self.list_lengths}")
         for name, value, allowed in (("list_sampling", self.list_sampling, LIST_SAMPLING),
                                      ("significance", self.significance, SIGNIFICANCE),
-                                     ("exp_difficulty", self.exp_difficulty, EXP_DIFFICULTY)):
+                                     ("exp_difficulty", self.exp_difficulty, EXP_DIFFICULTY),
+                                     ("binary_labels", self.binary_labels, BINARY_LABELS),
+                                     ("division_bits", self.division_bits, DIVISION_BITS)):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
         for name in ("swap_operands", "difficulty_caps"):
