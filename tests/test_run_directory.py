@@ -1,11 +1,13 @@
 """Nothing a run wrote is lost: --resume needs a checkpoint, an old run is never silently replaced,
 the log is rewritten atomically, a killed write's temporaries are cleaned up, a full disk keeps the
 previous checkpoint and says so; every flag is checked before anything is allocated."""
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ import torch
 from workbench import train as T
 from workbench.atomic import write_atomic
 from workbench.optim import OptimConfig
+from workbench.tasks import text_sources
 
 TINY = dict(encoding="bittokens", tasks=("addition",), preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4,
             pool_size=100, val_samples=4, test_samples=4, eval_every=2, checkpoint_every=2,
@@ -69,7 +72,7 @@ def test_sigkilled_checkpoint_temporaries_are_removed_on_the_next_start(tmp_path
         (out / name).write_bytes(b"half a checkpoint")
     (out / ".unrelated").write_text("not ours")
     T.train(T.TrainConfig(**TINY, out=str(out)), resume=True)  # finished: nothing to train, cleans up
-    assert sorted(p.name for p in out.glob(".*")) == [".unrelated"]
+    assert sorted(p.name for p in out.glob(".*")) == [".lock", ".unrelated"]  # the lock file stays (harmless)
 
 
 @pytest.fixture
@@ -107,7 +110,9 @@ def test_a_full_disk_keeps_the_previous_checkpoint_and_says_so(full_disk):
     (["--context", "100000"], "--context must be an integer in 8..65536"),
     (["--out", ""], "--out must name a run directory"),
     (["--encoding", "base64"], "unknown encoding 'base64'"),
-    (["--tasks", "addition,nope"], "--tasks must be distinct names"),
+    (["--tasks", "addition,nope"], "unknown task 'nope'"),
+    (["--tasks", "additon"], "did you mean 'addition'?"),
+    (["--encoding", "bittoken"], "did you mean 'bittokens'?"),
     (["--decades", "3", "1"], "decades must be integers with"),
     (["--encoding-option", "combine=glue"], "combine must be one of"),
     (["--encoding-option", "combine"], "--encoding-option takes KEY=VALUE"),
@@ -126,3 +131,73 @@ def test_a_configuration_that_cannot_fit_in_memory_is_refused_up_front():
     with pytest.raises(MemoryError, match="--batch-size 64 x --context 65536 .* GiB but .* GiB are free"):
         T.check_memory(cfg, vocab_size=2100)
     assert T.check_memory(T.TrainConfig(**TINY), vocab_size=2100) < 2**30  # a small run passes
+
+
+def test_every_user_error_is_one_or_two_lines(tmp_path, capsys):
+    """No usage dump before the line that matters: a misspelled name, a bad value, a rerun into a
+    finished run (issue 28's mistakes)."""
+    for flags in (["--encoding", "bittoken"], ["--tasks", "additon"], ["--tokens", "0"]):
+        with pytest.raises(SystemExit):
+            T.main(flags + ["--out", str(tmp_path / "x")])
+        assert len(capsys.readouterr().err.strip().splitlines()) <= 2
+    T.train(T.TrainConfig(**TINY, out=str(tmp_path / "done")))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        T.main(["--encoding", "bittokens", "--tasks", "addition", "--out", str(tmp_path / "done")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(err) == 1 and "already holds a run" in err[0] and "--resume" in err[0]
+
+
+def test_resume_with_another_configuration_names_the_settings_that_differ_and_touches_nothing(tmp_path, capsys):
+    out = tmp_path / "run"
+    T.train(T.TrainConfig(**TINY, out=str(out)))
+    capsys.readouterr()
+    (out / ".checkpoint.pt.abcd1234").write_bytes(b"another process's temporary")
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    with pytest.raises(SystemExit):
+        T.main(["--encoding", "bittokens", "--tasks", "addition", "--seed", "3", "--max-digits", "1", "--resume",
+                "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "seed: 0 (recorded) vs 3" in err[0] and "max_digits: 2 (recorded) vs 1" in err[0]
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before  # nothing touched
+
+
+def test_a_resume_may_change_what_only_the_final_test_reads(tmp_path):
+    out = tmp_path / "run"
+    T.train(T.TrainConfig(**TINY, out=str(out)))
+    T.train(T.TrainConfig(**{**TINY, "test_samples": 6}, out=str(out)), resume=True)
+    assert len(T.pd.read_csv(out / "test_samples.csv")) == 6
+
+
+def test_two_processes_never_write_into_one_run_directory(tmp_path):
+    """Bug: two runs started into one --out both write (every step logged twice, files from either).
+    A second process is refused at once -- a new run, an --overwrite, a --resume -- in one line
+    naming the first's PID, and the first runs on alone: each step logged once."""
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "workbench.train", "--encoding", "bittokens", "--tasks", "addition", "--batch-size",
+            "2", "--tokens", str(2 * 128 * 300), "--pool-size", "100", "--val-samples", "4", "--test-samples", "4",
+            "--threads", "1", "--checkpoint-every", "5", "--out", str(out)]
+    first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while not (out / "metrics.jsonl").exists() and time.time() < deadline:
+            time.sleep(0.05)
+        for extra in ([], ["--overwrite"], ["--resume"]):
+            second = subprocess.run(args + extra, capture_output=True, text=True, timeout=120)
+            lines = second.stderr.strip().splitlines()
+            assert second.returncode == 2 and len(lines) == 1, second.stderr
+            assert f"in use by process {first.pid} " in lines[0] and str(out) in lines[0]
+        assert not (out / "test_summary.csv").exists()  # the refusals came while the first was running
+        assert first.wait(timeout=600) == 0
+    finally:
+        first.kill()
+    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 301))
+
+
+def test_each_run_records_what_made_it(tmp_path):
+    out = T.train(T.TrainConfig(**{**TINY, "tasks": ("addition", "text")}, out=str(tmp_path / "run")))
+    env = json.loads((out / "environment.json").read_text())
+    assert env["python"] == ".".join(map(str, sys.version_info[:3])) and env["torch"] == torch.__version__
+    assert env["threads"] == 1 and env["bpe_corpus_sha256"] == env["text_source_sha256"]
+    assert env["bpe_corpus_sha256"] == hashlib.sha256(text_sources.SHIPPED.read_bytes()).hexdigest()

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
+import os
+import sys
 import typing
 
 
@@ -83,3 +86,38 @@ def values_of(args: dict, cls, skip=()) -> dict:
                 part for v in value for part in (v.split(",") if isinstance(v, str) else [v]) if part != "")
         out[f.name] = value
     return out
+
+
+def unknown(kind: str, value, options) -> str:
+    """"unknown encoding 'bittoken'; did you mean 'bittokens'? (choices: ...)": the message for a
+    name that is not one of `options`, with the nearest ones first."""
+    options = [str(o) for o in options]
+    close = difflib.get_close_matches(str(value), options, n=2, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+    return f"unknown {kind} {value!r}{hint} (choices: {', '.join(options)})"
+
+
+def check_choices(config) -> None:
+    """Raise ValueError for a field of dataclass `config` whose value is not one of its setting's
+    choices, naming the flag and the nearest choices."""
+    for f in dataclasses.fields(config):
+        choices = f.metadata.get("choices")
+        choices = choices() if callable(choices) else choices
+        value = getattr(config, f.name)
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        for v in values:
+            if choices and v not in choices:
+                raise ValueError(f"{flag(f.name)}: " + unknown("value", v, choices))
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with errors in one line: what was wrong and where to look, not a usage dump."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n(`{self.prog} --help` lists every option)\n")
+
+    def fail(self, err: BaseException):
+        """A user error raised while running: one line; WORKBENCH_DEBUG=1 shows the traceback."""
+        if os.environ.get("WORKBENCH_DEBUG"):
+            raise err
+        self.exit(2, f"{self.prog}: error: {err}\n")

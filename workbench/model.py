@@ -79,7 +79,8 @@ PRESETS = {
 
 def preset(name: str, **overrides) -> GPTConfig:
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+        from .cli import unknown
+        raise ValueError(unknown("preset", name, PRESETS))
     return replace(PRESETS[name], **overrides)
 
 

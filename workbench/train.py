@@ -22,6 +22,7 @@ import json
 import math
 import os
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -33,8 +34,9 @@ from tqdm.auto import tqdm
 
 from . import encoders, metrics, tasks
 from .atomic import clean_temporaries, write_atomic
+from .locks import InUse, hold
 from .balancing import CAPS, LossNormalizer, TaskBalancer
-from .cli import add_arguments, flag, setting, values_of
+from .cli import Parser, add_arguments, check_choices, flag, setting, values_of
 from .curriculum import ENDGAMES, Curriculum, Sampler
 from .curriculum_authors import RULES as CURRICULUM_RULES, AuthorsCurriculum
 from .data import make_pool, next_batch, samples_per_step, shard
@@ -45,8 +47,12 @@ from .perplexity import perplexity, text_score
 from .tasks import Regime, text_sources
 from .tokenizer import Tokenizer
 
-RUN_FILES = ("config.json", "metrics.jsonl", "evals.jsonl", "checkpoint.pt", "best.pt", "test_samples.csv",
-             "test_summary.csv")
+RUN_FILES = ("config.json", "environment.json", "metrics.jsonl", "evals.jsonl", "checkpoint.pt", "best.pt",
+             "test_samples.csv", "test_summary.csv")
+# Settings that change neither the training nor its results: where a run lives and how fast it goes.
+SPEED_ONLY = ("out", "overwrite", "device", "compile", "threads", "checkpoint_every")
+# ... and those that change only the final test, so a resumed run may change them too.
+RESUMABLE = SPEED_ONLY + ("test_samples",)
 
 
 @dataclass
@@ -141,11 +147,12 @@ class TrainConfig:
         self.tasks = tuple(self.tasks)
         if isinstance(self.optim, dict):
             self.optim = OptimConfig(**self.optim)
-        unknown = [t for t in self.tasks if t not in tasks.names()]
-        if not self.tasks or unknown or len(set(self.tasks)) != len(self.tasks):
-            raise ValueError(f"--tasks must be distinct names from {tasks.names()}, got {list(self.tasks)}")
+        for task in self.tasks:
+            tasks.get(task)  # raises for an unknown task, with the nearest names
+        if not self.tasks or len(set(self.tasks)) != len(self.tasks):
+            raise ValueError(f"--tasks must be distinct task names, got {list(self.tasks)}")
         encoding = encoders.get(self.encoding, **self.encoding_options)  # raises for a bad name or option
-        preset(self.preset)
+        check_choices(self)
         self.regime = Regime.of(self.decades, self.max_digits, text_source=self.text_source,  # raises if bad
                                 list_sampling=self.list_sampling, list_lengths=tuple(self.list_lengths),
                                 swap_operands=self.swap_operands, difficulty_caps=self.difficulty_caps,
@@ -231,7 +238,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
         torch.cuda.set_device(device)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    out = _prepare_run_dir(cfg, resume, rank)
+    out, ckpt = _prepare_run_dir(cfg, resume, rank)
     gpt_cfg = cfg.model_config()
     encoding = encoders.get(cfg.encoding, **cfg.encoding_options)
     tok = Tokenizer(encoding, vocab_size=cfg.vocab_size)
@@ -256,9 +263,10 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
               samples_per_step(pools, cfg.batch_size * world, gpt_cfg.block_size),
               {"step": 0, "best": -1.0, "seconds": 0.0, "warm_evaluations": 0})
     if resume:
-        _restore(run)
+        _restore(run, ckpt)
     if rank == 0:
         write_atomic(out / "config.json", lambda tmp: Path(tmp).write_text(json.dumps(asdict(cfg), indent=1)))
+        write_atomic(out / "environment.json", lambda tmp: Path(tmp).write_text(json.dumps(environment(cfg), indent=1)))
     return run
 
 
@@ -372,7 +380,7 @@ def save_checkpoint(run: Run) -> None:
             "balancer": run.balancer.state_dict(), "normalizer": run.normalizer.state_dict(),
             "curricula": {t: c.state_dict() for t, c in run.sampler.curricula.items()},
             "rng": json.dumps(run.rng.bit_generator.state), "torch_rng": torch.get_rng_state(),
-            "state": dict(run.state), "config": _comparable(run.cfg)}
+            "state": dict(run.state), "config": recorded(run.cfg)}
     write_atomic(run.out / "checkpoint.pt", lambda tmp: torch.save(ckpt, tmp))
 
 
@@ -400,6 +408,11 @@ def final_test(run: Run, started: float) -> None:
 def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
     """Train, evaluate on the test split, return the run directory. `on_eval(row)` is called
     with every evaluation row (live plots in notebooks)."""
+    with hold(cfg.out) if int(os.environ.get("RANK", 0)) == 0 else nullcontext():  # one writer per run directory
+        return _train(cfg, resume, on_eval)
+
+
+def _train(cfg: TrainConfig, resume: bool, on_eval) -> Path:
     run = setup(cfg, resume)
     log = _Logger(run.out, run.rank)
     if run.rank == 0:
@@ -458,34 +471,37 @@ def load_metrics(run_dir) -> tuple[pd.DataFrame, pd.DataFrame]:
     return read("metrics.jsonl"), read("evals.jsonl")
 
 
-def _prepare_run_dir(cfg: TrainConfig, resume: bool, rank: int) -> Path:
-    """The run directory, checked: resume needs a checkpoint; a new run never silently replaces
-    an old one. Temporaries left by a killed atomic write are removed."""
+def _prepare_run_dir(cfg: TrainConfig, resume: bool, rank: int) -> tuple[Path, dict | None]:
+    """The run directory, checked before anything in it is touched: a resume needs a checkpoint of
+    the same configuration (returned, loaded); a new run never silently replaces an old one. Only
+    then are the temporaries a killed atomic write left removed (the caller holds the folder's lock)."""
     out = Path(cfg.out)
     existing = [name for name in RUN_FILES if (out / name).exists()]
     if resume and not (out / "checkpoint.pt").exists():
         raise FileNotFoundError(f"--resume: there is no {out / 'checkpoint.pt'} to continue from; start the run "
-                                f"without --resume (add --overwrite to replace {existing})" if existing else
-                                f"--resume: there is no {out / 'checkpoint.pt'} to continue from; start the run "
-                                "without --resume")
+                                "without --resume" + (f" (add --overwrite to replace {existing})" if existing else ""))
     if not resume and existing and not cfg.overwrite:
         raise FileExistsError(f"{out} already holds a run ({', '.join(existing)}): pass --resume to continue "
                               "it, --overwrite to replace it, or choose a new --out")
+    ckpt = None
+    if resume:
+        ckpt = load_checkpoint(out / "checkpoint.pt")
+        differ = config_differences(ckpt.get("config") or {}, cfg, ignore=RESUMABLE)
+        if differ:
+            raise ValueError(f"--resume: {out} was trained with another configuration ({differ}); resume with "
+                             "those values, or start a new run (--overwrite or another --out)")
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         clean_temporaries(out, RUN_FILES)
         if not resume:
             for name in existing:
                 (out / name).unlink()
-    return out
+    return out, ckpt
 
 
-def _restore(run: Run) -> None:
-    """Continue from OUT/checkpoint.pt: weights, optimizers, balancer, curricula, random states;
+def _restore(run: Run, ckpt: dict) -> None:
+    """Continue from the checkpoint: weights, optimizers, balancer, curricula, random states;
     the logs lose the rows written after the checkpoint."""
-    ckpt = load_checkpoint(run.out / "checkpoint.pt")
-    if ckpt.get("config") != _comparable(run.cfg):
-        raise ValueError(f"{run.out / 'checkpoint.pt'} was written with another configuration: {ckpt.get('config')}")
     run.model.load_state_dict(ckpt["model"])
     for opt, state in zip(run.optimizers, ckpt["optimizers"]):
         opt.load_state_dict(state)
@@ -525,10 +541,33 @@ def load_checkpoint(path: Path) -> dict:
         raise ValueError(f"checkpoint {path} is corrupt or not a workbench checkpoint: {err}") from err
 
 
-def _comparable(cfg: TrainConfig) -> dict:
-    """The configuration that must match to resume a run (not where it lives or its speed knobs)."""
-    skip = {"out", "overwrite", "device", "compile", "threads"}
-    return json.loads(json.dumps({k: v for k, v in asdict(cfg).items() if k not in skip}))
+def recorded(cfg: TrainConfig) -> dict:
+    """The configuration as config.json and checkpoints record it (JSON types)."""
+    return json.loads(json.dumps(asdict(cfg)))
+
+
+def config_differences(record: dict, cfg: TrainConfig, ignore=SPEED_ONLY) -> str:
+    """The settings in which a recorded configuration differs from `cfg` ("" if none), those in
+    `ignore` aside: "seed: 1 (recorded) vs 2; tasks: ...". A setting the record lacks differs."""
+    now, missing = recorded(cfg), object()
+    keys = [k for k in now if k not in ignore and record.get(k, missing) != now[k]]
+    shown = [f"{k}: {record[k]!r} (recorded) vs {now[k]!r}" if k in record else f"{k}: not recorded vs {now[k]!r}"
+             for k in keys[:6]]
+    return "; ".join(shown) + (f"; and {len(keys) - 6} more" if len(keys) > 6 else "")
+
+
+def environment(cfg: TrainConfig) -> dict:
+    """What made a run, beside its configuration: the interpreter, the libraries, the threads,
+    and the checksums of the text it read (the BPE's corpus and the text task's source)."""
+    import platform
+    from importlib.metadata import version
+    from .tasks import text_sources
+    return {"python": platform.python_version(), "implementation": platform.python_implementation(),
+            **{name: version(name) for name in ("torch", "numpy", "pandas", "tokenizers")},
+            "threads": torch.get_num_threads(), "platform": platform.platform(), "machine": platform.machine(),
+            "bpe_corpus_sha256": text_sources.SHIPPED_SHA256,
+            "text_source_sha256": text_sources.checksum(cfg.text_source)
+            if any(tasks.get(t).answer == "text" for t in cfg.tasks) else None}
 
 
 # -- processes, devices, memory ---------------------------------------------------------------
@@ -580,7 +619,8 @@ def _free_memory() -> int | None:
 # -- command line -----------------------------------------------------------------------------
 def _parser(defaults: TrainConfig) -> argparse.ArgumentParser:
     encodings = "; ".join(f"{n}: {encoders.options(n) or 'none'}" for n in encoders.names())
-    parser = argparse.ArgumentParser(
+    parser = Parser(
+        prog="python -m workbench.train",
         description="Train a GPT with a number encoding on the numeracy tasks (appendix C).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         epilog=f"Encoding options (--encoding-option KEY=VALUE) and their defaults: {encodings}")
@@ -620,7 +660,10 @@ def main(argv=None):
                           encoding_options=options, optim=optim)
     except ValueError as err:
         parser.error(str(err))
-    out = train(cfg, resume=args["resume"])
+    try:
+        out = train(cfg, resume=args["resume"])
+    except (ValueError, OSError, InUse, MemoryError) as err:  # refused before training, or a full disk
+        parser.fail(err)
     if (out / "test_summary.csv").exists():
         print(pd.read_csv(out / "test_summary.csv").to_string(index=False))
 

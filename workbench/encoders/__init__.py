@@ -60,7 +60,8 @@ def _class(name: str) -> type[NumberEncoding]:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise ValueError(f"unknown encoding {name!r}; choose one of {names()}") from None
+        from ..cli import unknown
+        raise ValueError(unknown("encoding", name, names())) from None
 
 
 __all__ = ["NumberEncoding", "NumberHead", "register", "registered", "names", "options", "get"]

@@ -50,7 +50,8 @@ def get(name: str) -> Task:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise ValueError(f"unknown task {name!r}; choose one of {names()}") from None
+        from ..cli import unknown
+        raise ValueError(unknown("task", name, names())) from None
 
 
 def names(family: str | None = None) -> list[str]:
