@@ -201,3 +201,14 @@ def test_each_run_records_what_made_it(tmp_path):
     assert env["python"] == ".".join(map(str, sys.version_info[:3])) and env["torch"] == torch.__version__
     assert env["threads"] == 1 and env["bpe_corpus_sha256"] == env["text_source_sha256"]
     assert env["bpe_corpus_sha256"] == hashlib.sha256(text_sources.SHIPPED.read_bytes()).hexdigest()
+
+
+def test_a_test_set_that_cannot_fit_is_refused_before_training(tmp_path, capsys):
+    """Bug: the memory check ignored the questions, so --test-samples 3000000 trained every step,
+    checkpointed, then died in the final test. Now it is refused before the first step."""
+    with pytest.raises(SystemExit) as stop:
+        T.main(["--encoding", "bittokens", "--tasks", "addition,sorting", "--test-samples", "3000000",
+                "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "--test-samples 3000000" in err and "GiB for the questions" in err
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()

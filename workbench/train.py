@@ -22,6 +22,7 @@ import json
 import math
 import os
 import time
+import tracemalloc
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -242,7 +243,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
     gpt_cfg = cfg.model_config()
     encoding = encoders.get(cfg.encoding, **cfg.encoding_options)
     tok = Tokenizer(encoding, vocab_size=cfg.vocab_size)
-    check_memory(cfg, tok.vocab_size)
+    check_memory(cfg, tok.vocab_size, tok)
     torch.manual_seed(cfg.seed)
     model = GPT(gpt_cfg, encoding, tok.vocab_size, tok.num_id).to(device)
     runner = torch.compile(model) if cfg.compile else model
@@ -588,22 +589,47 @@ def _device(name: str) -> torch.device:
         raise ValueError(f"--device {name!r} is not a device (cpu, cuda, cuda:N or auto): {err}") from None
 
 
-def check_memory(cfg: TrainConfig, vocab_size: int) -> int:
-    """Refuse a configuration whose training step cannot fit in the free memory (an estimate:
-    weights, gradients and optimizer state, the activations autograd keeps, the attention masks).
-    Returns the estimate in bytes."""
+def check_memory(cfg: TrainConfig, vocab_size: int, tok: Tokenizer | None = None) -> int:
+    """Refuse a configuration that cannot fit in the free memory, before anything is trained (an
+    estimate: weights, gradients and optimizer state, the activations autograd keeps, the attention
+    masks and, given the tokenizer, the questions: `data_bytes`). Returns the estimate in bytes."""
     m = cfg.model_config()
     rows, T, d = cfg.batch_size, m.block_size, m.d_model
     params = vocab_size * d * 2 + m.n_layer * d * d * (4 + 2 * m.mlp_ratio)
     activations = rows * T * d * m.n_layer * (14 + 3 * m.mlp_ratio) * 4
     masks = rows * T * T * (1 + 4 + 4 * m.n_head)  # bool mask, float bias, one layer's scores
-    need = params * 4 * 4 + activations + masks
+    step = params * 4 * 4 + activations + masks
+    data = data_bytes(cfg, tok) if tok is not None else 0
     free = _free_memory()
-    if free is not None and need > free:
-        raise MemoryError(f"--batch-size {rows} x --context {T} with preset {cfg.preset!r} needs about "
-                          f"{need / 2**30:.1f} GiB but {free / 2**30:.1f} GiB are free; lower --context or "
-                          "--batch-size")
-    return need
+    if free is not None and step + data > free:
+        raise MemoryError(f"this run needs about {(step + data) / 2**30:.1f} GiB but {free / 2**30:.1f} GiB are free: "
+                          f"{step / 2**30:.1f} GiB for --batch-size {rows} x --context {T} with preset {cfg.preset!r}, "
+                          f"{data / 2**30:.1f} GiB for the questions (--pool-size {cfg.pool_size}, --val-samples "
+                          f"{cfg.val_samples}, --test-samples {cfg.test_samples} per task); lower them")
+    return step + data
+
+
+PROBE = 64  # questions generated to measure a task's bytes per question
+
+
+def data_bytes(cfg: TrainConfig, tok: Tokenizer) -> int:
+    """Bytes the questions take: per task, what a tokenized question keeps and the peak of
+    generating one, measured on PROBE training questions (a split draws candidates in inverse
+    proportion to its share of the questions, so the test split's peak is 8x the training one's),
+    times the training pool, validation and test sets (A.3's binary pools counted twice). An
+    overestimate: the probe's fixed costs count as if per question."""
+    kept, peak = 0.0, 0.0
+    for task in cfg.tasks:
+        make_pool(task, 1, tok, cfg.seed, "train", cfg.regime)  # caches (the corpus) are not the questions'
+        tracemalloc.start()
+        pool = make_pool(task, PROBE, tok, cfg.seed, "train", cfg.regime)
+        per_question, peak_per_question = (b / PROBE for b in tracemalloc.get_traced_memory())
+        tracemalloc.stop()
+        del pool
+        copies = 2 if cfg.binary_pool else 1
+        kept += per_question * copies * (cfg.pool_size + cfg.val_samples + cfg.test_samples)
+        peak = max(peak, peak_per_question * max(cfg.pool_size, 8 * cfg.val_samples, 8 * cfg.test_samples))
+    return int(kept + peak)
 
 
 def _free_memory() -> int | None:
