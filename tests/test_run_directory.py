@@ -128,7 +128,7 @@ def test_every_bad_flag_is_refused_before_anything_runs(flags, message, tmp_path
 
 def test_a_configuration_that_cannot_fit_in_memory_is_refused_up_front():
     cfg = T.TrainConfig(**{**TINY, "batch_size": 64}, context=65536)
-    with pytest.raises(MemoryError, match="--batch-size 64 x --context 65536 .* GiB but .* GiB are free"):
+    with pytest.raises(MemoryError, match="needs about .* GiB but .* GiB are free: .* GiB for --batch-size 64 x --context 65536"):
         T.check_memory(cfg, vocab_size=2100)
     assert T.check_memory(T.TrainConfig(**TINY), vocab_size=2100) < 2**30  # a small run passes
 
