@@ -1,6 +1,9 @@
 """The ablations of Tables 8-15: every variant is one switch of the base recipe, shared
 configurations train once, finished runs are not retrained, deltas are against the table's
 baseline."""
+import json
+from dataclasses import asdict
+
 import pandas as pd
 import pytest
 
@@ -59,6 +62,7 @@ def test_run_writes_one_csv_and_resumes(tmp_path, monkeypatch):
         from pathlib import Path
         out = Path(cfg.out)
         out.mkdir(parents=True)
+        (out / "config.json").write_text(json.dumps(asdict(cfg)))
         score = 0.5 if cfg.encoding_options.get("reciprocal", True) else 0.2
         pd.DataFrame({"task": ["division"], "score": [score], "exact": [0.0], "input_tokens": [7.0],
                       "output_tokens": [2.0], "encoding": [cfg.encoding], "seed": [cfg.seed],

@@ -1,4 +1,7 @@
 """The encoding sweep: one results table, finished runs skipped on a rerun (resumable)."""
+import json
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 
@@ -68,3 +71,20 @@ def test_summarize_averages_seeds_and_ranks_encodings():
     assert first.minutes == pytest.approx(2.0) and first.seeds == 2 and first.metric == "log_smape"
     minmax = summary[summary.task == "minmax"].iloc[0]
     assert minmax.metric == "accuracy" and pd.isna(minmax.exact)
+
+
+def test_a_finished_run_of_another_protocol_is_not_taken_as_this_ones(tmp_path, tiny_protocol, monkeypatch, capsys):
+    """Bug: paper-tier accepted a cpu-tiny 4,000-token run as its result. A finished run whose
+    recorded configuration differs is refused, naming the settings (in one line at the command
+    line), or retrained with --overwrite."""
+    experiments.run_protocol(tiny_protocol, seeds=(0,), out=tmp_path, encodings=["single_digit"])
+    monkeypatch.setitem(experiments.PROTOCOLS, "other", replace(TINY, tokens=2 * 128 * 6))
+    with pytest.raises(experiments.RunsFailed, match=r"another configuration \(tokens: 1024 \(recorded\) vs 1536\)"):
+        experiments.run_protocol("other", seeds=(0,), out=tmp_path, encodings=["single_digit"])
+    with pytest.raises(SystemExit):
+        experiments.main(["cpu-tier", "--encodings", "single_digit", "--seeds", "0", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "another configuration" in err and "Traceback" not in err
+    table = experiments.run_protocol("other", seeds=(0,), out=tmp_path, encodings=["single_digit"], overwrite=True)
+    assert json.loads((tmp_path / "single_digit-seed0" / "config.json").read_text())["tokens"] == 1536
+    assert len(table) == 3

@@ -1,5 +1,6 @@
 """The study's machinery: the pre-registered plan, the results table and the bootstrap intervals."""
-from dataclasses import replace
+import json
+from dataclasses import asdict, replace
 
 import numpy as np
 import pandas as pd
@@ -69,6 +70,7 @@ def test_results_and_intervals_from_run_folders(tmp_path):
     for r in runs:
         folder = tmp_path / r.name
         folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(asdict(r.config)))  # the run the plan asks for
         good = r.encoding == "bittokens"
         scores = np.full(10, 0.9 if good else 0.1)
         pd.DataFrame({"task": ["multiplication"], "score": [scores.mean()], "exact": [0.5 if good else 0.0],
@@ -157,3 +159,53 @@ def test_differ_means_strictly_apart_and_the_first_difference_is_the_smallest_d(
     late = sep[sep.digits >= 3]
     assert study.first_difference(late) == {"division": (3, "single_digit")}
     assert study.first_difference(sep[sep.digits.isin([1, 4])]) == {"division": None}
+
+
+def fake_finished(folder, cfg):
+    """A run folder as training leaves it: the configuration it recorded and a test summary."""
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(asdict(cfg)))
+    pd.DataFrame({"task": [cfg.tasks[0]], "score": [0.5], "exact": [0.5], "input_tokens": [6.0], "output_tokens": [2.0],
+                  "train_seconds": [1.0]}).to_csv(folder / "test_summary.csv", index=False)
+    pd.DataFrame({"task": cfg.tasks[0], "score": [0.5] * 4, "exact": [True, False] * 2}).to_csv(
+        folder / "test_samples.csv", index=False)
+
+
+def test_a_finished_run_of_another_configuration_is_refused_naming_what_differs(tmp_path):
+    """Bug: a run counted as finished once its test summary existed, so copied addition-only runs
+    passed as Study 2b's multi-task runs. Now the study refuses, naming the run and the settings;
+    the results table leaves such runs out."""
+    run = study.plan([study.NUMERIC_CHECKPOINT])[0]
+    fake_finished(tmp_path / run.name, replace(study.PRECISION, tasks=("addition",)))
+    with pytest.raises(ValueError, match=rf"1 run\(s\) in .* another configuration .*{run.name}: tasks: \['addition'\] "
+                                         r"\(recorded\) vs \['addition', .*--overwrite retrains them"):
+        study.run_study([study.NUMERIC_CHECKPOINT], tmp_path, jobs=1, encodings=[run.encoding], seeds=[run.seed])
+    with pytest.warns(UserWarning, match="left out of the results"):
+        assert study.write_results(tmp_path).empty
+
+
+def test_runs_are_selected_by_encoding_seed_task_and_digits(tmp_path):
+    runs = study.select(study.plan(["precision"]), encodings=["fone"], seeds=[1], tasks_=["division"], digits=[2, 3])
+    assert [(r.encoding, r.seed, r.task, r.digits) for r in runs] == [("fone", 1, "division", 2), ("fone", 1, "division", 3)]
+    with pytest.raises(ValueError, match="no run of the chosen parts matches"):
+        study.select(study.plan(["multitask"]), digits=[4])
+    # a study whose selected runs are all finished trains nothing and writes the tables
+    for r in runs:
+        fake_finished(tmp_path / r.name, r.config)
+    table = study.run_study(["precision"], tmp_path, jobs=1, encodings=["fone"], seeds=[1], tasks_=["division"],
+                            digits=[2, 3])
+    assert sorted(set(zip(table.task, table.digits))) == [("division", 2), ("division", 3)]
+
+
+def test_two_studies_never_share_a_folder(tmp_path):
+    """Bug: two study processes on one --out trained every run twice. A second one is refused at
+    once, naming the first's PID."""
+    import os
+    import subprocess
+    import sys
+    from workbench.locks import hold
+    code = ("import sys\nfrom workbench import study\ntry:\n    study.run_study([], sys.argv[1], jobs=1)\n"
+            "except Exception as e:\n    print(type(e).__name__, e)")
+    with hold(tmp_path):  # stands for a study running in this process
+        done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.stdout.startswith("InUse") and f"in use by process {os.getpid()} " in done.stdout

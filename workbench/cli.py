@@ -17,7 +17,7 @@ import argparse
 import dataclasses
 import difflib
 import os
-import sys
+import re
 import typing
 
 
@@ -114,6 +114,10 @@ class Parser(argparse.ArgumentParser):
     """argparse with errors in one line: what was wrong and where to look, not a usage dump."""
 
     def error(self, message):
+        choice = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)", message)
+        if choice:  # argparse's own message, with the nearest choices named
+            message = message[:message.index("invalid choice")] + unknown(
+                "value", choice[1], re.findall(r"'([^']*)'", choice[2]) or choice[2].split(", "))
         self.exit(2, f"{self.prog}: error: {message}\n(`{self.prog} --help` lists every option)\n")
 
     def fail(self, err: BaseException):

@@ -21,8 +21,8 @@ problem (Table 5).
 """
 from __future__ import annotations
 
-import argparse
 import os
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,8 +32,11 @@ from tqdm.auto import tqdm
 
 from . import ablations, encoders, study, tasks
 from .atomic import write_atomic
+from .cli import Parser, unknown
+from .executors import RunsFailed, run_all
+from .locks import InUse, hold
 from .paper_figures import results_from_summary
-from .train import TrainConfig, train
+from .train import TrainConfig, finished, recorded_differences, resumable, train
 
 # The paper's multi-task mix (section 6): the comparison and single-step tasks (plus text at scale).
 SIX_TASKS = tuple(tasks.names("single_step") + tasks.names("comparison"))
@@ -48,35 +51,50 @@ PROTOCOLS = {
 }
 
 
-def run_protocol(name: str, seeds=(0, 1), out="runs/cpu-tier", encodings=None) -> pd.DataFrame:
+def run_protocol(name: str, seeds=(0, 1), out="runs/cpu-tier", encodings=None, jobs: int = 1,
+                 overwrite: bool = False) -> pd.DataFrame:
     """Train every encoding × seed under protocol `name`; return and save the results table."""
     if name not in PROTOCOLS:
-        raise ValueError(f"unknown protocol {name!r}; choose one of {sorted(PROTOCOLS)}")
+        raise ValueError(unknown("protocol", name, PROTOCOLS))
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    encodings = list(encodings or encoders.names())
-    rows = []
-    for enc, seed in tqdm([(e, s) for e in encodings for s in seeds], desc=name):
-        rows.append(train_once(replace(PROTOCOLS[name], encoding=enc, seed=seed), out / f"{enc}-seed{seed}"))
-    table = pd.concat(rows, ignore_index=True)
-    if int(os.environ.get("RANK", 0)) == 0:  # under torchrun every rank trains, one writes
-        write_atomic(out / "results.csv", lambda tmp: table.to_csv(tmp, index=False))
+    runs = {f"{e}-seed{s}": replace(PROTOCOLS[name], encoding=e, seed=s) for e in encodings or encoders.names()
+            for s in seeds}
+    with _writer(out):  # under torchrun every rank trains, rank 0 writes
+        trained = run_all(runs, out, jobs, overwrite, desc=name)
+        table = pd.concat([trained[n] for n in runs], ignore_index=True)
+        if _rank() == 0:
+            write_atomic(out / "results.csv", lambda tmp: table.to_csv(tmp, index=False))
     return table
 
 
-def train_once(cfg: TrainConfig, run_dir: Path) -> pd.DataFrame:
+def _rank() -> int:
+    return int(os.environ.get("RANK", 0))
+
+
+def _writer(out: Path):
+    """The output folder's lock, held by the one process that writes (rank 0 under torchrun)."""
+    return hold(out) if _rank() == 0 else nullcontext()
+
+
+def train_once(cfg: TrainConfig, run_dir: Path, overwrite: bool = False) -> pd.DataFrame:
     """The run's test results in the results schema, with tokens per problem and training time;
-    trains it first unless it finished before, resuming a killed run from its checkpoint."""
-    if not (run_dir / "test_summary.csv").exists():
-        resume = (run_dir / "checkpoint.pt").exists()  # a run killed before its first checkpoint starts over
-        train(replace(cfg, out=str(run_dir), overwrite=not resume), resume=resume)
+    trains it first unless it finished before with this configuration, resuming a killed run from
+    a checkpoint of this configuration. A finished run of another configuration is an error
+    naming the settings that differ, or is retrained with `overwrite`."""
+    cfg = replace(cfg, out=str(run_dir))
+    differ = recorded_differences(cfg) if finished(cfg) else ""
+    if differ and not overwrite:
+        raise ValueError(f"{run_dir} holds a finished run of another configuration ({differ}); --overwrite retrains it")
+    if differ or not finished(cfg):
+        resume = resumable(cfg)  # a run killed before its first checkpoint, or another's, starts over
+        train(replace(cfg, overwrite=not resume), resume=resume)
     summary = pd.read_csv(run_dir / "test_summary.csv")
     columns = [c for c in ("input_tokens", "output_tokens", "train_seconds") if c in summary]
     return results_from_summary(summary).join(summary.set_index("task")[columns], on="task")
 
 
 def run_ablations(tables=tuple(ablations.TABLES), seeds=(0,), out="runs/ablations", base: TrainConfig | None = None,
-                  smoke: bool = False) -> pd.DataFrame:
+                  smoke: bool = False, jobs: int = 1, overwrite: bool = False) -> pd.DataFrame:
     """Every variant of the ablation `tables` (Tables 8-15) on `base` (default: the cpu-tier
     protocol; `smoke`: a few steps each, to check that every ablation runs). One CSV, results.csv,
     with the delta of each value to its table's baseline; each table printed as the paper does."""
@@ -86,15 +104,14 @@ def run_ablations(tables=tuple(ablations.TABLES), seeds=(0,), out="runs/ablation
                        val_samples=4, test_samples=8, eval_every=4, checkpoint_every=4)
     out = Path(out)
     runs = ablations.plan(tables, base, seeds)
-    trained = {}
-    for row in tqdm(list(runs.itertuples(index=False)), desc="ablations"):
-        if row.run not in trained:  # a configuration shared by several tables trains once
-            trained[row.run] = train_once(row.config, out / row.run)
-    results = pd.concat([trained[r.run].assign(table=r.table, variant=r.variant, baseline=r.baseline, run=r.run)
-                         for r in runs.itertuples(index=False)], ignore_index=True)
-    results = ablations.with_deltas(results)
-    if int(os.environ.get("RANK", 0)) == 0:
-        write_atomic(out / "results.csv", lambda tmp: results.to_csv(tmp, index=False))
+    with _writer(out):
+        configs = dict(zip(runs.run, runs.config))  # a configuration shared by several tables trains once
+        trained = run_all(configs, out, jobs, overwrite, desc="ablations")
+        results = pd.concat([trained[r.run].assign(table=r.table, variant=r.variant, baseline=r.baseline, run=r.run)
+                             for r in runs.itertuples(index=False)], ignore_index=True)
+        results = ablations.with_deltas(results)
+        if _rank() == 0:
+            write_atomic(out / "results.csv", lambda tmp: results.to_csv(tmp, index=False))
     return results
 
 
@@ -119,35 +136,69 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
                 "minutes", "seeds"]].reset_index(drop=True)
 
 
+def _parser() -> Parser:
+    parser = Parser(prog="python -m workbench.experiments", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="protocol", required=True, metavar="{study,ablations,cpu-tier,paper-tier}")
+    study_ = commands.add_parser("study", help="the study of docs/study.md (resumable)",
+                                 description="Train the runs of the study's parts not finished yet (docs/study.md), "
+                                             "then write OUT/cpu-study.csv and OUT/cpu-study-intervals.csv.")
+    study_.add_argument("--studies", nargs="+", default=list(study.PREREGISTERED), choices=study.PARTS, metavar="PART",
+                        help=f"which parts, of {', '.join(study.PARTS)} (decimal_pool: the exploratory BitTokens runs "
+                             "without binary pools; multitask_numeric: Study 2b, the checkpoint chosen without text's "
+                             f"score; default: {' '.join(study.PREREGISTERED)})")
+    study_.add_argument("--encodings", nargs="+", choices=encoders.names(), metavar="ENCODING",
+                        help="only these encodings' runs (default: all)")
+    study_.add_argument("--seeds", nargs="+", type=int, metavar="SEED", help="only these seeds' runs (default: all)")
+    study_.add_argument("--tasks", nargs="+", choices=tasks.names() + ["multitask"], metavar="TASK",
+                        help="only runs of these solo tasks, or 'multitask' for the multi-task runs (default: all)")
+    study_.add_argument("--digits", nargs="+", type=int, metavar="D", help="only runs at these operand digits (default: all)")
+    ablations_ = commands.add_parser("ablations", help="Tables 8-15, each a switch of the recipe (resumable)",
+                                     description="Train every variant of the ablation tables on the cpu-tier "
+                                                 "protocol; print each table as the paper does (values, and deltas "
+                                                 "where the paper prints them: Tables 9-12).")
+    ablations_.add_argument("--tables", type=int, nargs="+", default=sorted(ablations.TABLES), metavar="N",
+                            choices=sorted(ablations.TABLES), help="ablation tables to run (default: 8 ... 15)")
+    ablations_.add_argument("--seeds", type=int, nargs="+", default=[0], metavar="SEED",
+                            help="seeds of every variant (default: 0)")
+    ablations_.add_argument("--smoke", action="store_true",
+                            help="a few steps per run, to check every ablation runs (scores near 0 are expected)")
+    for name, about in (("cpu-tier", "the multi-task comparison of every encoding at laptop scale"),
+                        ("paper-tier", "the same protocol at the paper's scale (8 GPUs: torchrun --nproc_per_node 8)")):
+        tier = commands.add_parser(name, help=about, description=f"Train {about}; one results table.")
+        tier.add_argument("--encodings", nargs="+", choices=encoders.names(), metavar="ENCODING",
+                          help="encodings (default: all)")
+        tier.add_argument("--seeds", type=int, nargs="+", default=[0, 1], metavar="SEED",
+                          help="seeds of every encoding (default: 0 1)")
+    for sub in commands.choices.values():
+        sub.add_argument("--out", default=None, help="folder of the runs and the tables (default: runs/PROTOCOL)")
+        sub.add_argument("--overwrite", action="store_true",
+                         help="retrain finished runs whose recorded configuration differs from the plan")
+        if sub.prog.split()[-1] != "paper-tier":  # paper-tier runs under torchrun, one run at a time
+            jobs = 2 if sub.prog.endswith("study") else 1
+            sub.add_argument("--jobs", type=int, default=jobs,
+                             help=f"runs trained side by side, one thread each (default: {jobs})")
+    return parser
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("protocol", choices=sorted(PROTOCOLS) + ["ablations", "study"],
-                        help="an encoding comparison, the ablations of Tables 8-15, or the study of docs/study.md")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default: 0 1; ablations 0)")
-    parser.add_argument("--encodings", nargs="+", default=None, choices=encoders.names(),
-                        help="encodings of a comparison (default: all)")
-    parser.add_argument("--tables", type=int, nargs="+", default=sorted(ablations.TABLES),
-                        choices=sorted(ablations.TABLES), help="ablation tables to run")
-    parser.add_argument("--smoke", action="store_true", help="ablations: a few steps per run, to check they run")
-    parser.add_argument("--studies", nargs="+", default=list(study.PREREGISTERED), choices=study.PARTS,
-                        help="study: which parts (decimal_pool: the exploratory BitTokens runs without binary pools; "
-                             "multitask_numeric: Study 2b, the checkpoint chosen without text's score)")
-    parser.add_argument("--jobs", type=int, default=2, help="study: runs trained side by side (one thread each)")
-    parser.add_argument("--out", default=None, help="folder of the runs and results.csv (default: runs/PROTOCOL)")
+    parser = _parser()
     args = parser.parse_args(argv)
     out = args.out or f"runs/{args.protocol}"
-    if args.protocol == "study":
-        results = study.run_study(args.studies, out, args.jobs)
-        print(results.groupby(["study", "task", "digits", "encoding", "metric"])["score"].mean().round(3).to_string())
-        return
-    if args.protocol == "ablations":
-        results = run_ablations(args.tables, args.seeds or (0,), out, smoke=args.smoke)
-        for table in args.tables:
-            print(f"\nTable {table}\n" + ablations.paper_layout(results, table).to_string())
-        return
-    table = run_protocol(args.protocol, args.seeds or (0, 1), out, args.encodings)
-    print(summarize(table).round(3).to_string(index=False))
+    try:
+        if args.protocol == "study":
+            results = study.run_study(args.studies, out, args.jobs, args.overwrite, encodings=args.encodings,
+                                      seeds=args.seeds, tasks_=args.tasks, digits=args.digits)
+            print(results.groupby(["study", "task", "digits", "encoding", "metric"])["score"].mean().round(3).to_string())
+        elif args.protocol == "ablations":
+            results = run_ablations(args.tables, args.seeds, out, smoke=args.smoke, jobs=args.jobs,
+                                    overwrite=args.overwrite)
+            for table in args.tables:
+                print(f"\nTable {table}\n" + ablations.paper_layout(results, table).to_string())
+        else:
+            table = run_protocol(args.protocol, args.seeds, out, args.encodings, getattr(args, "jobs", 1), args.overwrite)
+            print(summarize(table).round(3).to_string(index=False))
+    except (ValueError, OSError, InUse, RunsFailed, MemoryError) as err:
+        parser.fail(err)
 
 
 if __name__ == "__main__":

@@ -22,19 +22,18 @@ seeds, then the test questions within each seed); both hold every finished run o
 """
 from __future__ import annotations
 
-import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import warnings
 from dataclasses import dataclass, replace
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from . import encoders, tasks
 from .atomic import write_atomic
-from .train import TrainConfig
+from .executors import run_all
+from .locks import hold
+from .train import TrainConfig, finished, recorded_differences
 
 ENCODINGS = tuple(n for n in encoders.names() if encoders.get(n).paper_label)  # the paper's five
 DIGITS = (1, 2, 3, 4)
@@ -91,30 +90,61 @@ def plan(which=PREREGISTERED) -> list[Run]:
     return runs
 
 
-def _train(run: Run, out: Path) -> str:
-    from .experiments import train_once  # in the worker process
-    train_once(run.config, out / run.name)
-    return run.name
+def select(runs: list[Run], encodings=None, seeds=None, tasks_=None, digits=None) -> list[Run]:
+    """The runs whose encoding, seed, task ("multitask" for a multi-task run) and digits are among
+    those given (None: any)."""
+    chosen = [r for r in runs if (encodings is None or r.encoding in encodings) and (seeds is None or r.seed in seeds)
+              and (tasks_ is None or r.task in tasks_) and (digits is None or r.digits in digits)]
+    if runs and not chosen:
+        raise ValueError("no run of the chosen parts matches --encodings/--seeds/--tasks/--digits "
+                         f"{[encodings, seeds, tasks_, digits]}")
+    return chosen
 
 
-def _finished(run: Run, out: Path) -> bool:
-    """A run is finished once its test summary is written (the last thing training writes)."""
-    return (out / run.name / "test_summary.csv").exists()
+def stale(runs: list[Run], out: Path) -> dict[str, str]:
+    """{run name: the settings in which its finished run in OUT differs from the plan}."""
+    found = {}
+    for r in runs:
+        cfg = replace(r.config, out=str(out / r.name))
+        if finished(cfg) and (differ := recorded_differences(cfg)):
+            found[r.name] = differ
+    return found
 
 
-def run_study(which=PREREGISTERED, out="runs/study", jobs: int = 2) -> pd.DataFrame:
-    """Train every run of `which` not finished yet (`jobs` at a time), then write and return the
-    results of every finished run of every part."""
+def run_study(which=PREREGISTERED, out="runs/study", jobs: int = 2, overwrite: bool = False,
+              **selection) -> pd.DataFrame:
+    """Train every run of `which` (narrowed by `select`'s `selection`) not finished yet, `jobs` at a
+    time, then write and return the results of every finished run of every part. A run counts as
+    finished only if its recorded configuration is the plan's: a finished run of another
+    configuration stops the study with its settings named, or is retrained with `overwrite`."""
     out = Path(out)
-    todo = [r for r in plan(which) if not _finished(r, out)]
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(_train, r, out) for r in todo]
-        for future in tqdm(as_completed(futures), total=len(futures), desc="study"):
-            future.result()  # a failed run stops the study with its error
-    finished = [r for r in plan(PARTS) if _finished(r, out)]
-    results = collect(finished, out)
+    with hold(out):  # one study per folder
+        runs = select(plan(which), **selection)
+        differ = stale(runs, out)
+        if differ and not overwrite:
+            shown = "; ".join(f"{name}: {d}" for name, d in list(differ.items())[:3])
+            raise ValueError(f"{len(differ)} run(s) in {out} were trained with another configuration than the plan "
+                             f"({shown}{' ...' if len(differ) > 3 else ''}); --overwrite retrains them")
+        todo = {r.name: r.config for r in runs if r.name in differ or not finished(replace(r.config, out=str(out / r.name)))}
+        try:
+            run_all(todo, out, jobs, overwrite, desc="study")
+        finally:  # the finished runs are tabled even when others failed
+            results = write_results(out)
+        return results
+
+
+def write_results(out: Path) -> pd.DataFrame:
+    """Results and intervals of every finished run in OUT that is the plan's (runs of another
+    configuration are left out, with a warning naming them)."""
+    everything = plan(PARTS)
+    differ = stale(everything, out)
+    if differ:
+        warnings.warn(f"left out of the results, trained with another configuration than the plan: {sorted(differ)}",
+                      stacklevel=2)
+    done = [r for r in everything if r.name not in differ and finished(replace(r.config, out=str(out / r.name)))]
+    results = collect(done, out)
     write_atomic(out / RESULTS_FILE, lambda tmp: results.to_csv(tmp, index=False))
-    intervals = bootstrap_intervals(finished, out)
+    intervals = bootstrap_intervals(done, out)
     write_atomic(out / INTERVALS_FILE, lambda tmp: intervals.to_csv(tmp, index=False))
     return results
 
@@ -170,6 +200,9 @@ def bootstrap_intervals(runs: list[Run], out: Path, draws: int = 2000) -> pd.Dat
         if path.exists():
             samples.append(pd.read_csv(path).assign(study=r.study, encoding=r.encoding, digits=r.digits, seed=r.seed))
     rows = []
+    if not samples:
+        return pd.DataFrame(columns=["study", "encoding", "task", "digits", "metric", "mean", "low", "high", "seeds",
+                                     "questions"])
     keys = ["study", "encoding", "task", "digits"]
     for key, part in pd.concat(samples).groupby(keys):
         for metric, column in ((tasks.get(key[2]).metric, "score"), ("exact_match", "exact")):

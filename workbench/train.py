@@ -50,10 +50,11 @@ from .tokenizer import Tokenizer
 
 RUN_FILES = ("config.json", "environment.json", "metrics.jsonl", "evals.jsonl", "checkpoint.pt", "best.pt",
              "test_samples.csv", "test_summary.csv")
-# Settings that change neither the training nor its results: where a run lives and how fast it goes.
-SPEED_ONLY = ("out", "overwrite", "device", "compile", "threads", "checkpoint_every")
-# ... and those that change only the final test, so a resumed run may change them too.
-RESUMABLE = SPEED_ONLY + ("test_samples",)
+# Settings that change neither the training nor its results: where a run lives and how it is run.
+PLACE_AND_PACE = ("out", "overwrite", "device", "compile", "checkpoint_every")
+# A resumed run may also change the threads (they change the floating-point sums, so a finished
+# run's results, but not what it trains) and what only the final test reads.
+RESUMABLE = PLACE_AND_PACE + ("threads", "test_samples")
 
 
 @dataclass
@@ -542,12 +543,37 @@ def load_checkpoint(path: Path) -> dict:
         raise ValueError(f"checkpoint {path} is corrupt or not a workbench checkpoint: {err}") from err
 
 
+def finished(cfg: TrainConfig) -> bool:
+    """cfg.out holds a finished run (its test summary is the last thing training writes)."""
+    return (Path(cfg.out) / "test_summary.csv").exists()
+
+
+def recorded_differences(cfg: TrainConfig) -> str:
+    """The settings that change results in which the run recorded in cfg.out (config.json)
+    differs from `cfg`; "" when it is this run."""
+    path = Path(cfg.out) / "config.json"
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return f"no readable {path}"
+    return config_differences(record if isinstance(record, dict) else {}, cfg)
+
+
+def resumable(cfg: TrainConfig) -> bool:
+    """cfg.out holds a checkpoint of this configuration (the settings a resume may change aside)."""
+    path = Path(cfg.out) / "checkpoint.pt"
+    try:
+        return path.exists() and not config_differences(load_checkpoint(path).get("config") or {}, cfg, RESUMABLE)
+    except ValueError:  # a corrupt checkpoint: not one to continue from
+        return False
+
+
 def recorded(cfg: TrainConfig) -> dict:
     """The configuration as config.json and checkpoints record it (JSON types)."""
     return json.loads(json.dumps(asdict(cfg)))
 
 
-def config_differences(record: dict, cfg: TrainConfig, ignore=SPEED_ONLY) -> str:
+def config_differences(record: dict, cfg: TrainConfig, ignore=PLACE_AND_PACE) -> str:
     """The settings in which a recorded configuration differs from `cfg` ("" if none), those in
     `ignore` aside: "seed: 1 (recorded) vs 2; tasks: ...". A setting the record lacks differs."""
     now, missing = recorded(cfg), object()
