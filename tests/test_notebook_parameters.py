@@ -21,7 +21,7 @@ def ran(monkeypatch):
     ({"tokens": "abc"}, r"parameter tokens takes float, got 'abc' \(str\)"),
     ({"tokens": ""}, r"parameter tokens takes float, got '' \(str\)"),
     ({"tokens": True}, r"parameter tokens takes float, got True \(bool\)"),
-    ({"tokens": float("nan")}, "parameter tokens takes float"),
+    ({"tokens": float("nan")}, "parameter tokens is a non-finite float"),
     ({"decades": 5}, r"parameter decades takes list\[int\] \| None, got 5 \(int\)"),
     ({"decades": [0.5, 3]}, r"parameter decades takes list\[int\] \| None"),
     ({"figure_formats": "png"}, r"parameter figure_formats takes list\[str\], got 'png' \(str\); "
@@ -69,11 +69,14 @@ def test_every_parameter_of_our_notebooks_has_a_type():
 
 
 def test_command_line_values_are_checked_before_running(ran, capsys):
+    """...and refused in one line, without a traceback."""
     for argument, message in [("figure_formats=png", "figure_formats takes list"),
                               ("tokens=abc", "tokens takes float"), ("tokens=", "tokens takes float"),
-                              ("decades=5", "decades takes list")]:
-        with pytest.raises(ValueError, match=message):
+                              ("decades=5", "decades takes list"), ("tokenz=5", "did you mean 'tokens'")]:
+        with pytest.raises(SystemExit):
             notebooks.main(["run", "--only", "03_training", "-p", argument])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
     assert ran == []
 
 
@@ -88,3 +91,40 @@ def test_a_notebook_without_annotations_is_checked_by_its_defaults(ran, tmp_path
     given = {"rate": 1, "anything": {"free": "form"}, "where": "x"}  # None default, other type: free
     execute("plain", given, output_dir=tmp_path, notebook_dir=tmp_path)
     assert ran == [given]
+
+
+INJECTION = "\\\"+str(__import__(\"os\").system(\"touch pwned\"))+\\\""
+
+
+@pytest.mark.parametrize("params, where", [
+    ({"options": {"seed": (INJECTION,)}}, r"options\['seed'\] is a tuple"),  # papermill writes str(tuple) unescaped
+    ({"options": {("x",): 1}}, r"options has a key \('x',\) \(tuple\)"),
+    ({"options": {"tasks": [b"addition"]}}, r"options\['tasks'\]\[0\] is a bytes"),
+    ({"options": {"tasks": {"addition"}}}, r"options\['tasks'\] is a set"),
+    ({"options": {"tokens": float("inf")}}, r"options\['tokens'\] is a non-finite float"),
+    ({"decades": (0, 3)}, r"decades is a tuple"),
+    ({"encoding": "bit\udcfftokens"}, "encoding is not valid text"),
+])
+def test_parameters_are_json_at_every_depth(ran, tmp_path, params, where):
+    """Bug: a tuple, bytes or set value inside a dict parameter was written into the notebook's code
+    unescaped (code from a parameter). Anything but JSON is refused, naming the place inside."""
+    with pytest.raises(ValueError, match=where):
+        execute("03_training", params, output_dir=tmp_path)
+    assert ran == [] and not list(tmp_path.glob("*.ipynb"))
+
+
+def test_command_line_tuples_become_lists_and_bad_text_leaves_nothing(ran, tmp_path, capsys):
+    notebooks.main(["run", "--only", "03_training", "-p", "decades=0,3", "--output-dir", str(tmp_path / "a")])
+    assert len(ran) == 1 and ran[0]["decades"] == [0, 3]
+    with pytest.raises(SystemExit):
+        notebooks.main(["run", "--only", "03_training", "-p", "out_dir=runs/\udcff", "--output-dir", str(tmp_path / "b")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "out_dir is not valid text" in err[0]
+    assert not (tmp_path / "b").exists() or not list((tmp_path / "b").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("name", ["../README", "/etc/passwd", "03_training/../../x", ""])
+def test_notebook_names_resolve_inside_the_notebook_folder_only(ran, tmp_path, name):
+    with pytest.raises(ValueError, match="no notebook"):
+        execute(name, {}, output_dir=tmp_path)
+    assert ran == []

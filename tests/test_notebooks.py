@@ -90,7 +90,7 @@ def test_paper_figures_notebook_with_released_data_and_results(tmp_path):
 
 
 def test_unknown_parameter_is_refused_before_running(tmp_path):
-    with pytest.raises(ValueError, match=r"no parameter\(s\) \['budget'\]"):
+    with pytest.raises(ValueError, match=r"notebook 03_training: unknown parameter 'budget'"):
         execute("03_training", {"budget": 10}, output_dir=tmp_path)
     with pytest.raises(ValueError, match="no notebook"):
         execute("99_missing", output_dir=tmp_path)

@@ -29,6 +29,7 @@ import argparse
 import ast
 import logging
 import math
+import re
 import sys
 import time
 from pathlib import Path
@@ -37,6 +38,7 @@ import jupytext
 import papermill
 from tqdm.auto import tqdm
 
+from .cli import Parser
 from .plots import FIGURES, ROOT
 
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -62,8 +64,9 @@ class NotebookError(RuntimeError):
 
 
 def _source(name: str, notebook_dir: Path) -> Path:
+    """notebook_dir/<name>.py, for a plain name only: a path ("../x", "/tmp/x") never leaves the folder."""
     path = Path(notebook_dir) / f"{name}.py"
-    if not path.exists():
+    if not (isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name)) or not path.exists():
         known = sorted(p.stem for p in Path(notebook_dir).glob("*.py"))
         raise ValueError(f"no notebook {name!r} in {notebook_dir}; available: {known}")
     return path
@@ -128,12 +131,54 @@ def _fits(value, kind: str) -> bool:
     return False
 
 
+def check_json(value, where: str) -> None:
+    """Raise ValueError unless `value` is JSON at every depth: str (valid Unicode), int, finite
+    float, bool, None, lists and dicts with str keys. papermill writes anything else into the
+    notebook's code as "str(value)" unescaped, so a tuple or bytes value could run code."""
+    if value is None or isinstance(value, (bool, int)):
+        return
+    if isinstance(value, float) and math.isfinite(value):
+        return
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ValueError(f"notebook parameter {where} is not valid text (a byte the terminal could not decode, "
+                             f"at character {err.start}); give it as UTF-8") from None
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            check_json(item, f"{where}[{i}]")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"notebook parameter {where} has a key {key!r} ({type(key).__name__}); dict keys "
+                                 "must be strings")
+            check_json(item, f"{where}[{key!r}]")
+        return
+    kind = "a non-finite float" if isinstance(value, float) else f"a {type(value).__name__}"
+    raise ValueError(f"notebook parameter {where} is {kind}; parameters take JSON values only (str, int, finite "
+                     "float, bool, None, lists, dicts with str keys)")
+
+
+def as_lists(value):
+    """Tuples (what "0,3" means to Python) as lists, at every depth: the command line's values."""
+    if isinstance(value, (tuple, list)):
+        return [as_lists(v) for v in value]
+    return {k: as_lists(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+
 def check_parameters(name: str, nb, parameters: dict) -> None:
-    """Raise ValueError, naming the parameter and the type it takes, for any value that does not fit."""
+    """Raise ValueError, naming the parameter (and the place inside it) and the type it takes, for
+    any value that is not JSON or does not fit."""
     types = parameter_types(nb)
     unknown = sorted(set(parameters) - set(types))
     if unknown:
-        raise ValueError(f"notebook {name} has no parameter(s) {unknown}; its parameters are {sorted(types)}")
+        from .cli import unknown as nearest
+        raise ValueError(f"notebook {name}: " + "; ".join(nearest("parameter", u, sorted(types)) for u in unknown))
+    for key, value in parameters.items():
+        check_json(value, key)
     for key, value in parameters.items():
         if types[key] is not None and not _fits(value, types[key]):
             listed = isinstance(value, str) and "list[" in types[key]
@@ -158,6 +203,10 @@ def execute(name: str, parameters: dict | None = None, output_dir=None, notebook
         first_line = err.source.strip().splitlines()[0] if err.source.strip() else ""
         raise NotebookError(f"notebook {name}: cell {err.cell_index} ({first_line!r}) raised "
                             f"{err.ename}: {err.evalue}\nexecuted notebook: {target}") from None
+    except BaseException:
+        if target.exists() and target.stat().st_size == 0:  # nothing executed: leave no empty notebook behind
+            target.unlink()
+        raise
     return target
 
 
@@ -191,8 +240,8 @@ def _parse_parameter(text: str) -> tuple[str, object]:
     if not sep or not key.strip():
         raise ValueError(f"parameters are given as key=value, got {text!r}")
     try:
-        return key.strip(), ast.literal_eval(value)
-    except (ValueError, SyntaxError):
+        return key.strip(), as_lists(ast.literal_eval(value))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
         return key.strip(), value  # a plain string such as a path
 
 
@@ -274,8 +323,8 @@ def _shown(path: Path) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m workbench.notebooks", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="python -m workbench.notebooks", description=__doc__.split("\n\n")[0],
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser(
         "run", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -305,6 +354,13 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv=None) -> None:
     parser = _parser()
     args = parser.parse_args(argv)
+    try:
+        _run(parser, args)
+    except (ValueError, NotebookError, OSError) as err:
+        parser.fail(err)
+
+
+def _run(parser, args) -> None:
     if args.command == "check":
         print("twins agree:", ", ".join(check_pairs()))
         return
