@@ -421,20 +421,49 @@ SPEC = {  # what each parameter takes, from the notebooks' comments (independent
                     "curriculum": {BOOL}, "balancing": {BOOL}, "decades": {"list[int]", None},
                     "max_digits": {INT, None}, "eval_every": {INT}, "val_samples": {INT},
                     "test_samples": {INT}, "out_dir": {STR, None}, "figures_dir": {STR, None},
-                    "figure_formats": {"list[str]"}, "threads": {INT}},
+                    "figure_formats": {"list[str]"}, "threads": {INT}, "options": {"dict"}},
     "04_paper_figures": {"official_data": {STR, None}, "study_dir": {STR, None}, "fig4_part": {STR},
                          "results_csv": {STR, None}, "answers_dir": {STR, None},
                          "generator_samples": {INT}, "bootstrap_draws": {INT}, "seed": {INT},
                          "figures_dir": {STR, None}, "figure_formats": {"list[str]"}},
 }
+INJECTION = "\\\"+str(__import__('os').getpid())+\\\""  # what papermill once wrote into the code unescaped
 VALUES = [True, False, 0, 5, -3, 2.5, 1e6, math.nan, math.inf, "abc", "", "png", None, [0, 3],
-          [0.5, 3], ["png"], ["html", 2], [], {"a": 1}, (0, 3)]
-CLI_VALUES = ["abc", "", "5", "1e6", "True", "[0, 3]", "png", "None", "inf", "['png']"]
+          [0.5, 3], ["png"], ["html", 2], [], {"a": 1}, (0, 3), "abc\udcff", b"png", {0, 3},
+          {"seed": (INJECTION,)}, {("seed",): 1}, {"seed": [b"1"]}, {"seed": {"a": [1, {"b": (2,)}]}},
+          {"seed": math.inf}, {"seed": "x\udcff"}, {1: "a"}, {"seed": 1, "encoding_options": {"combine": "sum"}},
+          {"tasks": ["addition"], "decades": [0, 3], "curriculum": False, "max_digits": None}]
+CLI_VALUES = ["abc", "", "5", "1e6", "True", "[0, 3]", "0,3", "png", "None", "inf", "['png']",
+              "{'seed': ('x',)}", "{('a',): 1}", "{'seed': b'x'}", "{'seed': {1, 2}}", "{'a': [1, (2, 3)]}"]
+
+
+def same_json(a, b) -> bool:
+    """a and b equal and of the same JSON types at every depth (True is not 1, a tuple no list)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(same_json, a, b))
+    return a == b
+
+
+def is_json(value) -> bool:
+    """The oracle of "JSON values only": what json writes and reads back unchanged, as UTF-8."""
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        text.encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError, RecursionError):
+        return False
+    return same_json(json.loads(text), value)
 
 
 def takes(kinds, value) -> bool:
+    if not is_json(value):
+        return False
     is_int = isinstance(value, int) and not isinstance(value, bool)
     return ((value is None and None in kinds) or (BOOL in kinds and isinstance(value, bool))
+            or ("dict" in kinds and isinstance(value, dict))
             or (INT in kinds and is_int) or (STR in kinds and isinstance(value, str))
             or (NUMBER in kinds and (is_int or (isinstance(value, float) and math.isfinite(value))))
             or (isinstance(value, list) and any(k and k.startswith("list[") and
@@ -959,6 +988,69 @@ def train_cases(rng, folder):
     yield (lambda: refused(T.check_memory(huge, 2100))), (MemoryError,), ("--batch-size",)
 
 
+HOLDER = "import sys, time\nfrom workbench.locks import hold\nwith hold(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n"
+
+
+def held_by_another_process(folder):
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], stdout=subprocess.PIPE, text=True)
+    if proc.stdout.readline().strip() != "held":
+        raise RuntimeError("the lock holder did not start")
+    return proc
+
+
+def writer_cases(rng, folder):
+    """Two writers, one folder: a run directory, a study folder or a comparison's folder held by
+    another process is refused at once naming its PID; a refused resume changes no file."""
+    from workbench import experiments, study
+    from workbench import train as T
+    small = dict(preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 2, pool_size=50, val_samples=4, test_samples=4,
+                 eval_every=2, threads=1, tasks=("addition",))
+    writers = [lambda out: T.train(T.TrainConfig(**small, out=str(out))),
+               lambda out: T.train(T.TrainConfig(**small, out=str(out)), resume=True),
+               lambda out: study.run_study([], out, jobs=1),
+               lambda out: experiments.run_protocol("cpu-tier", seeds=(0,), out=out, encodings=["bittokens"])]
+    for k, write in enumerate(writers * 2):
+        out = Path(folder) / f"held{k}"
+        def case(write=write, out=out):
+            holder = held_by_another_process(out)
+            try:
+                refused(write(out))
+            except locks.InUse as err:
+                if f"process {holder.pid} " not in str(err):
+                    raise Wrong(f"the refusal does not name the holder {holder.pid}: {err}") from None
+                raise
+            finally:
+                holder.kill()
+                holder.wait()
+        yield case, (locks.InUse,), ("in use by process",)
+    done = Path(folder) / "finished"
+    T.train(T.TrainConfig(**small, out=str(done)))
+    for k in range(6):  # a resume with another configuration: refused, and not one byte changes
+        changed = rng.choice([dict(seed=rng.randint(1, 9)), dict(max_digits=rng.randint(2, 5)),
+                              dict(tasks=("addition", "minmax")), dict(pool_size=rng.randint(60, 90))])
+        def case(changed=changed):
+            before = {p.name: p.read_bytes() for p in done.iterdir() if p.is_file()}
+            try:
+                refused(T.train(T.TrainConfig(**{**small, **changed}, out=str(done)), resume=True))
+            finally:
+                if {p.name: p.read_bytes() for p in done.iterdir() if p.is_file()} != before:
+                    raise Wrong(f"a refused resume ({changed}) changed the run directory")
+        yield case, (ValueError,), ("another configuration",)
+
+
+def size_of_questions_cases(rng):
+    """A run whose questions cannot fit in memory is refused before its first step, naming them."""
+    from workbench import train as T
+    tok = Tokenizer("bittokens")
+    for _ in range(6):
+        flag, value = rng.choice([("test_samples", 10 ** rng.randint(8, 10)), ("pool_size", 10 ** rng.randint(8, 10)),
+                                  ("val_samples", 10 ** rng.randint(8, 10))])
+        cfg = T.TrainConfig(tasks=("addition", "sorting"), threads=1, **{flag: value})
+        yield (lambda cfg=cfg: refused(T.check_memory(cfg, tok.vocab_size, tok))), (MemoryError,), ("--" + flag.replace("_", "-"),)
+    fits = T.TrainConfig(tasks=("addition", "sorting", "text"), threads=1)
+    yield (lambda: T.check_memory(fits, tok.vocab_size, tok)), (), ()
+
+
 # -- the run ----------------------------------------------------------------------------------
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -988,6 +1080,8 @@ def main():
         "reply sizes, timing": size_cases(rng, n // 10),
         "answers file, two runners": concurrency_cases(rng, n // 40, folder),
         "training flags, run directories": train_cases(rng, folder),
+        "two writers, one folder": writer_cases(rng, folder),
+        "questions beyond memory": size_of_questions_cases(rng),
     }
     counts, examples = defaultdict(Counter), defaultdict(list)
     for category, cases in categories.items():
