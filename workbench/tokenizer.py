@@ -124,6 +124,12 @@ class Tokenizer:
         self.pad_id, self.bos_id, self.eoq_id, self.eos_id, self.num_id = range(5)
         self._run_ids: dict[str, list[int]] = {}
 
+    @property
+    def piece_ids(self) -> dict[str, int]:
+        """The token id of each number piece (empty for single-token encodings): what an
+        encoding's `token_module` reads the ids by."""
+        return {p: self._id[p] for p in self.pieces}
+
     def token_id(self, token: str) -> int:
         """Id of a special token or number piece."""
         if token not in self._id:
