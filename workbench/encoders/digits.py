@@ -82,9 +82,16 @@ class DigitEncoding(NumberEncoding):
     def encode(self, x) -> Tensor:
         """Piece ids of render(x, 17) (exact), padded with -1 to the longest number."""
         index = {p: i for i, p in enumerate(self.pieces)}
-        ids = [[index[p] for p in self.number_tokens(render(v, 17))] for v in as_float64(x).tolist()]
+        ids = [[index[p] for p in self._value_pieces(v)] for v in as_float64(x).tolist()]
         longest = max((len(r) for r in ids), default=0)
         return torch.tensor([r + [-1] * (longest - len(r)) for r in ids], dtype=torch.float64).reshape(len(ids), longest)
+
+    def _value_pieces(self, value: float) -> list[str]:
+        """The pieces of render(value, 17); an error names the encoding and the value."""
+        try:
+            return self.number_tokens(render(value, 17))
+        except ValueError as err:
+            raise ValueError(f"{self.name} cannot encode {value!r}: {err}") from None
 
     def decode(self, encoding: Tensor) -> Tensor:
         """Piece ids (-1 = padding) -> the float64 of the text they spell."""
