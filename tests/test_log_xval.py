@@ -50,12 +50,14 @@ def test_the_head_z_scores_by_every_target_seen_in_training():
     head = CODEC.number_head(32)
     batches = [torch.tensor(values(20, seed=k), dtype=torch.float64) for k in range(4)]
     for batch in batches:
-        head.loss(torch.zeros(len(batch)), batch)
+        head.loss(torch.zeros(len(batch), requires_grad=True), batch)
     seen = np.concatenate([CODEC.encode(b)[:, 0].numpy() for b in batches])
     assert head.mean.item() == pytest.approx(seen.mean(), rel=1e-12)
     assert head.std.item() == pytest.approx(seen.std(), rel=1e-12)
     head.eval()
-    head.loss(torch.zeros(3), torch.tensor([1e9, 2e9, 3e9], dtype=torch.float64))  # evaluation never updates
+    head.loss(torch.zeros(2, requires_grad=True), torch.tensor([1e9, 2e9], dtype=torch.float64))  # eval mode
+    head.train()
+    head.loss(torch.zeros(2), torch.tensor([1e9, 2e9], dtype=torch.float64))  # no gradient: a measurement
     assert head.count.item() == len(seen)
     x = torch.tensor([7.0, -0.0123, 123456.0], dtype=torch.float64)
     # the output is float32: its rounding (6e-8 of z) times std (~25 here) times ln(10) x scale

@@ -7,8 +7,9 @@ is multiplied by
 computed with log1p / expm1, so small |x| keep their digits. The +1 makes s continuous through 0
 with the sign kept (s(0) = 0), unlike our xVal's offset. An MLP head d -> 4d -> 1 (GELU) predicts
 the z-score (s - mean) / std of the target's s, trained with MSE; mean and std are those of every
-target s seen in training so far (buffers, saved with the weights, frozen at evaluation), our
-stand-in for the training set's statistics, which the head never sees.
+target s seen in training steps so far (buffers, saved with the weights; frozen in eval mode and
+when the output has no gradient), our stand-in for the training set's statistics, which the head
+never sees.
 
 Option `scale` (6: |x| up to 1e30, our tasks' range, stays within ±5, as this workbench's xVal).
 What it can represent: every finite float64 down to ~1e-300, to ~1e-13 relative (decode is exact
@@ -94,7 +95,7 @@ class LogXValHead(NumberHead):
 
     def loss(self, out: Tensor, target: Tensor) -> Tensor:
         s = self.encoding.encode(target)[:, 0]
-        if self.training:
+        if self.training and out.requires_grad:  # a training step; never a measurement of an ideal output
             self.observe(s)
         z = self.output_of(s[:, None])
         return F.mse_loss(out.float(), z.to(out.device), reduction="none")
