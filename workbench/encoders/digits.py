@@ -39,6 +39,11 @@ def decimal_parts(x) -> tuple[np.ndarray, np.ndarray]:
     return np.array(m, dtype=np.int64), np.array(q, dtype=np.int64)
 
 
+def shown(text: str, most: int = 40) -> str:
+    """A number's text for an error message: whole when short, else its ends and its length."""
+    return repr(text) if len(text) <= most else f"'{text[:16]}...{text[-8:]}' ({len(text)} characters)"
+
+
 class DigitEncoding(NumberEncoding):
     """A number stays text: `number_tokens` cuts its text into pieces (each its own token id),
     `number_text` joins pieces back into the number's text. No [NUM] token, no number head."""
