@@ -22,7 +22,7 @@ from functools import cached_property
 from numbers import Integral
 
 from . import register
-from .digits import DigitEncoding
+from .digits import DigitEncoding, shown
 
 _PIECE = re.compile(r"_([0-9])_(-?[0-9]+)_")
 
@@ -50,7 +50,7 @@ class PlaceValue(DigitEncoding):
         sign = pieces[:1] if pieces[:1] == ["-"] else []
         integer, point, fraction = "".join(pieces[len(sign):]).partition(".")
         if len(integer) - 1 > self.max_place or -len(fraction) < self.min_place:
-            raise ValueError(f"{self.name}: {text!r} has digits at places 10^{len(integer) - 1} ... "
+            raise ValueError(f"{self.name}: {shown(text)} has digits at places 10^{len(integer) - 1} ... "
                              f"10^{-len(fraction)}, beyond max_place {self.max_place} / min_place "
                              f"{self.min_place}; widen those options")
         out = sign + [f"_{d}_{len(integer) - 1 - k}_" for k, d in enumerate(integer)]

@@ -26,7 +26,7 @@ from numbers import Integral
 
 from ..numbers import canonical
 from . import register
-from .digits import DigitEncoding
+from .digits import DigitEncoding, shown
 
 DIGITS = list("0123456789")
 
@@ -59,7 +59,7 @@ class Scientific(DigitEncoding):
             return sign + ["0", "<e+0>"]
         exponent = value.adjusted()
         if abs(exponent) > self.max_exponent:
-            raise ValueError(f"{self.name}: {text!r} is of the order 10^{exponent}, beyond the exponent tokens "
+            raise ValueError(f"{self.name}: {shown(text)} is of the order 10^{exponent}, beyond the exponent tokens "
                              f"±{self.max_exponent}; raise the option max_exponent")
         digits = "".join(map(str, value.as_tuple().digits)).rstrip("0")  # exact (normalize() would round)
         return sign + list(digits) + [f"<e{exponent:+d}>"]
