@@ -48,3 +48,12 @@ def test_the_scorecard_takes_every_zoo_encoding(card):
 def test_the_papers_task_numbers_fit_every_zoo_encoding():
     tokens = desiderata.d1_tasks(ZOO, n=20)  # the paper's operand range: raises if a number does not fit
     assert set(tokens.encoding) == set(ZOO) and (tokens.output_tokens > 0).all()
+
+
+def test_the_tokens_a_model_receives_are_shown(capsys):
+    from workbench.tokenizer import Tokenizer, main
+    assert Tokenizer("scientific").tokens_of("<|bos|>-12.5 * 300<|eoq|>") == [
+        "<|bos|>", "-", "1", "2", "5", "<e+1>", "' *'", "' '", "3", "<e+2>", "<|eoq|>"]
+    assert Tokenizer("bittokens").tokens_of("x=-0.5")[-1] == "<|num|>=-0.5"
+    main(["abacus", "307 + 1", "--encoding-option", "max_offset=3"])
+    assert capsys.readouterr().out.strip() == "7 0 3 ' +' ' ' 1"  # reversed digits, text tokens quoted
