@@ -242,7 +242,7 @@ display(m["D3"].pivot(index="scale", columns="encoding", values=["spearman", "li
 exact = sorted(e for e, g in m["D4"].groupby("encoding") if (g["median_rel_error"] == 0).all())
 drawn = m["D4"][~m["D4"]["encoding"].isin(exact)]
 fig = px.line(drawn, x="decade", y="median_rel_error", color="encoding", log_y=True, markers=True,
-              color_discrete_map=plots.ENCODING_COLORS,
+              color_discrete_map=plots.encoding_colors(),
               labels={"decade": "decade d of |x| (10^d ≤ |x| < 10^(d+1))",
                       "median_rel_error": "median relative error"},
               title="D4: round-trip error per decade of magnitude")
@@ -287,7 +287,7 @@ for name in ex.index.levels[0]:
 curves = m["D7_curves"]
 example = m["D7_example"]
 fig = px.line(curves[curves["target"] == 7.0], x="prediction", y="loss", facet_row="encoding",
-              color="encoding", color_discrete_map=plots.ENCODING_COLORS,
+              color="encoding", color_discrete_map=plots.encoding_colors(),
               labels={"prediction": "predicted number p", "loss": "loss"},
               title="D7: each encoding's own training loss against the prediction p, for target 7")
 fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
@@ -310,7 +310,7 @@ fig
 
 # %%
 fig = px.line(m["D8"].assign(exact_pct=m["D8"]["exact"] * 100), x="sigma", y="exact_pct", color="encoding",
-              markers=True, color_discrete_map=plots.ENCODING_COLORS,
+              markers=True, color_discrete_map=plots.encoding_colors(),
               labels={"sigma": "noise σ (multiples of the RMS of the head output vector)",
                       "exact_pct": "values decoded exactly (%)"},
               title="D8: exact decoding of an ideal head output under Gaussian noise")

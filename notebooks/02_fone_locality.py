@@ -133,7 +133,7 @@ display(probes)
 NAMES = {"fone": "FoNE", "log_fone": "FoNE of log10 x", "bittokens": "BitTokens bits"}
 fig = px.line(probes.assign(encoding=probes["encoding"].map(NAMES), op=probes["op"].map({"add": "x + y", "mul": "x · y"})),
               x="width", y="accuracy", color="encoding", facet_col="op", markers=True, log_x=True,
-              color_discrete_map={NAMES[k]: plots.ENCODING_COLORS[k] for k in NAMES},
+              color_discrete_map={NAMES[k]: plots.encoding_color(k) for k in NAMES},
               labels={"width": "window width w (log scale)",
                       "accuracy": "held-out accuracy", "encoding": "encoding"},
               title="Learned probes: one output component of x + y or x · y from a window of w input components")
@@ -144,7 +144,7 @@ widths = sorted(probes["width"].unique())
 fig.update_xaxes(tickvals=widths, ticktext=[str(w) for w in widths])
 for i, op in enumerate(("add", "mul")):
     for name, base in probes[probes.op == op].groupby("encoding")["majority_baseline"].first().items():
-        fig.add_hline(y=base, line_dash="dot", line_width=1.5, line_color=plots.ENCODING_COLORS[name], col=i + 1, row=1)
+        fig.add_hline(y=base, line_dash="dot", line_width=1.5, line_color=plots.encoding_color(name), col=i + 1, row=1)
 fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="majority baseline",
                          line=dict(dash="dot", color="black", width=1.5)))
 fig.update_layout(width=1100, height=500, margin=dict(t=120))

@@ -726,3 +726,9 @@ def test_heads_predict_nan_for_a_nan_output():
         out[1] = math.nan
         pred = head.predict(out)
         assert math.isnan(pred[1]) and not math.isnan(pred[0]) and not math.isnan(pred[2]), name
+
+
+def test_a_digit_encoding_names_itself_and_the_value_it_cannot_encode():
+    for name in ("single_digit", "triple_digit", "numerologic"):
+        with pytest.raises(ValueError, match=f"{name} cannot encode nan.*finite"):
+            encoders.get(name).encode(torch.tensor([1.0, float("nan")], dtype=torch.float64))

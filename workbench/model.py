@@ -16,6 +16,11 @@ are ordinary tokens.
 `generate` decodes greedily with a KV cache; when the model writes <|num|>, the head's value is the
 number and is fed back with the token, as in training.
 
+An encoding may also act on the token ids (`encoding.token_module`, built with the tokenizer's
+`piece_ids`): what its `embed` returns is added to the token embeddings (in generation, computed
+on the tokens so far), and its per-token `loss` is added to the cross-entropy. None for the paper's
+encodings, whose training is unchanged by these hooks.
+
 RMSNorm, QK-norm, RoPE, ReLU², the lm head's cross-entropy and the masked attention run as the
 fused autograd functions of `fused.py` (same values, less memory traffic, and attention that skips
 the keys of other samples: on a CPU they set the speed, benchmarks/train.py).
@@ -162,7 +167,8 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, cfg: GPTConfig, encoding: NumberEncoding, vocab_size: int, num_id: int = NUM_ID):
+    def __init__(self, cfg: GPTConfig, encoding: NumberEncoding, vocab_size: int, num_id: int = NUM_ID,
+                 piece_ids: dict[str, int] | None = None):
         super().__init__()
         if not 0 <= num_id < vocab_size:
             raise ValueError(f"num_id {num_id} is outside the vocabulary of {vocab_size}")
@@ -173,6 +179,7 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(cfg.d_model, vocab_size, bias=False)
         self._init_weights()
         self.number_head = encoding.number_head(cfg.d_model)  # None: numbers are digit tokens
+        self.token_module = encoding.token_module(cfg.d_model, piece_ids)  # None: no hooks on the ids
         head_dim = cfg.d_model // cfg.n_head
         inv_freq = 10000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
@@ -197,15 +204,16 @@ class GPT(nn.Module):
 
     def param_groups(self) -> dict[str, list[nn.Parameter]]:
         """Optimizer groups of C.1. scalar: every parameter with fewer than 2 dimensions (biases,
-        norm gains); hidden: the matrices of the blocks (Muon); embedding: the token embedding;
-        head: all remaining parameters, the lm head and the number head with its joins."""
+        norm gains); hidden: the matrices of the blocks (Muon); embedding: the token embedding (and a
+        token module's `embedding`); head: all remaining parameters, the lm head and the number head
+        with its joins."""
         groups = {"hidden": [], "embedding": [], "head": [], "scalar": []}
         for name, p in self.named_parameters():
             if p.ndim < 2:
                 groups["scalar"].append(p)
             elif name.startswith("blocks."):
                 groups["hidden"].append(p)
-            elif name == "wte.weight":
+            elif name == "wte.weight" or name.startswith("token_module.embedding."):
                 groups["embedding"].append(p)
             else:
                 groups["head"].append(p)
@@ -219,9 +227,13 @@ class GPT(nn.Module):
             x[at] = self.number_head.embed(x[at], values[at]).to(x.dtype)
         return x
 
-    def trunk(self, ids: Tensor, values: Tensor, positions: Tensor, mask: Tensor, cache: KVCache | None = None) -> Tensor:
-        """Final (normalized) hidden states [B, T, d]. `mask` [B, 1, T, T_keys] bool."""
+    def trunk(self, ids: Tensor, values: Tensor, positions: Tensor, mask: Tensor, cache: KVCache | None = None,
+              added: Tensor | None = None) -> Tensor:
+        """Final (normalized) hidden states [B, T, d]. `mask` [B, 1, T, T_keys] bool; `added` [B, T, d]:
+        the token module's addition to the embeddings."""
         x = self.embed(ids, values)
+        if added is not None:
+            x = x + added.to(x.dtype)
         angles = positions[:, None, :, None].float() * self.inv_freq  # [B, 1, T, D/2]
         cos, sin = angles.cos(), angles.sin()
         plan = attention_plan(mask) if cache is None else None  # the keys each query block may see
@@ -232,14 +244,16 @@ class GPT(nn.Module):
     def forward(self, ids, values, positions, doc_ids, targets=None, target_values=None, loss_mask=None,
                 ce_count=None, number_count=None, task_ids=None, task_weights=None):
         """Without targets: (logits [B, T, V], None). With targets: (None, losses): "loss" (what is
-        optimized), "ce" and "number" (unweighted means, for the log) and, with `task_ids` [B, T]
+        optimized), "ce" and "number" (unweighted means, for the log; "token_loss": the token module's
+        loss, summed over the targets / ce_count) and, with `task_ids` [B, T]
         (the task index of every target), each task's summed unweighted per-token loss and its
         target count ("task_loss", "task_tokens": C.4's normalisation measures them). A target's
         weight is task_weights[its task] (1 without). The lm head runs at the loss positions only,
         fused with the cross-entropy, so the logits are never kept. Means divide by `ce_count` /
         `number_count` when given (the counts of the whole global batch, so data-parallel ranks
         average to the single-process loss)."""
-        hidden = self.trunk(ids, values, positions, packed_mask(doc_ids))
+        added = self.token_module.embed(ids, doc_ids) if self.token_module is not None else None
+        hidden = self.trunk(ids, values, positions, packed_mask(doc_ids), added=added)
         if targets is None:
             return self.lm_head(hidden), None
         mask = loss_mask if loss_mask is not None else torch.ones_like(targets, dtype=torch.bool)
@@ -261,6 +275,12 @@ class GPT(nn.Module):
             losses["number"] = number_each.detach().sum() / number_count
             scale = ce_count if self.cfg.loss == "per_token" else number_count
             total = total + self.cfg.number_loss_weight * number_sum / scale
+        extra = self.token_module.loss(hidden[mask], self.lm_head.weight, targets[mask]) \
+            if self.token_module is not None else None
+        if extra is not None:  # the encoding's own per-token loss, weighted like the cross-entropy
+            total = total + (weights * extra).sum() / ce_count
+            per_token += extra.detach()
+            losses["token_loss"] = extra.detach().sum() / ce_count
         losses["loss"] = total
         if task_ids is not None:
             tasks, n_tasks = task_ids[mask], len(task_weights) if task_weights is not None else int(task_ids.max()) + 1
@@ -288,7 +308,10 @@ class GPT(nn.Module):
         # padding attends to padding only (a query that sees no key would give NaN), real tokens to real ones
         mask = ((real[:, :, None] == real[:, None, :]) & torch.ones(L, L, dtype=torch.bool).tril())[:, None]
         cache = KVCache(len(self.blocks), real)
-        hidden = self.trunk(ids.to(device), values.to(device), positions.to(device), mask.to(device), cache)[:, -1]
+        history = ids  # every token so far, for a token module that reads them (padding is never a piece)
+        added = self._added(history, real)
+        hidden = self.trunk(ids.to(device), values.to(device), positions.to(device), mask.to(device), cache,
+                            added)[:, -1]
         out = [([], []) for _ in range(B)]
         done = torch.zeros(B, dtype=torch.bool)
         next_position = positions[:, -1] + 1
@@ -302,10 +325,21 @@ class GPT(nn.Module):
                 break
             cache.visible = torch.cat([cache.visible, torch.ones(B, 1, dtype=torch.bool)], 1)
             step_mask = cache.visible[:, None, None].to(device)
+            history = torch.cat([history, token[:, None]], 1)
+            added = self._added(history, cache.visible)
             hidden = self.trunk(token[:, None].to(device), value[:, None].to(device),
-                                next_position[:, None].to(device), step_mask, cache)[:, -1]
+                                next_position[:, None].to(device), step_mask, cache,
+                                None if added is None else added[:, -1:])[:, -1]
             next_position += 1
         return out
+
+    def _added(self, history: Tensor, real: Tensor) -> Tensor | None:
+        """The token module's addition to the embeddings of the tokens so far [B, T] (one sample
+        per row, padding a sample of its own), or None."""
+        if self.token_module is None:
+            return None
+        device = self.lm_head.weight.device
+        return self.token_module.embed(history.to(device), torch.where(real, 0, -1).to(device))
 
     def _next_token(self, hidden: Tensor) -> tuple[Tensor, Tensor]:
         """Greedy token [B] and its value [B] (the number head's, where the token is <|num|>)."""

@@ -429,7 +429,7 @@ def _bars(fig: go.Figure, data: pd.DataFrame, row: int, show_legend: bool) -> No
                 error = dict(type="data", symmetric=False, array=rows["high"] - rows["value"],
                              arrayminus=rows["value"] - rows["low"], thickness=1.5)
             fig.add_trace(go.Bar(x=rows["row"], y=rows["value"], error_y=error, name=ENCODING_NAMES[encoding],
-                                 marker_color=plots.ENCODING_COLORS[encoding], legendgroup=encoding,
+                                 marker_color=plots.encoding_color(encoding), legendgroup=encoding,
                                  showlegend=show_legend and col == 1), row=row, col=col)
     scores = data[~data["metric"].isin(PERPLEXITIES)]
     order = [r for r in PAPER_ROWS if r in set(scores["row"])] + sorted(set(scores["row"]) - set(PAPER_ROWS))

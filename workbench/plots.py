@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -33,11 +34,45 @@ SCRATCH = ROOT / "runs" / "figures"
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf"]
 DASHES = ["solid", "dot", "dash", "dashdot", "longdash"]
-# One colour per encoding in every figure (BitTokens green, as the paper's "ours").
+# One colour per encoding in every figure (BitTokens green, as the paper's "ours"); every other
+# registered encoding gets one of ZOO_COLORS from `encoding_color`.
 ENCODING_COLORS = {"triple_digit": "#1f77b4", "single_digit": "#ff7f0e", "xval": "#7f7f7f",
                    "fone": "#d62728", "bittokens": "#2ca02c", "numerologic": "#8c564b",
                    "log_fone": "#9467bd"}
+ZOO_COLORS = ["#17becf", "#bcbd22", "#e377c2", "#393b79", "#ad494a", "#637939", "#e7ba52", "#7b4173",
+              "#6b6ecf", "#843c39", "#8c6d31", "#3182bd", "#d6616b", "#9c9ede", "#74c476", "#fd8d3c"]
 VERDICT_COLORS = {"pass": "#2ca02c", "trade-off": "#ffbf00", "fail": "#d62728", "n/a": "#e5e5e5"}
+
+def encoding_color(name: str) -> str:
+    """The colour of an encoding in every figure: ENCODING_COLORS' for the paper's five and
+    NumeroLogic; any other name gets a ZOO_COLORS entry chosen by a hash of its name (so it does not
+    depend on which other encodings exist), moved on to the next free entry when a registered
+    encoding before it already holds that one; past 16 such encodings, a hue from the hash."""
+    if name in ENCODING_COLORS:
+        return ENCODING_COLORS[name]
+    from . import encoders  # here, not at import time: plots is imported by modules encoders need
+    taken = set(ENCODING_COLORS.values())
+    for other in [n for n in encoders.names() if n not in ENCODING_COLORS]:
+        if other == name:
+            break
+        taken.add(_free_zoo_color(other, taken))
+    return _free_zoo_color(name, taken)
+
+
+def _free_zoo_color(name: str, taken: set) -> str:
+    start = zlib.crc32(name.encode())
+    for k in range(len(ZOO_COLORS)):
+        color = ZOO_COLORS[(start + k) % len(ZOO_COLORS)]
+        if color not in taken:
+            return color
+    return f"hsl({start % 360}, 55%, 45%)"
+
+
+def encoding_colors(names=None) -> dict[str, str]:
+    """{name: colour} for plotly's color_discrete_map: every registered encoding, or `names`."""
+    from . import encoders
+    return {n: encoding_color(n) for n in (names if names is not None else encoders.names())}
+
 
 # Text sizes chosen so a figure shown at the README's width (~880 px) stays readable.
 pio.templates["workbench"] = go.layout.Template(layout=dict(

@@ -252,7 +252,7 @@ def precision_figure(intervals: pd.DataFrame):
                 part = data[(data.task == task) & (data.metric == metric) & (data.encoding == encoding)].sort_values("digits")
                 if part.empty:
                     continue
-                color = plots.ENCODING_COLORS["bittokens" if encoding == VARIANT else encoding]
+                color = plots.encoding_color("bittokens" if encoding == VARIANT else encoding)
                 fig.add_trace(go.Scatter(x=list(part.digits) + list(part.digits[::-1]), y=list(part.high) + list(part.low[::-1]),
                                          mode="lines", fill="toself", fillcolor=color, opacity=0.18, line=dict(width=0),
                                          hoverinfo="skip", showlegend=False, legendgroup=encoding), row=i, col=j)

@@ -125,6 +125,19 @@ class Tokenizer:
         self.pad_id, self.bos_id, self.eoq_id, self.eos_id, self.num_id = range(5)
         self._run_ids: dict[str, list[int]] = {}
 
+    @property
+    def piece_ids(self) -> dict[str, int]:
+        """The token id of each number piece (empty for single-token encodings): what an
+        encoding's `token_module` reads the ids by."""
+        return {p: self._id[p] for p in self.pieces}
+
+    def tokens_of(self, text: str) -> list[str]:
+        """The tokens a model receives for `text`, one string each: special tokens and number pieces
+        as they are, <|num|> with its value ("<|num|>=12.5"), text tokens quoted ("' + '")."""
+        ids, values = self.encode(text)
+        return [f"{NUM_TOKEN}={float(v)!r}" if i == self.num_id and self.encoding.single_token
+                else self.tokens[i] if i < self.offset else repr(self.decode([i])) for i, v in zip(ids.tolist(), values)]
+
     def token_id(self, token: str) -> int:
         """Id of a special token or number piece."""
         if token not in self._id:
@@ -236,3 +249,26 @@ class Tokenizer:
         """Plain corpus text "<|bos|>text<|eos|>": every token after <|bos|> is a target."""
         ids, values = self.encode(f"<|bos|>{text}<|eos|>")
         return ids, values, np.arange(len(ids)) > 0
+
+
+def main(argv=None) -> None:
+    """python -m workbench.tokenizer ENCODING TEXT [--encoding-option K=V ...]: the tokens of TEXT."""
+    import argparse
+    import json
+    parser = argparse.ArgumentParser(description="Show the tokens a model with ENCODING receives for TEXT.")
+    parser.add_argument("encoding", choices=encoders.names())
+    parser.add_argument("text")
+    parser.add_argument("--encoding-option", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    options = {}
+    for pair in args.encoding_option:
+        key, _, value = pair.partition("=")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    print(" ".join(Tokenizer(encoders.get(args.encoding, **options)).tokens_of(args.text)))
+
+
+if __name__ == "__main__":
+    main()

@@ -246,7 +246,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
     tok = Tokenizer(encoding, vocab_size=cfg.vocab_size)
     check_memory(cfg, tok.vocab_size, tok)
     torch.manual_seed(cfg.seed)
-    model = GPT(gpt_cfg, encoding, tok.vocab_size, tok.num_id).to(device)
+    model = GPT(gpt_cfg, encoding, tok.vocab_size, tok.num_id, tok.piece_ids).to(device)
     runner = torch.compile(model) if cfg.compile else model
     if world > 1:  # some number-head parameters see no gradient in a batch without numbers
         runner = torch.nn.parallel.DistributedDataParallel(runner, find_unused_parameters=True)

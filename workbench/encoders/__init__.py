@@ -13,7 +13,7 @@ import inspect
 import pkgutil
 from contextlib import contextmanager
 
-from .base import NumberEncoding, NumberHead
+from .base import NumberEncoding, NumberHead, TokenModule
 
 _REGISTRY: dict[str, type[NumberEncoding]] = {}
 
@@ -64,7 +64,7 @@ def _class(name: str) -> type[NumberEncoding]:
         raise ValueError(unknown("encoding", name, names())) from None
 
 
-__all__ = ["NumberEncoding", "NumberHead", "register", "registered", "names", "options", "get"]
+__all__ = ["NumberEncoding", "NumberHead", "TokenModule", "register", "registered", "names", "options", "get"]
 
 # Importing the modules registers them: the paper's five first (order = order of `names()`), then
 # every other module of this folder, so that a new encoding is one new file and nothing else.

@@ -17,6 +17,12 @@ the properties the rest of the workbench asks about instead of testing names:
 [NUM] embedding, the output head, its per-number loss and the decoding of its output. Digit
 encodings have no head (`number_head` returns None): their digits are ordinary tokens.
 
+`TokenModule` (an nn.Module, optional) is built by `encoding.token_module(d_model, piece_ids)` for
+encodings whose numbers are text tokens but which act on the model beyond their vocabulary: it
+reads the token ids themselves and may add to the token embeddings (`embed`: e.g. Abacus, a
+digit's place within its number) and add a per-token loss (`loss`: e.g. the Number Token Loss
+over the digit tokens' logits). The encodings without one (None, the default) train as before.
+
 A new encoding is one new file in this folder: subclass `NumberEncoding` (and `NumberHead`, or
 `DigitEncoding` from digits.py) and decorate it with `@register`; the package imports every module.
 """
@@ -57,6 +63,11 @@ class NumberEncoding:
     def number_head(self, d_model: int) -> NumberHead | None:
         """The module through which a model of width d_model reads and writes these numbers;
         None when numbers are text tokens."""
+        return None
+
+    def token_module(self, d_model: int, piece_ids: dict[str, int] | None) -> TokenModule | None:
+        """The module that acts on the token ids of a model of width d_model (`TokenModule`);
+        piece_ids maps each number piece to its token id (`Tokenizer.piece_ids`). None: none."""
         return None
 
     def __repr__(self) -> str:
@@ -108,6 +119,36 @@ class NumberHead(nn.Module):
         """(A [d, width], c [d]) with embed(e, x) = A @ encode(x) + c, for the linear ways of
         joining the [NUM] embedding e; ValueError for the others."""
         raise ValueError(f"{type(self).__name__} joins the [NUM] embedding non-linearly")
+
+    def extra_repr(self) -> str:
+        return f"encoding={self.encoding.name!r}, d_model={self.d_model}"
+
+
+class TokenModule(nn.Module):
+    """Hooks of an encoding into the model beyond its vocabulary; each returns None to do nothing.
+
+    Parameter groups (`workbench.optim`): a submodule named `embedding` joins the embedding group
+    (Adam at the token embedding's lr); every other matrix here joins the head group."""
+
+    def __init__(self, encoding: NumberEncoding, d_model: int, piece_ids: dict[str, int] | None):
+        super().__init__()
+        if not piece_ids:
+            raise ValueError(f"encoding {encoding.name!r} reads the token ids of its pieces: build the model "
+                             "with piece_ids=Tokenizer(...).piece_ids")
+        self.encoding, self.d_model, self.piece_ids = encoding, d_model, dict(piece_ids)
+
+    def embed(self, ids: Tensor, doc_ids: Tensor) -> Tensor | None:
+        """Added to the token embeddings of ids [B, T] (doc_ids [B, T]: the sample of each token):
+        [B, T, d_model]. Row t may depend on the tokens up to t of its own sample only: generation
+        calls it on the tokens so far and keeps the last row."""
+        return None
+
+    def loss(self, hidden: Tensor, lm_weight: Tensor, targets: Tensor) -> Tensor | None:
+        """An extra loss of each target token [N] (0 where it does not apply), from the final hidden
+        states [N, d_model] at the loss positions and the lm head's weight [V, d_model]; the model
+        adds it to the cross-entropy with the target's task weight. The full logits are never
+        formed: a hook multiplies by the rows of lm_weight it needs."""
+        return None
 
     def extra_repr(self) -> str:
         return f"encoding={self.encoding.name!r}, d_model={self.d_model}"

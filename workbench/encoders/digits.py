@@ -39,6 +39,11 @@ def decimal_parts(x) -> tuple[np.ndarray, np.ndarray]:
     return np.array(m, dtype=np.int64), np.array(q, dtype=np.int64)
 
 
+def shown(text: str, most: int = 40) -> str:
+    """A number's text for an error message: whole when short, else its ends and its length."""
+    return repr(text) if len(text) <= most else f"'{text[:16]}...{text[-8:]}' ({len(text)} characters)"
+
+
 class DigitEncoding(NumberEncoding):
     """A number stays text: `number_tokens` cuts its text into pieces (each its own token id),
     `number_text` joins pieces back into the number's text. No [NUM] token, no number head."""
@@ -82,9 +87,16 @@ class DigitEncoding(NumberEncoding):
     def encode(self, x) -> Tensor:
         """Piece ids of render(x, 17) (exact), padded with -1 to the longest number."""
         index = {p: i for i, p in enumerate(self.pieces)}
-        ids = [[index[p] for p in self.number_tokens(render(v, 17))] for v in as_float64(x).tolist()]
+        ids = [[index[p] for p in self._value_pieces(v)] for v in as_float64(x).tolist()]
         longest = max((len(r) for r in ids), default=0)
         return torch.tensor([r + [-1] * (longest - len(r)) for r in ids], dtype=torch.float64).reshape(len(ids), longest)
+
+    def _value_pieces(self, value: float) -> list[str]:
+        """The pieces of render(value, 17); an error names the encoding and the value."""
+        try:
+            return self.number_tokens(render(value, 17))
+        except ValueError as err:
+            raise ValueError(f"{self.name} cannot encode {value!r}: {err}") from None
 
     def decode(self, encoding: Tensor) -> Tensor:
         """Piece ids (-1 = padding) -> the float64 of the text they spell."""
