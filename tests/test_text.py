@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import os
+from pathlib import Path
 
 # No test may reach the Hugging Face Hub: datasets reads these when it is first imported.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -191,3 +192,35 @@ def test_a_damaged_shipped_corpus_is_refused(tmp_path, monkeypatch):
             text_sources.shipped_topics()
     finally:
         text_sources.shipped_topics.cache_clear()
+
+
+def _other_interpreter():
+    """A Python 3.11 of another patch release on this machine (Debian's python3 beside the default
+    one), or None."""
+    import shutil
+    for candidate in ("/usr/bin/python3", "/usr/bin/python3.11", shutil.which("python3")):
+        if candidate and Path(candidate).exists():
+            version = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:3])"], capture_output=True,
+                                     text=True).stdout.strip()
+            if version.startswith("(3, 11,") and version != str(tuple(sys.version_info[:3])):
+                return candidate
+    return None
+
+
+def test_a_text_trained_run_gives_the_same_losses_under_another_python_patch_release(tmp_path):
+    """Bug: the corpus came from the interpreter's pydoc_data (3.11.2 and 3.11.7 differ), so a
+    text-trained run diverged from its first step on another patch release. The other interpreter
+    runs this checkout with this environment's packages (same minor version, same ABI)."""
+    other = _other_interpreter()
+    if other is None:
+        pytest.skip("no Python 3.11 of another patch release on this machine")
+    site = [p for p in sys.path if p.endswith("site-packages")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), *site])}
+    args = ["-m", "workbench.train", "--tasks", "addition,text", "--tokens", str(8 * 128 * 20), "--threads", "1",
+            "--eval-every", "10", "--test-samples", "8", "--val-samples", "8", "--pool-size", "200"]
+    for python, out in ((sys.executable, "here"), (other, "other")):
+        subprocess.run([python, *args, "--out", str(tmp_path / out)], env=env, check=True, capture_output=True, timeout=600)
+    logs = [[json.loads(line) for line in (tmp_path / d / "metrics.jsonl").read_text().splitlines()] for d in ("here", "other")]
+    assert [r["loss"] for r in logs[0]] == [r["loss"] for r in logs[1]] and len(logs[0]) == 20
+    versions = [json.loads((tmp_path / d / "environment.json").read_text())["python"] for d in ("here", "other")]
+    assert versions[0] != versions[1]
