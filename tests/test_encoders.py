@@ -663,3 +663,18 @@ def test_heads_predict_nan_for_a_nan_output():
         out[1] = math.nan
         pred = head.predict(out)
         assert math.isnan(pred[1]) and not math.isnan(pred[0]) and not math.isnan(pred[2]), name
+
+
+def test_every_encoding_has_its_own_display_name():
+    labels = {name: encoders.label(name) for name in encoders.names()}
+    assert labels["bittokens"] == "BitTokens" and labels["single_digit"] == "Single digit"
+    assert labels["triple_digit"] == "Triple digit" and labels["xval"] == "xVal"
+    assert len(set(labels.values())) == len(labels)  # one name per encoding, none shared
+
+    class Unlabelled(encoders.NumberEncoding):
+        name = "unlabelled_in_test"
+
+    with encoders.registered(Unlabelled):
+        assert encoders.label("unlabelled_in_test") == "unlabelled_in_test"  # a plugin without one: its name
+    with pytest.raises(ValueError, match="unknown encoding"):
+        encoders.label("no_such_encoding")
