@@ -418,7 +418,8 @@ SPEC = {  # what each parameter takes, from the notebooks' comments (independent
                     "figure_formats": {"list[str]"}, "threads": {INT}},
     "04_paper_figures": {"official_data": {STR, None}, "study_dir": {STR, None}, "fig4_part": {STR},
                          "results_csv": {STR, None}, "answers_dir": {STR, None},
-                         "generator_samples": {INT}, "bootstrap_draws": {INT}, "seed": {INT},
+                         "exponent_samples": {INT}, "generator_samples": {INT}, "bootstrap_draws": {INT},
+                         "seed": {INT},
                          "figures_dir": {STR, None}, "figure_formats": {"list[str]"}},
 }
 VALUES = [True, False, 0, 5, -3, 2.5, 1e6, math.nan, math.inf, "abc", "", "png", None, [0, 3],
