@@ -138,3 +138,14 @@ def test_loss_normalizer_scales_every_task_to_ten_then_follows_the_reference():
         norm.observe([float("inf"), 0, 0], [1, 1, 1])
     with pytest.raises(ValueError, match="reference"):
         LossNormalizer(["a"], 0, reference="text")
+
+
+def test_weight_changes_mark_where_the_loss_weights_moved():
+    import pandas as pd
+    from workbench.balancing import weight_changes
+    evals = pd.DataFrame({"step": [50, 100, 150, 200], "loss_weight/addition": [4.0, 4.0, 4.02, 6.0],
+                          "loss_weight/minmax": [1.0, 1.0, 1.0, 1.0], "score/addition": [0.1, 0.2, 0.3, 0.4]})
+    # from 1 to 4 at step 50; 4 -> 4.02 is within 1 %; 4.02 -> 6 at step 200
+    assert weight_changes(evals) == [50, 200]
+    assert weight_changes(evals.assign(**{"loss_weight/addition": 1.0})) == []  # balancing off: never moved
+    assert weight_changes(evals[["step", "score/addition"]]) == []  # a log without weights
