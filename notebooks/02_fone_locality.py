@@ -40,7 +40,7 @@ import plotly.graph_objects as go
 import torch
 from IPython.display import display
 
-from workbench import locality, plots
+from workbench import encoders, locality, plots
 from workbench.notebooks import ROOT
 
 os.chdir(ROOT)  # the repository root, as under the runner: relative paths mean the same in the lab
@@ -74,19 +74,15 @@ print(f"addition: max |F(x+y) - F(x)⊙F(y)| = {hom.add_exact_phases.max():.2e} 
       f"multiplication: max |F(xy) - F(x)⊙F(y)| = {hom.mul_exact_phases.max():.2f}")
 TESTS = {"add_exact_phases": "x + y, exact phases", "add_float32_encoding": "x + y, float32 encoding",
          "mul_exact_phases": "x · y, exact phases"}
-FLOOR = 1e-18  # a deviation of exactly 0 is drawn here (a log axis has no 0)
 long = hom.melt(id_vars="period_exponent", var_name="test", value_name="max_error")
-long = long.assign(test=long["test"].map(TESTS), drawn=long["max_error"].clip(lower=FLOOR))
-fig = px.line(long, x="period_exponent", y="drawn", facet_col="test", markers=True, log_y=True,
-              category_orders={"test": list(TESTS.values())}, hover_data=["max_error"],
-              labels={"period_exponent": "period exponent φ (period 10^φ)", "drawn": "largest deviation"},
-              title=f"Lemma 4.2: largest |F(x∘y) − F(x) ⊙ F(y)| over {n_pairs:,} random pairs, per period")
-fig.update_layout(title_subtitle_text="F = FoNE as points on the unit circle (deviations lie in [0, 2]); "
-                                      "a deviation of 0 is drawn at the bottom line, labelled 0")
-fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-fig.update_yaxes(tickvals=[FLOOR, 1e-15, 1e-12, 1e-9, 1e-6, 1e-3, 1], ticktext=["0", "1e-15", "1e-12", "1e-9", "1e-6",
-                                                                                   "0.001", "1"], range=[-18.3, 0.6])
-fig.update_layout(width=1200, height=480, margin=dict(t=120))
+fig = plots.log_with_zeros(long.assign(test=long["test"].map(TESTS)), "period_exponent", "max_error", "test",
+                           list(TESTS.values()), "period exponent φ (period 10^φ)", "largest deviation",
+                           zero_label="exactly 0")
+fig.update_layout(title=dict(text=f"Lemma 4.2: largest |F(x∘y) − F(x) ⊙ F(y)| over {n_pairs:,} random pairs, "
+                                  "per period",
+                             subtitle=dict(text="F = FoNE as points on the unit circle (deviations lie in [0, 2]); "
+                                                "periods where every pair agrees exactly are on the strip below")),
+                  width=1200, height=500, margin=dict(t=120))
 save(fig, "lemma_4_2")
 fig
 
@@ -130,7 +126,8 @@ for op in ("add", "mul"):
 # %%
 probes = locality.probe_windows(steps=probe_steps, seed=seed)
 display(probes)
-NAMES = {"fone": "FoNE", "log_fone": "FoNE of log10 x", "bittokens": "BitTokens bits"}
+NAMES = {"fone": encoders.label("fone"), "log_fone": f"{encoders.label('fone')} of log10 x",
+         "bittokens": f"{encoders.label('bittokens')} bits"}
 fig = px.line(probes.assign(encoding=probes["encoding"].map(NAMES), op=probes["op"].map({"add": "x + y", "mul": "x · y"})),
               x="width", y="accuracy", color="encoding", facet_col="op", markers=True, log_x=True,
               color_discrete_map={NAMES[k]: plots.encoding_color(k) for k in NAMES},

@@ -16,8 +16,9 @@
 # %% [markdown]
 # # 03 — Training a small model with a number encoding
 #
-# A nanoGPT-style model learns the numeracy tasks of section 2 with one of five number encodings
-# (BitTokens, FoNE, xVal, single digit, triple digit). The training loop (`workbench.train`)
+# A nanoGPT-style model learns the numeracy tasks of section 2 with any registered number encoding
+# (`workbench.encoders.names()`: the paper's BitTokens, FoNE, xVal, single and triple digit, and the
+# others of `workbench/encoders/`). The training loop (`workbench.train`)
 # follows appendix C: Muon + Adam, the task balancer of eq. 16 and, for multiplication, division,
 # exponentiation, mean and std, the difficulty curriculum of C.3.
 #
@@ -33,7 +34,7 @@
 # (14), `{"max_task_ratio": 0.2}` (15). docs/fidelity.md lists every switch of the recipe.
 
 # %% tags=["parameters"]
-encoding = "bittokens"  # bittokens | fone | xval | single_digit | triple_digit
+encoding = "bittokens"  # any registered encoding, workbench.encoders.names(): bittokens, fone, xval, single_digit, triple_digit, numerologic, ...
 tasks = "addition,multiplication"  # comma-separated, from workbench.tasks.names()
 preset = "cpu-tiny"  # cpu-tiny | cpu-small | paper
 tokens = 1e6  # training budget in tokens
@@ -54,6 +55,7 @@ options: dict = {}  # any other TrainConfig field, e.g. {"curriculum": False} or
 # %%
 import json
 import os
+import textwrap
 import time
 from pathlib import Path
 
@@ -63,7 +65,8 @@ import torch
 from IPython.display import display
 from plotly.subplots import make_subplots
 
-from workbench import encoders, plots
+from workbench import encoders, plots, tasks as task_registry
+from workbench.balancing import weight_changes
 from workbench.curriculum import difficulty_column
 from workbench.notebooks import ROOT
 from workbench.paper_figures import results_from_summary
@@ -90,6 +93,9 @@ cfg
 # panels from the run directory (`train.load_metrics`: one row per step, one per evaluation): the
 # training loss, the validation score per task (log-sMAPE for arithmetic, accuracy for the list
 # tasks), the task sampling ratios of the balancer, and each curriculum's difficulty frontier.
+# The total loss is the sum of each task's loss times its loss weight (C.4): the weights are set
+# from the losses at the first evaluation(s), so the total loss changes scale there (dashed line)
+# without the model changing; the cross-entropy and number-head losses are unweighted.
 #
 # BitTokens learn on the binary difficulty of their numbers, and for the last 10 % of the steps on
 # the decimal difficulty of the test set, sampled uniformly (A.3): the shaded end phase, where the
@@ -97,9 +103,10 @@ cfg
 
 
 # %%
-def end_phase(total_steps: int) -> int | None:
-    """First step of the decimal end phase (A.3), for an encoding trained on base-2 difficulty."""
-    if encoders.get(encoding).difficulty_base != 2:
+def end_phase(total_steps: int, evals: pd.DataFrame) -> int | None:
+    """First step of the decimal end phase (A.3), for a run with binary pools (an encoding trained
+    on base-2 difficulty and a curriculum task; their evaluations log `endgame/<task>`)."""
+    if not any(c.startswith("endgame/") for c in evals):
         return None
     return next(s for s in range(total_steps + 1) if difficulty_column(2, s, total_steps) == "difficulty_sd")
 
@@ -109,7 +116,7 @@ def curves(run_dir: Path, finished: bool = False) -> go.Figure:
     fig = make_subplots(rows=2, cols=2, vertical_spacing=0.18, horizontal_spacing=0.1, subplot_titles=[
         "training loss", "validation score per task", "task sampling ratio (balancer, eq. 16)",
         "curriculum frontier (C.3)"])
-    for column, label, dash in (("loss", "total loss", "solid"), ("ce", "cross-entropy", "dot"),
+    for column, label, dash in (("loss", "total loss (weighted)", "solid"), ("ce", "cross-entropy", "dot"),
                                 ("number", "number-head loss", "dash")):
         if column in steps:
             fig.add_trace(go.Scatter(x=steps["step"], y=steps[column], name=label, legendgroup="loss",
@@ -122,13 +129,27 @@ def curves(run_dir: Path, finished: bool = False) -> go.Figure:
                 fig.add_trace(go.Scatter(x=evals["step"], y=evals[prefix + task], mode="lines+markers", name=task,
                                          legendgroup=task, legendgrouptitle_text="task" if task == task_list[0] else None,
                                          showlegend=prefix == "score/", line=dict(color=colors[task])), *panel)
-    start = end_phase(int(steps["step"].max())) if finished and not steps.empty else None
+    start = end_phase(int(steps["step"].max()), evals) if finished and not steps.empty else None
     if start is not None:
         for row, col in ((1, 1), (1, 2), (2, 1), (2, 2)):
             fig.add_vrect(x0=start, x1=int(steps["step"].max()), fillcolor="#bbbbbb", opacity=0.25, line_width=0,
                           row=row, col=col)
         fig.add_annotation(x=start, y=1, xref="x", yref="y domain", text="decimal end phase (A.3)", showarrow=False,
                            xanchor="right", yanchor="top")
+    changes = weight_changes(evals) if not evals.empty else []
+    for step in changes if len(changes) <= 3 else changes[:1]:
+        fig.add_vline(x=step, line_dash="dash", line_color="#888888", line_width=1.5, row=1, col=1)
+    if changes:
+        fig.add_annotation(x=changes[0], y=0.82, xref="x", yref="y domain", xanchor="left", yanchor="top", showarrow=False,
+                           text="loss weights set (C.4)" + (", then moved at every evaluation" if len(changes) > 3 else ""))
+    curricular = [t for t in task_registry.names() if task_registry.get(t).curriculum]
+    if not cfg.curriculum or not set(curricular) & set(task_list):  # the frontier panel stays empty: say why
+        why = "curriculum=False" if not cfg.curriculum else f"none of {', '.join(task_list)} has one"
+        panel = fig.get_subplot(2, 2)
+        note = f"no curriculum in this run ({why}); the curricula of C.3 are those of {', '.join(curricular)}"
+        fig.add_annotation(text="<br>".join(textwrap.wrap(note, 42)),
+                           x=sum(panel.xaxis.domain) / 2, y=sum(panel.yaxis.domain) / 2, xref="paper", yref="paper",
+                           xanchor="center", showarrow=False, font=dict(color="#7f7f7f"))
     for (row, col), label in {(1, 1): "loss per learned token", (1, 2): "score (0 to 1)",
                               (2, 1): "share of the batch", (2, 2): "difficulty level"}.items():
         fig.update_yaxes(title_text=label, row=row, col=col)
@@ -136,7 +157,7 @@ def curves(run_dir: Path, finished: bool = False) -> go.Figure:
     if len(levels):  # whole levels only
         fig.update_yaxes(tick0=0, dtick=max(1, int(levels.max() - levels.min()) // 6 + 1), row=2, col=2)
     fig.update_xaxes(title_text="training step")
-    fig.update_layout(height=740, width=1100, title=f"Training {encoding} on {', '.join(task_list)} ({preset}, "
+    fig.update_layout(height=740, width=1100, title=f"Training {encoders.label(encoding)} on {', '.join(task_list)} ({preset}, "
                                                     f"{tokens:,.0f} tokens, seed {seed})", margin=dict(r=20))
     return fig
 
@@ -195,7 +216,7 @@ fig.update_yaxes(title_text="mean test score", range=[0, 1.02], row=1, col=1)
 fig.update_yaxes(title_text="questions", row=2, col=1)
 fig.update_xaxes(title_text="decimal difficulty (A.3)", row=2, col=1)
 fig.update_layout(barmode="group", width=1000, height=620, legend=dict(title="task (score)"),
-                  title=dict(text=f"Test score per decimal difficulty: {encoding} on {', '.join(task_list)}",
+                  title=dict(text=f"Test score per decimal difficulty: {encoders.label(encoding)} on {', '.join(task_list)}",
                              subtitle=dict(text=f"{len(samples)} held-out questions of the best checkpoint; "
                                                 "bottom: how many questions each point averages")))
 plots.save(fig, "03_test_by_difficulty", figures_dir, tuple(figure_formats))

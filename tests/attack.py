@@ -426,7 +426,8 @@ SPEC = {  # what each parameter takes, from the notebooks' comments (independent
                     "figure_formats": {"list[str]"}, "threads": {INT}, "options": {"dict"}},
     "04_paper_figures": {"official_data": {STR, None}, "study_dir": {STR, None}, "fig4_part": {STR},
                          "results_csv": {STR, None}, "answers_dir": {STR, None},
-                         "generator_samples": {INT}, "bootstrap_draws": {INT}, "seed": {INT},
+                         "exponent_samples": {INT}, "generator_samples": {INT}, "bootstrap_draws": {INT},
+                         "seed": {INT},
                          "figures_dir": {STR, None}, "figure_formats": {"list[str]"}},
 }
 INJECTION = "\\\"+str(__import__('os').getpid())+\\\""  # what papermill once wrote into the code unescaped

@@ -127,7 +127,8 @@ def test_bad_folders_are_clear_errors(folder, tmp_path):
 @pytest.mark.slow
 def test_notebook_rescores_a_folder(folder, tmp_path):
     from workbench.notebooks import execute
-    params = {"generator_samples": 200, "bootstrap_draws": 20, "figures_dir": str(tmp_path / "figures"),
+    params = {"official_data": None, "exponent_samples": 2000, "generator_samples": 200, "bootstrap_draws": 20,
+              "figures_dir": str(tmp_path / "figures"),
               "figure_formats": ["html"], "answers_dir": str(folder)}
     path = execute("04_paper_figures", params, output_dir=tmp_path)
     outputs = json.dumps([c.get("outputs", []) for c in json.loads(path.read_text())["cells"]])

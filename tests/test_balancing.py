@@ -160,3 +160,14 @@ def test_the_cap_bounds_eq_16s_target_before_the_mix_or_the_mixed_ratios():
     close(update_ratios(start, p, lam=0, alpha=0.5, max_ratio=0.3, cap="ratios"), [F(3, 10), F(3, 10), F(1, 5), F(1, 5)])
     with pytest.raises(ValueError, match="cap"):
         update_ratios(start, p, max_ratio=0.3, cap="mixed")
+
+
+def test_weight_changes_mark_where_the_loss_weights_moved():
+    import pandas as pd
+    from workbench.balancing import weight_changes
+    evals = pd.DataFrame({"step": [50, 100, 150, 200], "loss_weight/addition": [4.0, 4.0, 4.02, 6.0],
+                          "loss_weight/minmax": [1.0, 1.0, 1.0, 1.0], "score/addition": [0.1, 0.2, 0.3, 0.4]})
+    # from 1 to 4 at step 50; 4 -> 4.02 is within 1 %; 4.02 -> 6 at step 200
+    assert weight_changes(evals) == [50, 200]
+    assert weight_changes(evals.assign(**{"loss_weight/addition": 1.0})) == []  # balancing off: never moved
+    assert weight_changes(evals[["step", "score/addition"]]) == []  # a log without weights

@@ -732,3 +732,18 @@ def test_a_digit_encoding_names_itself_and_the_value_it_cannot_encode():
     for name in ("single_digit", "triple_digit", "numerologic"):
         with pytest.raises(ValueError, match=f"{name} cannot encode nan.*finite"):
             encoders.get(name).encode(torch.tensor([1.0, float("nan")], dtype=torch.float64))
+
+
+def test_every_encoding_has_its_own_display_name():
+    labels = {name: encoders.label(name) for name in encoders.names()}
+    assert labels["bittokens"] == "BitTokens" and labels["single_digit"] == "Single digit"
+    assert labels["triple_digit"] == "Triple digit" and labels["xval"] == "xVal"
+    assert len(set(labels.values())) == len(labels)  # one name per encoding, none shared
+
+    class Unlabelled(encoders.NumberEncoding):
+        name = "unlabelled_in_test"
+
+    with encoders.registered(Unlabelled):
+        assert encoders.label("unlabelled_in_test") == "unlabelled_in_test"  # a plugin without one: its name
+    with pytest.raises(ValueError, match="unknown encoding"):
+        encoders.label("no_such_encoding")

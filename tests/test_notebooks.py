@@ -22,7 +22,8 @@ SMALL = {
     "02_fone_locality": {},
     "03_training": {"tasks": "addition,minmax", "tokens": 2e4, "eval_every": 5, "val_samples": 8,
                     "test_samples": 16},
-    "04_paper_figures": {"generator_samples": 200, "bootstrap_draws": 20},
+    "04_paper_figures": {"official_data": None, "exponent_samples": 2000, "generator_samples": 200,
+                         "bootstrap_draws": 20},
 }
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from workbench import encoders
 from workbench import paper_figures as pf
 from workbench.frontier import paper
 from workbench.tasks import generate, numeric
@@ -310,3 +311,68 @@ def test_released_test_sets_feed_figures_5_to_7():
     assert len(pf.exponent_pairs(sets["addition"])) == 500
     fig = pf.exponent_figure({"released": sets["multiplication"]}, "t")
     assert len(fig.data) == 1 and len(fig.data[0].x) == 500
+
+
+def test_figure_4_bars_are_the_paper_tables_and_low_bars_say_their_value():
+    fig = pf.methods_figure()
+    for row, n in ((1, 4), (2, 7)):
+        table = paper.table(n)
+        scores = table[table["Metric"] != "Perplexity"]
+        for trace in _traces(fig, row, 1):
+            method = next(m for m, e in pf.PAPER_METHODS.items() if encoders.label(e) == trace.name)
+            assert list(trace.x) == list(scores.index)
+            assert list(trace.y) == pytest.approx(scores[method].tolist())  # the bars are the table
+            # xVal's 0.001 and 0.000 (Min/Max, Sorting) would be invisible bars: they carry "0.00"
+            assert list(trace.text) == [f"{v:.2f}" if v < pf.SMALL_BAR else "" for v in scores[method]]
+    assert {t.name for t in fig.data} == {encoders.label(e) for e in pf.PAPER_METHODS.values()}
+    assert "Subword" in fig.layout.title.subtitle.text and "Triple digit" in fig.layout.title.subtitle.text
+
+
+def test_figure_4_marks_a_cell_our_results_lack_as_not_available():
+    results = pd.DataFrame({"encoding": ["bittokens", "bittokens", "xval"], "task": ["addition", "minmax", "addition"],
+                            "metric": ["log_smape", "accuracy", "log_smape"], "value": [0.5, 0.0, 0.01], "seed": 0})
+    fig = pf.methods_figure(results)
+    bars = {t.name: t for t in _traces(fig, 3, 1)}
+    by_row = {name: dict(zip(t.x, zip(t.y, t.text))) for name, t in bars.items()}
+    assert by_row["BitTokens"] == {"Add": (0.5, ""), "Min/Max": (0.0, "0.00")}
+    # xVal has no Min/Max result: a bar of height 0 labelled n/a, not a silent gap like a 0.00
+    assert by_row["xVal"] == {"Add": (0.01, "0.01"), "Min/Max": (0, "n/a")}
+    assert pf.bar_labels([np.nan, 0.0, 0.049, 0.05, 0.9]) == ["n/a", "0.00", "0.05", "", ""]
+
+
+def test_text_from_a_results_file_is_escaped_in_figure_4():
+    results = _results().assign(preset="<b>x</b>", tokens=1e6, decades="<i>0</i>", max_digits=2)
+    fig = pf.methods_figure(results, source="<script>r.csv")
+    text = " ".join(a.text for a in fig.layout.annotations)
+    assert "&lt;b&gt;x&lt;/b&gt; model" in text and "&lt;script&gt;r.csv" in text
+    assert "<b>" not in text and "<script>" not in text
+
+
+def test_released_folder_auto_is_the_documented_folder_when_present(monkeypatch, tmp_path):
+    assert pf.released_folder(None) is None
+    monkeypatch.setenv("WORKBENCH_OFFICIAL_DATA", str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="is not a directory"):  # set on purpose and wrong: said, not ignored
+        pf.released_folder("auto")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "combined_samples_long.csv").write_text("x\n")
+    monkeypatch.setenv("WORKBENCH_OFFICIAL_DATA", str(tmp_path / "data"))
+    assert pf.released_folder("auto") == tmp_path / "data"
+    monkeypatch.delenv("WORKBENCH_OFFICIAL_DATA")
+    monkeypatch.setattr(pf.official, "data_dir", lambda path=None: tmp_path / "empty")
+    (tmp_path / "empty").mkdir()
+    assert pf.released_folder("auto") is None  # a folder without the files: run without them
+
+
+def test_distribution_distance_is_total_variation():
+    shares = pd.DataFrame({"source": ["a", "a", "b", "b", "c"], "task": "add", "difficulty_sd": [1, 2, 2, 3, 9],
+                           "share": [0.5, 0.5, 0.25, 0.75, 1.0]})
+    # |0.5 - 0| + |0.5 - 0.25| + |0 - 0.75| = 1.5, halved
+    assert pf.distribution_distance(shares, "a", "b")["add"] == pytest.approx(0.75)
+    assert pf.distribution_distance(shares, "a", "a")["add"] == 0
+    assert pf.distribution_distance(shares, "a", "c")["add"] == pytest.approx(1.0)  # nothing in common
+
+
+def test_radar_rings_are_named_in_the_subtitle_not_over_the_lines():
+    fig = pf.radar_figure(pf.frontier_from_tables())
+    assert fig.layout.polar.radialaxis.showticklabels is False and fig.layout.polar2.radialaxis.showticklabels is False
+    assert "rings at 25, 50, 75 and 100 %" in fig.layout.title.subtitle.text

@@ -201,3 +201,15 @@ class LossNormalizer:
             raise ValueError(f"checkpoint tasks {state.get('tasks')} differ from {self.tasks}")
         self.weights, self.sums, self.counts = (np.asarray(state[k], np.float64) for k in ("weights", "sums", "counts"))
         self.warm = bool(state["warm"])
+
+
+def weight_changes(evals, rtol: float = 0.01) -> list[int]:
+    """The evaluation steps after which the loss weights of C.4 (the `loss_weight/<task>` columns
+    of a run's evals, `train.load_metrics`) differ by more than `rtol` from the ones before (a run
+    starts with weight 1): there the weighted total loss changes scale without the model changing."""
+    weights = evals.filter(like="loss_weight/").to_numpy(dtype=float)
+    if weights.size == 0:
+        return []
+    before = np.vstack([np.ones((1, weights.shape[1])), weights[:-1]])
+    changed = (np.abs(weights - before) > rtol * np.abs(before)).any(axis=1)
+    return [int(s) for s in evals["step"].to_numpy()[changed]]

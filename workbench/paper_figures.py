@@ -16,7 +16,9 @@ Results schema (one row per run, task and metric; `validate_results` enforces it
 """
 from __future__ import annotations
 
+import os
 import re
+from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -28,12 +30,15 @@ from plotly.subplots import make_subplots
 from . import encoders, plots, tasks
 from .frontier import official, paper
 
+AUTO = "auto"  # official_data="auto": the documented folder of the released files, when present
+
 # The paper's task labels (its tables, the released files) mapped to our task names.
 TASK_LABELS = {name: tasks.get(name).label for name in tasks.numeric()}
 PAPER_TASKS = {label: paper.task_of(label) for label in list(TASK_LABELS.values()) + list(paper.LABEL_ALIASES)}
 RADAR_ORDER = [paper.task_of(c) for c in paper.table(1).columns]  # the column order of Table 1
 # Figure 4's methods, by each encoding's `paper_label` (the paper's "Subword" is triple digit).
 METHOD_LABELS = {name: encoders.get(name).paper_label for name in encoders.names() if encoders.get(name).paper_label}
+SUBWORD = next(name for name, label in METHOD_LABELS.items() if label == "Subword")
 PAPER_METHODS = {column: name for column in paper.METHODS for name, label in METHOD_LABELS.items()
                  if column.replace(" (Ours)", "") == label}
 PAPER_METRICS = {"exact match acc": "accuracy", "log-smape": "log_smape", "perplexity": "perplexity"}
@@ -56,6 +61,23 @@ def official_folder(path) -> Path:
     if not (folder / "combined_samples_long.csv").is_file():
         raise ValueError(f"official_data {str(folder)!r} lacks combined_samples_long.csv; is it the released folder?")
     return folder
+
+
+def released_folder(path) -> Path | None:
+    """Where notebook 04 reads the released files from: None -> None (without them); "auto" ->
+    $WORKBENCH_OFFICIAL_DATA, else ../shared/data/official_bittokens beside the repository, when
+    that folder holds them (None when it does not); any other path -> that folder, checked."""
+    if path is None:
+        return None
+    if path != AUTO:
+        return official_folder(path)
+    if os.environ.get(official.ENV):  # set on purpose: a wrong folder is an error, not a silent None
+        return official_folder(os.environ[official.ENV])
+    try:
+        folder = official.data_dir()
+    except FileNotFoundError:
+        return None
+    return folder if (folder / "combined_samples_long.csv").is_file() else None
 
 
 def frontier_from_tables() -> pd.DataFrame:
@@ -158,16 +180,14 @@ def radar_figure(frontier: pd.DataFrame) -> go.Figure:
                                       hovertemplate="%{theta}: %{r:.1f}%<extra>" + f"{row.model} ({row.reasoning})</extra>"),
                       row=1, col=1 if row.reasoning == "maximal" else 2)
         shown.add(row.model)
-    # Add on top, clockwise; the radial labels sit between Add and Mult, drawn with a halo over the lines.
-    step = 360 / len(tasks)
+    # Add on top, clockwise. The rings are named in the subtitle: radial tick labels would sit on the lines.
     fig.update_polars(angularaxis=dict(rotation=90, direction="clockwise", tickfont=dict(size=16)),
-                      radialaxis=dict(range=[0, 108], tickvals=[25, 50, 75, 100], ticktext=["25%", "50%", "75%", "100%"],
-                                      angle=90 - step / 2, tickangle=90 - step / 2,
-                                      tickfont=dict(size=13, shadow="auto")))
+                      radialaxis=dict(range=[0, 108], tickvals=[25, 50, 75, 100], showticklabels=False))
     fig.update_annotations(yshift=40, font=dict(size=18))
     fig.update_layout(title=dict(text="Figure 2: frontier LLMs' score per task (Table 1)", y=0.97,
-                                 subtitle=dict(text="log-sMAPE (%) for Add, Mult, Div, Mean, Std, Exp; "
-                                                    "exact-match accuracy (%) for MinMax, Interval, Sort")),
+                                 subtitle=dict(text="log-sMAPE (%) for Add, Mult, Div, Mean, Std, Exp; exact-match "
+                                                    "accuracy (%) for MinMax, Interval, Sort;<br>rings at 25, 50, 75 "
+                                                    "and 100 %, the centre is 0 %")),
                       polar=dict(domain=dict(x=[0, 0.4])), polar2=dict(domain=dict(x=[0.5, 0.9])),
                       legend=dict(title="model", font=dict(size=14), x=0.95), margin=dict(t=150, b=40, l=40),
                       width=1150, height=600)
@@ -358,8 +378,6 @@ ROW_OF_TASK = {paper.task_of(row): row for row in PAPER_ROWS if paper.task_of(ro
 PAPER_REGIME = ("the paper's rows: 117M-parameter GPT-2, 10B tokens, operands over (-1e15, 1e15) with "
                 "up to 15 significant digits")
 REGIME_COLUMNS = ("preset", "tokens", "decades", "max_digits")
-ENCODING_NAMES = {encoding: "Subword (triple digit)" if label == "Subword" else label.replace("BitToken", "BitTokens")
-                  for encoding, label in METHOD_LABELS.items()}
 
 
 def _distinct(results: pd.DataFrame, column: str) -> list:
@@ -369,7 +387,7 @@ def _distinct(results: pd.DataFrame, column: str) -> list:
 
 def _regime_part(column: str, value) -> str:
     if column == "preset":
-        return f"{value} model"
+        return f"{escape(str(value))} model"
     if column == "tokens":
         value = float(value)
         return next(f"{value / scale:g}{unit} tokens" for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k"), (1, ""))
@@ -378,7 +396,7 @@ def _regime_part(column: str, value) -> str:
         if value is None:
             return "the paper's full operand range"
         bounds = [int(b) for b in re.findall(r"-?\d+", str(value))]
-        return (f"operands 10<sup>{bounds[0]}</sup> … 10<sup>{bounds[1] + 1}</sup>" if len(bounds) == 2 else f"decades {value}")
+        return (f"operands 10<sup>{bounds[0]}</sup> … 10<sup>{bounds[1] + 1}</sup>" if len(bounds) == 2 else f"decades {escape(str(value))}")
     if value is None:
         return "all significant digits"
     digits = int(float(value))
@@ -416,21 +434,37 @@ def _our_scores(results: pd.DataFrame, intervals: pd.DataFrame | None = None) ->
     return agg, bars
 
 
+SMALL_BAR = 0.05  # score bars lower than this carry their value, so a 0.00 is not taken for a missing bar
+
+
+def bar_labels(values) -> list[str]:
+    """The text over each score bar: "n/a" where the cell has no value (not measured, not in the
+    table), the value where the bar is too low to see (< SMALL_BAR), else nothing."""
+    return ["n/a" if pd.isna(v) else f"{v:.2f}" if v < SMALL_BAR else "" for v in values]
+
+
 def _bars(fig: go.Figure, data: pd.DataFrame, row: int, show_legend: bool) -> None:
-    """One bar group per paper row (x) and encoding: scores left, perplexities right."""
-    for encoding in PAPER_METHODS.values():
+    """One bar group per paper row (x) and encoding: scores left, perplexities right. A score cell
+    an encoding of the panel lacks is a bar of height 0 labelled "n/a"; a score bar too low to
+    see is labelled with its value (`bar_labels`)."""
+    score_rows = list(dict.fromkeys(data.loc[~data["metric"].isin(PERPLEXITIES), "row"]))
+    for encoding in [e for e in PAPER_METHODS.values() if e in set(data["encoding"])]:
         part = data[data["encoding"] == encoding]
         prose = part["metric"].isin(PERPLEXITIES)
-        for col, rows in ((1, part[~prose]), (2, part[prose])):
+        scores = part[~prose].set_index("row").reindex(pd.Index(score_rows, name="row")).reset_index()
+        for col, rows in ((1, scores), (2, part[prose])):
             if rows.empty:
                 continue
             error = dict(type="data", array=rows["std"].fillna(0), thickness=1.5) if "std" in rows else None
-            if "low" in rows and rows["low"].notna().all():
-                error = dict(type="data", symmetric=False, array=rows["high"] - rows["value"],
-                             arrayminus=rows["value"] - rows["low"], thickness=1.5)
-            fig.add_trace(go.Bar(x=rows["row"], y=rows["value"], error_y=error, name=ENCODING_NAMES[encoding],
+            if "low" in rows and rows["low"].notna().any():
+                error = dict(type="data", symmetric=False, array=(rows["high"] - rows["value"]).fillna(0),
+                             arrayminus=(rows["value"] - rows["low"]).fillna(0), thickness=1.5)
+            labels = dict(text=bar_labels(rows["value"]), textposition="outside", textangle=-90,
+                          textfont=dict(size=13, color="#444444"), constraintext="none",
+                          cliponaxis=False) if col == 1 else {}
+            fig.add_trace(go.Bar(x=rows["row"], y=rows["value"].fillna(0), error_y=error, name=encoders.label(encoding),
                                  marker_color=plots.encoding_color(encoding), legendgroup=encoding,
-                                 showlegend=show_legend and col == 1), row=row, col=col)
+                                 showlegend=show_legend and col == 1, **labels), row=row, col=col)
     scores = data[~data["metric"].isin(PERPLEXITIES)]
     order = [r for r in PAPER_ROWS if r in set(scores["row"])] + sorted(set(scores["row"]) - set(PAPER_ROWS))
     metric = scores.drop_duplicates("row").set_index("row")["metric"].map(METRIC_NAMES | {"accuracy": "accuracy"})
@@ -453,7 +487,7 @@ def methods_figure(results: pd.DataFrame | None = None, source: str | None = Non
     panels = [("Paper, multi-task (Table 4)", method_scores(4)), ("Paper, solo-task (Table 7)", method_scores(7))]
     if results is not None:
         ours, bars = _our_scores(results, intervals)
-        title = (f"This workbench{f' ({source})' if source else ''}<br>"
+        title = (f"This workbench{f' ({escape(source)})' if source else ''}<br>"
                  f"<span style='font-size:15px'>{describe_regime(results)}<br>{bars}</span>")
         panels.append((title, ours))
     fig = make_subplots(rows=len(panels), cols=2, column_widths=[0.8, 0.2], vertical_spacing=0.12,
@@ -470,11 +504,13 @@ def methods_figure(results: pd.DataFrame | None = None, source: str | None = Non
             fig.update_yaxes(**blank, row=i, col=2)
     fig.for_each_annotation(lambda a: a.update(x=0, xanchor="left", align="left", font=dict(size=18)) if a.text in
                             [title for title, _ in panels] else None)
-    fig.update_layout(barmode="group", width=1050, height=200 + 370 * len(panels), margin=dict(t=200, l=70, r=20),
+    fig.update_layout(barmode="group", width=1050, height=220 + 370 * len(panels), margin=dict(t=220, l=70, r=20),
                       title=dict(text="Figure 4: score per task and number encoding", y=0.985,
                                  subtitle=dict(text=f"Score: exact-match accuracy (Min/Max, Interval, Sorting) or log-sMAPE "
-                                                    f"(arithmetic), higher is better;<br>perplexity on text, lower is "
-                                                    f"better. {PAPER_REGIME[0].upper()}{PAPER_REGIME[1:]}.")),
+                                                    f"(arithmetic), higher is better;<br>perplexity on text, lower is better. "
+                                                    f"Bars under {SMALL_BAR} carry their value; n/a: not measured.<br>"
+                                                    f"{PAPER_REGIME[0].upper()}{PAPER_REGIME[1:]}; their \"Subword\" "
+                                                    f"is {encoders.label(SUBWORD)}.")),
                       legend=dict(orientation="h", x=0, y=1 + 40 / (370 * len(panels)), yanchor="bottom",
                                   title="encoding:"))
     return fig
@@ -525,6 +561,15 @@ def difficulty_distribution(sources: dict[str, dict[str, pd.DataFrame]]) -> pd.D
             rows.append(pd.DataFrame({"source": source, "task": task, "difficulty_sd": share.index.astype(int),
                                       "share": share.to_numpy()}))
     return pd.concat(rows, ignore_index=True)
+
+
+def distribution_distance(shares: pd.DataFrame, a: str, b: str) -> pd.Series:
+    """Per task, the total variation distance between the difficulty distributions of sources a
+    and b of `difficulty_distribution`: half the summed |difference of shares| over the
+    difficulties (0: the same distribution, 1: no difficulty in common)."""
+    both = shares[shares["source"].isin([a, b])]
+    wide = both.pivot_table(index=["task", "difficulty_sd"], columns="source", values="share", fill_value=0.0)
+    return ((wide[a] - wide[b]).abs().groupby(level="task", sort=False).sum() / 2).rename("distance")
 
 
 def difficulty_bins(shares: pd.DataFrame, bins: int = 40) -> pd.DataFrame:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import shutil
 import warnings
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.subplots import make_subplots
 
 from .atomic import write_atomic
 
@@ -135,3 +137,56 @@ def save(fig: go.Figure, name: str, out_dir: str | os.PathLike | None = None,
         written.append(path)
     return written
 
+
+
+# -- log axes ------------------------------------------------------------------------------------
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def power_of_ten(exponent: int, mantissa: int = 1) -> str:
+    """"10⁻¹⁵", "2·10⁻¹⁵", "1": one way of writing every tick of a log axis."""
+    if exponent == 0:
+        return str(mantissa)
+    return ("" if mantissa == 1 else f"{mantissa}·") + "10" + str(exponent).translate(_SUPERSCRIPT)
+
+
+def log_ticks(low: float, high: float, max_ticks: int = 8) -> dict:
+    """tickvals and ticktext for a log axis showing low … high (both > 0), all written alike by
+    `power_of_ten`: 1, 2 and 5 per decade over a short range, else the decades that are multiples
+    of k (so 1 is among them when the range holds it)."""
+    if not 0 < low <= high:
+        raise ValueError(f"a log axis needs 0 < low <= high, got {low}, {high}")
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    if last - first <= 2:
+        ticks = [(e, m) for e in range(first, last + 1) for m in (1, 2, 5)]
+    else:
+        step = max(1, math.ceil((last - first + 1) / max_ticks))
+        ticks = [(e, 1) for e in range(math.ceil(first / step) * step, last + 1, step)]  # 1 = 10⁰ among them
+    ticks = [(e, m) for e, m in ticks if low / 1.001 <= m * 10.0 ** e <= high * 1.001] or [(first, 1)]
+    return dict(tickvals=[m * 10.0 ** e for e, m in ticks], ticktext=[power_of_ten(e, m) for e, m in ticks])
+
+
+def log_with_zeros(data, x: str, y: str, facet: str, facets: list[str], x_title: str, y_title: str,
+                   zero_label: str = "exactly 0") -> go.Figure:
+    """One panel per facet: values > 0 on a log axis, exact zeros (which a log axis cannot show)
+    as markers on a strip of their own underneath, labelled `zero_label`."""
+    fig = make_subplots(rows=2, cols=len(facets), row_heights=[0.85, 0.15], shared_xaxes=True,
+                        shared_yaxes=True, vertical_spacing=0.03, horizontal_spacing=0.03, subplot_titles=facets)
+    positive = data[data[y] > 0]
+    if (data[y] < 0).any():
+        raise ValueError(f"{y} has negative values; a log axis shows values > 0 and this strip zeros")
+    for col, name in enumerate(facets, start=1):
+        part = data[data[facet] == name]
+        above, zero = part[part[y] > 0], part[part[y] == 0]
+        fig.add_trace(go.Scatter(x=above[x], y=above[y], mode="lines+markers", showlegend=False,
+                                 line=dict(color=PALETTE[0]), hovertemplate="%{x}: %{y:.3g}<extra></extra>"),
+                      row=1, col=col)
+        fig.add_trace(go.Scatter(x=zero[x], y=[0] * len(zero), mode="markers", showlegend=False,
+                                 marker=dict(color=PALETTE[0], symbol="circle-open", size=7),
+                                 hovertemplate="%{x}: exactly 0<extra></extra>"), row=2, col=col)
+    if len(positive):
+        fig.update_yaxes(type="log", **log_ticks(positive[y].min(), positive[y].max()), row=1)
+    fig.update_yaxes(title_text=y_title, row=1, col=1)
+    fig.update_yaxes(tickvals=[0], ticktext=[zero_label], range=[-1, 1], showgrid=False, row=2)
+    fig.update_xaxes(title_text=x_title, row=2)
+    return fig

@@ -239,10 +239,9 @@ def precision_figure(intervals: pd.DataFrame):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
     from . import plots
-    from .paper_figures import ENCODING_NAMES
     data = exploratory_as_encoding(intervals)
     data = data[data["study"] == "precision"]
-    names = dict(ENCODING_NAMES, **{VARIANT: "BitTokens, decimal pool (exploratory)"})
+    names = {**{e: encoders.label(e) for e in ENCODINGS}, VARIANT: f"{encoders.label('bittokens')}, decimal pool (exploratory)"}
     metrics = [("log_smape", "log-sMAPE"), ("exact_match", "exact match")]
     fig = make_subplots(rows=2, cols=2, shared_xaxes=True, vertical_spacing=0.1, horizontal_spacing=0.08,
                         subplot_titles=[f"{task}, {label}" for _, label in metrics for task in PRECISION_TASKS])

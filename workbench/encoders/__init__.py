@@ -3,6 +3,8 @@
     >>> from workbench import encoders
     >>> encoders.names()
     ['bittokens', 'fone', 'xval', 'single_digit', 'triple_digit', ...]
+    >>> encoders.label("single_digit")               # the display name in figures and tables
+    'Single digit'
     >>> codec = encoders.get("bittokens", reciprocal=False)
     >>> head = codec.number_head(d_model=256)        # None for digit encodings
 """
@@ -41,6 +43,12 @@ def names() -> list[str]:
     return list(_REGISTRY)
 
 
+def label(name: str) -> str:
+    """The display name of encoding `name` in figures and tables (its class's `label`; a class
+    without one, e.g. defined in a test, is shown by its registry name)."""
+    return getattr(_class(name), "label", name)
+
+
 def options(name: str) -> dict[str, object]:
     """The options `get(name, ...)` accepts, with their defaults."""
     params = inspect.signature(_class(name)).parameters.values()
@@ -64,7 +72,8 @@ def _class(name: str) -> type[NumberEncoding]:
         raise ValueError(unknown("encoding", name, names())) from None
 
 
-__all__ = ["NumberEncoding", "NumberHead", "TokenModule", "register", "registered", "names", "options", "get"]
+__all__ = ["NumberEncoding", "NumberHead", "TokenModule", "register", "registered", "names", "label", "options",
+           "get"]
 
 # Importing the modules registers them: the paper's five first (order = order of `names()`), then
 # every other module of this folder, so that a new encoding is one new file and nothing else.

@@ -10,6 +10,8 @@ the properties the rest of the workbench asks about instead of testing names:
     single_token     one <|num|> token per number (BitTokens, FoNE, xVal) or digit text tokens
     signed           the minus sign belongs to the number (False: a "-" text token, e.g. FoNE)
     difficulty_base  the base of the difficulty the curriculum samples by (A.3): 2 for binary
+    label            the display name in every figure and table ("BitTokens", "Single digit");
+                     `encoders.label(name)` reads it (the registry name where a class has none)
     paper_label      the method's name in the paper's tables (None: not in the paper)
     paper_verdicts   section 4's verdicts on D1-D9, where the paper gives them
 
@@ -40,6 +42,7 @@ class NumberEncoding:
     """float64 values <-> fixed vectors; options are given to the constructor (`encoders.get`)."""
 
     name: ClassVar[str]
+    label: ClassVar[str]
     single_token: ClassVar[bool] = True
     signed: ClassVar[bool] = True
     difficulty_base: ClassVar[int] = 10

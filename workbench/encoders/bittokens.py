@@ -96,6 +96,7 @@ def bits_to_float64(bits: Tensor) -> Tensor:
 class BitTokens(NumberEncoding):
     name = "bittokens"
     difficulty_base = 2
+    label = "BitTokens"
     paper_label = "BitToken"
     paper_verdicts = {"D1": "pass", "D2": "pass", "D3": "pass", "D4": "pass", "D5": "pass",
                       "D6": "pass", "D7": "trade-off", "D8": "pass", "D9": "pass"}

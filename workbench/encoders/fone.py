@@ -109,6 +109,7 @@ def digits_to_float64(digits: np.ndarray) -> Tensor:
 class FoNE(NumberEncoding):
     name = "fone"
     signed = False
+    label = "FoNE"
     paper_label = "FoNE"
     paper_verdicts = {"D1": "pass", "D2": "pass", "D3": "pass", "D4": "pass", "D5": "pass",
                       "D6": "pass", "D7": "pass", "D8": "pass", "D9": "fail"}

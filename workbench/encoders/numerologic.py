@@ -26,6 +26,7 @@ def _count(n: int, prefix: str = "") -> str:
 @register
 class NumeroLogic(DigitEncoding):
     name = "numerologic"
+    label = "NumeroLogic"
     group = 1
 
     @cached_property

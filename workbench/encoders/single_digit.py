@@ -7,4 +7,5 @@ from .digits import DigitEncoding
 class SingleDigit(DigitEncoding):
     name = "single_digit"
     group = 1
+    label = "Single digit"
     paper_label = "Single Digit"

@@ -26,6 +26,7 @@ from .digits import DigitEncoding
 class TripleDigit(DigitEncoding):
     name = "triple_digit"
     group = 3
+    label = "Triple digit"
     paper_label = "Subword"
 
     def __init__(self, zero_pieces: bool = False):

@@ -73,6 +73,7 @@ def _largest_scale(offset: float) -> float:
 @register
 class XVal(NumberEncoding):
     name = "xval"
+    label = "xVal"
     paper_label = "xVal"
     paper_verdicts = {"D1": "pass", "D2": "pass", "D3": "pass", "D4": "fail", "D5": "pass",
                       "D6": "fail", "D7": "pass", "D8": "pass", "D9": "fail"}
