@@ -47,7 +47,8 @@ PROTOCOLS = {
     # torchrun --nproc_per_node 8 -m workbench.experiments paper-tier: 8 GPUs x 24 rows = batch 192
     "paper-tier": TrainConfig(tasks=SIX_TASKS + tuple(tasks.names("text")), preset="paper", tokens=1e10, batch_size=24,
                               decades=None, max_digits=None, pool_size=1_000_000, val_samples=256,
-                              test_samples=10_000, eval_every=32, checkpoint_every=1000, bf16=True, compile=True),
+                              test_samples=10_000, eval_every=32, checkpoint_every=1000, bf16=True, compile=True,
+                              threads=0),
 }
 
 
