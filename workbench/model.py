@@ -75,6 +75,8 @@ class GPTConfig:
 PRESETS = {
     # ~0.4M parameters in the blocks (+0.5M in embedding and lm head with the 2060-token vocabulary)
     "cpu-tiny": GPTConfig(n_layer=2, n_head=2, d_model=128, block_size=128),
+    # cpu-tiny at twice the width (heads of 64 as there): room beside BitTokens' 128 bits
+    "cpu-tiny-wide": GPTConfig(n_layer=2, n_head=4, d_model=256, block_size=128),
     # ~3.1M in the blocks (+1.1M embedding and lm head)
     "cpu-small": GPTConfig(n_layer=4, n_head=4, d_model=256, block_size=256),
     # appendix C.1: 6 layers, 6 heads, 768 wide, context 1024 (117M with the GPT-2 vocabulary)

@@ -43,7 +43,9 @@ MULTITASK_SEEDS = (0, 1, 2)
 PREREGISTERED = ("precision", "multitask")
 DECIMAL_POOL = "decimal_pool"  # exploratory: BitTokens sample the decimal pool from the start
 NUMERIC_CHECKPOINT = "multitask_numeric"  # Study 2b: Study 2 with the checkpoint chosen by the numeric tasks
-PARTS = PREREGISTERED + (DECIMAL_POOL, NUMERIC_CHECKPOINT)
+ZOO_PRECISION, ZOO_MULTITASK = "zoo_precision", "zoo_multitask"  # the zoo: Study 1's and Study 2b's protocols
+WIDTH = "width"  # exploratory: BitTokens and single digit in a 256-wide model (Study 1's protocol at d = 2)
+PARTS = PREREGISTERED + (DECIMAL_POOL, NUMERIC_CHECKPOINT, ZOO_PRECISION, ZOO_MULTITASK, WIDTH)
 MULTITASK_PARTS = ("multitask", NUMERIC_CHECKPOINT)  # the parts Figure 4's third row can show
 PART_LABELS = {"multitask": "Study 2", NUMERIC_CHECKPOINT: "Study 2b, checkpoint chosen without text's score"}
 VARIANT = "bittokens_decimal_pool"  # the exploratory runs drawn as a sixth encoding of their study
@@ -70,14 +72,28 @@ class Run:
         return f"{self.study}-{self.task}-d{self.digits}-{self.encoding}-seed{self.seed}"
 
 
+def zoo_encodings() -> tuple[str, ...]:
+    """Every registered encoding that is not one of the paper's five (a plugin joins by registering)."""
+    return tuple(n for n in encoders.names() if n not in ENCODINGS)
+
+
+def _precision(study: str, encodings, base: TrainConfig = PRECISION, digits=DIGITS) -> list[Run]:
+    return [Run(study, e, t, d, s, replace(base, encoding=e, tasks=(t,), max_digits=d, seed=s))
+            for t in PRECISION_TASKS for d in digits for e in encodings for s in PRECISION_SEEDS]
+
+
+def _multitask(study: str, encodings, select_with_text: bool = True) -> list[Run]:
+    return [Run(study, e, "multitask", MULTITASK.max_digits, s,
+                replace(MULTITASK, encoding=e, seed=s, select_with_text=select_with_text))
+            for e in encodings for s in MULTITASK_SEEDS]
+
+
 def plan(which=PREREGISTERED) -> list[Run]:
     runs = []
     if "precision" in which:
-        runs += [Run("precision", e, t, d, s, replace(PRECISION, encoding=e, tasks=(t,), max_digits=d, seed=s))
-                 for t in PRECISION_TASKS for d in DIGITS for e in ENCODINGS for s in PRECISION_SEEDS]
+        runs += _precision("precision", ENCODINGS)
     if "multitask" in which:
-        runs += [Run("multitask", e, "multitask", MULTITASK.max_digits, s, replace(MULTITASK, encoding=e, seed=s))
-                 for e in ENCODINGS for s in MULTITASK_SEEDS]
+        runs += _multitask("multitask", ENCODINGS)
     if DECIMAL_POOL in which:
         solo = replace(PRECISION, encoding="bittokens", binary_pool=False)
         runs += [Run(f"precision_{DECIMAL_POOL}", "bittokens", t, d, s, replace(solo, tasks=(t,), max_digits=d, seed=s))
@@ -87,6 +103,12 @@ def plan(which=PREREGISTERED) -> list[Run]:
     if NUMERIC_CHECKPOINT in which:
         runs += [replace(r, study=NUMERIC_CHECKPOINT, config=replace(r.config, select_with_text=False))
                  for r in plan(["multitask"])]
+    if ZOO_PRECISION in which:
+        runs += _precision(ZOO_PRECISION, zoo_encodings())
+    if ZOO_MULTITASK in which:
+        runs += _multitask(ZOO_MULTITASK, zoo_encodings(), select_with_text=False)
+    if WIDTH in which:
+        runs += _precision(WIDTH, ("bittokens", "single_digit"), replace(PRECISION, preset="cpu-tiny-wide"), digits=(2,))
     return runs
 
 
