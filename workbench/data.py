@@ -46,38 +46,56 @@ class NotEnoughSamples(ValueError):
     """The samples given to `pack` are too few (or too short) to fill the rows."""
 
 
-def pack(samples, batch_size: int, context: int, pad_id: int, num_id: int = 4) -> dict[str, torch.Tensor]:
+def pack(samples, batch_size: int, context: int, pad_id: int, num_id: int = 4,
+         part: tuple[int, int] = (0, 1)) -> dict[str, torch.Tensor]:
     """Concatenate samples (ids, values, loss_mask[, task index]) into [B, context] inputs/targets;
     the last one in a row is cut. `task_ids` holds each target's task index (0 without one).
 
     Also returns the loss denominators of the whole batch (`ce_count`, `number_count`), so that
-    data-parallel ranks, each with a slice of the rows, average to the loss of the whole batch."""
-    width = context + 1
-    ids = np.full((batch_size, width), pad_id, dtype=np.int64)
-    values = np.zeros((batch_size, width))
-    mask = np.zeros((batch_size, width), dtype=bool)
-    doc = np.full((batch_size, width), -1, dtype=np.int64)
-    pos = np.zeros((batch_size, width), dtype=np.int64)
-    task = np.zeros((batch_size, width), dtype=np.int64)
-    row, col, k = 0, 0, 0
-    for s_ids, s_values, s_mask, *s_task in samples:
-        if row == batch_size:
-            break
-        n = min(len(s_ids), width - col)
-        sl = slice(col, col + n)
-        ids[row, sl], values[row, sl], mask[row, sl] = s_ids[:n], s_values[:n], s_mask[:n]
-        doc[row, sl], pos[row, sl], task[row, sl] = k, np.arange(n), s_task[0] if s_task else 0
-        col, k = col + n, k + 1
-        if col == width:
-            row, col = row + 1, 0
-    if row < batch_size:
-        raise NotEnoughSamples(f"not enough samples to fill {batch_size} rows of {context} tokens")
+    data-parallel ranks, each with a slice of the rows, average to the loss of the whole batch.
+    With `part` = (rank, world) only that rank's share of the rows is built (the rank-th of
+    `world` equal slices, as `shard` cuts them); the counts stay the whole batch's."""
+    rank, world = part
+    if batch_size % world:
+        raise ValueError(f"{batch_size} rows do not split evenly over {world} processes")
+    width, per = context + 1, batch_size // world
+    lengths = np.fromiter((len(s[0]) for s in samples), dtype=np.int64, count=len(samples))
+    starts = _row_starts(lengths, batch_size, width)
+    used, lengths = samples[:starts[-1]], lengths[:starts[-1]]
+    ids = np.concatenate([s[0] for s in used]).astype(np.int64, copy=False)
+    mask = np.concatenate([s[2] for s in used]).astype(bool, copy=False)
+    offsets = np.cumsum(lengths) - lengths  # where each sample starts in the flat concatenation
+    sample = np.repeat(np.arange(len(used)), lengths)  # the sample of each flat token
+    within = np.arange(len(ids)) - offsets[sample]  # its position inside the sample
+    row_start = offsets[starts[:-1]]
+    row = np.repeat(np.arange(batch_size), np.diff(starts))[sample]
+    target = mask & (within >= 1) & (np.arange(len(ids)) - row_start[row] < width)  # loss_mask, whole batch
+    counts = {"ce_count": torch.tensor(max(1, int(target.sum()))),
+              "number_count": torch.tensor(max(1, int((target & (ids == num_id)).sum())))}
+    first, last = starts[rank * per], starts[(rank + 1) * per]
+    take = row_start[rank * per:(rank + 1) * per, None] + np.arange(width)  # this rank's rows, flat
+    local = take - offsets[first]  # the same positions in this rank's samples alone
+    values = np.concatenate([s[1] for s in used[first:last]]).astype(np.float64, copy=False)[local]
+    task = np.repeat([s[3] if len(s) > 3 else 0 for s in used[first:last]], lengths[first:last])[local]
+    ids, mask, doc, within = ids[take], mask[take], sample[take], within[take]
     loss_mask = mask[:, 1:] & (doc[:, 1:] == doc[:, :-1])
     t = torch.from_numpy
-    return {"ids": t(ids[:, :-1]), "values": t(values[:, :-1]), "positions": t(pos[:, :-1]),
+    return {"ids": t(ids[:, :-1]), "values": t(values[:, :-1]), "positions": t(within[:, :-1]),
             "doc_ids": t(doc[:, :-1]), "targets": t(ids[:, 1:]), "target_values": t(values[:, 1:]),
-            "loss_mask": t(loss_mask), "task_ids": t(task[:, 1:]), "ce_count": torch.tensor(max(1, int(loss_mask.sum()))),
-            "number_count": torch.tensor(max(1, int((loss_mask & (ids[:, 1:] == num_id)).sum())))}
+            "loss_mask": t(loss_mask), "task_ids": t(task[:, 1:].astype(np.int64, copy=False)), **counts}
+
+
+def _row_starts(lengths: np.ndarray, rows: int, width: int) -> np.ndarray:
+    """[rows + 1]: the first sample of each row, then the end of the last row's samples. A row
+    takes samples until it holds `width` tokens; the sample that overflows it is cut there."""
+    ends = np.cumsum(lengths)
+    starts, filled = np.zeros(rows + 1, dtype=np.int64), 0
+    for r in range(rows):
+        j = int(np.searchsorted(ends, filled + width))  # the sample that fills row r
+        if j == len(ends):
+            raise NotEnoughSamples(f"not enough samples to fill {rows} rows of {width - 1} tokens")
+        starts[r + 1], filled = j + 1, ends[j]
+    return starts
 
 
 def shard(batch: dict[str, torch.Tensor], rank: int, world: int, device) -> dict[str, torch.Tensor]:
@@ -107,13 +125,14 @@ def draw(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Generato
 
 
 def next_batch(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Generator, pick,
-               rows: int, context: int, pad_id: int, num_id: int) -> dict[str, torch.Tensor]:
-    """pack(draw(...)). When the draw falls short (the balancer favoured tasks with long samples),
-    draw the same counts again and append, until the rows are full."""
+               rows: int, context: int, pad_id: int, num_id: int, part: tuple[int, int] = (0, 1)) -> dict[str, torch.Tensor]:
+    """pack(draw(...)): `rows` rows over all processes, of which `part` (rank, world) builds its
+    own. When the draw falls short (the balancer favoured tasks with long samples), draw the same
+    counts again and append, until the rows are full."""
     samples = draw(pools, counts, rng, pick)
     while True:
         try:
-            return pack(samples, rows, context, pad_id, num_id)
+            return pack(samples, rows, context, pad_id, num_id, part)
         except NotEnoughSamples:
             samples += draw(pools, counts, rng, pick)
 
