@@ -6,13 +6,15 @@ value (`.item()`, `bool()`, `int()`, `float()`, `.tolist()`), a copy to the host
 whose output size the host must know). Each of these waits for the GPU to drain. On a CPU they cost
 nothing, but they are the same calls, so they can be counted here without a GPU:
 
-    with HostSyncs() as syncs:
+    with HostSyncs(host_resident=optimizer_counters(optimizers)) as syncs:
         train_step(...)
     syncs.total, syncs.counts   # e.g. 3, {"tolist": 1, "nonzero": 2}
 
 Host reads are counted by a TorchFunctionMode (every Tensor method call passes through it),
 value-dependent shapes by the profiler's `aten::nonzero` events (boolean indexing runs it).
-`.to(device)` is not counted: on a CPU it cannot tell a copy to the host from one to the GPU.
+Reads of `host_resident` tensors, which stay on the host on a GPU too (Adam's step counters,
+`optimizer_counters`), are not counted; nor is `.to(device)`: on a CPU it cannot tell a copy to
+the host from one to the GPU.
 """
 from __future__ import annotations
 
@@ -27,23 +29,33 @@ VALUE_SHAPED = ("aten::nonzero", "aten::masked_select", "aten::unique_dim", "ate
 
 
 class _HostReads(TorchFunctionMode):
-    def __init__(self):
+    def __init__(self, host_resident=()):
         super().__init__()
-        self.counts = Counter()
+        self.counts, self.host_resident = Counter(), {id(t) for t in host_resident}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
-        if name in READS:
+        if name in READS and not (args and id(args[0]) in self.host_resident):
             self.counts[name] += 1
         return func(*args, **kwargs)
+
+
+def optimizer_counters(optimizers) -> list:
+    """The step counters of torch's Adam: kept on the host unless `capturable` or `fused`
+    (torch/optim/adam.py), so reading them never waits for a GPU."""
+    return [state["step"] for opt in optimizers for state in opt.state.values()
+            if isinstance(state.get("step"), torch.Tensor) and state["step"].device.type == "cpu"]
 
 
 class HostSyncs:
     """Context manager: `counts` (a Counter by call or op) and `total` of the host syncs inside."""
 
+    def __init__(self, host_resident=()):
+        self.host_resident = list(host_resident)
+
     def __enter__(self):
-        self._reads = _HostReads()
+        self._reads = _HostReads(self.host_resident)
         self._profile = profile(activities=[ProfilerActivity.CPU])
         self._profile.__enter__()
         self._reads.__enter__()

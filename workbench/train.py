@@ -298,9 +298,9 @@ def train_step(run: Run, step: int, batches: list | None = None) -> dict[str, fl
         opt.zero_grad(set_to_none=True)
     if run.world > 1:
         dist.all_reduce(total)
-    host, names = total.cpu(), list(losses)
-    run.normalizer.observe(*host[len(names):].view(2, -1).double().numpy())
-    return {**dict(zip(names, host[:len(names)].tolist())), "lr": lr}
+    host, names = total.tolist(), list(losses)  # the step's one read of the device
+    run.normalizer.observe(*np.asarray(host[len(names):]).reshape(2, -1))
+    return {**dict(zip(names, host[:len(names)])), "lr": lr}
 
 
 def step_batches(run: Run, step: int) -> list[dict]:
