@@ -12,8 +12,9 @@ import pytest
 import torch
 from torch._dynamo.testing import CompileCounter
 
-from workbench import encoders, flex
-from workbench.data import NotEnoughSamples, pack
+from workbench import distributed, encoders, flex
+from workbench.batches import NUMBER_FIELDS
+from workbench.data import NotEnoughSamples, build_pool, pack
 from workbench.model import GPT, packed_mask, preset
 from workbench.syncs import HostSyncs, optimizer_counters
 from workbench.tokenizer import Tokenizer
@@ -22,7 +23,6 @@ from workbench.train import CONFIGS, TrainConfig, setup, step_batches, train, tr
 TINY = dict(tasks=("addition", "multiplication", "minmax"), preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 8,
             pool_size=200, val_samples=4, test_samples=4, eval_every=8, checkpoint_every=8, decades=(0, 2),
             max_digits=3, threads=1)
-NUMBER_FIELDS = ("num_index", "features", "loss_index", "number_index", "number_targets")
 
 
 def losses(run: Path) -> list[float]:
@@ -54,7 +54,8 @@ def pack_one_by_one(samples, rows, context, pad_id, num_id):
 
 
 def test_pack_builds_this_ranks_rows_as_the_whole_batch_holds_them():
-    """A rank packs only its share; its rows (and the global counts) are the whole batch's."""
+    """A rank packs only its share: its rows are the whole batch's, and the ranks' counts add up
+    to the whole batch's."""
     rng = np.random.default_rng(0)
     for trial in range(40):
         samples = [(rng.integers(0, 9, n), rng.normal(size=n), rng.random(n) < 0.6, int(rng.integers(0, 3)))
@@ -66,11 +67,28 @@ def test_pack_builds_this_ranks_rows_as_the_whole_batch_holds_them():
             with pytest.raises(NotEnoughSamples):
                 pack(samples, rows, context, 0, 4)
             continue
-        for rank in range(2):
-            part = pack(samples, rows, context, 0, 4, part=(rank, 2))
+        parts = [pack(samples, rows, context, 0, 4, part=(rank, 2)) for rank in range(2)]
+        for rank, part in enumerate(parts):
             for key, value in whole.items():
-                expected = value if np.ndim(value) == 0 else value[2 * rank:2 * rank + 2]
-                assert np.array_equal(part[key].numpy(), expected), (trial, key)
+                if np.ndim(value):
+                    assert np.array_equal(part[key].numpy(), value[2 * rank:2 * rank + 2]), (trial, key)
+        for key in ("ce_count", "number_count"):
+            assert sum(int(p[key]) for p in parts) == whole[key], (trial, key)
+        assert all(np.array_equal(pack(samples, rows, context, 0, 4)[k].numpy(), v) for k, v in whole.items()
+                   if k not in ("ce_count", "number_count"))
+
+
+def test_a_shared_pool_maps_the_samples_rank_0_built(tmp_path):
+    """Under torchrun ranks map the pool files rank 0 wrote: the same samples, field for field."""
+    tok = Tokenizer("bittokens")
+    built = build_pool("sorting", 50, tok, 0, "train")
+    distributed._write_pool(built, tmp_path / "pool")
+    mapped = distributed._read_pool("sorting", tmp_path / "pool")
+    assert len(mapped.samples) == 50 and mapped.mean_length == built.mean_length
+    for a, b in zip(built.samples, mapped.samples):
+        assert len(a) == len(b) and all(x.dtype == y.dtype and np.array_equal(x, y) for x, y in zip(a, b))
+    assert np.array_equal(mapped.samples[-1][0], built.samples[-1][0])
+    assert np.array_equal(mapped.difficulty, built.difficulty) and np.array_equal(mapped.difficulty_sd, built.difficulty_sd)
 
 
 @pytest.mark.parametrize("encoding", ["bittokens", "fone", "xval"])

@@ -1,7 +1,8 @@
 """The batches a training step consumes, made so that a GPU never waits for the host.
 
 A step's batch is this rank's rows only (`data.pack(..., part=(rank, world))`), split into the
-micro-batches of gradient accumulation. Everything the model would otherwise have to read back
+micro-batches of gradient accumulation; the ranks sum their loss denominators on the device
+(train_step). Everything the model would otherwise have to read back
 from the device is computed here, on the CPU, from the packed NumPy arrays (`number_fields`): the
 flat positions of the <|num|> inputs and of the targets, which targets are numbers, the number
 head's input features and its loss targets (NumPy bit and digit tables). With them the forward
@@ -21,12 +22,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-# the fields a micro-batch keeps whole (the counts of the global batch), not cut by rows
+# the fields a micro-batch keeps whole (the loss denominators of all of a step's rows), not cut by rows
 GLOBAL = ("ce_count", "number_count")
+# what `number_fields` adds (a head without `features` or `loss_target` gets no such field)
+NUMBER_FIELDS = ("loss_index", "num_index", "number_index", "features", "number_targets")
 
 
 def micro_batches(batch: dict, micro: int) -> list[dict]:
-    """This rank's rows cut into `micro` micro-batches of equal rows (the counts stay global)."""
+    """This rank's rows cut into `micro` micro-batches of equal rows (the counts stay those of all)."""
     rows = batch["ids"].shape[0]
     if rows % micro:
         raise ValueError(f"{rows} rows do not split into {micro} micro-batches")

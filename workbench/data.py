@@ -7,6 +7,7 @@ RoPE positions restart at every sample. A target is only learned inside its own 
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,8 +33,30 @@ class Pool:
         return float(np.mean([len(s[0]) for s in self.samples[:1000]]))
 
 
+_shared_pools = None  # inside `pools_from(source)`: where training pools come from (distributed.shared_pools)
+
+
+@contextmanager
+def pools_from(source):
+    """Within the block, `make_pool` of the train split returns `source(task, n, tokenizer, seed,
+    split, regime)`: under torchrun, the pool one rank built, shared by every rank."""
+    global _shared_pools
+    _shared_pools = source
+    try:
+        yield
+    finally:
+        _shared_pools = None
+
+
 def make_pool(task: str, n: int, tokenizer: Tokenizer, seed: int, split: str, regime: Regime | None = None) -> Pool:
     """n samples of `task` from `split`, generated and tokenized once."""
+    if _shared_pools is not None and split == "train":
+        return _shared_pools(task, n, tokenizer, seed, split, regime)
+    return build_pool(task, n, tokenizer, seed, split, regime)
+
+
+def build_pool(task: str, n: int, tokenizer: Tokenizer, seed: int, split: str, regime: Regime | None = None) -> Pool:
+    """`make_pool`, built here."""
     frame = generate(task, n, seed=seed, split=split, regime=regime)
     if tasks.get(task).answer == "text":  # prose: every token after <|bos|> is learned
         samples = [tokenizer.text_sample(t) for t in frame["answer"]]
@@ -51,38 +74,32 @@ def pack(samples, batch_size: int, context: int, pad_id: int, num_id: int = 4,
     """Concatenate samples (ids, values, loss_mask[, task index]) into [B, context] inputs/targets;
     the last one in a row is cut. `task_ids` holds each target's task index (0 without one).
 
-    Also returns the loss denominators of the whole batch (`ce_count`, `number_count`), so that
-    data-parallel ranks, each with a slice of the rows, average to the loss of the whole batch.
-    With `part` = (rank, world) only that rank's share of the rows is built (the rank-th of
-    `world` equal slices, as `shard` cuts them); the counts stay the whole batch's."""
+    Also returns the loss denominators (`ce_count`, `number_count`) of the rows it packs. With
+    `part` = (rank, world) only that rank's share of the batch's rows is packed (the rank-th of
+    `world` equal slices, as `shard` cuts them, each row as the whole batch holds it) and the counts
+    are that share's: the ranks sum them (train_step), so that data-parallel ranks average to the
+    loss of the whole batch. A whole batch's counts are at least 1 (a mean never divides by 0)."""
     rank, world = part
     if batch_size % world:
         raise ValueError(f"{batch_size} rows do not split evenly over {world} processes")
     width, per = context + 1, batch_size // world
     lengths = np.fromiter((len(s[0]) for s in samples), dtype=np.int64, count=len(samples))
-    starts = _row_starts(lengths, batch_size, width)
-    used, lengths = samples[:starts[-1]], lengths[:starts[-1]]
-    ids = np.concatenate([s[0] for s in used]).astype(np.int64, copy=False)
-    mask = np.concatenate([s[2] for s in used]).astype(bool, copy=False)
+    starts = _row_starts(lengths, batch_size, width)[rank * per:(rank + 1) * per + 1]
+    mine, lengths = samples[starts[0]:starts[-1]], lengths[starts[0]:starts[-1]]
     offsets = np.cumsum(lengths) - lengths  # where each sample starts in the flat concatenation
-    sample = np.repeat(np.arange(len(used)), lengths)  # the sample of each flat token
-    within = np.arange(len(ids)) - offsets[sample]  # its position inside the sample
-    row_start = offsets[starts[:-1]]
-    row = np.repeat(np.arange(batch_size), np.diff(starts))[sample]
-    target = mask & (within >= 1) & (np.arange(len(ids)) - row_start[row] < width)  # loss_mask, whole batch
-    counts = {"ce_count": torch.tensor(max(1, int(target.sum()))),
-              "number_count": torch.tensor(max(1, int((target & (ids == num_id)).sum())))}
-    first, last = starts[rank * per], starts[(rank + 1) * per]
-    take = row_start[rank * per:(rank + 1) * per, None] + np.arange(width)  # this rank's rows, flat
-    local = take - offsets[first]  # the same positions in this rank's samples alone
-    values = np.concatenate([s[1] for s in used[first:last]]).astype(np.float64, copy=False)[local]
-    task = np.repeat([s[3] if len(s) > 3 else 0 for s in used[first:last]], lengths[first:last])[local]
-    ids, mask, doc, within = ids[take], mask[take], sample[take], within[take]
+    take = offsets[starts[:-1] - starts[0], None] + np.arange(width)  # the rows, flat
+    ids, values, mask = (np.concatenate([s[k] for s in mine])[take] for k in range(3))
+    task = np.repeat([s[3] if len(s) > 3 else 0 for s in mine], lengths)[take]
+    doc = np.repeat(np.arange(starts[0], starts[-1]), lengths)[take]  # the sample's index in the batch
+    positions = (np.arange(lengths.sum()) - np.repeat(offsets, lengths))[take]
     loss_mask = mask[:, 1:] & (doc[:, 1:] == doc[:, :-1])
+    least = 1 if world == 1 else 0  # a part's count may be 0: the ranks clamp their sum
     t = torch.from_numpy
-    return {"ids": t(ids[:, :-1]), "values": t(values[:, :-1]), "positions": t(within[:, :-1]),
-            "doc_ids": t(doc[:, :-1]), "targets": t(ids[:, 1:]), "target_values": t(values[:, 1:]),
-            "loss_mask": t(loss_mask), "task_ids": t(task[:, 1:].astype(np.int64, copy=False)), **counts}
+    return {"ids": t(ids[:, :-1].astype(np.int64, copy=False)), "values": t(values[:, :-1].astype(np.float64, copy=False)),
+            "positions": t(positions[:, :-1]), "doc_ids": t(doc[:, :-1]), "targets": t(ids[:, 1:].astype(np.int64, copy=False)),
+            "target_values": t(values[:, 1:].astype(np.float64, copy=False)), "loss_mask": t(loss_mask.astype(bool, copy=False)),
+            "task_ids": t(task[:, 1:].astype(np.int64, copy=False)), "ce_count": torch.tensor(max(least, int(loss_mask.sum()))),
+            "number_count": torch.tensor(max(least, int((loss_mask & (ids[:, 1:] == num_id)).sum())))}
 
 
 def _row_starts(lengths: np.ndarray, rows: int, width: int) -> np.ndarray:

@@ -9,6 +9,11 @@ the second group's rendezvous read the first one's stale entries (2 gloo process
 failed 7 times in 10, docs/gpu.md). The group ends when the process does. The backend follows
 the device the run trains on: NCCL on CUDA, gloo on CPUs.
 
+Training pools are built once, not once per rank (`shared_pools`): rank 0 builds each and writes
+its tokenized samples as flat arrays, and every rank maps those files, so the machine holds one
+copy of the paper tier's nine 1M-sample pools instead of one per rank (each rank's own used
+~10 GiB). The files are removed once every rank has mapped them (the maps stay valid).
+
 Evaluation and the final test are shared out: each rank answers every world-th batch of questions
 (the same batches of questions a single process would form, so every answer is
 the one a single process gives), and the answers are gathered on every rank in their order; text
@@ -18,15 +23,22 @@ balancer and curricula, which every rank keeps, stay in step.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import inspect
 import math
 import os
+import shutil
+from collections.abc import Sequence
+from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 import torch.distributed as dist
 
+from .data import Pool, build_pool, pools_from
 from .evaluate import evaluate
 from .perplexity import perplexity
 
@@ -93,3 +105,67 @@ def perplexity_shared(model, tok, texts, rank: int, world: int, progress: bool =
     ce_all, ce_text = (sums[0] / sums[1]).item(), (sums[2] / sums[3]).item() if sums[3] else math.nan
     return {"ppl_all": math.exp(ce_all), "ppl_text": math.exp(ce_text), "ce_all": ce_all, "ce_text": ce_text,
             "tokens": int(sums[1]), "text_tokens": int(sums[3]), "samples": len(texts)}
+
+
+@contextmanager
+def shared_pools(folder: Path, rank: int, world: int):
+    """Within the block, training pools are built by rank 0 and mapped by every rank from files in
+    `folder` (every rank must ask for the same pools in the same order, as `train.setup` does);
+    one process builds its own. The folder is removed at the end of the block."""
+    if world == 1:
+        yield
+        return
+    def share(task, n, tokenizer, seed, split, regime):
+        path = folder / hashlib.sha256(repr((task, n, seed, split, regime)).encode()).hexdigest()[:16]
+        if rank == 0:
+            _write_pool(build_pool(task, n, tokenizer, seed, split, regime), path)
+        dist.barrier()  # the files are complete
+        return _read_pool(task, path)
+    if rank == 0:
+        shutil.rmtree(folder, ignore_errors=True)  # what a run killed in its set-up left
+    try:
+        with pools_from(share):
+            yield
+        dist.barrier()  # every rank has mapped every pool
+    finally:
+        if rank == 0:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _write_pool(pool: Pool, path: Path) -> None:
+    """The pool's samples as one flat array per field (every field of a sample is per token) and
+    their offsets, with the difficulties: .npy files in `path`, written to a temporary folder first."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    lengths = np.fromiter((len(s[0]) for s in pool.samples), dtype=np.int64, count=len(pool.samples))
+    np.save(tmp / "offsets.npy", np.concatenate([[0], np.cumsum(lengths)]))
+    for k in range(len(pool.samples[0])):
+        np.save(tmp / f"field{k}.npy", np.concatenate([s[k] for s in pool.samples]))
+    np.save(tmp / "difficulty.npy", pool.difficulty)
+    np.save(tmp / "difficulty_sd.npy", pool.difficulty_sd)
+    tmp.rename(path)
+
+
+def _read_pool(task: str, path: Path) -> Pool:
+    """A pool mapped from `_write_pool`'s files (its frame, which training never reads, is not kept)."""
+    def load(name):
+        return np.asarray(np.load(path / name, mmap_mode="r"))  # a plain array over the map
+    fields = [load(f"field{k}.npy") for k in range(len(list(path.glob("field*.npy"))))]
+    return Pool(task, None, FlatSamples(fields, load("offsets.npy")), load("difficulty.npy"), load("difficulty_sd.npy"))
+
+
+class FlatSamples(Sequence):
+    """A pool's samples as views into flat arrays: samples[i] is the tuple of sample i's fields."""
+
+    def __init__(self, fields: list, offsets: np.ndarray):
+        self.fields, self.offsets = fields, offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = range(len(self))[i]  # negative indices, and IndexError past the end
+        start, end = self.offsets[i], self.offsets[i + 1]
+        return tuple(field[start:end] for field in self.fields)

@@ -244,11 +244,12 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
     # every parameter gets a gradient every step (the number head runs even on no rows), so DDP
     # needs no search for unused ones
     runner = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
-    pools = {t: make_pool(t, cfg.pool_size, tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
-    val = {t: make_pool(t, cfg.val_samples, tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
     tokens_per_step = cfg.batch_size * gpt_cfg.block_size * world * accum
     total_steps = max(1, math.ceil(cfg.tokens / tokens_per_step))
-    sampler = _sampler(cfg, encoding, tok, pools, total_steps)
+    with distributed.shared_pools(out / "pools", rank, world):  # built once, mapped by every rank
+        pools = {t: make_pool(t, cfg.pool_size, tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
+        val = {t: make_pool(t, cfg.val_samples, tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
+        sampler = _sampler(cfg, encoding, tok, pools, total_steps)
     prose = [t for t in cfg.tasks if tasks.get(t).answer == "text"]
     normalizer = LossNormalizer(cfg.tasks, cfg.adapt_warmup * cfg.tokens, prose[0] if prose else None,
                                 enabled=cfg.normalize_losses)
@@ -281,6 +282,8 @@ def train_step(run: Run, step: int, batches: list | None = None) -> dict[str, fl
     step's only host sync (docs/gpu.md)."""
     cfg = run.cfg
     batches = batches if batches is not None else step_batches(run, step)
+    if run.world > 1:
+        batches = _global_counts(batches, run.device)
     weights = _loss_weights(run)
     lr = apply_schedule(run.optimizers, step, run.total_steps, cfg.optim)
     run.model.train()
@@ -311,6 +314,15 @@ def step_batches(run: Run, step: int) -> list[dict]:
                        run.tok.num_id, part=(run.rank, run.world))
     micro = [number_fields(b, run.model.number_head, run.tok.num_id) for b in micro_batches(batch, run.accum)]
     return [pinned(b) for b in micro] if run.device.type == "cuda" else micro
+
+
+def _global_counts(batches: list[dict], device: torch.device) -> list[dict]:
+    """Each rank packed its own rows: the loss denominators are the sums of every rank's counts
+    (an all-reduce on the device, which the host need not wait for)."""
+    counts = torch.stack([batches[0]["ce_count"], batches[0]["number_count"]]).to(device)
+    dist.all_reduce(counts)
+    counts.clamp_(min=1)
+    return [{**b, "ce_count": counts[0], "number_count": counts[1]} for b in batches]
 
 
 def _loss_weights(run: Run) -> torch.Tensor:
