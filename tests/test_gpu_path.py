@@ -156,6 +156,8 @@ def test_flex_attention_equals_the_dense_mask():
     dense = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=packed_mask(doc))
     mask = flex.document_mask(doc)
     assert flex.is_block_mask(mask) and torch.allclose(flex.attend(q, k, v, mask), dense, atol=1e-5)
+    with pytest.raises(ValueError, match="CUDA only"):  # no backward pass on CPUs: refused, not a crash mid-step
+        setup(TrainConfig(**TINY, attention="flex", out="/nonexistent/never-made"))
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ sees key k of the same row when both belong to the same sample (doc id) and k <=
 
 `attend` runs torch.compile's FlexAttention kernel on CUDA (the model's default there, attention
 "auto"); elsewhere, and inside an already compiled region, flex_attention as it is (on a CPU its
-unfused reference implementation: right, but only for checks).
+unfused reference implementation, forward only: right, but only for checks; training refuses it).
 """
 from __future__ import annotations
 

@@ -119,11 +119,12 @@ class TrainConfig:
     device: str = setting("auto", "cpu, cuda, cuda:N or auto")
     bf16: bool = setting(False, "bf16 autocast (fast on GPUs and CPUs with AMX, ~25x slower on other CPUs); the "
                          "number heads and their losses stay float32")
-    compile: bool = setting(False, "torch.compile the transformer blocks for training (one graph, no recompiles); "
-                            "pays on CUDA, not on CPUs (docs/gpu.md)")
+    compile: bool = setting(False, "torch.compile the transformer blocks for training (one graph, no recompiles). "
+                            "For GPUs. On a CPU the first compile takes ~100 s and steps then take 0.7-0.85x as long "
+                            "with cpu-tiny, 0.9-1.1x with cpu-small (measured, docs/gpu.md): long cpu-tiny runs only")
     attention: str = setting("auto", "packed-sample attention: auto (FlexAttention with a document mask on CUDA, the "
-                             "dense mask with the CPU block plan on CPUs), flex, or dense (a [B,1,T,T] mask)",
-                             choices=ATTENTIONS)
+                             "dense mask with the CPU block plan on CPUs), flex (CUDA only), or dense (a [B,1,T,T] mask "
+                             "and plain SDPA)", choices=ATTENTIONS)
     prefetch: str = setting("auto", "build the next batch on a worker thread while a step runs (auto: on CUDA; "
                             "a CPU trains on the cores the worker would take)", choices=("auto", "on", "off"))
     threads: int = setting(0, "torch CPU threads (0: torch's default)")
@@ -228,6 +229,9 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
     """Build the run; with `resume`, restore it from OUT/checkpoint.pt."""
     rank, world, device = distributed.start(_device(cfg.device))
     accum = cfg.accumulation(world)
+    if cfg.attention == "flex" and device.type != "cuda":
+        raise ValueError(f"--attention flex trains on CUDA only (FlexAttention has no backward pass on {device.type} "
+                         "in this torch); use --attention auto or dense")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     if device.type == "cuda":  # float32 matmuls (the fused loss's, outside autocast) on the tensor cores
