@@ -94,11 +94,12 @@ def pack(samples, batch_size: int, context: int, pad_id: int, num_id: int = 4,
     positions = (np.arange(lengths.sum()) - np.repeat(offsets, lengths))[take]
     loss_mask = mask[:, 1:] & (doc[:, 1:] == doc[:, :-1])
     least = 1 if world == 1 else 0  # a part's count may be 0: the ranks clamp their sum
+    ids, values, task = ids.astype(np.int64, copy=False), values.astype(np.float64, copy=False), task.astype(np.int64)
     t = torch.from_numpy
-    return {"ids": t(ids[:, :-1].astype(np.int64, copy=False)), "values": t(values[:, :-1].astype(np.float64, copy=False)),
-            "positions": t(positions[:, :-1]), "doc_ids": t(doc[:, :-1]), "targets": t(ids[:, 1:].astype(np.int64, copy=False)),
-            "target_values": t(values[:, 1:].astype(np.float64, copy=False)), "loss_mask": t(loss_mask.astype(bool, copy=False)),
-            "task_ids": t(task[:, 1:].astype(np.int64, copy=False)), "ce_count": torch.tensor(max(least, int(loss_mask.sum()))),
+    return {"ids": t(ids[:, :-1]), "values": t(values[:, :-1]), "positions": t(positions[:, :-1]),
+            "doc_ids": t(doc[:, :-1]), "targets": t(ids[:, 1:]), "target_values": t(values[:, 1:]),
+            "loss_mask": t(loss_mask.astype(bool, copy=False)), "task_ids": t(task[:, 1:]),
+            "ce_count": torch.tensor(max(least, int(loss_mask.sum()))),
             "number_count": torch.tensor(max(least, int((loss_mask & (ids[:, 1:] == num_id)).sum())))}
 
 
@@ -142,7 +143,8 @@ def draw(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Generato
 
 
 def next_batch(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Generator, pick,
-               rows: int, context: int, pad_id: int, num_id: int, part: tuple[int, int] = (0, 1)) -> dict[str, torch.Tensor]:
+               rows: int, context: int, pad_id: int, num_id: int,
+               part: tuple[int, int] = (0, 1)) -> dict[str, torch.Tensor]:
     """pack(draw(...)): `rows` rows over all processes, of which `part` (rank, world) builds its
     own. When the draw falls short (the balancer favoured tasks with long samples), draw the same
     counts again and append, until the rows are full."""

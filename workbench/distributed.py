@@ -53,7 +53,8 @@ def start(device: torch.device) -> tuple[int, int, torch.device]:
     if int(os.environ.get("WORLD_SIZE", 1)) <= 1:
         return 0, 1, device
     if device.type == "cuda":
-        device = torch.device("cuda", device.index if device.index is not None else int(os.environ.get("LOCAL_RANK", 0)))
+        local = device.index if device.index is not None else int(os.environ.get("LOCAL_RANK", 0))
+        device = torch.device("cuda", local)
         torch.cuda.set_device(device)
     backend = "nccl" if device.type == "cuda" else "gloo"
     if not dist.is_initialized():

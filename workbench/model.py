@@ -296,7 +296,8 @@ class GPT(nn.Module):
             mask = loss_mask if loss_mask is not None else torch.ones_like(targets, dtype=torch.bool)
             loss_index = mask.flatten().nonzero().squeeze(1)
         ce_count = ce_count if ce_count is not None else max(1, len(loss_index))
-        hidden, targets = hidden.flatten(0, 1).index_select(0, loss_index), targets.flatten().index_select(0, loss_index)
+        hidden = hidden.flatten(0, 1).index_select(0, loss_index)  # the loss positions only
+        targets = targets.flatten().index_select(0, loss_index)
         tasks = task_ids.flatten().index_select(0, loss_index) if task_ids is not None else None
         weights = task_weights[tasks] if task_weights is not None else torch.ones_like(targets, dtype=torch.float32)
         ce_sum, ce_each = linear_cross_entropy(hidden, self.lm_head.weight, targets, weights,
