@@ -7,6 +7,7 @@ RoPE positions restart at every sample. A target is only learned inside its own 
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,8 +33,30 @@ class Pool:
         return float(np.mean([len(s[0]) for s in self.samples[:1000]]))
 
 
+_shared_pools = None  # inside `pools_from(source)`: where training pools come from (distributed.shared_pools)
+
+
+@contextmanager
+def pools_from(source):
+    """Within the block, `make_pool` of the train split returns `source(task, n, tokenizer, seed,
+    split, regime)`: under torchrun, the pool one rank built, shared by every rank."""
+    global _shared_pools
+    _shared_pools = source
+    try:
+        yield
+    finally:
+        _shared_pools = None
+
+
 def make_pool(task: str, n: int, tokenizer: Tokenizer, seed: int, split: str, regime: Regime | None = None) -> Pool:
     """n samples of `task` from `split`, generated and tokenized once."""
+    if _shared_pools is not None and split == "train":
+        return _shared_pools(task, n, tokenizer, seed, split, regime)
+    return build_pool(task, n, tokenizer, seed, split, regime)
+
+
+def build_pool(task: str, n: int, tokenizer: Tokenizer, seed: int, split: str, regime: Regime | None = None) -> Pool:
+    """`make_pool`, built here."""
     frame = generate(task, n, seed=seed, split=split, regime=regime)
     if tasks.get(task).answer == "text":  # prose: every token after <|bos|> is learned
         samples = [tokenizer.text_sample(t) for t in frame["answer"]]
@@ -46,38 +69,51 @@ class NotEnoughSamples(ValueError):
     """The samples given to `pack` are too few (or too short) to fill the rows."""
 
 
-def pack(samples, batch_size: int, context: int, pad_id: int, num_id: int = 4) -> dict[str, torch.Tensor]:
+def pack(samples, batch_size: int, context: int, pad_id: int, num_id: int = 4,
+         part: tuple[int, int] = (0, 1)) -> dict[str, torch.Tensor]:
     """Concatenate samples (ids, values, loss_mask[, task index]) into [B, context] inputs/targets;
     the last one in a row is cut. `task_ids` holds each target's task index (0 without one).
 
-    Also returns the loss denominators of the whole batch (`ce_count`, `number_count`), so that
-    data-parallel ranks, each with a slice of the rows, average to the loss of the whole batch."""
-    width = context + 1
-    ids = np.full((batch_size, width), pad_id, dtype=np.int64)
-    values = np.zeros((batch_size, width))
-    mask = np.zeros((batch_size, width), dtype=bool)
-    doc = np.full((batch_size, width), -1, dtype=np.int64)
-    pos = np.zeros((batch_size, width), dtype=np.int64)
-    task = np.zeros((batch_size, width), dtype=np.int64)
-    row, col, k = 0, 0, 0
-    for s_ids, s_values, s_mask, *s_task in samples:
-        if row == batch_size:
-            break
-        n = min(len(s_ids), width - col)
-        sl = slice(col, col + n)
-        ids[row, sl], values[row, sl], mask[row, sl] = s_ids[:n], s_values[:n], s_mask[:n]
-        doc[row, sl], pos[row, sl], task[row, sl] = k, np.arange(n), s_task[0] if s_task else 0
-        col, k = col + n, k + 1
-        if col == width:
-            row, col = row + 1, 0
-    if row < batch_size:
-        raise NotEnoughSamples(f"not enough samples to fill {batch_size} rows of {context} tokens")
+    Also returns the loss denominators (`ce_count`, `number_count`) of the rows it packs. With
+    `part` = (rank, world) only that rank's share of the batch's rows is packed (the rank-th of
+    `world` equal slices, as `shard` cuts them, each row as the whole batch holds it) and the counts
+    are that share's: the ranks sum them (train_step), so that data-parallel ranks average to the
+    loss of the whole batch. A whole batch's counts are at least 1 (a mean never divides by 0)."""
+    rank, world = part
+    if batch_size % world:
+        raise ValueError(f"{batch_size} rows do not split evenly over {world} processes")
+    width, per = context + 1, batch_size // world
+    lengths = np.fromiter((len(s[0]) for s in samples), dtype=np.int64, count=len(samples))
+    starts = _row_starts(lengths, batch_size, width)[rank * per:(rank + 1) * per + 1]
+    mine, lengths = samples[starts[0]:starts[-1]], lengths[starts[0]:starts[-1]]
+    offsets = np.cumsum(lengths) - lengths  # where each sample starts in the flat concatenation
+    take = offsets[starts[:-1] - starts[0], None] + np.arange(width)  # the rows, flat
+    ids, values, mask = (np.concatenate([s[k] for s in mine])[take] for k in range(3))
+    task = np.repeat([s[3] if len(s) > 3 else 0 for s in mine], lengths)[take]
+    doc = np.repeat(np.arange(starts[0], starts[-1]), lengths)[take]  # the sample's index in the batch
+    positions = (np.arange(lengths.sum()) - np.repeat(offsets, lengths))[take]
     loss_mask = mask[:, 1:] & (doc[:, 1:] == doc[:, :-1])
+    least = 1 if world == 1 else 0  # a part's count may be 0: the ranks clamp their sum
+    ids, values, task = ids.astype(np.int64, copy=False), values.astype(np.float64, copy=False), task.astype(np.int64)
     t = torch.from_numpy
-    return {"ids": t(ids[:, :-1]), "values": t(values[:, :-1]), "positions": t(pos[:, :-1]),
+    return {"ids": t(ids[:, :-1]), "values": t(values[:, :-1]), "positions": t(positions[:, :-1]),
             "doc_ids": t(doc[:, :-1]), "targets": t(ids[:, 1:]), "target_values": t(values[:, 1:]),
-            "loss_mask": t(loss_mask), "task_ids": t(task[:, 1:]), "ce_count": torch.tensor(max(1, int(loss_mask.sum()))),
-            "number_count": torch.tensor(max(1, int((loss_mask & (ids[:, 1:] == num_id)).sum())))}
+            "loss_mask": t(loss_mask.astype(bool, copy=False)), "task_ids": t(task[:, 1:]),
+            "ce_count": torch.tensor(max(least, int(loss_mask.sum()))),
+            "number_count": torch.tensor(max(least, int((loss_mask & (ids[:, 1:] == num_id)).sum())))}
+
+
+def _row_starts(lengths: np.ndarray, rows: int, width: int) -> np.ndarray:
+    """[rows + 1]: the first sample of each row, then the end of the last row's samples. A row
+    takes samples until it holds `width` tokens; the sample that overflows it is cut there."""
+    ends = np.cumsum(lengths)
+    starts, filled = np.zeros(rows + 1, dtype=np.int64), 0
+    for r in range(rows):
+        j = int(np.searchsorted(ends, filled + width))  # the sample that fills row r
+        if j == len(ends):
+            raise NotEnoughSamples(f"not enough samples to fill {rows} rows of {width - 1} tokens")
+        starts[r + 1], filled = j + 1, ends[j]
+    return starts
 
 
 def shard(batch: dict[str, torch.Tensor], rank: int, world: int, device) -> dict[str, torch.Tensor]:
@@ -107,13 +143,15 @@ def draw(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Generato
 
 
 def next_batch(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Generator, pick,
-               rows: int, context: int, pad_id: int, num_id: int) -> dict[str, torch.Tensor]:
-    """pack(draw(...)). When the draw falls short (the balancer favoured tasks with long samples),
-    draw the same counts again and append, until the rows are full."""
+               rows: int, context: int, pad_id: int, num_id: int,
+               part: tuple[int, int] = (0, 1)) -> dict[str, torch.Tensor]:
+    """pack(draw(...)): `rows` rows over all processes, of which `part` (rank, world) builds its
+    own. When the draw falls short (the balancer favoured tasks with long samples), draw the same
+    counts again and append, until the rows are full."""
     samples = draw(pools, counts, rng, pick)
     while True:
         try:
-            return pack(samples, rows, context, pad_id, num_id)
+            return pack(samples, rows, context, pad_id, num_id, part)
         except NotEnoughSamples:
             samples += draw(pools, counts, rng, pick)
 

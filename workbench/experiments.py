@@ -44,11 +44,12 @@ PROTOCOLS = {
     "cpu-tier": TrainConfig(tasks=SIX_TASKS, preset="cpu-tiny", tokens=3e6, batch_size=8,
                             decades=(0, 1), max_digits=2, pool_size=50_000, val_samples=48,
                             test_samples=500, eval_every=200, checkpoint_every=200),
-    # torchrun --nproc_per_node 8 -m workbench.experiments paper-tier: 8 GPUs x 24 rows = batch 192
+    # torchrun --nproc_per_node 8 -m workbench.experiments paper-tier: 8 GPUs x 24 rows = batch 192 (fewer GPUs
+    # accumulate micro-batches to the same 192), --config paper's vocabulary and evaluation cadence
     "paper-tier": TrainConfig(tasks=SIX_TASKS + tuple(tasks.names("text")), preset="paper", tokens=1e10, batch_size=24,
-                              decades=None, max_digits=None, pool_size=1_000_000, val_samples=256,
-                              test_samples=10_000, eval_every=32, checkpoint_every=1000, bf16=True, compile=True,
-                              threads=0),
+                              grad_accum=None, global_batch=192, decades=None, max_digits=None, pool_size=1_000_000,
+                              val_samples=384, test_samples=10_000, eval_every=64, checkpoint_every=1000,
+                              vocab_size=50_000, bf16=True, compile=True, threads=0),
 }
 
 

@@ -15,6 +15,8 @@ linear_cross_entropy never holds the whole [N, vocabulary] logits: it walks over
 forms the gradients during the forward pass (the chunk's softmax is at hand then), so the backward
 pass only scales them. Same matrix products as the plain loss, a fraction of the memory traffic.
 
+Under torch.compile the first three are their composites (the compiler fuses those itself).
+
 masked_attention skips keys that the packed-sample mask hides anyway: each block of 32 queries only
 sees the keys from the start of its earliest sample up to its own end (an attention plan, computed
 once per batch by `attention_plan`). Samples of our numeric tasks are 8-30 tokens, so a block sees
@@ -105,7 +107,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 g[torch.arange(len(t), device=t.device), t] -= 1.0
                 g.mul_(row_weights[rows, None].to(exact))
                 g = g.to(weight.dtype)  # under autocast the products below run in its dtype anyway
-                torch.mm(g, weight, out=grad_hidden[rows])
+                if torch.is_autocast_enabled(hidden.device.type):
+                    grad_hidden[rows] = g @ weight  # out= would bypass autocast (a float32 product)
+                else:
+                    torch.mm(g, weight, out=grad_hidden[rows])
                 grad_weight += g.T @ h
         ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype) if want_grad else None)
         ctx.mark_non_differentiable(losses)
@@ -185,24 +190,41 @@ def masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, plan=None) -
     return _BlockAttention.apply(q, k, v, bias, blocks)
 
 
+# Under torch.compile the composites: the compiler fuses them itself, and the functions' `out=`
+# writes into strided halves would break the graph (dynamo cannot trace them).
 def relu_squared(x: Tensor) -> Tensor:
+    if torch.compiler.is_compiling():
+        return F.relu(x).square()
     return _ReLUSquared.apply(x)
 
 
 def rms_norm(x: Tensor) -> Tensor:
+    if torch.compiler.is_compiling():
+        return F.rms_norm(x, (x.shape[-1],))
     return _RMSNorm.apply(x)
 
 
 def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """x [..., D] with cos, sin [..., D/2] broadcasting against x's halves."""
+    if torch.compiler.is_compiling():
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).to(x.dtype)
     return _Rotate.apply(x, cos, sin)
+
+
+def chunk_elements(device: torch.device) -> int:
+    """Logits per chunk of `linear_cross_entropy`. A CPU: 2^21 (8 MB in float32, the chunk stays in
+    cache). A GPU: 2^28 (1 GiB): a few large products instead of hundreds of small ones, and the
+    [V, d] weight gradient, read and written once per chunk, a few times a step instead of ~190
+    times at V = 50k (58 GB of memory traffic a step)."""
+    return 1 << 28 if device.type == "cuda" else 1 << 21
 
 
 def linear_cross_entropy(hidden: Tensor, weight: Tensor, targets: Tensor, row_weights: Tensor | None = None,
                          chunk_elements: int = 1 << 21) -> tuple[Tensor, Tensor]:
     """(sum over rows of row_weight x the cross-entropy of logits hidden [N, d] @ weight[V, d].T
     against targets [N], and each row's unweighted cross-entropy [N], detached), in chunks of about
-    `chunk_elements` logits (8 MB in float32: the chunk stays in cache)."""
+    `chunk_elements` logits (8 MB in float32: the chunk stays in a CPU's cache; `chunk_elements(device)`)."""
     if hidden.ndim != 2 or targets.shape != hidden.shape[:1]:
         raise ValueError(f"hidden must be [N, d] and targets [N]; got {tuple(hidden.shape)} and {tuple(targets.shape)}")
     if row_weights is None:

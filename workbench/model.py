@@ -36,8 +36,10 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
+from . import flex
 from .encoders.base import NumberEncoding
-from .fused import attention_plan, linear_cross_entropy, masked_attention, relu_squared, rms_norm, rotate
+from .fused import (attention_plan, chunk_elements, linear_cross_entropy, masked_attention, relu_squared, rms_norm,
+                    rotate)
 from .numbers import NUM_TOKEN
 from .tokenizer import CONTROL_TOKENS
 
@@ -46,6 +48,7 @@ ACTIVATIONS = {"gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "gelu": F.g
 NORMS = ("rms", "layer")
 INITS = ("gpt2", "modded")
 LOSSES = ("per_token", "separate_means")
+ATTENTIONS = ("auto", "flex", "dense")
 
 
 @dataclass(frozen=True)
@@ -62,10 +65,14 @@ class GPTConfig:
     init: str = "gpt2"  # GPT-2's N(0, 0.02) (the authors' code) or "modded" (zero output projections)
     loss: str = "per_token"  # C.1's per-token loss, or "separate_means": mean CE + 10 x mean number loss
     number_loss_weight: float = 10.0  # the 10 of C.1
+    # packed-sample attention: "auto" is FlexAttention on CUDA, the dense mask with the CPU's block
+    # plan on CPUs; "flex" (a document block mask, flex.py) or "dense" (a [B, 1, T, T] mask, plain SDPA)
+    attention: str = "auto"
 
     def __post_init__(self):
         for name, value, allowed in (("activation", self.activation, tuple(ACTIVATIONS)), ("norm", self.norm, NORMS),
-                                     ("init", self.init, INITS), ("loss", self.loss, LOSSES)):
+                                     ("init", self.init, INITS), ("loss", self.loss, LOSSES),
+                                     ("attention", self.attention, ATTENTIONS)):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
         if self.d_model % self.n_head or (self.d_model // self.n_head) % 2:
@@ -134,7 +141,7 @@ class Attention(nn.Module):
         q, k = rotate(qk_norm(q, self.norm), cos, sin), rotate(qk_norm(k, self.norm), cos, sin)
         if cache is not None:  # generation: keys and values of the earlier steps come first
             k, v = cache.extend(layer, k, v)
-        y = masked_attention(q, k, v, mask, plan)
+        y = flex.attend(q, k, v, mask) if flex.is_block_mask(mask) else masked_attention(q, k, v, mask, plan)
         return self.proj(rearrange(y, "b h t d -> b t (h d)"))
 
 
@@ -185,6 +192,7 @@ class GPT(nn.Module):
         head_dim = cfg.d_model // cfg.n_head
         inv_freq = 10000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.compiled_layers = None  # compile_layers()
 
     def _init_weights(self) -> None:
         """GPT-2's: every matrix N(0, 0.02), the residual projections N(0, 0.02 / sqrt(2 n_layer)),
@@ -221,30 +229,65 @@ class GPT(nn.Module):
                 groups["head"].append(p)
         return groups
 
-    def embed(self, ids: Tensor, values: Tensor) -> Tensor:
+    def embed(self, ids: Tensor, values: Tensor, num_index: Tensor | None = None,
+              features: Tensor | None = None) -> Tensor:
+        """Token embeddings [B, T, d], the number head's join at the <|num|> positions. Training
+        batches bring those positions (`num_index`, flat in B x T) and the head's `features` of
+        their values, computed where the batch was packed (batches.py); without them both are found
+        here, which reads the tensors on the host (a sync on a GPU)."""
         x = self.wte(ids)
-        at = ids == self.num_id
-        if self.number_head is not None and at.any():
-            x = x.clone()
-            x[at] = self.number_head.embed(x[at], values[at]).to(x.dtype)
-        return x
+        if self.number_head is None:
+            return x
+        if num_index is None:
+            at = ids == self.num_id
+            if not at.any():
+                return x
+            num_index = at.flatten().nonzero().squeeze(1)
+        flat = x.flatten(0, 1)
+        rows = flat.index_select(0, num_index)
+        with torch.autocast(x.device.type, enabled=False):  # the join in float32, as the head
+            joined = (self.number_head.join(rows, features) if features is not None
+                      else self.number_head.embed(rows, values.flatten()[num_index]))
+        return flat.index_copy(0, num_index, joined.to(x.dtype)).view_as(x)
 
-    def trunk(self, ids: Tensor, values: Tensor, positions: Tensor, mask: Tensor, cache: KVCache | None = None,
-              added: Tensor | None = None) -> Tensor:
-        """Final (normalized) hidden states [B, T, d]. `mask` [B, 1, T, T_keys] bool; `added` [B, T, d]:
-        the token module's addition to the embeddings."""
-        x = self.embed(ids, values)
+    def trunk(self, ids: Tensor, values: Tensor, positions: Tensor, mask, cache: KVCache | None = None,
+              num_index: Tensor | None = None, features: Tensor | None = None, added: Tensor | None = None) -> Tensor:
+        """Final (normalized) hidden states [B, T, d]. `mask` [B, 1, T, T_keys] bool, or a
+        FlexAttention block mask (`attention_mask`); `added` [B, T, d]: the token module's addition
+        to the embeddings."""
+        x = self.embed(ids, values, num_index, features)
         if added is not None:
             x = x + added.to(x.dtype)
+        compiled = self.compiled_layers is not None and cache is None and self.training
+        # the keys each query block may see (CPU only; not under compile, whose guards would see new blocks every step)
+        plan = attention_plan(mask) if cache is None and not compiled and self.cfg.attention == "auto" \
+            and not flex.is_block_mask(mask) else None
+        return (self.compiled_layers if compiled else self.layers)(x, positions, mask, plan, cache)
+
+    def layers(self, x: Tensor, positions: Tensor, mask, plan=None, cache: KVCache | None = None) -> Tensor:
+        """The blocks and the final norm on embeddings x [B, T, d]: what `--compile` compiles."""
         angles = positions[:, None, :, None].float() * self.inv_freq  # [B, 1, T, D/2]
         cos, sin = angles.cos(), angles.sin()
-        plan = attention_plan(mask) if cache is None else None  # the keys each query block may see
         for i, block in enumerate(self.blocks):
             x = block(x, cos, sin, mask, plan, cache, i)
         return self.norm(x)
 
+    def compile_layers(self, **options) -> None:
+        """torch.compile the blocks for training (static shapes: one graph, no recompiles); the
+        embedding, the heads and the fused loss, whose sizes change every step, stay eager."""
+        self.compiled_layers = torch.compile(self.layers, dynamic=False, **options)
+
+    def attention_mask(self, doc_ids: Tensor):
+        """What attention may see in packed rows of doc ids [B, T]: a FlexAttention block mask
+        (attention "flex", or "auto" on CUDA) or the dense boolean mask."""
+        kind = self.cfg.attention
+        if kind == "flex" or (kind == "auto" and doc_ids.device.type == "cuda" and flex.AVAILABLE):
+            return flex.document_mask(doc_ids)
+        return packed_mask(doc_ids)
+
     def forward(self, ids, values, positions, doc_ids, targets=None, target_values=None, loss_mask=None,
-                ce_count=None, number_count=None, task_ids=None, task_weights=None):
+                ce_count=None, number_count=None, task_ids=None, task_weights=None, num_index=None, features=None,
+                loss_index=None, number_index=None, number_targets=None):
         """Without targets: (logits [B, T, V], None). With targets: (None, losses): "loss" (what is
         optimized), "ce" and "number" (unweighted means, for the log; "token_loss": the token module's
         loss, summed over the targets / ce_count) and, with `task_ids` [B, T]
@@ -253,42 +296,71 @@ class GPT(nn.Module):
         weight is task_weights[its task] (1 without). The lm head runs at the loss positions only,
         fused with the cross-entropy, so the logits are never kept. Means divide by `ce_count` /
         `number_count` when given (the counts of the whole global batch, so data-parallel ranks
-        average to the single-process loss)."""
+        average to the single-process loss).
+
+        Training batches (batches.py) also bring, computed where they were packed: `num_index` and
+        `features` (see `embed`), `loss_index` (the flat positions of the targets, loss_mask's),
+        `number_index` (which of those targets are <|num|>) and `number_targets` (the head's
+        `loss_target` of their values). Without them they are found here, which reads tensors on
+        the host: a GPU would wait for each (docs/gpu.md)."""
         added = self.token_module.embed(ids, doc_ids) if self.token_module is not None else None
-        hidden = self.trunk(ids, values, positions, packed_mask(doc_ids), added=added)
+        hidden = self.trunk(ids, values, positions, self.attention_mask(doc_ids), num_index=num_index,
+                            features=features, added=added)
         if targets is None:
             return self.lm_head(hidden), None
-        mask = loss_mask if loss_mask is not None else torch.ones_like(targets, dtype=torch.bool)
-        ce_count = ce_count if ce_count is not None else max(1, int(mask.sum()))
-        weights = task_weights[task_ids[mask]] if task_weights is not None else torch.ones_like(targets[mask], dtype=torch.float32)
-        ce_sum, ce_each = linear_cross_entropy(hidden[mask], self.lm_head.weight, targets[mask], weights)
+        if loss_index is None:
+            mask = loss_mask if loss_mask is not None else torch.ones_like(targets, dtype=torch.bool)
+            loss_index = mask.flatten().nonzero().squeeze(1)
+        ce_count = ce_count if ce_count is not None else max(1, len(loss_index))
+        hidden = hidden.flatten(0, 1).index_select(0, loss_index)  # the loss positions only
+        targets = targets.flatten().index_select(0, loss_index)
+        tasks = task_ids.flatten().index_select(0, loss_index) if task_ids is not None else None
+        weights = task_weights[tasks] if task_weights is not None else torch.ones_like(targets, dtype=torch.float32)
+        ce_sum, ce_each = linear_cross_entropy(hidden, self.lm_head.weight, targets, weights,
+                                               chunk_elements(hidden.device))
         per_token = ce_each.detach().clone()
         losses = {"ce": ce_each.sum() / ce_count}
         total = ce_sum / ce_count
         if self.number_head is not None:
-            at = targets[mask] == self.num_id  # among the loss positions
-            number_count = number_count if number_count is not None else max(1, int(at.sum()))
-            if at.any():
-                number_each = self.number_head.loss(self.number_head(hidden[mask][at]).float(), target_values[mask][at])
-                number_sum = (weights[at] * number_each).sum()
-                per_token[at] += self.cfg.number_loss_weight * number_each.detach()
-            else:  # keeps the head in the graph, so every data-parallel rank reduces the same tensors
-                number_sum = number_each = sum((p.sum() for p in self.number_head.parameters()), hidden.new_zeros(())) * 0.0
+            if number_index is None:
+                number_index = (targets == self.num_id).nonzero().squeeze(1)
+            number_count = number_count if number_count is not None else max(1, len(number_index))
+            values = None if number_targets is not None else target_values.flatten()[loss_index][number_index]
+            # with no number in the batch the head still runs (on no rows): every parameter gets a
+            # gradient, so data-parallel ranks reduce the same tensors
+            number_each = self.number_losses(hidden.index_select(0, number_index), number_targets, values)
+            number_sum = (weights.index_select(0, number_index) * number_each).sum()
+            per_token.index_add_(0, number_index, self.cfg.number_loss_weight * number_each.detach())
             losses["number"] = number_each.detach().sum() / number_count
             scale = ce_count if self.cfg.loss == "per_token" else number_count
             total = total + self.cfg.number_loss_weight * number_sum / scale
-        extra = self.token_module.loss(hidden[mask], self.lm_head.weight, targets[mask]) \
-            if self.token_module is not None else None
+        extra = self.token_module.loss(hidden, self.lm_head.weight, targets) if self.token_module is not None else None
         if extra is not None:  # the encoding's own per-token loss, weighted like the cross-entropy
             total = total + (weights * extra).sum() / ce_count
             per_token += extra.detach()
             losses["token_loss"] = extra.detach().sum() / ce_count
         losses["loss"] = total
         if task_ids is not None:
-            tasks, n_tasks = task_ids[mask], len(task_weights) if task_weights is not None else int(task_ids.max()) + 1
+            n_tasks = len(task_weights) if task_weights is not None else int(task_ids.max()) + 1
             losses["task_loss"] = per_token.new_zeros(n_tasks).index_add_(0, tasks, per_token)
             losses["task_tokens"] = per_token.new_zeros(n_tasks).index_add_(0, tasks, torch.ones_like(per_token))
         return None, losses
+
+    def number_outputs(self, hidden: Tensor) -> Tensor:
+        """The number head on hidden states [N, d], in float32 whatever autocast says: under bf16
+        its matmuls would round xVal's scale to 8 significant bits (a step of 2^-6 in [2, 4):
+        ±11 % in the value) and the bit and digit logits likewise."""
+        with torch.autocast(hidden.device.type, enabled=False):
+            return self.number_head(hidden.float())
+
+    def number_losses(self, hidden: Tensor, targets: Tensor | None = None, values: Tensor | None = None) -> Tensor:
+        """Per-number loss [N] of the head at hidden states [N, d], in float32: against `targets`
+        (the head's `loss_target`, computed ahead) or the float64 target `values`."""
+        out = self.number_outputs(hidden)
+        with torch.autocast(hidden.device.type, enabled=False):
+            if targets is not None:
+                return self.number_head.loss_from(out, targets)
+            return self.number_head.loss(out, values)
 
     @torch.no_grad()
     def generate(self, prompts: list[tuple[np.ndarray, np.ndarray]], max_new_tokens: int,
@@ -313,7 +385,7 @@ class GPT(nn.Module):
         history = ids  # every token so far, for a token module that reads them (padding is never a piece)
         added = self._added(history, real)
         hidden = self.trunk(ids.to(device), values.to(device), positions.to(device), mask.to(device), cache,
-                            added)[:, -1]
+                            added=added)[:, -1]
         out = [([], []) for _ in range(B)]
         done = torch.zeros(B, dtype=torch.bool)
         next_position = positions[:, -1] + 1
@@ -331,7 +403,7 @@ class GPT(nn.Module):
             added = self._added(history, cache.visible)
             hidden = self.trunk(token[:, None].to(device), value[:, None].to(device),
                                 next_position[:, None].to(device), step_mask, cache,
-                                None if added is None else added[:, -1:])[:, -1]
+                                added=None if added is None else added[:, -1:])[:, -1]
             next_position += 1
         return out
 
@@ -349,5 +421,5 @@ class GPT(nn.Module):
         value = torch.zeros(len(token), dtype=torch.float64)
         is_num = token == self.num_id
         if self.number_head is not None and is_num.any():
-            value[is_num] = self.number_head.predict(self.number_head(hidden[is_num.to(hidden.device)])).cpu()
+            value[is_num] = self.number_head.predict(self.number_outputs(hidden[is_num.to(hidden.device)])).cpu()
         return token, value

@@ -33,16 +33,17 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from . import encoders, metrics, tasks
+from . import distributed, encoders, metrics, tasks
 from .atomic import clean_temporaries, write_atomic
-from .locks import InUse, hold
 from .balancing import CAPS, LossNormalizer, TaskBalancer
+from .batches import Loader, micro_batches, number_fields, pinned, to_device
 from .cli import Parser, add_arguments, check_choices, flag, setting, values_of
 from .curriculum import ENDGAMES, Curriculum, Sampler
 from .curriculum_authors import RULES as CURRICULUM_RULES, AuthorsCurriculum
-from .data import make_pool, next_batch, samples_per_step, shard
+from .data import make_pool, next_batch, samples_per_step
+from .locks import InUse, hold
 from .evaluate import evaluate, summarize
-from .model import ACTIVATIONS, GPT, INITS, LOSSES, NORMS, PRESETS, preset
+from .model import ACTIVATIONS, ATTENTIONS, GPT, INITS, LOSSES, NORMS, PRESETS, preset
 from .optim import OptimConfig, apply_schedule, build_optimizers
 from .perplexity import perplexity, text_score
 from .tasks import Regime, text_sources
@@ -51,10 +52,11 @@ from .tokenizer import Tokenizer
 RUN_FILES = ("config.json", "environment.json", "metrics.jsonl", "evals.jsonl", "checkpoint.pt", "best.pt",
              "test_samples.csv", "test_summary.csv")
 # Settings that change neither the training nor its results: where a run lives and how it is run.
-PLACE_AND_PACE = ("out", "overwrite", "device", "compile", "checkpoint_every")
-# A resumed run may also change the threads (they change the floating-point sums, so a finished
-# run's results, but not what it trains) and what only the final test reads.
-RESUMABLE = PLACE_AND_PACE + ("threads", "test_samples")
+PLACE_AND_PACE = ("out", "overwrite", "device", "checkpoint_every", "prefetch")
+# A resumed run may also change the kernels (threads, compile, the attention kernel: they change the
+# floating-point sums, so a finished run's results, but not what it trains) and what only the final
+# test reads.
+RESUMABLE = PLACE_AND_PACE + ("threads", "compile", "attention", "test_samples")
 
 
 @dataclass
@@ -65,7 +67,11 @@ class TrainConfig:
                                      choices=tasks.names)
     preset: str = setting("cpu-tiny", "model size", choices=tuple(PRESETS))
     tokens: float = setting(6e5, "training budget in tokens, all processes together (the paper: 1e10)")
-    batch_size: int = setting(8, "rows per process per step (the paper: 192 over all GPUs)")
+    batch_size: int = setting(8, "rows per process per micro-batch (the paper: 192 a step over all GPUs)")
+    grad_accum: int | None = setting(1, "micro-batches each process accumulates per optimizer step; None: as many "
+                                     "as make --global-batch rows a step over all processes")
+    global_batch: int = setting(192, "rows per optimizer step over all processes when --grad-accum is None (C.1: "
+                                "192, on any number of GPUs)")
     context: int | None = setting(None, "tokens per row (None: the preset's block size)")
     seed: int = setting(0, "seed of the data, the initialisation and the sampling")
     out: str = setting("runs/default", "run directory")
@@ -140,8 +146,16 @@ class TrainConfig:
                         choices=LOSSES)
     vocab_size: int = setting(2048, "size of the text BPE")
     device: str = setting("auto", "cpu, cuda, cuda:N or auto")
-    bf16: bool = setting(False, "bf16 autocast (fast on GPUs and CPUs with AMX, ~25x slower on other CPUs)")
-    compile: bool = setting(False, "torch.compile the model")
+    bf16: bool = setting(False, "bf16 autocast (fast on GPUs and CPUs with AMX, ~25x slower on other CPUs); the "
+                         "number heads and their losses stay float32")
+    compile: bool = setting(False, "torch.compile the transformer blocks for training (one graph, no recompiles). "
+                            "For GPUs. On a CPU the first compile takes ~100 s and steps then take 0.7-0.85x as long "
+                            "with cpu-tiny, 0.9-1.1x with cpu-small (measured, docs/gpu.md): long cpu-tiny runs only")
+    attention: str = setting("auto", "packed-sample attention: auto (FlexAttention with a document mask on CUDA, the "
+                             "dense mask with the CPU block plan on CPUs), flex (CUDA only), or dense (a [B,1,T,T] mask "
+                             "and plain SDPA)", choices=ATTENTIONS)
+    prefetch: str = setting("auto", "build the next batch on a worker thread while a step runs (auto: on CUDA; "
+                            "a CPU trains on the cores the worker would take)", choices=("auto", "on", "off"))
     threads: int = setting(1, "torch CPU threads; 1 suits the small presets (more threads spin against each other "
                            "and change the floating-point sums, so the scores); 0: torch's default, one per core")
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -165,7 +179,7 @@ class TrainConfig:
             raise ValueError(f"--tokens must be a finite number >= 1, got {self.tokens}")
         for name, low in (("batch_size", 1), ("pool_size", 1), ("val_samples", 1), ("test_samples", 1),
                           ("eval_every", 1), ("checkpoint_every", 1), ("vocab_size", 300), ("threads", 0),
-                          ("seed", 0)):
+                          ("seed", 0), ("global_batch", 1)) + ((("grad_accum", 1),) if self.grad_accum is not None else ()):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"{flag(name)} must be an integer >= {low}, got {value!r}")
@@ -188,19 +202,31 @@ class TrainConfig:
 
     def model_config(self):
         return preset(self.preset, activation=self.activation, bias=self.bias, norm=self.norm,
-                      norm_weight=self.norm_weight, init=self.init, loss=self.loss,
+                      norm_weight=self.norm_weight, init=self.init, loss=self.loss, attention=self.attention,
                       **({"block_size": self.context} if self.context else {}))
+
+    def accumulation(self, world: int) -> int:
+        """Micro-batches per optimizer step for `world` processes (--grad-accum, or what makes
+        --global-batch rows a step)."""
+        if self.grad_accum is not None:
+            return self.grad_accum
+        if self.global_batch % (self.batch_size * world):
+            raise ValueError(f"--global-batch {self.global_batch} is not a multiple of --batch-size {self.batch_size} "
+                             f"x {world} processes: choose a --batch-size that divides {self.global_batch // world} "
+                             "rows per process, or set --grad-accum")
+        return self.global_batch // (self.batch_size * world)
 
 
 # The defaults are the paper's recipe at a first-run scale (about a minute on a laptop: addition of
 # one-digit operands 1 ... 100, cpu-tiny, 600k tokens). Appendix C.1 as a training configuration:
-# 117M model, 10B tokens over the paper's operand range, context 1024, batch 192 (24 rows on each
-# of 8 GPUs: torchrun --nproc_per_node 8 ... --config paper), eval every 32 steps.
+# the paper preset, 10B tokens over the paper's operand range, context 1024, batch 192 (24 rows on
+# each of 8 GPUs, accumulated on fewer: torchrun --nproc_per_node 8 ... --config paper), evaluated
+# every 12.58M tokens (64 steps) on 384 questions per task, the authors' cadence (docs/fidelity.md).
 CONFIGS = {
     "cpu": TrainConfig(),
-    "paper": TrainConfig(preset="paper", tokens=1e10, batch_size=24, context=1024, pool_size=1_000_000, threads=0,
-                         decades=None, max_digits=None, val_samples=256, test_samples=10_000, eval_every=32,
-                         checkpoint_every=1000, bf16=True, vocab_size=50_000),
+    "paper": TrainConfig(preset="paper", tokens=1e10, batch_size=24, grad_accum=None, global_batch=192, context=1024,
+                         pool_size=1_000_000, threads=0, decades=None, max_digits=None, val_samples=384, test_samples=10_000,
+                         eval_every=64, checkpoint_every=1000, bf16=True, vocab_size=50_000),
 }
 
 
@@ -226,6 +252,8 @@ class Run:
     tokens_per_step: int
     per_step: int  # samples drawn per step
     state: dict  # step, best harmonic mean, training seconds of earlier processes
+    accum: int = 1  # micro-batches per optimizer step
+    weights_on_device: tuple = (None, None)  # (the loss weights, them as a device tensor)
 
     @property
     def warmup_steps(self) -> int:
@@ -234,28 +262,33 @@ class Run:
 
 def setup(cfg: TrainConfig, resume: bool = False) -> Run:
     """Build the run; with `resume`, restore it from OUT/checkpoint.pt."""
-    rank, world = _start_processes()
-    device = _device(cfg.device)
-    if world > 1 and device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        torch.cuda.set_device(device)
+    rank, world, device = distributed.start(_device(cfg.device))
+    accum = cfg.accumulation(world)
+    if cfg.attention == "flex" and device.type != "cuda":
+        raise ValueError(f"--attention flex trains on CUDA only (FlexAttention has no backward pass on {device.type} "
+                         "in this torch); use --attention auto or dense")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    if device.type == "cuda":  # float32 matmuls (the fused loss's, outside autocast) on the tensor cores
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     out, ckpt = _prepare_run_dir(cfg, resume, rank)
     gpt_cfg = cfg.model_config()
     encoding = encoders.get(cfg.encoding, **cfg.encoding_options)
     tok = Tokenizer(encoding, vocab_size=cfg.vocab_size)
-    check_memory(cfg, tok.vocab_size, tok)
+    check_memory(cfg, tok.vocab_size, tok, device)
     torch.manual_seed(cfg.seed)
     model = GPT(gpt_cfg, encoding, tok.vocab_size, tok.num_id, tok.piece_ids).to(device)
-    runner = torch.compile(model) if cfg.compile else model
-    if world > 1:  # some number-head parameters see no gradient in a batch without numbers
-        runner = torch.nn.parallel.DistributedDataParallel(runner, find_unused_parameters=True)
-    pools = {t: make_pool(t, cfg.pool_size, tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
-    val = {t: make_pool(t, cfg.val_samples, tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
-    tokens_per_step = cfg.batch_size * gpt_cfg.block_size * world
+    if cfg.compile:
+        model.compile_layers()
+    # every parameter gets a gradient every step (the number head runs even on no rows), so DDP
+    # needs no search for unused ones
+    runner = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    tokens_per_step = cfg.batch_size * gpt_cfg.block_size * world * accum
     total_steps = max(1, math.ceil(cfg.tokens / tokens_per_step))
-    sampler = _sampler(cfg, encoding, tok, pools, total_steps)
+    with distributed.shared_pools(out / "pools", rank, world):  # built once, mapped by every rank
+        pools = {t: make_pool(t, cfg.pool_size, tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
+        val = {t: make_pool(t, cfg.val_samples, tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
+        sampler = _sampler(cfg, encoding, tok, pools, total_steps)
     prose = [t for t in cfg.tasks if tasks.get(t).answer == "text"]
     normalizer = LossNormalizer(cfg.tasks, cfg.adapt_warmup * cfg.tokens, prose[0] if prose else None,
                                 enabled=cfg.normalize_losses, momentum=cfg.loss_weight_momentum)
@@ -263,40 +296,84 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
                             cap=cfg.ratio_cap)
     run = Run(cfg, out, device, rank, world, tok, model, runner, build_optimizers(model, cfg.optim), pools, val,
               balancer, normalizer, sampler, np.random.default_rng(cfg.seed), total_steps, tokens_per_step,
-              samples_per_step(pools, cfg.batch_size * world, gpt_cfg.block_size),
-              {"step": 0, "best": -1.0, "seconds": 0.0, "warm_evaluations": 0})
+              samples_per_step(pools, cfg.batch_size * world * accum, gpt_cfg.block_size),
+              {"step": 0, "best": -1.0, "seconds": 0.0, "warm_evaluations": 0}, accum)
     if resume:
         _restore(run, ckpt)
     if rank == 0:
         write_atomic(out / "config.json", lambda tmp: Path(tmp).write_text(json.dumps(asdict(cfg), indent=1)))
         write_atomic(out / "environment.json", lambda tmp: Path(tmp).write_text(json.dumps(environment(cfg), indent=1)))
+        _describe(run)
     return run
 
 
-def train_step(run: Run, step: int) -> dict[str, float]:
-    """Draw a batch by the balancer's ratios (and the curricula), one optimizer step with the
-    tasks' loss weights; its losses (and each task's loss, for the normalisation of C.4)."""
+def _describe(run: Run) -> None:
+    """The model as built, in honest numbers: a small text corpus stops the BPE short of --vocab-size."""
+    n, bpe = sum(p.numel() for p in run.model.parameters()), run.tok.bpe.get_vocab_size()
+    short = f"; the BPE stopped at {bpe:,} of --vocab-size {run.cfg.vocab_size:,} (its corpus has no more merges)" \
+        if bpe < run.cfg.vocab_size else ""
+    print(f"model: {n / 1e6:.1f}M parameters, vocabulary {run.tok.vocab_size:,}{short}. A step: {run.world} "
+          f"process(es) x {run.accum} micro-batch(es) x {run.cfg.batch_size} rows; {run.total_steps:,} steps")
+
+
+def train_step(run: Run, step: int, batches: list | None = None) -> dict[str, float]:
+    """One optimizer step on this rank's micro-batches of `step` (drawn by the balancer's ratios
+    and the curricula, `step_batches`, unless given), with the tasks' loss weights; its losses (and
+    each task's loss, for the normalisation of C.4). They are read back once, at the end: the
+    step's only host sync (docs/gpu.md)."""
     cfg = run.cfg
-    batch = next_batch(run.pools, _task_counts(run), run.rng, lambda *a: _pick(run, step, *a),
-                       cfg.batch_size * run.world, run.model.cfg.block_size, run.tok.pad_id, run.tok.num_id)
-    batch = shard(batch, run.rank, run.world, run.device)
-    weights = torch.tensor(run.normalizer.weights, dtype=torch.float32, device=run.device)
+    batches = batches if batches is not None else step_batches(run, step)
+    if run.world > 1:
+        batches = _global_counts(batches, run.device)
+    weights = _loss_weights(run)
     lr = apply_schedule(run.optimizers, step, run.total_steps, cfg.optim)
     run.model.train()
-    with torch.autocast(run.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-        _, losses = run.runner(**batch, task_weights=weights)
-    (losses["loss"] * run.world).backward()  # DDP averages gradients over ranks; the counts are global
+    total = None
+    for k, batch in enumerate(batches):  # gradient accumulation: DDP reduces after the last micro-batch
+        with run.runner.no_sync() if run.world > 1 and k < len(batches) - 1 else nullcontext():
+            with torch.autocast(run.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+                _, losses = run.runner(**to_device(batch, run.device), task_weights=weights)
+            (losses["loss"] * run.world).backward()  # DDP averages gradients over ranks; the counts are global
+        per_task = torch.stack([losses.pop("task_loss"), losses.pop("task_tokens")]).detach().float()
+        parts = torch.cat([torch.stack([v.detach().float() for v in losses.values()]), per_task.flatten()])
+        total = parts if total is None else total + parts
     for opt in run.optimizers:
         opt.step()
         opt.zero_grad(set_to_none=True)
-    per_task = torch.stack([losses.pop("task_loss"), losses.pop("task_tokens")]).detach().float()
-    parts = torch.stack([v.detach().float() for v in losses.values()])
     if run.world > 1:
-        dist.all_reduce(parts)
-        dist.all_reduce(per_task)
-    run.normalizer.observe(*per_task.cpu().double().numpy())
+        dist.all_reduce(total)
+    host, names = total.tolist(), list(losses)  # the step's one read of the device
+    run.normalizer.observe(*np.asarray(host[len(names):]).reshape(2, -1))
     group_lrs = {f"lr/{g['name']}": g["lr"] for opt in run.optimizers for g in opt.param_groups}
-    return {**dict(zip(losses, parts.tolist())), "lr": lr, **group_lrs}
+    return {**dict(zip(names, host[:len(names)])), "lr": lr, **group_lrs}
+
+
+def step_batches(run: Run, step: int) -> list[dict]:
+    """This rank's micro-batches of `step` with their number fields (batches.py), pinned for a GPU."""
+    cfg = run.cfg
+    batch = next_batch(run.pools, _task_counts(run), run.rng, lambda *a: _pick(run, step, *a),
+                       cfg.batch_size * run.world * run.accum, run.model.cfg.block_size, run.tok.pad_id,
+                       run.tok.num_id, part=(run.rank, run.world))
+    micro = [number_fields(b, run.model.number_head, run.tok.num_id) for b in micro_batches(batch, run.accum)]
+    return [pinned(b) for b in micro] if run.device.type == "cuda" else micro
+
+
+def _global_counts(batches: list[dict], device: torch.device) -> list[dict]:
+    """Each rank packed its own rows: the loss denominators are the sums of every rank's counts
+    (an all-reduce on the device, which the host need not wait for)."""
+    counts = torch.stack([batches[0]["ce_count"], batches[0]["number_count"]]).to(device)
+    dist.all_reduce(counts)
+    counts.clamp_(min=1)
+    return [{**b, "ce_count": counts[0], "number_count": counts[1]} for b in batches]
+
+
+def _loss_weights(run: Run) -> torch.Tensor:
+    """C.4's task weights on the device, copied again only when they change (at evaluations): a
+    copy from pageable host memory every step would wait for the GPU."""
+    weights = tuple(float(w) for w in run.normalizer.weights)
+    if run.weights_on_device[0] != weights:
+        run.weights_on_device = (weights, torch.tensor(weights, dtype=torch.float32, device=run.device))
+    return run.weights_on_device[1]
 
 
 def _task_counts(run: Run) -> dict[str, int]:
@@ -343,17 +420,16 @@ def evaluate_and_adapt(run: Run, step: int, lr: float, loss: float) -> dict:
     the best weights by the harmonic mean of the scores (eq. 15; text's left out with
     --no-select-with-text). Returns the evaluation row."""
     questions = {t: frame for t, frame in run.val.items() if tasks.get(t).score is not None}
-    answers = evaluate(run.model, run.tok, questions, run.cfg.max_answer_tokens or None) if questions else None
+    answers = _evaluate(run, questions) if questions else None
     scores = summarize(answers).set_index("task")["score"].to_dict() if questions else {}
-    for task in set(run.val) - set(questions):  # prose: the authors' score of its perplexity
-        scores[task] = text_score(perplexity(run.model, run.tok, run.val[task]["answer"], progress=False)["ppl_all"])
+    for task in [t for t in run.val if t not in questions]:  # prose: the authors' score of its perplexity
+        scores[task] = text_score(_perplexity(run, run.val[task]["answer"], progress=False)["ppl_all"])
     tokens_seen = (step + 1) * run.tokens_per_step
     weights = run.normalizer.update(tokens_seen)
     run.state["warm_evaluations"] += tokens_seen >= run.cfg.adapt_warmup * run.cfg.tokens
     active = {}  # a task's score on the set it trains on now, where that is not the validation set
     for task, (frame, column) in run.sampler.to_evaluate(run.val, step).items():
-        scored = answers[answers.task == task] if frame is run.val[task] else \
-            evaluate(run.model, run.tok, {task: frame}, run.cfg.max_answer_tokens or None)
+        scored = answers[answers.task == task] if frame is run.val[task] else _evaluate(run, {task: frame})
         if frame is not run.val[task]:
             active[task] = float(scored["score"].mean())
         per_level = pd.Series(scored["score"].to_numpy()).groupby(frame[column].to_numpy()).mean()
@@ -389,23 +465,42 @@ def save_checkpoint(run: Run) -> None:
 
 def final_test(run: Run, started: float) -> None:
     """The best weights answer the held-out test split (test_samples.csv, test_summary.csv); prose
-    gets its perplexity over all tokens and over the text tokens only (Table 4's two rows)."""
+    gets its perplexity over all tokens and over the text tokens only (Table 4's two rows). Every
+    rank answers its share of the questions; rank 0 writes."""
     cfg = run.cfg
+    distributed.barrier(run.world)  # rank 0 has written best.pt
     run.model.load_state_dict(load_checkpoint(run.out / "best.pt"))
     test = {t: make_pool(t, cfg.test_samples, run.tok, cfg.seed, "test", cfg.regime).frame for t in cfg.tasks}
     questions = {t: frame for t, frame in test.items() if tasks.get(t).score is not None}
     parts = []
     if questions:
-        samples = evaluate(run.model, run.tok, questions, cfg.max_answer_tokens or None)
-        write_atomic(run.out / "test_samples.csv", lambda tmp: samples.to_csv(tmp, index=False))
+        samples = _evaluate(run, questions)
+        if run.rank == 0:
+            write_atomic(run.out / "test_samples.csv", lambda tmp: samples.to_csv(tmp, index=False))
         parts.append(summarize(samples))
-    for task in set(test) - set(questions):
-        ppl = perplexity(run.model, run.tok, test[task]["answer"])
+    for task in [t for t in test if t not in questions]:
+        ppl = _perplexity(run, test[task]["answer"], progress=run.rank == 0)
         parts.append(pd.DataFrame([{"task": task, "score": text_score(ppl["ppl_all"]), "n": len(test[task]),
                                     "ppl_all": ppl["ppl_all"], "ppl_text": ppl["ppl_text"]}]))
     summary = pd.concat(parts, ignore_index=True).assign(encoding=cfg.encoding, seed=cfg.seed,
                                                          train_seconds=time.time() - started)
-    write_atomic(run.out / "test_summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
+    if run.rank == 0:
+        write_atomic(run.out / "test_summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
+
+
+def _evaluate(run: Run, frames: dict) -> pd.DataFrame:
+    """evaluate(), its batches shared out over the ranks (distributed.py)."""
+    cap = run.cfg.max_answer_tokens or None
+    if run.world == 1:
+        return evaluate(run.model, run.tok, frames, cap)
+    return distributed.evaluate_shared(run.model, run.tok, frames, cap, run.rank, run.world)
+
+
+def _perplexity(run: Run, texts, progress: bool) -> dict:
+    """perplexity(), its texts shared out over the ranks (distributed.py)."""
+    if run.world == 1:
+        return perplexity(run.model, run.tok, texts, progress=progress)
+    return distributed.perplexity_shared(run.model, run.tok, texts, run.rank, run.world, progress)
 
 
 def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
@@ -422,24 +517,30 @@ def _train(cfg: TrainConfig, resume: bool, on_eval) -> Path:
         print(f"run directory: {run.out}")
     bar = tqdm(range(run.state["step"], run.total_steps), desc=cfg.encoding, disable=run.rank != 0)
     started = time.time() - run.state["seconds"]  # a resumed run's clock goes on
-    for step in bar:
-        parts = train_step(run, step)
-        run.state["step"], run.state["seconds"] = step + 1, time.time() - started
-        bar.set_postfix(loss=f"{parts['loss']:.3f}")
-        log.step({"step": step + 1, **parts, "time": run.state["seconds"]})
-        last = step + 1 == run.total_steps
-        if (step + 1) % cfg.eval_every == 0 or last:
-            row = evaluate_and_adapt(run, step, parts["lr"], parts["loss"])
-            log.evaluation(row)
-            if on_eval:
-                on_eval(row)
-        if run.rank == 0 and ((step + 1) % cfg.checkpoint_every == 0 or last):
-            save_checkpoint(run)
-    if run.rank == 0:
-        final_test(run, started)
-    if run.world > 1:
-        dist.barrier()  # every rank returns after rank 0 wrote the test results
-        dist.destroy_process_group()
+    loader = Loader(lambda s: step_batches(run, s), ahead=cfg.prefetch == "on" or
+                    (cfg.prefetch == "auto" and run.device.type == "cuda"))
+    try:
+        for step in bar:
+            batches = loader.get(step)
+            last = step + 1 == run.total_steps
+            evaluates, saves = (step + 1) % cfg.eval_every == 0 or last, (step + 1) % cfg.checkpoint_every == 0 or last
+            if not (evaluates or saves):  # the next batch cannot depend on this step: build it meanwhile
+                loader.prefetch(step + 1)
+            parts = train_step(run, step, batches)
+            run.state["step"], run.state["seconds"] = step + 1, time.time() - started
+            bar.set_postfix(loss=f"{parts['loss']:.3f}")
+            log.step({"step": step + 1, **parts, "time": run.state["seconds"]})
+            if evaluates:
+                row = evaluate_and_adapt(run, step, parts["lr"], parts["loss"])
+                log.evaluation(row)
+                if on_eval:
+                    on_eval(row)
+            if run.rank == 0 and saves:
+                save_checkpoint(run)
+    finally:
+        loader.close()
+    final_test(run, started)
+    distributed.barrier(run.world)  # every rank returns after rank 0 wrote the test results
     if run.rank == 0:
         print(f"run directory: {run.out}")
     return run.out
@@ -599,14 +700,6 @@ def environment(cfg: TrainConfig) -> dict:
 
 
 # -- processes, devices, memory ---------------------------------------------------------------
-def _start_processes() -> tuple[int, int]:
-    """(rank, world size): one process, or the torchrun group (NCCL on CUDA, gloo on CPUs)."""
-    if int(os.environ.get("WORLD_SIZE", 1)) <= 1:
-        return 0, 1
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return dist.get_rank(), dist.get_world_size()
-
-
 def _device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -616,23 +709,28 @@ def _device(name: str) -> torch.device:
         raise ValueError(f"--device {name!r} is not a device (cpu, cuda, cuda:N or auto): {err}") from None
 
 
-def check_memory(cfg: TrainConfig, vocab_size: int, tok: Tokenizer | None = None) -> int:
-    """Refuse a configuration that cannot fit in the free memory, before anything is trained (an
-    estimate: weights, gradients and optimizer state, the activations autograd keeps, the attention
-    masks and, given the tokenizer, the questions: `data_bytes`). Returns the estimate in bytes."""
+def check_memory(cfg: TrainConfig, vocab_size: int, tok: Tokenizer | None = None,
+                 device: torch.device | None = None) -> int:
+    """Refuse a configuration that cannot fit in the free memory of the device, before anything is
+    trained (an estimate: weights, gradients and optimizer state, the activations autograd keeps,
+    the attention masks and, given the tokenizer, the questions: `data_bytes`, in host memory).
+    Returns the estimate in bytes."""
     m = cfg.model_config()
     rows, T, d = cfg.batch_size, m.block_size, m.d_model
     params = vocab_size * d * 2 + m.n_layer * d * d * (4 + 2 * m.mlp_ratio)
     activations = rows * T * d * m.n_layer * (14 + 3 * m.mlp_ratio) * 4
     masks = rows * T * T * (1 + 4 + 4 * m.n_head)  # bool mask, float bias, one layer's scores
     step = params * 4 * 4 + activations + masks
-    data = data_bytes(cfg, tok) if tok is not None else 0
-    free = _free_memory()
-    if free is not None and step + data > free:
-        raise MemoryError(f"this run needs about {(step + data) / 2**30:.1f} GiB but {free / 2**30:.1f} GiB are free: "
-                          f"{step / 2**30:.1f} GiB for --batch-size {rows} x --context {T} with preset {cfg.preset!r}, "
-                          f"{data / 2**30:.1f} GiB for the questions (--pool-size {cfg.pool_size}, --val-samples "
-                          f"{cfg.val_samples}, --test-samples {cfg.test_samples} per task); lower them")
+    data = data_bytes(cfg, tok) if tok is not None else 0  # the questions live in host memory
+    on_gpu = device is not None and device.type == "cuda"
+    questions = (f"{data / 2**30:.1f} GiB for the questions (--pool-size {cfg.pool_size}, --val-samples "
+                 f"{cfg.val_samples}, --test-samples {cfg.test_samples} per task)")
+    training = f"{step / 2**30:.1f} GiB for --batch-size {rows} x --context {T} with preset {cfg.preset!r}"
+    for need, free, parts in ([(step, _free_memory(device), training), (data, _free_memory(None), questions)] if on_gpu
+                              else [(step + data, _free_memory(None), f"{training}, {questions}")]):
+        if free is not None and need > free:
+            raise MemoryError(f"this run needs about {need / 2**30:.1f} GiB but {free / 2**30:.1f} GiB are free"
+                              f"{' on the GPU' if on_gpu and parts == training else ''}: {parts}; lower them")
     return step + data
 
 
@@ -659,8 +757,11 @@ def data_bytes(cfg: TrainConfig, tok: Tokenizer) -> int:
     return int(kept + peak)
 
 
-def _free_memory() -> int | None:
-    """Bytes of memory available to a new allocation (Linux), None where unknown."""
+def _free_memory(device: torch.device | None = None) -> int | None:
+    """Bytes of memory available to a new allocation on `device`: a GPU's own, the host's on a
+    CPU (Linux); None where unknown."""
+    if device is not None and device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
     try:
         with open("/proc/meminfo") as f:
             info = dict(line.split(":", 1) for line in f)

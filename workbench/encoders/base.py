@@ -90,7 +90,23 @@ class NumberHead(nn.Module):
         self.encoding, self.d_model = encoding, d_model
 
     def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
-        """Join the learned [NUM] embedding rows [N, d_model] with the encoding of x [N]."""
+        """Join the learned [NUM] embedding rows [N, d_model] with the encoding of x [N]:
+        `join(num_embedding, features(x))`, or a head's own."""
+        features = self.features(x)
+        if features is None:
+            raise NotImplementedError
+        return self.join(num_embedding, features.to(num_embedding.device))
+
+    # A head whose input and loss are fixed functions of the values splits them in two: the
+    # value-dependent part (features, loss_target: NumPy on the CPU) is computed where a training
+    # batch is packed, ahead of the step, so the step never waits for the host (batches.py).
+    def features(self, x) -> Tensor | None:
+        """What `join` combines with [NUM] for the float64 values x [N]: [N, width], computed on
+        the CPU; None: this head has no `join` and its `embed` reads the values itself."""
+        return None
+
+    def join(self, num_embedding: Tensor, features: Tensor) -> Tensor:
+        """[NUM] rows [N, d_model] joined with `features(x)` [N, width] (on their device)."""
         raise NotImplementedError
 
     def forward(self, hidden: Tensor) -> Tensor:
@@ -98,7 +114,20 @@ class NumberHead(nn.Module):
         raise NotImplementedError
 
     def loss(self, out: Tensor, target: Tensor) -> Tensor:
-        """Number loss of each head output against its float64 target: [N] (no reduction)."""
+        """Number loss of each head output against its float64 target: [N] (no reduction):
+        `loss_from(out, loss_target(target))`, or a head's own."""
+        wanted = self.loss_target(target)
+        if wanted is None:
+            raise NotImplementedError
+        return self.loss_from(out, wanted.to(out.device))
+
+    def loss_target(self, x) -> Tensor | None:
+        """What `loss_from` compares the head output with, for float64 targets x [N], computed on
+        the CPU; None: this head has no `loss_from` and its `loss` reads the values itself."""
+        return None
+
+    def loss_from(self, out: Tensor, wanted: Tensor) -> Tensor:
+        """Number loss [N] of head outputs against `loss_target(x)` (on their device)."""
         raise NotImplementedError
 
     def predict(self, out: Tensor) -> Tensor:

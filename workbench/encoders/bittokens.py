@@ -202,8 +202,11 @@ class BitTokensHead(NumberHead):
                 raise ValueError(f"mlp_hidden={encoding.mlp_hidden} leaves no hidden unit at d_model={d_model}")
             self.output = nn.Sequential(nn.Linear(d_model, hidden), nn.ReLU(), nn.Linear(hidden, bits))
 
-    def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
-        enc = self.encoding.encode(x).to(device=num_embedding.device, dtype=num_embedding.dtype)
+    def features(self, x) -> Tensor:
+        return self.encoding.encode(x)
+
+    def join(self, num_embedding: Tensor, features: Tensor) -> Tensor:
+        enc = features.to(device=num_embedding.device, dtype=num_embedding.dtype)
         combine, width = self.encoding.combine, self.encoding.width
         if combine in ("weighted", "weighted_sum"):
             projected = self.combine(enc)
@@ -229,13 +232,18 @@ class BitTokensHead(NumberHead):
             return hidden[..., : self.encoding.bits]
         return self.output(hidden)
 
-    def loss(self, out: Tensor, target: Tensor) -> Tensor:
+    def loss_target(self, x) -> Tensor:
+        """The 21 digits (onehot, int64) or the value bits as True/False."""
+        if self.encoding.layout == "onehot":
+            return base10.onehot_digits(x)
+        return self.encoding.value_bits(x) > 0
+
+    def loss_from(self, out: Tensor, wanted: Tensor) -> Tensor:
         """Per number [N]: mean BCE over the bits, or (onehot) the summed cross-entropy of the digits."""
         if self.encoding.layout == "onehot":
-            digits = base10.onehot_digits(target).to(out.device)
             logits = rearrange(out, "n (digit cls) -> n cls digit", cls=10)
-            return F.cross_entropy(logits, digits, reduction="none").sum(-1)
-        target_bits = (self.encoding.value_bits(target) > 0).to(device=out.device, dtype=out.dtype)
+            return F.cross_entropy(logits, wanted.to(out.device), reduction="none").sum(-1)
+        target_bits = wanted.to(device=out.device, dtype=out.dtype)
         return F.binary_cross_entropy_with_logits(out, target_bits, reduction="none").mean(-1)
 
     def predict(self, out: Tensor) -> Tensor:

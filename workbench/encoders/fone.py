@@ -168,8 +168,11 @@ class FoNEHead(NumberHead):
         else:
             self.output = nn.Linear(d_model, encoding.width)
 
-    def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
-        enc = self.encoding.encode(x).to(device=num_embedding.device, dtype=num_embedding.dtype)
+    def features(self, x) -> Tensor:
+        return self.encoding.encode(x)
+
+    def join(self, num_embedding: Tensor, features: Tensor) -> Tensor:
+        enc = features.to(device=num_embedding.device, dtype=num_embedding.dtype)
         return num_embedding + F.pad(enc, (0, self.d_model - self.encoding.width))
 
     def forward(self, hidden: Tensor) -> Tensor:
@@ -181,12 +184,14 @@ class FoNEHead(NumberHead):
         pairs = rearrange(read, "... (period cs) -> ... period cs", cs=2)
         return pairs @ _PROTOTYPES.to(pairs).T
 
-    def loss(self, out: Tensor, target: Tensor) -> Tensor:
-        """Cross-entropy of the digit logits against the 49 digit labels of |target| (`digit_labels`),
-        mean over digits: [N]."""
+    def loss_target(self, x) -> Tensor:
+        """The 49 digit labels of |x| (int64 [N, 49]): exact, or the authors' float64 ones (`digit_labels`)."""
         label = digits_at if self.encoding.digit_labels == "exact" else float64_digits
-        digits = torch.from_numpy(label(as_float64(target).abs())).to(out.device)
-        per_digit = F.cross_entropy(rearrange(out.float(), "n period digit -> n digit period"), digits,
+        return torch.from_numpy(label(as_float64(x).abs()))
+
+    def loss_from(self, out: Tensor, wanted: Tensor) -> Tensor:
+        """Cross-entropy of the digit logits against the 49 digits of |target|, mean over digits: [N]."""
+        per_digit = F.cross_entropy(rearrange(out.float(), "n period digit -> n digit period"), wanted.to(out.device),
                                     reduction="none")
         return per_digit.mean(-1)
 

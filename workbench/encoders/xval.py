@@ -110,15 +110,21 @@ class XValHead(NumberHead):
         hidden = encoding.head_width or 4 * d_model
         self.output = nn.Sequential(nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, 1))
 
-    def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
-        return num_embedding * self.encoding.encode(x).to(device=num_embedding.device, dtype=num_embedding.dtype)
+    def features(self, x) -> Tensor:
+        return self.encoding.encode(x)
+
+    def join(self, num_embedding: Tensor, features: Tensor) -> Tensor:
+        return num_embedding * features.to(device=num_embedding.device, dtype=num_embedding.dtype)
 
     def forward(self, hidden: Tensor) -> Tensor:
         return self.output(hidden).squeeze(-1)
 
-    def loss(self, out: Tensor, target: Tensor) -> Tensor:
-        s = scale(target, self.encoding.offset)
-        return F.mse_loss(out.float(), s.to(out.device, torch.float32), reduction="none")
+    def loss_target(self, x) -> Tensor:
+        """s(x), float64 [N]."""
+        return scale(x, self.encoding.offset)
+
+    def loss_from(self, out: Tensor, wanted: Tensor) -> Tensor:
+        return F.mse_loss(out.float(), wanted.to(out.device, torch.float32), reduction="none")
 
     def predict(self, out: Tensor) -> Tensor:
         return unscale(out.cpu(), self.encoding.offset)
