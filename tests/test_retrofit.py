@@ -299,3 +299,28 @@ def _is_number(text: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+# -- the comparison table of notebook 05 -----------------------------------------------------------
+def test_the_report_pools_seeds_and_keeps_before_and_after_apart(tmp_path):
+    """Catches: before and after swapped, seeds averaged as one pool of questions, an interval
+    that does not hold its mean."""
+    from workbench.retrofit.report import perplexity_change, table, test_scores
+    dirs = []
+    for encoding, seed, scores, (before, after) in (("none", 0, [1, 0, 1, 0], (10, 11)), ("none", 1, [1, 1, 1, 1], (10, 13)),
+                                                   ("xval", 0, [0.5] * 4, (12, 12))):
+        d = tmp_path / f"{encoding}{seed}"
+        d.mkdir()
+        pd.DataFrame({"task": "addition", "prompt": "1 + 1", "answer": "2", "prediction": "2", "score": scores,
+                      "exact": [s == 1 for s in scores], "encoding": encoding, "seed": seed}).to_csv(d / "test_samples.csv")
+        pd.DataFrame({"when": ["before", "after"], "ppl_text": [before, after], "encoding": encoding,
+                      "seed": seed}).to_csv(d / "perplexity.csv")
+        dirs.append(d)
+    scores = test_scores(dirs, draws=500).set_index("encoding")
+    assert scores.loc["none", "score"] == 0.75 and scores.loc["none", "seeds"] == 2 and scores.loc["none", "exact"] == 0.75
+    assert scores.loc["none", "low"] < 0.75 < scores.loc["none", "high"] and scores.loc["xval", "low"] == 0.5
+    ppl = perplexity_change(dirs).set_index("encoding")
+    assert (ppl.loc["none", "before"], ppl.loc["none", "after"]) == (10, 12)
+    assert ppl.loc["none", "change_percent"] == pytest.approx(20)
+    rows = table(scores.reset_index(), ppl.reset_index(), order=["xval", "none"])
+    assert list(rows.encoding) == ["xval", "none"] and rows.loc[1, "addition score [95 % CI]"].startswith("0.750 [")
