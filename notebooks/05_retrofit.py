@@ -36,25 +36,25 @@
 
 # %% tags=["parameters"]
 model: str | None = None  # local Hugging Face causal LM folder; None: pretrain the small GPT-2 below
-pretrain_tokens = 6e5  # tokens of pretraining for the stand-in model
+pretrain_tokens = 4e5  # tokens of pretraining for the stand-in model
 hidden = 128  # its width (BitTokens need >= 128, FoNE >= 98)
-layers = 4  # its transformer blocks
+layers = 2  # its transformer blocks
 heads = 4  # its attention heads
 context = 256  # its context length in tokens
 vocab_size = 2048  # its byte-level BPE
 pretrain_lr = 3e-3  # AdamW learning rate of the pretraining
 encodings = ["none", "bittokens", "fone", "xval"]  # none: the model's own digit tokens
 tasks = "multiplication,addition"  # fine-tuning tasks, comma-separated
-tokens = 1e5  # fine-tuning budget in tokens, the same for every encoding
-batch_tokens = 2048  # tokens per fine-tuning step
+tokens = 3e5  # fine-tuning budget in tokens, the same for every encoding
+batch_tokens = 512  # tokens per fine-tuning step
 lr = 1e-3  # AdamW learning rate of the model's weights (of the adapters with lora)
 head_lr = 3e-3  # AdamW learning rate of the number head
 lora = False  # LoRA adapters + the number path instead of full fine-tuning
 decades: list[int] | None = [0, 1]  # operand magnitudes 10**lo … 10**(hi+1) (None: the paper's range)
-max_digits: int | None = 2  # significant digits per operand (None: the paper's 17)
+max_digits: int | None = 1  # significant digits per operand (None: the paper's 17)
 pool_size = 5000  # training questions generated per task
 val_samples = 32  # validation questions per task, answered every eval_every steps
-eval_every = 10  # steps between validation rounds (balancer, curriculum, best checkpoint)
+eval_every = 100  # steps between validation rounds (balancer, curriculum, best checkpoint)
 test_samples = 200  # held-out test questions per task
 text_samples = 50  # held-out text chunks for the perplexity before and after
 seeds = [0]  # one fine-tuning run per encoding and seed
