@@ -37,7 +37,7 @@
 # %% tags=["parameters"]
 model: str | None = None  # local Hugging Face causal LM folder; None: pretrain the small GPT-2 below
 pretrain_tokens = 4e5  # tokens of pretraining for the stand-in model
-hidden = 128  # its width (BitTokens need >= 128, FoNE >= 98)
+hidden = 128  # its width (BitTokens need 128 or more, FoNE 98)
 layers = 2  # its transformer blocks
 heads = 4  # its attention heads
 context = 256  # its context length in tokens
@@ -166,12 +166,12 @@ for encoding in encodings:
                              marker=dict(symbol=["circle-open", "circle"], size=12, color=COLORS[encoding]),
                              line=dict(color=COLORS[encoding]), showlegend=False,
                              hovertemplate="%{y:.1f}<extra></extra>"), 1, 2)
-fig.update_yaxes(title_text="mean log-sMAPE score (0 to 1)", range=[0, 1.02], row=1, col=1)
-fig.update_yaxes(title_text="perplexity of the text tokens", row=1, col=2)
+fig.update_yaxes(title_text="mean log-sMAPE score (0 to 1)", rangemode="tozero", row=1, col=1)
+fig.update_yaxes(title_text="perplexity of the text tokens (log scale)", type="log", row=1, col=2)
 fig.update_xaxes(title_text="task", row=1, col=1)
 fig.update_xaxes(title_text="open: before fine-tuning, filled: after", row=1, col=2)
 where = "the pretrained stand-in" if model is None else model_dir.name
-fig.update_layout(barmode="group", width=1100, height=520, legend=dict(title="numbers read as"),
+fig.update_layout(barmode="group", width=1100, height=560, legend=dict(title="numbers read as"), margin=dict(t=140),
                   title=dict(text=f"Retrofitting number encodings into {where}",
                              subtitle=dict(text=f"{tokens:,.0f} fine-tuning tokens each{', LoRA' if lora else ''}; "
                                                 f"{test_samples} test questions per task, {len(seeds)} seed(s)")))
