@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import jupytext
+import pandas as pd
 import pytest
 
 from workbench import notebooks
@@ -24,6 +25,9 @@ SMALL = {
                     "test_samples": 16},
     "04_paper_figures": {"official_data": None, "exponent_samples": 2000, "generator_samples": 200,
                          "bootstrap_draws": 20},
+    "05_retrofit": {"pretrain_tokens": 4e3, "layers": 1, "heads": 2, "context": 64, "vocab_size": 400, "tokens": 2000,
+                    "batch_tokens": 500, "pool_size": 200, "val_samples": 4, "eval_every": 5, "test_samples": 6,
+                    "text_samples": 2, "bootstrap_draws": 50},
 }
 
 
@@ -73,6 +77,10 @@ def test_notebook_runs_at_small_parameters(name, tmp_path):
         results = read_results(tmp_path / "run" / "results.csv")
         assert set(results["task"]) == {"addition", "minmax"}
         assert set(results["metric"]) == {"log_smape", "exact_match", "accuracy"}
+    if name == "05_retrofit":  # one row per encoding: scores with intervals, perplexity before and after
+        table = pd.read_csv(tmp_path / "run" / "results.csv")
+        assert list(table["encoding"]) == ["none", "bittokens", "fone", "xval"]
+        assert {"multiplication score [95 % CI]", "addition score [95 % CI]", "ppl change %"} <= set(table)
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """Execute the paired notebooks with papermill and keep the .py/.ipynb twins in agreement.
 
-    python -m workbench.notebooks run                       # all four, default parameters (make figures)
+    python -m workbench.notebooks run                       # all five, default parameters (make figures)
     python -m workbench.notebooks run --only 04_paper_figures -p official_data=../shared/data/official_bittokens
     python -m workbench.notebooks params 03_training        # each parameter: name, default, type, meaning
     python -m workbench.notebooks check                     # .py and .ipynb twins hold the same cells
@@ -43,7 +43,7 @@ from .plots import FIGURES, ROOT
 
 NOTEBOOK_DIR = ROOT / "notebooks"
 OUTPUT_DIR = ROOT / "runs" / "notebooks"
-NOTEBOOKS = ["01_desiderata", "02_fone_locality", "03_training", "04_paper_figures"]
+NOTEBOOKS = ["01_desiderata", "02_fone_locality", "03_training", "04_paper_figures", "05_retrofit"]
 # Notebook metadata a live kernel session adds; the tracked notebooks keep none of it.
 SESSION_METADATA = ("language_info", "widgets", "papermill", "execution")
 
@@ -328,8 +328,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser(
         "run", formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="execute the notebooks (default: all four with default parameters, writing figures/)",
-        description="Execute notebooks with papermill. With no option this is `make figures`: all four "
+        help="execute the notebooks (default: all five with default parameters, writing figures/)",
+        description="Execute notebooks with papermill. With no option this is `make figures`: all five "
                     "notebooks, default parameters, figures written into figures/. With --only, -p or "
                     "--output-dir the run gets its own directory (printed at the start and the end) and "
                     "figures/ is left alone.",

@@ -1,0 +1,193 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 05 — Number encodings in a pretrained model
+#
+# The paper names its own limitation: BitTokens were only tested in models trained from scratch.
+# Here a *pretrained* causal LM gets a number encoding and is fine-tuned, and we ask whether that
+# beats the model's own digit tokens, and what it costs the model's language.
+#
+# 1. A small GPT-2-architecture model is pretrained on the workbench's text corpus and saved with
+#    `save_pretrained`. It stands in for a downloaded checkpoint: everything after this step is the
+#    code that loads any local Hugging Face folder (`model=<folder>` skips the pretraining).
+# 2. The same fine-tuning budget on multiplication and addition, four times: (a) the model's own
+#    digit tokens (`--encoding none`), (b) BitTokens, (c) FoNE, (d) xVal. Same data, same token
+#    budget, same recipe (`workbench.retrofit.finetune`: the workbench's tasks, curriculum,
+#    balancing and scoring); only the reading of the numbers differs.
+# 3. Test scores with 95 % bootstrap intervals, and the perplexity of held-out text before and after
+#    fine-tuning.
+#
+# At its defaults this runs in a few minutes on one CPU core. For a real model: `model=<folder>`,
+# `bf16=True`, `device="cuda"`, a larger `tokens`, the paper's operand range (`decades=None`,
+# `max_digits=None`), `lora=True` for adapters only.
+
+# %% tags=["parameters"]
+model: str | None = None  # local Hugging Face causal LM folder; None: pretrain the small GPT-2 below
+pretrain_tokens = 4e5  # tokens of pretraining for the stand-in model
+hidden = 128  # its width (BitTokens need 128 or more, FoNE 98)
+layers = 2  # its transformer blocks
+heads = 4  # its attention heads
+context = 256  # its context length in tokens
+vocab_size = 2048  # its byte-level BPE
+pretrain_lr = 3e-3  # AdamW learning rate of the pretraining
+encodings = ["none", "bittokens", "fone", "xval"]  # none: the model's own digit tokens
+tasks = "multiplication,addition"  # fine-tuning tasks, comma-separated
+tokens = 3e5  # fine-tuning budget in tokens, the same for every encoding
+batch_tokens = 512  # tokens per fine-tuning step
+lr = 1e-3  # AdamW learning rate of the model's weights (of the adapters with lora)
+head_lr = 3e-3  # AdamW learning rate of the number head
+lora = False  # LoRA adapters + the number path instead of full fine-tuning
+decades: list[int] | None = [0, 1]  # operand magnitudes 10**lo … 10**(hi+1) (None: the paper's range)
+max_digits: int | None = 1  # significant digits per operand (None: the paper's 17)
+pool_size = 5000  # training questions generated per task
+val_samples = 32  # validation questions per task, answered every eval_every steps
+eval_every = 100  # steps between validation rounds (balancer, curriculum, best checkpoint)
+test_samples = 200  # held-out test questions per task
+text_samples = 50  # held-out text chunks for the perplexity before and after
+seeds = [0]  # one fine-tuning run per encoding and seed
+bootstrap_draws = 2000  # resamples for the 95 % intervals
+bf16 = False  # bf16 autocast (GPUs, CPUs with AMX)
+device = "auto"  # cpu, cuda, cuda:N or auto
+threads = 1  # torch CPU threads
+out_dir: str | None = None  # run folder (None: runs/05_retrofit/<date>-<time>)
+figures_dir: str | None = None  # None: runs/figures (`make figures` passes figures/)
+figure_formats = ["html", "png"]  # any of html, png, svg
+
+# %%
+import os
+import time
+from pathlib import Path
+
+import plotly.graph_objects as go
+import torch
+from IPython.display import display
+from plotly.subplots import make_subplots
+
+from workbench import encoders, plots
+from workbench.evaluate import answer
+from workbench.notebooks import ROOT
+from workbench.retrofit import BASELINE, NumberLM
+from workbench.retrofit.finetune import RetrofitConfig, finetune
+from workbench.retrofit.pretrain import build_model, corpus_texts, pretrain, save, train_tokenizer
+from workbench.retrofit.report import perplexity_change, table, test_scores
+from workbench.tasks import generate
+
+os.chdir(ROOT)  # the repository root, as under the runner: relative paths mean the same in the lab
+os.environ["HF_HUB_OFFLINE"] = "1"  # local folders only
+torch.set_num_threads(threads)
+task_list = tuple(t.strip() for t in tasks.split(",") if t.strip())
+run_root = Path(out_dir or Path("runs/05_retrofit") / time.strftime("%Y%m%d-%H%M%S"))
+LABELS = {e: encoders.get(e).paper_label or e for e in encodings if e != BASELINE} | {BASELINE: "own digit tokens"}
+COLORS = {e: plots.ENCODING_COLORS.get(e, "#444444") for e in encodings}
+print(f"run folder: {run_root}")
+
+# %% [markdown]
+# ## 1. The pretrained model
+#
+# A byte-level BPE (GPT-2's pre-tokenizer: digit runs apart from letters, merged by the BPE as the
+# corpus has them) and a GPT-2 model, trained on the training documents of the default text source
+# (`workbench.tasks.text`'s split by document hash, so the held-out text below was never seen).
+
+# %%
+if model is None:
+    texts = corpus_texts("train")
+    tokenizer = train_tokenizer(texts, vocab_size)
+    stand_in = build_model("gpt2", tokenizer, hidden, layers, heads, context, seed=seeds[0])
+    losses = pretrain(stand_in, tokenizer, texts, pretrain_tokens, context, lr=pretrain_lr, seed=seeds[0])
+    model_dir = save(stand_in, tokenizer, run_root / "pretrained")
+    print(f"{sum(p.numel() for p in stand_in.parameters()):,} parameters, {len(texts)} documents, "
+          f"loss {losses[0]:.2f} -> {sum(losses[-10:]) / len(losses[-10:]):.2f} (mean of the last 10 steps)")
+else:
+    model_dir = Path(model)
+print(f"pretrained model: {model_dir}")
+print(sorted(p.name for p in model_dir.iterdir()))
+
+# %% [markdown]
+# ## 2. The same fine-tuning budget, four readings of the numbers
+#
+# Each run loads the folder, joins the encoding (a `<|num|>` token with its embedding row and the
+# encoding's number head at the model's width; `none` adds only the prompt markers), fine-tunes on
+# `tokens` tokens of multiplication and addition and saves the best checkpoint (eq. 15 on the
+# validation scores) with `save_pretrained`.
+
+# %%
+runs = []
+for seed in seeds:
+    for encoding in encodings:
+        cfg = RetrofitConfig(model=str(model_dir), encoding=encoding, tasks=task_list, tokens=tokens,
+                             batch_tokens=batch_tokens, lr=lr, head_lr=head_lr, lora=lora, seed=seed,
+                             decades=tuple(decades) if decades is not None else None, max_digits=max_digits,
+                             pool_size=pool_size, val_samples=val_samples, eval_every=eval_every,
+                             test_samples=test_samples, text_samples=text_samples, context=context,
+                             device=device, bf16=bf16, out=str(run_root / f"{encoding}_seed{seed}"), overwrite=True)
+        runs.append(finetune(cfg))
+
+# %% [markdown]
+# ## 3. Scores and perplexity
+#
+# Score: the mean log-sMAPE of the test answers (eq. 2: the share of the 15 digits that are right
+# up to the first error), with its 95 % bootstrap interval over the test questions (and the seeds,
+# when there are several). Perplexity: held-out text (1000-character chunks of documents no run
+# trained on) over its tokens that write no number, before and after fine-tuning. "Before" is the
+# pretrained model with the encoding joined but not yet trained: for the digit tokens it is the
+# pretrained model itself.
+
+# %%
+scores = test_scores(runs, bootstrap_draws)
+ppl = perplexity_change(runs)
+results = table(scores, ppl, order=encodings)
+results.to_csv(run_root / "results.csv", index=False)
+display(results)
+
+# %%
+fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.12,
+                    subplot_titles=["test score per task (95 % bootstrap interval)",
+                                    "held-out text perplexity"])
+for encoding in encodings:
+    part = scores[scores.encoding == encoding].set_index("task").loc[list(task_list)]
+    fig.add_trace(go.Bar(x=list(task_list), y=part.score, name=LABELS[encoding], marker_color=COLORS[encoding],
+                         error_y=dict(type="data", symmetric=False, array=part.high - part.score,
+                                      arrayminus=part.score - part.low)), 1, 1)
+    row = ppl.set_index("encoding").loc[encoding]
+    fig.add_trace(go.Scatter(x=[LABELS[encoding]] * 2, y=[row.before, row.after], mode="lines+markers",
+                             marker=dict(symbol=["circle-open", "circle"], size=12, color=COLORS[encoding]),
+                             line=dict(color=COLORS[encoding]), showlegend=False,
+                             hovertemplate="%{y:.1f}<extra></extra>"), 1, 2)
+fig.update_yaxes(title_text="mean log-sMAPE score (0 to 1)", rangemode="tozero", row=1, col=1)
+fig.update_yaxes(title_text="perplexity of the text tokens (log scale)", type="log", row=1, col=2)
+fig.update_xaxes(title_text="task", row=1, col=1)
+fig.update_xaxes(title_text="open: before fine-tuning, filled: after", row=1, col=2)
+where = "the pretrained stand-in" if model is None else model_dir.name
+fig.update_layout(barmode="group", width=1100, height=560, legend=dict(title="numbers read as"), margin=dict(t=140),
+                  title=dict(text=f"Retrofitting number encodings into {where}",
+                             subtitle=dict(text=f"{tokens:,.0f} fine-tuning tokens each{', LoRA' if lora else ''}; "
+                                                f"{test_samples} test questions per task, {len(seeds)} seed(s)")))
+plots.save(fig, "05_retrofit", figures_dir, tuple(figure_formats))
+fig
+
+# %% [markdown]
+# ## The fine-tuned BitTokens model, reloaded from disk
+#
+# `NumberLM.from_pretrained` reads the folder a run saved (the model, its tokenizer with the added
+# tokens, the number head and the encoding's options) and answers a held-out test question. The
+# test suite checks the same across processes (tests/test_retrofit.py).
+
+# %%
+if "bittokens" in encodings:
+    reloaded = NumberLM.from_pretrained(run_root / f"bittokens_seed{seeds[0]}" / "model")
+    question = generate(task_list[0], 1, seed=seeds[0], split="test", decades=decades, max_digits=max_digits).iloc[0]
+    (text,), _, _ = answer(reloaded, reloaded.tok, [question.prompt])
+    print(f"{question.prompt} = {question.answer}; the reloaded model answers {text!r}")

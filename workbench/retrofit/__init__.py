@@ -1,0 +1,19 @@
+"""Number encodings inside any pretrained Hugging Face causal LM (the retrofit).
+
+The paper tested BitTokens only in models trained from scratch. This package joins any registered
+single-token encoding (BitTokens, FoNE, xVal, ...) to a causal LM that `transformers` loads from a
+local folder, and fine-tunes it with the workbench's tasks, curriculum, balancing and scoring:
+
+    tokens.py    RetrofitTokenizer: the model's tokenizer + the workbench's tokens and number parser
+    model.py     NumberLM: the model with the encoding's NumberHead (inputs_embeds in, last hidden
+                 state out), generation with the model's KV cache, LoRA, save/load
+    finetune.py  the fine-tuning run and its command line (python -m workbench.retrofit --help)
+    pretrain.py  a small model pretrained on the text corpus: the stand-in for a downloaded one
+
+    python -m workbench.retrofit --model PATH --encoding bittokens --tasks multiplication --tokens 2e5 --out DIR
+    python -m workbench.retrofit --model PATH --encoding none ...   # the same budget with its own digit tokens
+"""
+from .model import BASELINE, NumberLM
+from .tokens import RetrofitTokenizer
+
+__all__ = ["BASELINE", "NumberLM", "RetrofitTokenizer"]

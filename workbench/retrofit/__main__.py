@@ -1,0 +1,3 @@
+from .finetune import main
+
+main()

@@ -1,0 +1,375 @@
+"""Fine-tuning a Hugging Face causal LM with a number encoding on the workbench's tasks.
+
+    python -m workbench.retrofit --model PATH --encoding bittokens --tasks multiplication --tokens 2e5 --out DIR
+    python -m workbench.retrofit --model PATH --encoding none ...     # baseline: the model's own digit tokens
+    python -m workbench.retrofit --model PATH --encoding fone --lora  # adapters + the number path only
+
+The recipe is the workbench's (`workbench.train`) on the model's own architecture: the tasks'
+pools and splits, the difficulty curriculum of C.3 (BitTokens on binary pools first, A.3), the
+task balancer of eq. 16 and C.4's loss normalisation, C.1's per-token loss, the best checkpoint by
+eq. 15's harmonic mean of the validation scores, the held-out test split scored by each task's
+rule. What differs: one sample per row, right-padded (any model's attention takes a padding mask,
+few take a block-diagonal one, so samples are not packed); AdamW with `lr` for the model (or its
+adapters) and `head_lr` for the number head; the budget counts the samples' tokens, not padding.
+The same data and budget for every encoding, `none` included: only the tokenizer's reading of the
+numbers differs.
+
+OUT holds model/ (the fine-tuned model: `NumberLM.from_pretrained("OUT/model")`), retrofit.json
+(the configuration), metrics.jsonl (one row per step), evals.jsonl (one per evaluation),
+test_samples.csv, test_summary.csv (score and exact match per task) and perplexity.csv (held-out
+text before and after fine-tuning: does the retrofit hurt language?).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from .. import encoders, metrics, tasks
+from ..atomic import write_atomic
+from ..balancing import LossNormalizer, TaskBalancer
+from ..cli import add_arguments, flag, setting, values_of
+from ..curriculum import ENDGAMES
+from ..data import draw, make_pool
+from ..evaluate import evaluate, summarize
+from ..optim import lr_multiplier
+from ..perplexity import text_score, windows
+from ..tasks import Regime, text_sources
+from ..train import _device, _encoding_options, _sampler
+from .model import BASELINE, NumberLM
+
+RUN_FILES = ("retrofit.json", "metrics.jsonl", "evals.jsonl", "test_samples.csv", "test_summary.csv",
+             "perplexity.csv", "model")
+
+
+def encoding_choices() -> list[str]:
+    """The encodings a model can be retrofitted with (one <|num|> token and a head), and the baseline."""
+    return [BASELINE] + [n for n in encoders.names() if encoders.get(n).single_token]
+
+
+@dataclass
+class RetrofitConfig:
+    model: str = setting("-", "local folder of a Hugging Face causal LM (or OUT/model of an earlier run)")
+    encoding: str = setting("bittokens", f"number encoding joined to the model; {BASELINE}: the model's own digit "
+                            "tokens (the baseline)", choices=encoding_choices)
+    encoding_options: dict = setting({}, "options of the encoding")
+    tasks: tuple[str, ...] = setting(("multiplication",), "tasks to fine-tune on, e.g. multiplication,addition",
+                                     choices=tasks.names)
+    tokens: float = setting(2e5, "fine-tuning budget: tokens of the samples drawn (padding not counted)")
+    out: str = setting("runs/retrofit", "run directory; the fine-tuned model goes to OUT/model")
+    overwrite: bool = setting(False, "replace a run already in the run directory")
+    lora: bool = setting(False, "train LoRA adapters on every linear layer, the added tokens' rows and the number "
+                         "head; the rest of the model stays frozen")
+    lora_rank: int = setting(16, "rank of the LoRA adapters")
+    lora_alpha: float = setting(32.0, "LoRA scale alpha (the update is alpha / rank x B A)")
+    lr: float = setting(1e-4, "AdamW learning rate of the model's weights (of the adapters with --lora)")
+    head_lr: float = setting(1e-3, "AdamW learning rate of the number head (new, so it learns faster)")
+    warmup_frac: float = setting(0.05, "share of the steps of linear lr warm-up before the cosine decay")
+    batch_tokens: int = setting(4096, "tokens per step: samples are drawn by the task ratios until they hold this many")
+    context: int = setting(512, "longest sample in tokens (longer text is cut; at most the model's positions)")
+    seed: int = setting(0, "seed of the data, the new weights and the sampling")
+    decades: tuple[int, int] | None = setting((0, 3), "operand magnitudes 10**LOW ... 10**(HIGH+1) (None: the "
+                                              "paper's -14 14)", metavar="LOW HIGH")
+    max_digits: int | None = setting(4, "significant digits per operand (None: the paper's 17)")
+    text_source: str = setting(text_sources.DEFAULT, text_sources.HELP)
+    pool_size: int = setting(20_000, "training questions generated per task")
+    val_samples: int = setting(64, "validation questions per task, answered every --eval-every steps")
+    test_samples: int = setting(200, "held-out test questions per task, answered at the end")
+    text_samples: int = setting(50, "held-out text chunks whose perplexity is measured before and after (0: none)")
+    eval_every: int = setting(50, "steps between evaluations (balancer, curriculum, best checkpoint)")
+    curriculum: bool = setting(True, "difficulty curriculum of C.3 for the tasks A.3 names")
+    binary_pool: bool = setting(True, "A.3: an encoding with base-2 difficulty (BitTokens) learns multiplication "
+                                "and division from binary-significance numbers first")
+    endgame: str = setting("fixed", "hand-over from the binary pool to the decimal one (see workbench.train)",
+                           choices=ENDGAMES)
+    endgame_share: float = setting(0.1, "share of the steps at the end spent on the decimal pool (endgame fixed)")
+    balancing: bool = setting(True, "task balancing of C.4 (eq. 16); else equal shares")
+    balance_lambda: float = setting(-1.0, "lambda of eq. 15/16: -1 harmonic (C.4), 0 geometric, 1 arithmetic")
+    normalize_losses: bool = setting(True, "C.4's loss normalisation of each task's loss")
+    adapt_warmup: float = setting(0.00755, "share of the budget before the balancer starts and the loss weights settle")
+    device: str = setting("auto", "cpu, cuda, cuda:N or auto")
+    bf16: bool = setting(False, "bf16 autocast for the training steps")
+    threads: int = setting(0, "torch CPU threads (0: torch's default)")
+
+    def __post_init__(self):
+        self.tasks = tuple(self.tasks)
+        unknown = [t for t in self.tasks if t not in tasks.names()]
+        if not self.tasks or unknown or len(set(self.tasks)) != len(self.tasks):
+            raise ValueError(f"--tasks must be distinct names from {tasks.names()}, got {list(self.tasks)}")
+        if self.encoding not in encoding_choices():
+            raise ValueError(f"--encoding {self.encoding!r} cannot be joined to a model: choose one of "
+                             f"{encoding_choices()} (digit encodings have no number head; {BASELINE} is the "
+                             "model's own digit tokens)")
+        self.regime = Regime.of(self.decades, self.max_digits, text_source=self.text_source)
+        if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens) and self.tokens >= 1):
+            raise ValueError(f"--tokens must be a finite number >= 1, got {self.tokens}")
+        for name, low in (("batch_tokens", 8), ("context", 8), ("pool_size", 1), ("val_samples", 1), ("test_samples", 1),
+                          ("text_samples", 0), ("eval_every", 1), ("lora_rank", 1), ("seed", 0), ("threads", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"{flag(name)} must be an integer >= {low}, got {value!r}")
+        for name in ("lr", "head_lr", "lora_alpha"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{flag(name)} must be positive, got {getattr(self, name)}")
+        for name in ("warmup_frac", "endgame_share", "adapt_warmup"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"{flag(name)} must be in [0, 1), got {getattr(self, name)}")
+
+
+@dataclass
+class Job:
+    """Everything one fine-tuning run holds."""
+    cfg: RetrofitConfig
+    out: Path
+    lm: NumberLM
+    optimizer: torch.optim.Optimizer
+    pools: dict
+    val: dict
+    sampler: object
+    balancer: TaskBalancer
+    normalizer: LossNormalizer
+    rng: np.random.Generator
+    total_steps: int
+    context: int
+    best: dict  # score and the trainable weights of the best evaluation so far
+
+
+def setup(cfg: RetrofitConfig) -> Job:
+    """Load and retrofit the model, build the pools, curricula, balancer and optimizer. The run
+    directory is created only after the model loaded: a bad model writes nothing."""
+    if not Path(cfg.model).is_dir():
+        raise ValueError(f"--model {cfg.model!r} is not a folder: give the local folder of a Hugging Face causal LM")
+    out = Path(cfg.out)
+    existing = [n for n in RUN_FILES if (out / n).exists()]
+    if existing and not cfg.overwrite:
+        raise FileExistsError(f"{out} already holds a run ({', '.join(existing)}): pass --overwrite or choose a new --out")
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)  # the new token rows and the number head
+    encoding = None if cfg.encoding == BASELINE else cfg.encoding
+    lm = NumberLM.from_pretrained(cfg.model, encoding, cfg.encoding_options if encoding else None)
+    if cfg.lora:
+        lm.add_lora(cfg.lora_rank, cfg.lora_alpha)
+    lm.to(_device(cfg.device))
+    for name in existing:
+        shutil.rmtree(out / name) if (out / name).is_dir() else (out / name).unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "retrofit.json", lambda tmp: Path(tmp).write_text(json.dumps(asdict(cfg), indent=1)))
+    pools = {t: make_pool(t, cfg.pool_size, lm.tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
+    val = {t: make_pool(t, cfg.val_samples, lm.tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
+    total_steps = max(1, math.ceil(cfg.tokens / cfg.batch_tokens))
+    sampler = _sampler(cfg, lm.tok.encoding or OwnDigits(), lm.tok, pools, total_steps)
+    prose = [t for t in cfg.tasks if tasks.get(t).answer == "text"]
+    normalizer = LossNormalizer(cfg.tasks, cfg.adapt_warmup * cfg.tokens, prose[0] if prose else None,
+                                enabled=cfg.normalize_losses)
+    balancer = TaskBalancer(cfg.tasks, lam=cfg.balance_lambda)
+    head = list(lm.head.parameters()) if lm.head is not None else []
+    body = [p for p in lm.hf.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW([{"params": body, "lr": cfg.lr, "initial_lr": cfg.lr},
+                                   {"params": head, "lr": cfg.head_lr, "initial_lr": cfg.head_lr}],
+                                  betas=(0.9, 0.95), weight_decay=0.0)
+    context = min(cfg.context, lm.max_positions or cfg.context)
+    return Job(cfg, out, lm, optimizer, pools, val, sampler, balancer, normalizer, np.random.default_rng(cfg.seed),
+               total_steps, context, {"score": -math.inf, "weights": None})
+
+
+class OwnDigits:
+    """What the curriculum asks of the baseline's encoding: numbers in decimal digits (A.3)."""
+    difficulty_base = 10
+
+
+def rows(samples, pad_id: int, context: int) -> dict[str, torch.Tensor]:
+    """Samples (ids, values, loss_mask, task index), each cut to context + 1 tokens, one per row,
+    right-padded: inputs, their next-token targets and which targets are learned."""
+    samples = [(i[:context + 1], v[:context + 1], m[:context + 1], t) for i, v, m, t in samples]
+    width = max(len(s[0]) for s in samples)
+    shape = (len(samples), width)
+    ids, values = np.full(shape, pad_id, dtype=np.int64), np.zeros(shape)
+    mask, real, task = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool), np.zeros(shape, dtype=np.int64)
+    for r, (i, v, m, t) in enumerate(samples):
+        ids[r, :len(i)], values[r, :len(i)], mask[r, :len(i)], real[r, :len(i)], task[r] = i, v, m, True, t
+    t = torch.from_numpy
+    return {"ids": t(ids[:, :-1]), "values": t(values[:, :-1]), "attention_mask": t(real[:, :-1]).long(),
+            "targets": t(ids[:, 1:]), "target_values": t(values[:, 1:]), "loss_mask": t(mask[:, 1:] & real[:, 1:]),
+            "task_ids": t(task[:, 1:])}
+
+
+def train_step(job: Job, step: int) -> dict[str, float]:
+    """Draw samples by the balancer's token shares (and the curricula), one AdamW step with the
+    tasks' loss weights; its losses."""
+    cfg, lm = job.cfg, job.lm
+    ratios = job.balancer.ratios if cfg.balancing else {t: 1 / len(cfg.tasks) for t in cfg.tasks}
+    counts = {t: math.ceil(ratios[t] * cfg.batch_tokens / job.pools[t].mean_length) for t in cfg.tasks}
+    samples = draw(job.pools, counts, job.rng, lambda task, n, rng: job.sampler.sample(task, n, step, rng))
+    batch = {k: v.to(lm.device) for k, v in rows(samples, lm.tok.pad_id, job.context).items()}
+    mult = lr_multiplier(step, job.total_steps, cfg.warmup_frac)
+    for group in job.optimizer.param_groups:
+        group["lr"] = group["initial_lr"] * mult
+    weights = torch.tensor(job.normalizer.weights, dtype=torch.float32, device=lm.device)
+    lm.train()
+    with torch.autocast(lm.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+        losses = lm(**batch, task_weights=weights)
+    losses["loss"].backward()
+    job.optimizer.step()
+    job.optimizer.zero_grad(set_to_none=True)
+    job.normalizer.observe(losses.pop("task_loss").double().cpu().numpy(), losses.pop("task_tokens").double().cpu().numpy())
+    return {**{k: float(v.detach()) for k, v in losses.items()}, "lr": cfg.lr * mult,
+            "tokens": int(sum(len(s[0]) for s in samples))}
+
+
+def evaluate_and_adapt(job: Job, step: int, tokens_seen: int) -> dict:
+    """Answer the validation questions; feed the scores to the balancer and the curricula; keep
+    the trainable weights of the best harmonic mean of the scores (eq. 15)."""
+    cfg = job.cfg
+    questions = {t: f for t, f in job.val.items() if tasks.get(t).score is not None}
+    answers = evaluate(job.lm, job.lm.tok, questions) if questions else None
+    scores = summarize(answers).set_index("task")["score"].to_dict() if questions else {}
+    for task in set(job.val) - set(questions):  # prose: the authors' score of its perplexity
+        scores[task] = text_score(perplexity(job.lm, job.val[task]["answer"], job.context)["ppl_all"])
+    weights = job.normalizer.update(tokens_seen)
+    if cfg.balancing and tokens_seen >= cfg.adapt_warmup * cfg.tokens:
+        job.balancer.update(scores)
+    for task, (frame, column) in job.sampler.to_evaluate(job.val, step).items():
+        scored = answers[answers.task == task] if frame is job.val[task] else evaluate(job.lm, job.lm.tok, {task: frame})
+        per_level = pd.Series(scored["score"].to_numpy()).groupby(frame[column].to_numpy()).mean()
+        curriculum = job.sampler.curricula[task]
+        lr = lr_multiplier(step, job.total_steps, cfg.warmup_frac)
+        curriculum.update(per_level[per_level.index <= curriculum.max_difficulty].to_dict(), step + 1, lr)
+    mean = metrics.generalized_mean(scores.values(), cfg.balance_lambda)
+    if mean > job.best["score"]:
+        job.best = {"score": mean, "step": step + 1, "weights": trainable_state(job.lm)}
+    return {"step": step + 1, "tokens": tokens_seen, "harmonic_mean": mean, **{f"score/{t}": s for t, s in scores.items()},
+            **{f"ratio/{t}": r for t, r in job.balancer.ratios.items()},
+            **{f"loss_weight/{t}": float(w) for t, w in zip(cfg.tasks, weights)},
+            **{f"frontier/{t}": c.frontier for t, c in job.sampler.curricula.items()}}
+
+
+def trainable_state(lm: NumberLM) -> dict[str, torch.Tensor]:
+    """A copy of every trained weight (all of them; with LoRA the adapters, rows and head)."""
+    return {n: p.detach().cpu().clone() for n, p in lm.named_parameters() if p.requires_grad}
+
+
+@torch.no_grad()
+def perplexity(lm: NumberLM, texts, context: int, rows_per_batch: int = 16) -> dict:
+    """Perplexity of held-out text, each chunk as it is (no markers: the model before fine-tuning
+    never saw them), cut into windows of `context` targets: ppl_all over every target token,
+    ppl_text over those that do not write a number (`RetrofitTokenizer.numeric`)."""
+    samples = []
+    for text in texts:
+        ids, values = lm.tok.encode(text)
+        samples.append((ids, values, lm.tok.numeric(ids)))
+    pieces = [w for w in windows(samples, context) if len(w[0]) > 1]
+    sums, counts = np.zeros(2), np.zeros(2, dtype=np.int64)
+    lm.eval()
+    for start in range(0, len(pieces), rows_per_batch):
+        group = pieces[start:start + rows_per_batch]
+        batch = rows([(i, v, np.ones(len(i), bool), 0) for i, v, _ in group], lm.tok.pad_id, context)
+        numeric = torch.zeros_like(batch["targets"], dtype=torch.bool)
+        for r, (_, _, n) in enumerate(group):
+            numeric[r, :len(n) - 1] = torch.from_numpy(n[1:])
+        out = lm.run(*(batch[k].to(lm.device) for k in ("ids", "values", "attention_mask")))
+        m = batch["loss_mask"].to(lm.device)
+        ce = F.cross_entropy(out.logits[m].double(), batch["targets"].to(lm.device)[m], reduction="none")
+        text = ~numeric.to(lm.device)[m]
+        sums += [ce.sum().item(), ce[text].sum().item()]
+        counts += [len(ce), int(text.sum())]
+    return {"ppl_all": math.exp(sums[0] / counts[0]), "ppl_text": math.exp(sums[1] / counts[1]),
+            "tokens": int(counts[0]), "text_tokens": int(counts[1])}
+
+
+def final_test(job: Job, texts: list[str], before: dict | None, seconds: float) -> None:
+    """The best weights are saved (OUT/model) and answer the held-out test split; the text's
+    perplexity after fine-tuning beside the one before."""
+    cfg, lm = job.cfg, job.lm
+    if job.best["weights"] is not None:
+        lm.load_state_dict(job.best["weights"], strict=False)
+    lm.save_pretrained(job.out / "model", overwrite=True)
+    common = dict(encoding=cfg.encoding, lora=cfg.lora, seed=cfg.seed, best_step=job.best.get("step"))
+    scored = [t for t in cfg.tasks if tasks.get(t).score is not None]
+    if scored:
+        test = {t: make_pool(t, cfg.test_samples, lm.tok, cfg.seed, "test", cfg.regime).frame for t in scored}
+        samples = evaluate(lm, lm.tok, test).assign(**common)
+        write_atomic(job.out / "test_samples.csv", lambda tmp: samples.to_csv(tmp, index=False))
+        summary = summarize(samples).assign(**common, train_seconds=seconds)
+        write_atomic(job.out / "test_summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
+    if before is not None:
+        after = perplexity(lm, texts, job.context)
+        table = pd.DataFrame([dict(when="before", **before), dict(when="after", **after)]).assign(**common)
+        write_atomic(job.out / "perplexity.csv", lambda tmp: table.to_csv(tmp, index=False))
+
+
+def _append(path: Path, row: dict) -> None:
+    with path.open("a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def finetune(cfg: RetrofitConfig, on_eval=None) -> Path:
+    """Fine-tune, save the best weights, test; return the run directory. `on_eval(row)` is called
+    with every evaluation row."""
+    job = setup(cfg)
+    texts = list(tasks.generate("text", cfg.text_samples, cfg.seed, "test", regime=cfg.regime)["answer"]) \
+        if cfg.text_samples else []
+    before = perplexity(job.lm, texts, job.context) if texts else None
+    started, seen = time.time(), 0
+    bar = tqdm(range(job.total_steps), desc=f"retrofit {cfg.encoding}")
+    for step in bar:
+        parts = train_step(job, step)
+        seen += parts["tokens"]
+        bar.set_postfix(loss=f"{parts['loss']:.3f}")
+        _append(job.out / "metrics.jsonl", {"step": step + 1, **parts, "time": time.time() - started})
+        if (step + 1) % cfg.eval_every == 0 or step + 1 == job.total_steps:
+            row = evaluate_and_adapt(job, step, seen)
+            _append(job.out / "evals.jsonl", row)
+            if on_eval:
+                on_eval(row)
+    final_test(job, texts, before, time.time() - started)
+    return job.out
+
+
+def load_metrics(run_dir) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(one row per training step, one row per evaluation) of a run directory."""
+    def read(name):
+        path = Path(run_dir) / name
+        return pd.DataFrame([json.loads(line) for line in path.read_text().splitlines() if line.strip()]) \
+            if path.exists() else pd.DataFrame()
+    return read("metrics.jsonl"), read("evals.jsonl")
+
+
+def _parser() -> argparse.ArgumentParser:
+    options = "; ".join(f"{n}: {encoders.options(n) or 'none'}" for n in encoding_choices()[1:])
+    parser = argparse.ArgumentParser(
+        prog="python -m workbench.retrofit", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Fine-tune a local Hugging Face causal LM with a number encoding (or, --encoding none, with its "
+                    "own digit tokens) on the workbench's tasks; the model is saved in OUT/model.",
+        epilog=f"Encoding options (--encoding-option KEY=VALUE) and their defaults: {options}")
+    parser.add_argument("--encoding-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of the encoding (repeatable)")
+    add_arguments(parser, RetrofitConfig, RetrofitConfig(model="-"), skip={"encoding_options"})
+    return parser
+
+
+def main(argv=None) -> None:
+    parser = _parser()
+    args = vars(parser.parse_args(argv))
+    if not args["model"].strip() or args["model"] == "-":
+        parser.error("--model is required: the local folder of a Hugging Face causal LM")
+    try:
+        cfg = RetrofitConfig(**values_of(args, RetrofitConfig, skip={"encoding_options"}),
+                             encoding_options=_encoding_options(args["encoding_option"]))
+        out = finetune(cfg)
+    except (ValueError, FileExistsError) as err:
+        parser.exit(2, f"error: {err}\n")
+    for name in ("test_summary.csv", "perplexity.csv"):
+        if (out / name).exists():
+            print(pd.read_csv(out / name).to_string(index=False))
+    print(f"fine-tuned model: {out / 'model'}")

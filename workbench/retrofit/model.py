@@ -1,0 +1,326 @@
+"""NumberLM: a Hugging Face causal LM with a workbench number encoding.
+
+    lm = NumberLM.from_pretrained("path/to/model", "bittokens")  # any local causal LM folder
+    lm.add_lora(rank=16)                                          # optional: adapters + number path
+    losses = lm(**batch)                                          # C.1's per-token loss
+    lm.generate(prompts, 20, lm.tok.eos_id)                       # as GPT.generate, with the model's KV cache
+    lm.save_pretrained("out")                                     # NumberLM.from_pretrained("out") reloads it
+
+Numbers enter through `inputs_embeds`: the embedding of <|num|> is joined with the encoding of
+its value by the encoding's `NumberHead` (built at the model's embedding width), as in the
+workbench's own GPT. They leave through the head, which reads the model's last hidden state (the
+vector its lm head reads) at every position whose next token is <|num|>. Generation feeds each
+number the head wrote back with its <|num|> token. `encoding` None is the digit-token baseline:
+the same model and tokens, numbers written by the model's own tokenizer.
+
+A saved folder is the model's own (save_pretrained: config, safetensors weights, tokenizer with
+the added tokens) plus number_head.safetensors and numeracy.json (the encoding and its options).
+A LoRA folder holds the adapter (peft's files) instead of the weights and names its base model
+folder, which must stay where it was. Loading with another encoding than the folder's is refused.
+
+Every check runs before the model or tokenizer is changed, and a folder is written beside its
+target and renamed into place, so a refusal or a failed save changes nothing.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .. import encoders
+from ..encoders.base import NumberEncoding, NumberHead
+from .tokens import RetrofitTokenizer
+
+BASELINE = "none"  # the encoding name of the digit-token baseline: the model's own tokenizer
+NUMBER_LOSS_WEIGHT = 10.0  # C.1's 10
+HEAD_FILE, META_FILE = "number_head.safetensors", "numeracy.json"
+FORMAT = "workbench.retrofit 1"
+
+
+def resolve(encoding: str | None, options: dict | None = None) -> tuple[str, dict]:
+    """(name, every option with its value) of a requested encoding; BASELINE takes no option."""
+    name = encoding or BASELINE
+    if name == BASELINE:
+        if options:
+            raise ValueError(f"--encoding {BASELINE} (the model's own digit tokens) takes no options, got {options}")
+        return name, {}
+    encoders.get(name, **(options or {}))  # raises for an unknown name or option
+    return name, json.loads(json.dumps({**encoders.options(name), **(options or {})}))
+
+
+def number_head(encoding: NumberEncoding, width: int, name: str) -> NumberHead:
+    """The encoding's head at the model's embedding width, or a ValueError naming the model."""
+    try:
+        head = encoding.number_head(width)
+    except ValueError as error:
+        raise ValueError(f"{name} (hidden size {width}) cannot hold the {encoding.name} number head: {error}") from None
+    if head is None:
+        raise ValueError(f"the encoding {encoding.name!r} has no number head (its numbers are digit tokens), so it "
+                         f"cannot be joined to {name}; use --encoding {BASELINE} for the model's own digit tokens")
+    return head
+
+
+@torch.no_grad()
+def check_model(model: nn.Module, name: str) -> int:
+    """The model's embedding width, after checking that it takes `inputs_embeds` and
+    `position_ids` and that its last hidden state is what its lm head reads."""
+    params = inspect.signature(model.forward).parameters
+    missing = [p for p in ("inputs_embeds", "position_ids", "attention_mask") if p not in params]
+    embedding, lm_head = model.get_input_embeddings(), model.get_output_embeddings()
+    if missing:
+        raise ValueError(f"{name} ({type(model).__name__}): its forward takes no {missing}; numbers enter a model "
+                         "through inputs_embeds (at the positions and under the padding mask given)")
+    if embedding is None or lm_head is None:
+        raise ValueError(f"{name} ({type(model).__name__}) has no input or output embeddings "
+                         "(get_input_embeddings / get_output_embeddings): it has no place for the number token")
+    was_training = model.training
+    model.eval()
+    try:
+        x = embedding(torch.tensor([[0, 1]], device=embedding.weight.device))
+        out = model(inputs_embeds=x, attention_mask=torch.ones(1, 2, dtype=torch.long, device=x.device),
+                    position_ids=torch.arange(2, device=x.device)[None], output_hidden_states=True)
+    except Exception as error:  # noqa: BLE001 - whatever the model raises, it cannot take inputs_embeds
+        raise ValueError(f"{name} ({type(model).__name__}) does not run on inputs_embeds: {error}") from None
+    finally:
+        model.train(was_training)
+    hidden = out.hidden_states[-1] if getattr(out, "hidden_states", None) else None
+    if hidden is None or hidden.shape[-1] != embedding.embedding_dim:
+        raise ValueError(f"{name} ({type(model).__name__}) returns no last hidden state of its embedding width "
+                         f"{embedding.embedding_dim}: the number head has nothing to read")
+    read = lm_head(hidden).float()
+    if not (torch.allclose(read, out.logits.float(), rtol=1e-3, atol=1e-4)
+            or torch.equal(read.argsort(-1), out.logits.float().argsort(-1))):  # a monotone cap keeps the order
+        raise ValueError(f"{name} ({type(model).__name__}): its last hidden state is not what its lm head reads, "
+                         "so a number head there would read another vector than the token head")
+    return embedding.embedding_dim
+
+
+class NumberLM(nn.Module):
+    """A causal LM (`model`, `tokenizer`: Hugging Face objects) with `encoding` (a registered
+    single-token encoding, or None / BASELINE for the model's own digit tokens)."""
+
+    def __init__(self, model, tokenizer, encoding: str | None = None, options: dict | None = None,
+                 name: str | None = None, source: str | None = None):
+        super().__init__()
+        name = name or getattr(model, "name_or_path", "") or type(model).__name__
+        self.encoding_name, self.options = resolve(encoding, options)
+        codec = None if self.encoding_name == BASELINE else encoders.get(self.encoding_name, **self.options)
+        width = check_model(model, name)
+        head = number_head(codec, width, name) if codec is not None else None
+        tok = RetrofitTokenizer(tokenizer, codec, name)
+        if model.get_input_embeddings().num_embeddings < tok.vocab_size:  # only now is anything changed
+            model.resize_token_embeddings(tok.vocab_size)
+        self.hf, self.head, self.tok, self.name, self.source = model, head, tok, name, source
+        self.lora: dict | None = None
+
+    @property
+    def max_positions(self) -> int | None:
+        """The longest sequence the model's positions cover (None: it does not say)."""
+        return getattr(self.hf.config, "max_position_embeddings", None)
+
+    @property
+    def device(self) -> torch.device:
+        return self.hf.get_input_embeddings().weight.device
+
+    def embed(self, ids: Tensor, values: Tensor) -> Tensor:
+        """The model's token embeddings, the head's join of the encoding at <|num|>."""
+        x = self.hf.get_input_embeddings()(ids)
+        at = ids == self.tok.num_id
+        if self.head is not None and at.any():
+            x = x.clone()
+            x[at] = self.head.embed(x[at], values[at]).to(x.dtype)
+        return x
+
+    def run(self, ids: Tensor, values: Tensor, attention_mask: Tensor, position_ids=None, past=None, cache=False):
+        """The model's output (logits, hidden_states, with `cache` past_key_values) on ids with
+        their values, continuing from the cache `past`."""
+        return self.hf(inputs_embeds=self.embed(ids, values), attention_mask=attention_mask, position_ids=position_ids,
+                       past_key_values=past, use_cache=cache, output_hidden_states=True)
+
+    def forward(self, ids, values, attention_mask, targets, target_values, loss_mask, task_ids=None,
+                task_weights=None) -> dict[str, Tensor]:
+        """C.1's per-token loss, as GPT.forward: cross-entropy, plus 10 x the number loss where the
+        target is <|num|>, each target weighted by its task's weight, averaged over all targets.
+        "ce" and "number" are unweighted means for the log; with `task_ids` also each task's summed
+        per-token loss and target count (C.4's loss normalisation)."""
+        out = self.run(ids, values, attention_mask)
+        m = loss_mask
+        count = max(1, int(m.sum()))
+        weights = task_weights[task_ids[m]] if task_weights is not None else torch.ones_like(targets[m], dtype=torch.float32)
+        ce_each = F.cross_entropy(out.logits[m].float(), targets[m], reduction="none")
+        total = (weights * ce_each).sum() / count
+        per_token = ce_each.detach().clone()
+        losses = {"ce": ce_each.detach().sum() / count, "number": ce_each.new_zeros(())}
+        if self.head is not None:
+            at = targets[m] == self.tok.num_id
+            if at.any():
+                number_each = self.head.loss(self.head(out.hidden_states[-1][m][at]).float(), target_values[m][at])
+                total = total + NUMBER_LOSS_WEIGHT * (weights[at] * number_each).sum() / count
+                per_token[at] += NUMBER_LOSS_WEIGHT * number_each.detach()
+                losses["number"] = number_each.detach().mean()
+        losses["loss"] = total
+        if task_ids is not None:
+            tasks, n = task_ids[m], len(task_weights) if task_weights is not None else int(task_ids.max()) + 1
+            losses["task_loss"] = per_token.new_zeros(n).index_add_(0, tasks, per_token)
+            losses["task_tokens"] = per_token.new_zeros(n).index_add_(0, tasks, torch.ones_like(per_token))
+        return losses
+
+    @torch.no_grad()
+    def generate(self, prompts: list[tuple[np.ndarray, np.ndarray]], max_new_tokens: int, eos_id: int,
+                 pad_id: int = 0) -> list[tuple[list[int], list[float]]]:
+        """Greedy continuation of each prompt (ids, values) until <|eos|> (included) or
+        `max_new_tokens`, with the model's KV cache; a <|num|> carries the head's value, which is
+        fed back with it. Prompts are left-padded; padding is never attended to."""
+        self.eval()
+        B, L = len(prompts), max(len(ids) for ids, _ in prompts)
+        ids = torch.full((B, L), pad_id, dtype=torch.long)
+        values = torch.zeros(B, L, dtype=torch.float64)
+        mask = torch.zeros(B, L, dtype=torch.long)
+        for b, (i, v) in enumerate(prompts):
+            ids[b, L - len(i):], values[b, L - len(i):], mask[b, L - len(i):] = (
+                torch.as_tensor(i), torch.as_tensor(v, dtype=torch.float64), 1)
+        positions = (mask.cumsum(1) - 1).clamp(min=0)
+        device = self.device
+        out = self.run(ids.to(device), values.to(device), mask.to(device), positions.to(device), cache=True)
+        generated, done = [([], []) for _ in range(B)], torch.zeros(B, dtype=torch.bool)
+        for _ in range(max_new_tokens):
+            token, value = self._next_token(out.logits[:, -1], out.hidden_states[-1][:, -1])
+            for b in torch.nonzero(~done).flatten().tolist():
+                generated[b][0].append(int(token[b]))
+                generated[b][1].append(float(value[b]))
+            done |= token == eos_id
+            if done.all():
+                break
+            mask = torch.cat([mask, torch.ones(B, 1, dtype=torch.long)], 1)
+            positions = positions[:, -1:] + 1
+            out = self.run(token[:, None].to(device), value[:, None].to(device), mask.to(device), positions.to(device),
+                           past=out.past_key_values, cache=True)
+        return generated
+
+    def _next_token(self, logits: Tensor, hidden: Tensor) -> tuple[Tensor, Tensor]:
+        """Greedy token [B] and its value [B] (the head's, where the token is <|num|>)."""
+        token = logits.argmax(-1).cpu()
+        value = torch.zeros(len(token), dtype=torch.float64)
+        is_num = token == self.tok.num_id
+        if self.head is not None and is_num.any():
+            value[is_num] = self.head.predict(self.head(hidden[is_num.to(hidden.device)])).cpu()
+        return token, value
+
+    # -- LoRA -------------------------------------------------------------------------------
+    def add_lora(self, rank: int = 16, alpha: float = 32.0, dropout: float = 0.0) -> None:
+        """Freeze the model; train LoRA adapters on all its linear layers, the rows of the added
+        tokens (<|num|>, the markers) in its embedding and lm head, and the number head."""
+        from peft import LoraConfig, get_peft_model
+        if self.lora is not None:
+            raise ValueError(f"{self.name} already has LoRA adapters")
+        if self.source is None:
+            raise ValueError("a LoRA model is saved as adapters of its base model folder: load the model with "
+                             "NumberLM.from_pretrained(folder) to add LoRA")
+        names = {module: n for n, module in self.hf.named_modules()}
+        rows = self.tok.added_ids
+        layers = {names[self.hf.get_input_embeddings()]: rows, names[self.hf.get_output_embeddings()]: rows}
+        config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules="all-linear",
+                            trainable_token_indices=layers)
+        self.hf = get_peft_model(self.hf, config)
+        self.lora = {"rank": rank, "alpha": alpha, "dropout": dropout}
+
+    # -- saving and loading -------------------------------------------------------------------
+    def save_pretrained(self, folder, overwrite: bool = False) -> Path:
+        """Write the model, its tokenizer, the head and numeracy.json into `folder` (beside it
+        first, then renamed into place; an existing folder only with `overwrite`)."""
+        from safetensors.torch import save_file
+        folder = Path(folder)
+        if folder.exists() and any(folder.iterdir()) and not overwrite:
+            raise FileExistsError(f"{folder} is not empty; choose another folder or pass overwrite=True")
+        meta = {"format": FORMAT, "encoding": self.encoding_name, "encoding_options": self.options,
+                "lora": self.lora, "base_model": self.source if self.lora else None}
+
+        def fill(tmp: Path) -> None:
+            self.hf.save_pretrained(tmp)  # a peft model writes its adapter only
+            self.tok.hf.save_pretrained(tmp)
+            if self.head is not None:
+                save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}, tmp / HEAD_FILE)
+            (tmp / META_FILE).write_text(json.dumps(meta, indent=1))
+        return write_folder(folder, fill)
+
+    @classmethod
+    def from_pretrained(cls, path, encoding: str | None = None, options: dict | None = None) -> NumberLM:
+        """A local folder: a plain causal LM (retrofitted with `encoding`; None: the baseline) or a
+        folder this class saved (`encoding` None: its own; another one is refused)."""
+        path = Path(path)
+        meta = read_meta(path)
+        if meta is not None:
+            saved = (meta["encoding"], meta["encoding_options"])
+            if encoding is not None and resolve(encoding, options) != saved:
+                raise ValueError(f"{path} was fine-tuned with the encoding {saved[0]!r} {saved[1] or ''}, not "
+                                 f"{encoding!r} {resolve(encoding, options)[1] or ''}: a number head belongs to "
+                                 "its encoding; load it without an encoding or with the saved one")
+            encoding, options = saved
+        base = Path(meta["base_model"]) if meta and meta["lora"] else path
+        if not base.is_dir():
+            raise ValueError(f"the LoRA folder {path} holds adapters of the base model {base}, which is not there")
+        model, tokenizer = load_folder(base, path)
+        lm = cls(model, tokenizer, encoding, options, name=str(path), source=str(base.resolve()))
+        if meta and meta["lora"]:
+            from peft import PeftModel
+            lm.hf, lm.lora = PeftModel.from_pretrained(lm.hf, str(path), is_trainable=True), meta["lora"]
+        if lm.head is not None and meta is not None:
+            load_head(lm.head, path / HEAD_FILE)
+        return lm
+
+
+def read_meta(path: Path) -> dict | None:
+    """numeracy.json of a folder this module saved; None for a plain model folder."""
+    if not path.is_dir():
+        raise ValueError(f"{path} is not a folder: give the local folder of a Hugging Face causal LM")
+    if not (path / META_FILE).exists():
+        return None
+    meta = json.loads((path / META_FILE).read_text())
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{path / META_FILE} is not a {FORMAT} file (format {meta.get('format')!r})")
+    return meta
+
+
+def load_folder(weights: Path, tokenizer: Path):
+    """(model, tokenizer) from local folders only; a ValueError naming what is missing."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    try:
+        model = AutoModelForCausalLM.from_pretrained(weights, local_files_only=True)
+        tok = AutoTokenizer.from_pretrained(tokenizer, local_files_only=True)
+    except (OSError, ValueError, KeyError) as error:
+        raise ValueError(f"cannot load a causal LM and its tokenizer from {weights}"
+                         f"{'' if weights == tokenizer else f' and {tokenizer}'}: {error}") from None
+    return model, tok
+
+
+def load_head(head: NumberHead, file: Path) -> None:
+    from safetensors.torch import load_file
+    if not file.exists():
+        raise ValueError(f"{file.parent} names the encoding {head.encoding.name!r} but has no {file.name}")
+    head.load_state_dict(load_file(file))
+
+
+def write_folder(folder: Path, fill) -> Path:
+    """`fill(tmp)` writes a folder beside `folder`, which then replaces it (the old one is removed
+    only once the new one is in place); a failure leaves `folder` as it was."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = folder.parent / f".{folder.name}.writing-{os.getpid()}"
+    old = folder.parent / f".{folder.name}.old-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        fill(tmp)
+        if folder.exists():
+            folder.rename(old)
+        tmp.rename(folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+    return folder
