@@ -288,7 +288,8 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
     with distributed.shared_pools(out / "pools", rank, world):  # built once, mapped by every rank
         pools = {t: make_pool(t, cfg.pool_size, tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
         val = {t: make_pool(t, cfg.val_samples, tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
-        sampler = _sampler(cfg, encoding, tok, pools, total_steps)
+        sampler = _sampler(cfg, encoding, tok, pools, total_steps, cfg.optim.warmup_frac,
+                           cfg.optim.lr_floor / cfg.optim.hidden_lr)
     prose = [t for t in cfg.tasks if tasks.get(t).answer == "text"]
     normalizer = LossNormalizer(cfg.tasks, cfg.adapt_warmup * cfg.tokens, prose[0] if prose else None,
                                 enabled=cfg.normalize_losses, momentum=cfg.loss_weight_momentum)
@@ -391,9 +392,11 @@ def _pick(run: Run, step: int, task: str, n: int, rng) -> list:
     return run.sampler.sample(task, n, step, rng)
 
 
-def _sampler(cfg: TrainConfig, encoding, tok: Tokenizer, pools: dict, total_steps: int) -> Sampler:
+def _sampler(cfg: TrainConfig, encoding, tok: Tokenizer, pools: dict, total_steps: int, warmup_frac: float,
+             lr_floor: float) -> Sampler:
     """The curricula of C.3 and, for an encoding with base-2 difficulty, A.3's binary pools of the
-    single-step curriculum tasks (with their own validation sets)."""
+    single-step curriculum tasks (with their own validation sets). The curricula read the lr
+    schedule: its warm-up share and its floor as a share of the peak."""
     curriculum_tasks = [t for t in cfg.tasks if cfg.curriculum and tasks.get(t).curriculum]
     binary_tasks = [t for t in curriculum_tasks if cfg.binary_pool and encoding.difficulty_base == 2
                     and tasks.get(t).family == "single_step"]
@@ -405,13 +408,12 @@ def _sampler(cfg: TrainConfig, encoding, tok: Tokenizer, pools: dict, total_step
     # pool holds far fewer than the paper's bound, and the frontier starts at 0.1 x its highest
     held = {t: getattr(binary[t][0] if t in binary else pools[t], column) for t in curriculum_tasks}
     if cfg.curriculum_rule == "authors":  # their manager checks every task after each task's evaluation
-        floor = min(cfg.optim.lr_floor / cfg.optim.hidden_lr, 0.99)  # their endgame reads the lr, floor included
-        curricula = {t: AuthorsCurriculum(int(held[t].max()), total_steps, 1.0, warmup_frac=cfg.optim.warmup_frac,
+        curricula = {t: AuthorsCurriculum(int(held[t].max()), total_steps, 1.0, warmup_frac=warmup_frac,
                                           levels=held[t], hand_over=t in binary, checks=len(curriculum_tasks),
-                                          lr_floor=floor) for t in curriculum_tasks}
+                                          lr_floor=min(lr_floor, 0.99)) for t in curriculum_tasks}
     else:
-        curricula = {t: Curriculum(int(held[t].max()), total_steps, 1.0, warmup_frac=cfg.optim.warmup_frac,
-                                 levels=held[t]) for t in curriculum_tasks}
+        curricula = {t: Curriculum(int(held[t].max()), total_steps, 1.0, warmup_frac=warmup_frac, levels=held[t])
+                     for t in curriculum_tasks}
     return Sampler(pools, curricula, encoding.difficulty_base, total_steps, binary, cfg.endgame, cfg.endgame_share)
 
 

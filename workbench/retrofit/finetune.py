@@ -40,6 +40,7 @@ from ..atomic import write_atomic
 from ..balancing import LossNormalizer, TaskBalancer
 from ..cli import add_arguments, flag, setting, values_of
 from ..curriculum import ENDGAMES
+from ..curriculum_authors import RULES as CURRICULUM_RULES
 from ..data import draw, make_pool
 from ..evaluate import evaluate, summarize
 from ..optim import lr_multiplier
@@ -88,6 +89,8 @@ class RetrofitConfig:
     text_samples: int = setting(50, "held-out text chunks whose perplexity is measured before and after (0: none)")
     eval_every: int = setting(50, "steps between evaluations (balancer, curriculum, best checkpoint)")
     curriculum: bool = setting(True, "difficulty curriculum of C.3 for the tasks A.3 names")
+    curriculum_rule: str = setting("paper", "the curriculum of C.3 as the text gives it, or the authors' "
+                                   "(see workbench.train)", choices=CURRICULUM_RULES)
     binary_pool: bool = setting(True, "A.3: an encoding with base-2 difficulty (BitTokens) learns multiplication "
                                 "and division from binary-significance numbers first")
     endgame: str = setting("fixed", "hand-over from the binary pool to the decimal one (see workbench.train)",
@@ -168,7 +171,7 @@ def setup(cfg: RetrofitConfig) -> Job:
     pools = {t: make_pool(t, cfg.pool_size, lm.tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
     val = {t: make_pool(t, cfg.val_samples, lm.tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
     total_steps = max(1, math.ceil(cfg.tokens / cfg.batch_tokens))
-    sampler = _sampler(cfg, lm.tok.encoding or OwnDigits(), lm.tok, pools, total_steps)
+    sampler = _sampler(cfg, lm.tok.encoding or OwnDigits(), lm.tok, pools, total_steps, cfg.warmup_frac, 0.0)
     prose = [t for t in cfg.tasks if tasks.get(t).answer == "text"]
     normalizer = LossNormalizer(cfg.tasks, cfg.adapt_warmup * cfg.tokens, prose[0] if prose else None,
                                 enabled=cfg.normalize_losses)
