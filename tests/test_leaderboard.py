@@ -1,0 +1,38 @@
+"""The leaderboard ranks by what the intervals tell apart, and draws what its table says."""
+import pandas as pd
+
+from workbench import leaderboard
+
+
+def intervals():
+    rows = []
+    for study, encoding, (mean, low, high) in [
+            ("multitask_numeric", "bittokens", (0.90, 0.85, 0.95)), ("multitask_numeric", "single_digit", (0.80, 0.70, 0.86)),
+            ("multitask_numeric", "xval", (0.10, 0.05, 0.15)), ("zoo_multitask", "abacus", (0.60, 0.50, 0.69)),
+            ("multitask", "fone", (0.99, 0.98, 1.00))]:  # Study 2 is not on the board: 2b is the protocol
+        rows.append(dict(study=study, encoding=encoding, task="addition", digits=1, metric="log_smape", mean=mean, low=low,
+                         high=high))
+        rows.append(dict(rows[-1], metric="exact_match", mean=0.0, low=0.0, high=0.0))  # not the task's own metric
+    rows.append(dict(study="zoo_precision", encoding="abacus", task="division", digits=2, metric="log_smape", mean=0.5,
+                     low=0.4, high=0.6))
+    return pd.DataFrame(rows)
+
+
+def test_rank_is_one_plus_the_encodings_clearly_ahead():
+    board = leaderboard.leaderboard(intervals()).set_index(["protocol", "task", "encoding"])
+    ranks = board.loc[("multitask", "addition"), "rank"].to_dict()
+    # bittokens' interval overlaps single digit's (0.85 < 0.86): both first; abacus below both; xval last
+    assert ranks == {"bittokens": 1, "single_digit": 1, "abacus": 3, "xval": 4}
+    assert board.loc[("precision", "division", "abacus"), "rank"] == 1
+    assert "fone" not in board.index.get_level_values("encoding")
+
+
+def test_the_table_and_the_figure_show_the_board():
+    board = leaderboard.leaderboard(intervals())
+    wide = leaderboard.table(board)
+    assert wide.index.tolist() == ["BitTokens", "Single digit", "Abacus", "xVal"]
+    assert wide.loc["Abacus", "addition"] == "0.60 [0.50, 0.69] (3)"
+    fig = leaderboard.figure(board)
+    heat = fig.data[0]
+    assert list(heat.y) == wide.index.tolist() and list(heat.x) == ["Add", "Div, d=2"]
+    assert heat.z[2][0] == 0.60 and heat.text[2][0] == "0.60<br>#3"
