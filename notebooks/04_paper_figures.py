@@ -59,7 +59,7 @@ from IPython.display import Markdown, display
 
 from workbench import encoders, experiments
 from workbench import paper_figures as pf
-from workbench import plots, study
+from workbench import leaderboard, plots, study
 from workbench.frontier import answer_folders
 from workbench.notebooks import ROOT
 from workbench.tasks import generate
@@ -211,6 +211,26 @@ if study_dir is not None and study_intervals.study.str.endswith(study.DECIMAL_PO
     display(study.ordering(extended, "multitask", "accuracy"))
 else:
     print("no exploratory runs in study_dir")
+
+# %% [markdown]
+# ## The encoding zoo: every registered encoding on the study's two protocols
+#
+# docs/study.md, "The encoding zoo": the paper's five (from Study 1 and Study 2b) and every other
+# registered encoding (`zoo_precision`, `zoo_multitask`) on the same protocols. Rank: 1 + the number
+# of encodings whose 95 % interval lies entirely above the encoding's own, so encodings whose
+# intervals overlap share a rank. Then the width probe: BitTokens against single digit at d = 2 in
+# a model twice as wide (exploratory).
+
+# %%
+if study_dir is not None and study_intervals.study.isin([study.ZOO_MULTITASK, study.ZOO_PRECISION]).any():
+    board = leaderboard.leaderboard(study_intervals)
+    display(leaderboard.table(board))
+    display(leaderboard.table(board, "precision"))
+    display(save(leaderboard.figure(board), "04_leaderboard"))
+else:
+    print("no zoo runs in study_dir")
+if study_dir is not None and (study_intervals.study == study.WIDTH).any():
+    display(study.width_comparison(study_intervals).round(3))
 
 # %% [markdown]
 # ## Figures 5 and 6: the operand exponents of the training data

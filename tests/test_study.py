@@ -209,3 +209,13 @@ def test_two_studies_never_share_a_folder(tmp_path):
     with hold(tmp_path):  # stands for a study running in this process
         done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.stdout.startswith("InUse") and f"in use by process {os.getpid()} " in done.stdout
+
+
+def test_the_width_probe_compares_the_verdicts_at_both_widths():
+    rows = [dict(study=study, encoding=e, task="division", digits=2, metric="log_smape", mean=m, low=m - 0.05, high=m + 0.05)
+            for study, e, m in (("precision", "bittokens", 0.2), ("precision", "single_digit", 0.8),
+                                ("width", "bittokens", 0.5), ("width", "single_digit", 0.52),
+                                ("precision", "bittokens", 0.9))]
+    rows[-1]["digits"] = 3  # another d: not part of the probe
+    table = study.width_comparison(pd.DataFrame(rows))
+    assert table.d_model.tolist() == [128, 256] and table.ahead.tolist() == ["single_digit", "overlap"]

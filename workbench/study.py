@@ -346,3 +346,13 @@ def ordering(intervals: pd.DataFrame, study: str = "precision", metric: str = "l
         rows.append(dict(task=task, digits=digits, ordering=" > ".join(
             f"{r.encoding} {r.mean:.2f} [{r.low:.2f}, {r.high:.2f}]" for r in ranked.itertuples())))
     return pd.DataFrame(rows)
+
+
+def width_comparison(intervals: pd.DataFrame, metric: str = "log_smape") -> pd.DataFrame:
+    """The width probe: BitTokens against single digit per task at d = 2, in cpu-tiny (Study 1)
+    and in cpu-tiny-wide (the probe), each with both means, intervals and the verdict."""
+    parts = []
+    for study, width in (("precision", 128), (WIDTH, 256)):
+        rows = intervals[(intervals.study == study) & (intervals.digits == 2)].assign(study="precision")
+        parts.append(separation(rows, metric=metric).assign(d_model=width))
+    return pd.concat(parts, ignore_index=True).sort_values(["task", "d_model"], ignore_index=True)
