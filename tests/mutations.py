@@ -47,6 +47,7 @@ NB01, NB03 = NOTEBOOK_VALUES + "::test_desiderata_notebook_verdicts", \
 NB04 = NOTEBOOK_VALUES + "::test_paper_figures_notebook_reproduces_table_1_from_the_released_answers"
 NB04_FIG4 = NOTEBOOK_VALUES + "::test_figure_4_draws_each_study_bar_inside_its_own_interval"
 VALUES, STUDY = "tests/test_values.py", "tests/test_study.py"
+RUN_DIR, PARAMETERS = "tests/test_run_directory.py", "tests/test_notebook_parameters.py"
 M = Mutation
 MUTATIONS = [
     # 1. the number loss trains against the answer's values, with C.1's per-token normalisation
@@ -186,6 +187,19 @@ MUTATIONS = [
     M("notebooks/04_paper_figures.py", "intervals = study_intervals[study_intervals.study == fig4_part]",
       'intervals = study_intervals[study_intervals.study == "multitask_numeric"]',
       "Figure 4 draws Study 2b's error bars over another part's bars", [NB04_FIG4]),
+    # 5d. safe to share (issue 25): one writer per folder, finished means the planned configuration,
+    # parameters are JSON, the memory check counts the questions, a refused resume names what differs
+    M("workbench/train.py", 'with hold(cfg.out) if int(os.environ.get("RANK", 0)) == 0 else nullcontext():',
+      "with nullcontext():", "two processes may train into one run directory", [RUN_DIR]),
+    M("workbench/study.py", "if finished(cfg) and (differ := recorded_differences(cfg)):",
+      "if finished(cfg) and (differ := \"\"):", "a finished run of another configuration passes as the plan's",
+      [STUDY]),
+    M("workbench/notebooks.py", "        check_json(value, key)", "        pass",
+      "notebook parameters not checked for JSON (code from a parameter)", [PARAMETERS]),
+    M("workbench/train.py", "    data = data_bytes(cfg, tok) if tok is not None else 0",
+      "    data = 0", "the memory check ignores the questions", [RUN_DIR]),
+    M("workbench/train.py", 'differ = config_differences(ckpt.get("config") or {}, cfg, ignore=RESUMABLE)',
+      'differ = ""', "a resume of another configuration is not refused", [RUN_DIR]),
     # 6. desiderata D4 and D7
     M("workbench/desiderata.py", "x = sample_values(n_per_decade, seed + k - lo, k, k + 1, max_digits=15)",
       "x = sample_values(n_per_decade, seed + k - lo, k - 1, k, max_digits=15)",
