@@ -90,7 +90,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # local folders only
 torch.set_num_threads(threads)
 task_list = tuple(t.strip() for t in tasks.split(",") if t.strip())
 run_root = Path(out_dir or Path("runs/05_retrofit") / time.strftime("%Y%m%d-%H%M%S"))
-LABELS = {e: encoders.get(e).paper_label or e for e in encodings if e != BASELINE} | {BASELINE: "own digit tokens"}
+LABELS = {e: encoders.label(e) for e in encodings if e != BASELINE} | {BASELINE: "own digit tokens"}
 COLORS = {e: plots.ENCODING_COLORS.get(e, "#444444") for e in encodings}
 print(f"run folder: {run_root}")
 
@@ -174,7 +174,7 @@ where = "the pretrained stand-in" if model is None else model_dir.name
 fig.update_layout(barmode="group", width=1100, height=560, legend=dict(title="numbers read as"), margin=dict(t=140),
                   title=dict(text=f"Retrofitting number encodings into {where}",
                              subtitle=dict(text=f"{tokens:,.0f} fine-tuning tokens each{', LoRA' if lora else ''}; "
-                                                f"{test_samples} test questions per task, {len(seeds)} seed(s)")))
+                                                f"{test_samples} test questions per task, {len(seeds)} seed{'s' * (len(seeds) > 1)}")))
 plots.save(fig, "05_retrofit", figures_dir, tuple(figure_formats))
 fig
 
