@@ -46,6 +46,32 @@ def difficulty_column(difficulty_base: int, step: int, total_steps: int, switch_
     return "difficulty" if binary and step < (1 - switch_frac) * total_steps else "difficulty_sd"
 
 
+def levels_of(difficulties, max_difficulty: int) -> np.ndarray:
+    """A pool's difficulty column as int64 levels, refused unless integers in [0, max_difficulty]."""
+    d = np.asarray(difficulties)
+    if d.ndim != 1 or d.size == 0:
+        raise ValueError("difficulties must be a non-empty 1-D array")
+    integral = np.all(np.isfinite(d)) and np.all(d == np.round(d))
+    if not integral or d.min() < 0 or d.max() > max_difficulty:
+        raise ValueError(f"difficulties must be integers in [0, {max_difficulty}], got range [{d.min()}, {d.max()}]")
+    return d.astype(np.int64)
+
+
+def sample_by_level(levels: np.ndarray, probabilities: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n indices into a pool whose questions have `levels`: a level per draw by `probabilities`
+    (renormalized over the levels the pool holds), then a question of that level uniformly."""
+    probs = probabilities * (np.bincount(levels, minlength=len(probabilities)) > 0)
+    if probs.sum() == 0:
+        raise ValueError("no sample in the pool has a difficulty the curriculum can pick")
+    drawn = rng.choice(len(probabilities), size=n, p=probs / probs.sum())
+    out = np.empty(n, dtype=np.int64)
+    for level in np.unique(drawn):
+        pool = np.flatnonzero(levels == level)
+        where = drawn == level
+        out[where] = pool[rng.integers(0, pool.size, size=where.sum())]
+    return out
+
+
 class Curriculum:
     """Frontier, per-level sampling probabilities and the advancement rule of C.3.
 
@@ -130,24 +156,7 @@ class Curriculum:
 
         Levels without samples in the pool drop out and the rest are renormalized.
         """
-        d = np.asarray(difficulties)
-        if d.ndim != 1 or d.size == 0:
-            raise ValueError("difficulties must be a non-empty 1-D array")
-        integral = np.all(np.isfinite(d)) and np.all(d == np.round(d))
-        if not integral or d.min() < 0 or d.max() > self.max_difficulty:
-            raise ValueError(f"difficulties must be integers in [0, {self.max_difficulty}], "
-                             f"got range [{d.min()}, {d.max()}]")
-        d = d.astype(np.int64)
-        probs = self.level_probabilities() * (np.bincount(d, minlength=self.max_difficulty + 1) > 0)
-        if probs.sum() == 0:
-            raise ValueError("no sample in the pool has a difficulty the curriculum can pick")
-        levels = rng.choice(self.max_difficulty + 1, size=n, p=probs / probs.sum())
-        out = np.empty(n, dtype=np.int64)
-        for level in np.unique(levels):
-            pool = np.flatnonzero(d == level)
-            where = levels == level
-            out[where] = pool[rng.integers(0, pool.size, size=where.sum())]
-        return out
+        return sample_by_level(levels_of(difficulties, self.max_difficulty), self.level_probabilities(), n, rng)
 
     def update(self, performance_by_level: dict[int, float], step: int, lr: float) -> bool:
         """Re-weight the unlocked levels (eq. 16, lambda = 0); advance the frontier by one level if

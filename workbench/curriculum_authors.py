@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .curriculum import levels_of, sample_by_level
+
 RULES = ("paper", "authors")  # --curriculum-rule: C.3's text (curriculum.Curriculum) or this
 START_SHARE = 0.15  # the initial frontier's index as a share of the held levels
 STEP_SHARE = 0.02  # levels advanced at once, as a share of the held levels
@@ -93,23 +95,10 @@ class AuthorsCurriculum:
     def sample(self, difficulties, n: int, rng: np.random.Generator) -> np.ndarray:
         """Indices into a pool (with replacement): level by level from `level_probabilities`, or,
         once mastered without a hand-over, uniformly over the pool."""
-        d = np.asarray(difficulties)
-        if d.ndim != 1 or d.size == 0 or not np.all(np.isfinite(d)) or np.any(d != np.round(d)) \
-                or d.min() < 0 or d.max() > self.max_difficulty:
-            raise ValueError(f"difficulties must be a non-empty 1-D array of integers in [0, {self.max_difficulty}]")
-        d = d.astype(np.int64)
+        d = levels_of(difficulties, self.max_difficulty)
         if self.mastered and not self.hand_over:
             return rng.integers(0, d.size, n)
-        probs = self.level_probabilities() * (np.bincount(d, minlength=self.max_difficulty + 1) > 0)
-        if probs.sum() == 0:
-            raise ValueError("no sample in the pool has a difficulty the curriculum can pick")
-        levels = rng.choice(self.max_difficulty + 1, size=n, p=probs / probs.sum())
-        out = np.empty(n, dtype=np.int64)
-        for level in np.unique(levels):
-            pool = np.flatnonzero(d == level)
-            where = levels == level
-            out[where] = pool[rng.integers(0, pool.size, size=where.sum())]
-        return out
+        return sample_by_level(d, self.level_probabilities(), n, rng)
 
     def passes(self, step: int, lr: float) -> bool:
         """Every held level among frontier - 2 … frontier scores at least its threshold (latest evaluation)."""
