@@ -29,6 +29,9 @@ fail() { echo "slurm-single-node: $*" >&2; exit 1; }
 answers() { timeout 10 sinfo --noheader >/dev/null 2>&1 && timeout 10 sacct --noheader >/dev/null 2>&1; }
 
 stop() {  # the daemons this script started, the last started first
+  if [ -s "$STATE/slurmctld.pid" ]; then  # let ending jobs report their end first (30 s at most)
+    for _ in $(seq 30); do [ -z "$(timeout 5 squeue --noheader 2>/dev/null)" ] && break; sleep 1; done
+  fi
   for name in slurmd slurmctld slurmdbd mariadb munged; do
     local pidfile="$STATE/$name.pid" pid
     [ -s "$pidfile" ] || continue
@@ -70,12 +73,13 @@ ClusterName=workbench
 SlurmctldHost=$host
 SlurmUser=root
 AuthType=auth/munge
-ProctrackType=proctrack/linuxproc
+ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
+SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
 ReturnToService=2
+KillWait=0
 MpiDefault=none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/slurmdbd

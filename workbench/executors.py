@@ -129,19 +129,22 @@ def _run_as_jobs(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str, e
     from .experiments import train_once
     from .train import finished, recorded_differences
     results, failed, todo = {}, {}, {}
+
+    def read(name, cfg):  # a finished run's results, or why they cannot be read (another configuration)
+        try:
+            results[name] = train_once(cfg, out / name, overwrite)
+        except (ValueError, OSError) as err:
+            failed[name] = f"{type(err).__name__}: {err}"
     for name, cfg in runs.items():
         placed = replace(cfg, out=str(out / name))
         if finished(placed) and not (overwrite and recorded_differences(placed)):
-            try:  # read, or refused as a finished run of another configuration
-                results[name] = train_once(cfg, out / name, overwrite)
-            except (ValueError, OSError) as err:
-                failed[name] = f"{type(err).__name__}: {err}"
+            read(name, cfg)
         else:
             todo[name] = cfg
     ended = _submit_and_wait(todo, out, jobs, overwrite, desc, executor) if todo else {}
     for name, (outcome, why) in ended.items():
         if outcome == "finished":
-            results[name] = train_once(todo[name], out / name, overwrite)  # reads the run the job trained
+            read(name, todo[name])
         else:
             failed[name] = why
     counts = {k: sum(o == k for o, _ in ended.values()) for k in ("finished", "killed", "failed")}
@@ -187,15 +190,16 @@ def _submitit_executor(executor: Executor, folder: Path, desc: str):
 
 def _outcome(job) -> tuple[str, str]:
     """(finished | killed | failed, why) of an ended job; `why` names its log. A job that left no
-    result (killed by the scheduler, a signal or the memory limit) was killed: its run resumes."""
+    result (ended by the scheduler, a signal or the memory limit) was killed: its run resumes."""
     from submitit.core.utils import FailedJobError
     state = job.state.split(" ")[0].upper()  # "CANCELLED by 0": cancelled
     log = f"(log: {job.paths.stderr})"
     resumes = f"its run keeps its last checkpoint and the next call resumes it {log}"
-    if state in SCHEDULER_KILLS:
-        return "killed", f"job {job.job_id} was killed by the scheduler ({state}); {resumes}"
-    if state in ("FINISHED", "INTERRUPTED") and not job.paths.result_pickle.exists():  # a local job's process
-        return "killed", f"job {job.job_id} was killed (its process ended without a result); {resumes}"
+    if not job.paths.result_pickle.exists():
+        if state in SCHEDULER_KILLS:
+            return "killed", f"job {job.job_id} was killed by the scheduler ({state}); {resumes}"
+        if state in ("FINISHED", "INTERRUPTED"):  # a local job, whose process is gone
+            return "killed", f"job {job.job_id} was killed (its process ended without a result); {resumes}"
     err = job.exception()  # waits a little for the result file on a slow shared disk
     if err is None:
         return "finished", ""
