@@ -29,8 +29,10 @@ fail() { echo "slurm-single-node: $*" >&2; exit 1; }
 answers() { timeout 10 sinfo --noheader >/dev/null 2>&1 && timeout 10 sacct --noheader >/dev/null 2>&1; }
 
 stop() {  # the daemons this script started, the last started first
-  if [ -s "$STATE/slurmctld.pid" ]; then  # let ending jobs report their end first (30 s at most)
+  if [ -s "$STATE/slurmctld.pid" ]; then  # let ending jobs report their end (30 s), cancel the others
     for _ in $(seq 30); do [ -z "$(timeout 5 squeue --noheader 2>/dev/null)" ] && break; sleep 1; done
+    timeout 10 scancel --full --user "$(id -un)" 2>/dev/null || true
+    for _ in $(seq 10); do [ -z "$(timeout 5 squeue --noheader 2>/dev/null)" ] && break; sleep 1; done
   fi
   for name in slurmd slurmctld slurmdbd mariadb munged; do
     local pidfile="$STATE/$name.pid" pid
@@ -79,6 +81,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
 ReturnToService=2
+JobRequeue=0
 KillWait=0
 MpiDefault=none
 JobAcctGatherType=jobacct_gather/none

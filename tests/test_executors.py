@@ -63,7 +63,7 @@ def test_submitit_local_gives_the_local_rows_and_resumes_a_killed_job(tmp_path, 
         except RunsFailed as err:
             first["error"] = str(err)
     with hold(busy):  # as if another process trained this run: its job fails, the others go on
-        thread = threading.Thread(target=submit)
+        thread = threading.Thread(target=submit, daemon=True)  # a failed test leaves no waiting thread
         thread.start()
         kill_after_first_checkpoint(killed)
         thread.join(timeout=300)

@@ -8,24 +8,23 @@ Skips, with the reason, where Slurm is not installed (as root, `scripts/slurm-si
 installs it once, with apt-get), where this is not root, or where the daemons fail to start."""
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
-
-from dataclasses import replace
 
 import pandas as pd
 import pytest
 
 from workbench import experiments
 from workbench.executors import Executor, RunsFailed
+from workbench.train import load_checkpoint
 
 from test_executors import TINY, losses, rows
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "slurm-single-node.sh"
 PLAN = dict(seeds=(0,), encodings=["bittokens", "single_digit"])
-LONGER = replace(TINY, tokens=2 * 128 * 64, eval_every=32)  # 64 steps: time to cancel one after its first checkpoint
 SLURM = Executor("slurm", partition="debug", time=10)
 
 
@@ -54,19 +53,28 @@ def cluster():
 
 
 def cancel_after_first_checkpoint(run: Path) -> None:
-    """scancel the Slurm job training `run` (the lock's holder) once it wrote a checkpoint."""
+    """scancel the Slurm job training `run` (the lock's holder) once it wrote a checkpoint. Slurm
+    sends SIGCONT and SIGTERM (which submitit ignores), then SIGKILL seconds later: the process is
+    held stopped meanwhile, so that the run cannot finish before the scheduler kills it."""
     deadline = time.time() + 300
     while not (run / "checkpoint.pt").exists():
         assert time.time() < deadline, f"no job wrote {run / 'checkpoint.pt'}"
         time.sleep(0.02)
-    pid = (run / ".lock").read_text().split()[0]
+    pid = int((run / ".lock").read_text().split()[0])
+    os.kill(pid, signal.SIGSTOP)
     environ = dict(v.split("=", 1) for v in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in v)
     subprocess.run(["scancel", f"{environ['SLURM_ARRAY_JOB_ID']}_{environ['SLURM_ARRAY_TASK_ID']}"], check=True)
+    while time.time() < deadline:
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
 
 
 def test_a_tiny_plan_through_slurm_gives_the_local_rows_and_resumes_a_cancelled_job(cluster, tmp_path, monkeypatch,
                                                                                     capsys):
-    monkeypatch.setitem(experiments.PROTOCOLS, "tiny", LONGER)
+    monkeypatch.setitem(experiments.PROTOCOLS, "tiny", TINY)
     local, out = tmp_path / "local", tmp_path / "slurm"
     experiments.run_protocol("tiny", out=local, **PLAN)
     cancelled, first = out / "single_digit-seed0", {}
@@ -76,7 +84,7 @@ def test_a_tiny_plan_through_slurm_gives_the_local_rows_and_resumes_a_cancelled_
             experiments.run_protocol("tiny", out=out, executor=SLURM, **PLAN)
         except RunsFailed as err:
             first["error"] = str(err)
-    thread = threading.Thread(target=submit)
+    thread = threading.Thread(target=submit, daemon=True)  # a failed test leaves no waiting thread
     thread.start()
     cancel_after_first_checkpoint(cancelled)
     thread.join(timeout=600)
@@ -85,9 +93,12 @@ def test_a_tiny_plan_through_slurm_gives_the_local_rows_and_resumes_a_cancelled_
     [line] = [line for line in first["error"].splitlines() if "single_digit-seed0" in line]
     assert "was killed by the scheduler (CANCELLED)" in line and "resumes it" in line
     assert "2 submitted: 1 finished, 1 killed, 0 failed" in capsys.readouterr().err
+    step = load_checkpoint(cancelled / "checkpoint.pt")["state"]["step"]
+    kept = (cancelled / "metrics.jsonl").read_text().splitlines()[:step]
 
     experiments.run_protocol("tiny", out=out, executor=SLURM, **PLAN)
     assert "1 finished before (read, not submitted), 1 submitted: 1 finished" in capsys.readouterr().err
+    assert (cancelled / "metrics.jsonl").read_text().splitlines()[:step] == kept and 0 < step < 16  # resumed
     pd.testing.assert_frame_equal(rows(out), rows(local))  # bit for bit, as text
     for run in ("bittokens-seed0", "single_digit-seed0"):
         assert losses(out / run) == losses(local / run)
