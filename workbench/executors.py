@@ -1,25 +1,100 @@
-"""Where a plan's runs train: one after another in this process, or side by side in a pool of
-local processes (one thread each). The study, the ablations and the encoding comparisons all hand
-their runs here, so every plan resumes, reports and fails the same way.
+"""Where a plan's runs train: on this machine (in this process, or a pool of local processes), or
+one submitit job per run (local processes, or a Slurm cluster). The study, the ablations and the
+encoding comparisons all hand their runs here, so every plan resumes, reports and fails the same way.
 
     results = run_all({"fone-seed0": cfg, ...}, out=Path("runs/x"), jobs=2)
+    results = run_all(runs, out, executor=Executor("slurm", partition="gpu", time=600))
 
 Each run goes to OUT/<name> through `experiments.train_once` (finished runs of the same
-configuration are read, not retrained). A run that fails does not stop the others: at the end
-`RunsFailed` names every failed run with its error, after the finished ones were kept.
+configuration are read, not retrained; a killed run resumes from its checkpoint). With a submitit
+executor a finished run is read here and never submitted; the others become jobs (logs in
+OUT/jobs), and when they end their results are read here the same way, so the tables are the
+local executor's. A job with more than one GPU starts torchrun inside it, one process per GPU.
+A run that fails, or whose job is killed, does not stop the others: at the end `RunsFailed` names
+each one with its error (and its job's log), after the finished ones were kept.
 """
 from __future__ import annotations
 
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 
 import pandas as pd
 from tqdm.auto import tqdm
 
+from .cli import check_choices, setting, unknown
+
+EXECUTORS = ("local", "submitit-local", "slurm")
+# Slurm's states of a job it ended before the job's program did (sacct's words).
+SCHEDULER_KILLS = ("TIMEOUT", "CANCELLED", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY", "DEADLINE", "BOOT_FAIL")
+POLL_SECONDS = 1.0  # between looks at the running jobs
+
 
 class RunsFailed(RuntimeError):
     """Some runs of a plan failed; the others finished and were kept."""
+
+
+@dataclass
+class Executor:
+    """Where the runs train; the flags of every plan's command."""
+    executor: str = setting("local", "where the runs train: local (this machine, --jobs processes), "
+                            "submitit-local (one submitit job per run, on this machine), slurm (one Slurm job "
+                            "per run, sent with sbatch; run the command on a login node)", choices=EXECUTORS)
+    partition: str | None = setting(None, "Slurm partition of the jobs (default: the cluster's default partition)")
+    time: int = setting(240, "time limit of each job, in minutes; a job killed at its limit keeps its checkpoint "
+                        "and the next call of the same command resumes it")
+    cpus_per_job: int = setting(1, "CPU cores per job (the runs' --threads stay as the plan sets them)")
+    gpus_per_job: int = setting(0, "GPUs per job; more than one starts torchrun inside the job, one process per GPU")
+    array_parallelism: int | None = setting(None, "jobs running at once (default: --jobs with submitit-local; "
+                                            "all of them with slurm, as the scheduler allows)")
+
+    def __post_init__(self):
+        check_choices(self)
+        for name, low in (("time", 1), ("cpus_per_job", 1), ("gpus_per_job", 0), ("array_parallelism", 1)):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < low):
+                raise ValueError(f"--{name.replace('_', '-')} must be an integer >= {low}, got {value!r}")
+
+    def check(self) -> None:
+        """Raise ValueError, in one line, if this executor cannot start here (called before any job
+        is submitted): submitit missing; for Slurm no sbatch, no answer from the controller or
+        from job accounting (sacct), a partition that does not exist, or a time limit above the
+        partition's."""
+        if self.executor == "local":
+            return
+        try:
+            import submitit  # noqa: F401
+        except ImportError:
+            raise ValueError(f"--executor {self.executor} needs the submitit package "
+                             "(pip install -r requirements.txt)") from None
+        if self.executor == "slurm":
+            _check_slurm(self.partition, self.time)
+
+
+def run_all(runs: dict, out: Path, jobs: int = 1, overwrite: bool = False, desc: str = "runs",
+            executor: Executor | None = None) -> dict[str, pd.DataFrame]:
+    """Train (or read) every run {name: TrainConfig} into OUT/<name>; returns {name: its results
+    table}. Local executor: `jobs` at a time, in this process when jobs is 1. Submitit executors:
+    one job per run not finished yet."""
+    executor = executor or Executor()
+    if not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"--jobs must be an integer >= 1, got {jobs!r}")
+    if executor.executor == "local":
+        results, failed = _run_here(runs, Path(out), jobs, overwrite, desc)
+    else:
+        results, failed = _run_as_jobs(runs, Path(out), jobs, overwrite, desc, executor)
+    if failed:
+        shown = "\n".join(f"  {name} ({Path(out) / name}): {why}" for name, why in failed.items())
+        raise RunsFailed(f"{len(failed)} of {len(runs)} runs failed (the {len(results)} others are kept; rerun the "
+                         f"same command to retry the failed ones):\n{shown}")
+    return results
 
 
 def _one(cfg, run_dir: Path, overwrite: bool) -> pd.DataFrame:
@@ -27,28 +102,171 @@ def _one(cfg, run_dir: Path, overwrite: bool) -> pd.DataFrame:
     return train_once(cfg, run_dir, overwrite)
 
 
-def run_all(runs: dict, out: Path, jobs: int = 1, overwrite: bool = False, desc: str = "runs") -> dict[str, pd.DataFrame]:
-    """Train (or read) every run {name: TrainConfig} into OUT/<name>, `jobs` at a time; returns
-    {name: its results table}. With jobs 1 the runs train in this process."""
-    if not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"--jobs must be an integer >= 1, got {jobs!r}")
+def _run_here(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str) -> tuple[dict, dict]:
+    """The local executor: ({name: results}, {name: why it failed})."""
     results, failed = {}, {}
     if jobs == 1:
         for name, cfg in tqdm(runs.items(), desc=desc):
             try:
-                results[name] = _one(cfg, Path(out) / name, overwrite)
+                results[name] = _one(cfg, out / name, overwrite)
             except (ValueError, OSError, RuntimeError, MemoryError) as err:
-                failed[name] = err
-    else:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-            futures = {pool.submit(_one, cfg, Path(out) / name, overwrite): name for name, cfg in runs.items()}
-            for future in tqdm(as_completed(futures), total=len(futures), desc=desc):
-                try:
-                    results[futures[future]] = future.result()
-                except Exception as err:  # noqa: BLE001 - a worker's failure is reported with the others
-                    failed[futures[future]] = err
-    if failed:
-        shown = "\n".join(f"  {name} ({Path(out) / name}): {type(err).__name__}: {err}" for name, err in failed.items())
-        raise RunsFailed(f"{len(failed)} of {len(runs)} runs failed (the {len(results)} others are kept; rerun the "
-                         f"same command to retry the failed ones):\n{shown}")
-    return results
+                failed[name] = f"{type(err).__name__}: {err}"
+        return results, failed
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(_one, cfg, out / name, overwrite): name for name, cfg in runs.items()}
+        for future in tqdm(as_completed(futures), total=len(futures), desc=desc):
+            try:
+                results[futures[future]] = future.result()
+            except Exception as err:  # noqa: BLE001 - a worker's failure is reported with the others
+                failed[futures[future]] = f"{type(err).__name__}: {err}"
+    return results, failed
+
+
+def _run_as_jobs(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str, executor: Executor) -> tuple[dict, dict]:
+    """The submitit executors: finished runs read here, the others one job each; every ended job's
+    run read here as the local executor reads it. ({name: results}, {name: why it failed})."""
+    executor.check()  # before anything is submitted
+    from .experiments import train_once
+    from .train import finished, recorded_differences
+    results, failed, todo = {}, {}, {}
+
+    def read(name, cfg):  # a finished run's results, or why they cannot be read (another configuration)
+        try:
+            results[name] = train_once(cfg, out / name, overwrite)
+        except (ValueError, OSError) as err:
+            failed[name] = f"{type(err).__name__}: {err}"
+    for name, cfg in runs.items():
+        placed = replace(cfg, out=str(out / name))
+        if finished(placed) and not (overwrite and recorded_differences(placed)):
+            read(name, cfg)
+        else:
+            todo[name] = cfg
+    ended = _submit_and_wait(todo, out, jobs, overwrite, desc, executor) if todo else {}
+    for name, (outcome, why) in ended.items():
+        if outcome == "finished":
+            read(name, todo[name])
+        else:
+            failed[name] = why
+    counts = {k: sum(o == k for o, _ in ended.values()) for k in ("finished", "killed", "failed")}
+    print(f"{desc} ({executor.executor}): {len(runs)} runs: {len(runs) - len(todo)} finished before (read, not "
+          f"submitted), {len(todo)} submitted: {counts['finished']} finished, {counts['killed']} killed, "
+          f"{counts['failed']} failed" + (f"; job logs in {out / 'jobs'}" if todo else ""), file=sys.stderr)
+    return results, failed
+
+
+def _submit_and_wait(todo: dict, out: Path, jobs: int, overwrite: bool, desc: str, executor: Executor) -> dict:
+    """Submit one job per run, at most the parallelism at a time (on Slurm: one array, the
+    scheduler keeps to it), and wait for all; {name: (finished | killed | failed, why)}."""
+    submitter = _submitit_executor(executor, out / "jobs", desc)
+    limit = len(todo) if executor.executor == "slurm" else executor.array_parallelism or jobs
+    waiting, running, ended = list(todo), {}, {}
+    with tqdm(total=len(todo), desc=f"{desc} ({executor.executor} jobs)") as bar:
+        while waiting or running:
+            names, waiting = waiting[:limit - len(running)], waiting[limit - len(running):]
+            if names:
+                submitted = submitter.map_array(_train_job, [todo[n] for n in names],
+                                                [(out / n).resolve() for n in names], [overwrite] * len(names),
+                                                [executor.gpus_per_job] * len(names))
+                running.update(zip(submitted, names))
+            for job in [j for j in running if j.done()]:
+                ended[running.pop(job)] = _outcome(job)
+                bar.update()
+            if running:
+                time.sleep(POLL_SECONDS)
+    return ended
+
+
+def _submitit_executor(executor: Executor, folder: Path, desc: str):
+    import submitit
+    slurm = executor.executor == "slurm"
+    submitter = submitit.AutoExecutor(folder, cluster="slurm" if slurm else "local")
+    submitter.update_parameters(name=desc, timeout_min=executor.time, cpus_per_task=executor.cpus_per_job,
+                                gpus_per_node=executor.gpus_per_job, nodes=1, tasks_per_node=1)
+    if slurm:
+        submitter.update_parameters(slurm_array_parallelism=executor.array_parallelism or 256,
+                                    **({"slurm_partition": executor.partition} if executor.partition else {}))
+    return submitter
+
+
+def _outcome(job) -> tuple[str, str]:
+    """(finished | killed | failed, why) of an ended job; `why` names its log. A job that left no
+    result (ended by the scheduler, a signal or the memory limit) was killed: its run resumes."""
+    from submitit.core.utils import FailedJobError
+    state = job.state.split(" ")[0].upper()  # "CANCELLED by 0": cancelled
+    log = f"(log: {job.paths.stderr})"
+    resumes = f"its run keeps its last checkpoint and the next call resumes it {log}"
+    if not job.paths.result_pickle.exists():
+        if state in SCHEDULER_KILLS:
+            return "killed", f"job {job.job_id} was killed by the scheduler ({state}); {resumes}"
+        if state in ("FINISHED", "INTERRUPTED"):  # a local job, whose process is gone
+            return "killed", f"job {job.job_id} was killed (its process ended without a result); {resumes}"
+    err = job.exception()  # waits a little for the result file on a slow shared disk
+    if err is None:
+        return "finished", ""
+    if not isinstance(err, FailedJobError):
+        return "killed", f"job {job.job_id} ended without a result ({state}); {resumes}"
+    parts = str(err).split("-" * 22)  # submitit's message holds the job's traceback between two rules
+    trace = (parts[1] if len(parts) > 2 else str(err)).strip().splitlines()
+    return "failed", f"job {job.job_id} failed: {trace[-1] if trace else err} {log}"
+
+
+def _train_job(cfg, run_dir: Path, overwrite: bool, gpus: int) -> None:
+    """What a job runs: its run trained, resumed or read by `train_once`; with more than one GPU
+    under torchrun, one process per GPU (every rank trains, rank 0 writes)."""
+    if gpus <= 1:
+        _one(cfg, run_dir, overwrite)
+        return
+    with tempfile.TemporaryDirectory() as tmp:  # the run, handed to this job's own torchrun processes
+        spec = Path(tmp) / "run.pkl"
+        spec.write_bytes(pickle.dumps((cfg, run_dir, overwrite)))
+        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}",
+                        "-m", "workbench.executors", str(spec)], check=True)
+
+
+def _check_slurm(partition: str | None, minutes: int) -> None:
+    if shutil.which("sbatch") is None:
+        raise ValueError("--executor slurm: there is no sbatch on PATH (run the command on the cluster's login node; "
+                         "--executor submitit-local runs the same jobs on this machine)")
+    listing = _ask(["sinfo", "--noheader", "--format=%P %l"], "is the Slurm controller up?")
+    _ask(["sacct", "--noheader", "--starttime", "now"], "submitit follows its jobs with sacct: job accounting is needed")
+    limits, default = {}, None
+    for line in listing.splitlines():
+        name, limit = line.split()
+        if name.endswith("*"):  # sinfo marks the default partition
+            name = default = name[:-1]
+        limits[name] = _minutes(limit)
+    if partition is not None and partition not in limits:
+        raise ValueError("--partition: " + unknown("Slurm partition", partition, limits))
+    chosen = partition or default
+    if chosen is None:
+        raise ValueError(f"--executor slurm: the cluster has no default partition; name one with --partition "
+                         f"(partitions: {', '.join(limits) or 'none'})")
+    if limits[chosen] is not None and minutes > limits[chosen]:
+        raise ValueError(f"--time {minutes}: partition {chosen!r} allows at most {limits[chosen]} minutes per job")
+
+
+def _ask(command: list[str], hint: str) -> str:
+    """The output of a Slurm command; a one-line ValueError with its error and `hint` if it fails."""
+    try:
+        answer = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise ValueError(f"--executor slurm: {command[0]} did not answer ({err}); {hint}") from None
+    if answer.returncode != 0:
+        first = (answer.stderr.strip().splitlines() or ["no message"])[0]
+        raise ValueError(f"--executor slurm: {command[0]} failed ({first}); {hint}")
+    return answer.stdout
+
+
+def _minutes(limit: str) -> int | None:
+    """Minutes of a Slurm time limit as sinfo prints it ([days-]hours:minutes:seconds, minutes:seconds,
+    minutes; rounded up); None for no limit."""
+    if limit.lower() in ("infinite", "unlimited", "n/a"):
+        return None
+    days, _, clock = limit.rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    hours, minutes, seconds = ([0, 0] + parts)[-3:] if len(parts) > 1 else (0, parts[0], 0)
+    return int(days or 0) * 1440 + hours * 60 + minutes + (seconds > 0)
+
+
+if __name__ == "__main__":  # one rank of a job's torchrun (see _train_job)
+    _one(*pickle.loads(Path(sys.argv[1]).read_bytes()))

@@ -4,6 +4,7 @@
     python -m workbench.experiments ablations [--tables 8 9 ...] [--smoke]    # Tables 8-15
     python -m workbench.experiments study [--jobs 2]    # docs/study.md
     torchrun --nproc_per_node 8 -m workbench.experiments paper-tier    # on 8 GPUs
+    python -m workbench.experiments paper-tier --executor slurm --partition gpu    # a job of 8 GPUs per run
 
 The CPU tier is the paper's multi-task experiment (section 6, Fig. 4) at laptop scale: the six
 comparison and single-step tasks on a narrowed operand regime (magnitudes 1 … 100, at most 2
@@ -32,8 +33,8 @@ from tqdm.auto import tqdm
 
 from . import ablations, encoders, study, tasks
 from .atomic import write_atomic
-from .cli import Parser, unknown
-from .executors import RunsFailed, run_all
+from .cli import Parser, add_arguments, unknown, values_of
+from .executors import Executor, RunsFailed, run_all
 from .locks import InUse, hold
 from .paper_figures import results_from_summary
 from .train import TrainConfig, finished, recorded_differences, resumable, train
@@ -51,10 +52,12 @@ PROTOCOLS = {
                               val_samples=384, test_samples=10_000, eval_every=64, checkpoint_every=1000,
                               vocab_size=50_000, bf16=True, compile=True, threads=0),
 }
+# A paper-tier job takes a node's 8 GPUs (torchrun inside it, one process per GPU) for a day at most.
+PAPER_TIER_JOBS = Executor(gpus_per_job=8, cpus_per_job=8, time=24 * 60)
 
 
 def run_protocol(name: str, seeds=(0, 1), out="runs/cpu-tier", encodings=None, jobs: int = 1,
-                 overwrite: bool = False) -> pd.DataFrame:
+                 overwrite: bool = False, executor: Executor | None = None) -> pd.DataFrame:
     """Train every encoding × seed under protocol `name`; return and save the results table."""
     if name not in PROTOCOLS:
         raise ValueError(unknown("protocol", name, PROTOCOLS))
@@ -62,7 +65,7 @@ def run_protocol(name: str, seeds=(0, 1), out="runs/cpu-tier", encodings=None, j
     runs = {f"{e}-seed{s}": replace(PROTOCOLS[name], encoding=e, seed=s) for e in encodings or encoders.names()
             for s in seeds}
     with _writer(out):  # under torchrun every rank trains, rank 0 writes
-        trained = run_all(runs, out, jobs, overwrite, desc=name)
+        trained = run_all(runs, out, jobs, overwrite, desc=name, executor=executor)
         table = pd.concat([trained[n] for n in runs], ignore_index=True)
         if _rank() == 0:
             write_atomic(out / "results.csv", lambda tmp: table.to_csv(tmp, index=False))
@@ -96,7 +99,8 @@ def train_once(cfg: TrainConfig, run_dir: Path, overwrite: bool = False) -> pd.D
 
 
 def run_ablations(tables=tuple(ablations.TABLES), seeds=(0,), out="runs/ablations", base: TrainConfig | None = None,
-                  smoke: bool = False, jobs: int = 1, overwrite: bool = False) -> pd.DataFrame:
+                  smoke: bool = False, jobs: int = 1, overwrite: bool = False,
+                  executor: Executor | None = None) -> pd.DataFrame:
     """Every variant of the ablation `tables` (Tables 8-15) on `base` (default: the cpu-tier
     protocol; `smoke`: a few steps each, to check that every ablation runs). One CSV, results.csv,
     with the delta of each value to its table's baseline; each table printed as the paper does."""
@@ -108,7 +112,7 @@ def run_ablations(tables=tuple(ablations.TABLES), seeds=(0,), out="runs/ablation
     runs = ablations.plan(tables, base, seeds)
     with _writer(out):
         configs = dict(zip(runs.run, runs.config))  # a configuration shared by several tables trains once
-        trained = run_all(configs, out, jobs, overwrite, desc="ablations")
+        trained = run_all(configs, out, jobs, overwrite, desc="ablations", executor=executor)
         results = pd.concat([trained[r.run].assign(table=r.table, variant=r.variant, baseline=r.baseline, run=r.run)
                              for r in runs.itertuples(index=False)], ignore_index=True)
         results = ablations.with_deltas(results)
@@ -165,7 +169,8 @@ def _parser() -> Parser:
     ablations_.add_argument("--smoke", action="store_true",
                             help="a few steps per run, to check every ablation runs (scores near 0 are expected)")
     for name, about in (("cpu-tier", "the multi-task comparison of every encoding at laptop scale"),
-                        ("paper-tier", "the same protocol at the paper's scale (8 GPUs: torchrun --nproc_per_node 8)")):
+                        ("paper-tier", "the same protocol at the paper's scale (8 GPUs: torchrun --nproc_per_node 8, "
+                                      "or one 8-GPU job per run with --executor slurm)")):
         tier = commands.add_parser(name, help=about, description=f"Train {about}; one results table.")
         tier.add_argument("--encodings", nargs="+", choices=encoders.names(), metavar="ENCODING",
                           help="encodings (default: all)")
@@ -179,6 +184,11 @@ def _parser() -> Parser:
             jobs = 2 if sub.prog.endswith("study") else 1
             sub.add_argument("--jobs", type=int, default=jobs,
                              help=f"runs trained side by side, one thread each (default: {jobs})")
+        jobs_ = PAPER_TIER_JOBS if sub.prog.endswith("paper-tier") else Executor()
+        where = sub.add_argument_group("executor", "where the runs train: this machine, or one job per run (submitit: "
+                                       "local processes or a Slurm cluster); defaults: --executor local --time "
+                                       f"{jobs_.time} --cpus-per-job {jobs_.cpus_per_job} --gpus-per-job {jobs_.gpus_per_job}")
+        add_arguments(where, Executor, jobs_)
     return parser
 
 
@@ -187,17 +197,19 @@ def main(argv=None):
     args = parser.parse_args(argv)
     out = args.out or f"runs/{args.protocol}"
     try:
+        executor = Executor(**values_of(vars(args), Executor))
         if args.protocol == "study":
-            results = study.run_study(args.studies, out, args.jobs, args.overwrite, encodings=args.encodings,
+            results = study.run_study(args.studies, out, args.jobs, args.overwrite, executor, encodings=args.encodings,
                                       seeds=args.seeds, tasks_=args.tasks, digits=args.digits)
             print(results.groupby(["study", "task", "digits", "encoding", "metric"])["score"].mean().round(3).to_string())
         elif args.protocol == "ablations":
             results = run_ablations(args.tables, args.seeds, out, smoke=args.smoke, jobs=args.jobs,
-                                    overwrite=args.overwrite)
+                                    overwrite=args.overwrite, executor=executor)
             for table in args.tables:
                 print(f"\nTable {table}\n" + ablations.paper_layout(results, table).to_string())
         else:
-            table = run_protocol(args.protocol, args.seeds, out, args.encodings, getattr(args, "jobs", 1), args.overwrite)
+            table = run_protocol(args.protocol, args.seeds, out, args.encodings, getattr(args, "jobs", 1), args.overwrite,
+                                 executor)
             print(summarize(table).round(3).to_string(index=False))
     except (ValueError, OSError, InUse, RunsFailed, MemoryError) as err:
         parser.fail(err)

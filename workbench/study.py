@@ -31,7 +31,7 @@ import pandas as pd
 
 from . import encoders, tasks
 from .atomic import write_atomic
-from .executors import run_all
+from .executors import Executor, run_all
 from .locks import hold
 from .train import TrainConfig, finished, recorded_differences
 
@@ -134,11 +134,12 @@ def stale(runs: list[Run], out: Path) -> dict[str, str]:
 
 
 def run_study(which=PREREGISTERED, out="runs/study", jobs: int = 2, overwrite: bool = False,
-              **selection) -> pd.DataFrame:
+              executor: Executor | None = None, **selection) -> pd.DataFrame:
     """Train every run of `which` (narrowed by `select`'s `selection`) not finished yet, `jobs` at a
-    time, then write and return the results of every finished run of every part. A run counts as
-    finished only if its recorded configuration is the plan's: a finished run of another
-    configuration stops the study with its settings named, or is retrained with `overwrite`."""
+    time (or as jobs of `executor`), then write and return the results of every finished run of
+    every part. A run counts as finished only if its recorded configuration is the plan's: a
+    finished run of another configuration stops the study with its settings named, or is
+    retrained with `overwrite`."""
     out = Path(out)
     with hold(out):  # one study per folder
         runs = select(plan(which), **selection)
@@ -149,7 +150,7 @@ def run_study(which=PREREGISTERED, out="runs/study", jobs: int = 2, overwrite: b
                              f"({shown}{' ...' if len(differ) > 3 else ''}); --overwrite retrains them")
         todo = {r.name: r.config for r in runs if r.name in differ or not finished(replace(r.config, out=str(out / r.name)))}
         try:
-            run_all(todo, out, jobs, overwrite, desc="study")
+            run_all(todo, out, jobs, overwrite, desc="study", executor=executor)
         finally:  # the finished runs are tabled even when others failed
             results = write_results(out)
         return results

@@ -1,0 +1,149 @@
+"""Executors: submitit's local executor (real processes) gives the local executor's result rows bit
+for bit, reports a killed job and a failed one while the others go on, and the next call resumes
+the killed run without resubmitting the finished ones; a job with two GPUs runs torchrun; an
+executor that cannot start is refused in one line before anything is submitted."""
+import json
+import os
+import signal
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from workbench import experiments
+from workbench.executors import Executor, RunsFailed, _minutes, run_all
+from workbench.locks import hold
+from workbench.train import TrainConfig, load_checkpoint
+
+# 16 steps, a checkpoint every 2: long enough to be killed between its first checkpoint and its end
+TINY = TrainConfig(preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 16, pool_size=100, val_samples=4,
+                   test_samples=4, eval_every=8, checkpoint_every=2, threads=1)
+PLAN = dict(seeds=(0,), encodings=["bittokens", "single_digit", "fone"])
+JOBS = Executor("submitit-local", array_parallelism=3, time=10)
+
+
+def rows(folder: Path) -> pd.DataFrame:
+    """results.csv as text, the timing column aside."""
+    return pd.read_csv(folder / "results.csv", dtype=str).drop(columns="train_seconds")
+
+
+def losses(run: Path) -> list[float]:
+    return [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def submitted(out: Path) -> int:
+    return len(list((out / "jobs").glob("*_submitted.pkl")))
+
+
+def kill_after_first_checkpoint(run: Path) -> None:
+    """SIGKILL the process training `run` (the lock's holder) once it wrote a checkpoint."""
+    deadline = time.time() + 300
+    while not (run / "checkpoint.pt").exists():
+        assert time.time() < deadline, f"no job wrote {run / 'checkpoint.pt'}"
+        time.sleep(0.02)
+    os.kill(int((run / ".lock").read_text().split()[0]), signal.SIGKILL)
+
+
+def test_submitit_local_gives_the_local_rows_and_resumes_a_killed_job(tmp_path, monkeypatch, capsys):
+    """Bugs: a job's results read differently from the local executor's; a killed job hangs the
+    plan, stops the others or is reported as finished; a finished run is resubmitted; a killed
+    run is retrained from scratch instead of resumed."""
+    monkeypatch.setitem(experiments.PROTOCOLS, "tiny", TINY)
+    local, out = tmp_path / "local", tmp_path / "submitit"
+    experiments.run_protocol("tiny", out=local, **PLAN)
+    killed, busy = out / "single_digit-seed0", out / "fone-seed0"
+    first = {}
+
+    def submit():
+        try:
+            experiments.run_protocol("tiny", out=out, executor=JOBS, **PLAN)
+        except RunsFailed as err:
+            first["error"] = str(err)
+    with hold(busy):  # as if another process trained this run: its job fails, the others go on
+        thread = threading.Thread(target=submit, daemon=True)  # a failed test leaves no waiting thread
+        thread.start()
+        kill_after_first_checkpoint(killed)
+        thread.join(timeout=300)
+    assert not thread.is_alive(), "the plan did not end after its jobs did"
+    assert not (killed / "test_summary.csv").exists(), "the run finished before it could be killed"
+    report = first["error"].splitlines()
+    assert report[0].startswith("2 of 3 runs failed")
+    [kill_line] = [line for line in report if "single_digit-seed0" in line]
+    assert "was killed" in kill_line and "resumes it" in kill_line
+    assert Path(kill_line.split("(log: ")[1].rstrip(")")).exists()
+    [busy_line] = [line for line in report if "fone-seed0" in line]
+    assert "InUse: the folder" in busy_line and "is in use by process" in busy_line and "log: " in busy_line
+    assert (out / "bittokens-seed0" / "test_summary.csv").exists()
+    assert "3 submitted: 1 finished, 1 killed, 1 failed" in capsys.readouterr().err
+    step = load_checkpoint(killed / "checkpoint.pt")["state"]["step"]
+    kept = [line for line in (killed / "metrics.jsonl").read_text().splitlines()[:step]]
+
+    experiments.run_protocol("tiny", out=out, executor=JOBS, **PLAN)
+    assert "1 finished before (read, not submitted), 2 submitted: 2 finished" in capsys.readouterr().err
+    assert submitted(out) == 3 + 2  # the finished run was not submitted again
+    # resumed from its checkpoint: the rows logged before it are the killed process's own (a
+    # retrained run would rewrite them, with other times)
+    assert (killed / "metrics.jsonl").read_text().splitlines()[:step] == kept and 0 < step < 16
+    pd.testing.assert_frame_equal(rows(out), rows(local))  # bit for bit, as text
+    for run in ("bittokens-seed0", "single_digit-seed0", "fone-seed0"):
+        assert losses(out / run) == losses(local / run)
+
+
+@pytest.mark.slow
+def test_a_job_with_two_gpus_trains_its_run_under_torchrun(tmp_path):
+    """Bug: paper-tier jobs train in one process on a node of 8 GPUs. Two (CPU) processes of one
+    job share the batch: the token budget of 4 steps of 2 rows is spent in 2 steps."""
+    cfg = replace(TINY, tokens=2 * 128 * 4, eval_every=2, device="cpu")
+    run_all({"run": cfg}, tmp_path, executor=Executor("submitit-local", gpus_per_job=2, time=10))
+    assert len(losses(tmp_path / "run")) == 2
+    assert (tmp_path / "run" / "test_summary.csv").exists()
+
+
+@pytest.fixture
+def fake_slurm(tmp_path, monkeypatch):
+    """A PATH of stand-ins: sbatch records its calls; sinfo and sacct answer as given."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    monkeypatch.setenv("PATH", str(bin_))
+
+    def tools(sinfo="debug* 30:00\ngpu 1-00:00:00", sinfo_status=0, sacct_status=0, sbatch=True):
+        scripts = {"sinfo": f"printf '{sinfo}\\n'; echo 'sinfo: error: Unable to contact slurm controller' >&2; "
+                            f"exit {sinfo_status}",
+                   "sacct": f"echo 'Slurm accounting storage is disabled' >&2; exit {sacct_status}"}
+        if sbatch:
+            scripts["sbatch"] = f"echo \"$@\" >> {tmp_path}/sbatch-calls; echo 'Submitted batch job 1'"
+        for name, body in scripts.items():
+            (bin_ / name).write_text(f"#!/bin/sh\n{body}\n")
+            (bin_ / name).chmod(0o755)
+    return tools
+
+
+@pytest.mark.parametrize("setup, flags, message", [
+    (dict(sbatch=False), [], "there is no sbatch on PATH"),
+    ({}, ["--partition", "gpux", "--time", "10"], "--partition: unknown Slurm partition 'gpux'; did you mean 'gpu'?"),
+    ({}, [], "--time 240: partition 'debug' allows at most 30 minutes per job"),
+    ({}, ["--partition", "gpu", "--time", "1441"], "--time 1441: partition 'gpu' allows at most 1440 minutes"),
+    (dict(sinfo_status=1), [], "sinfo failed (sinfo: error: Unable to contact slurm controller); is the Slurm"),
+    (dict(sacct_status=1), ["--time", "10"], "sacct failed (Slurm accounting storage is disabled); submitit follows"),
+    ({}, ["--array-parallelism", "0"], "--array-parallelism must be an integer >= 1, got 0"),
+])
+def test_an_executor_that_cannot_start_is_one_line_before_anything_is_submitted(fake_slurm, tmp_path, capsys,
+                                                                                setup, flags, message):
+    fake_slurm(**setup)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit):
+        experiments.main(["cpu-tier", "--encodings", "fone", "--seeds", "0", "--out", str(out),
+                          "--executor", "slurm", *flags])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "sbatch-calls").exists() and not (out / "jobs").exists()
+
+
+@pytest.mark.parametrize("limit, minutes", [("infinite", None), ("UNLIMITED", None), ("45", 45), ("30:00", 30),
+                                            ("30:01", 31), ("2:00:00", 120), ("1-00:00:00", 1440),
+                                            ("2-12:30:00", 2 * 1440 + 12 * 60 + 30)])
+def test_slurm_time_limits_read_as_minutes(limit, minutes):
+    assert _minutes(limit) == minutes
