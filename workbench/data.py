@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -26,7 +27,7 @@ class Pool:
     difficulty: np.ndarray
     difficulty_sd: np.ndarray
 
-    @property
+    @cached_property
     def mean_length(self) -> float:
         """Mean tokens per sample (of the first 1000)."""
         return float(np.mean([len(s[0]) for s in self.samples[:1000]]))
@@ -53,25 +54,25 @@ def pack(samples, batch_size: int, context: int, pad_id: int, num_id: int = 4) -
     Also returns the loss denominators of the whole batch (`ce_count`, `number_count`), so that
     data-parallel ranks, each with a slice of the rows, average to the loss of the whole batch."""
     width = context + 1
-    ids = np.full((batch_size, width), pad_id, dtype=np.int64)
-    values = np.zeros((batch_size, width))
-    mask = np.zeros((batch_size, width), dtype=bool)
-    doc = np.full((batch_size, width), -1, dtype=np.int64)
-    pos = np.zeros((batch_size, width), dtype=np.int64)
-    task = np.zeros((batch_size, width), dtype=np.int64)
-    row, col, k = 0, 0, 0
-    for s_ids, s_values, s_mask, *s_task in samples:
-        if row == batch_size:
+    used, kept, filled = [], [], 0  # the samples that go in, and the tokens each puts into the rows
+    for sample in samples:
+        if filled == batch_size * width:
             break
-        n = min(len(s_ids), width - col)
-        sl = slice(col, col + n)
-        ids[row, sl], values[row, sl], mask[row, sl] = s_ids[:n], s_values[:n], s_mask[:n]
-        doc[row, sl], pos[row, sl], task[row, sl] = k, np.arange(n), s_task[0] if s_task else 0
-        col, k = col + n, k + 1
-        if col == width:
-            row, col = row + 1, 0
-    if row < batch_size:
+        n = min(len(sample[0]), width - filled % width)
+        used.append(sample)
+        kept.append(n)
+        filled += n
+    if filled < batch_size * width:
         raise NotEnoughSamples(f"not enough samples to fill {batch_size} rows of {context} tokens")
+    kept = np.asarray(kept)
+    starts = np.cumsum(kept) - kept
+    # every sample's first n tokens, back to back, fill the rows exactly
+    ids, values, mask = (np.concatenate([s[field][:n] for s, n in zip(used, kept)]).reshape(batch_size, width)
+                         for field in range(3))
+    doc = np.repeat(np.arange(len(kept)), kept).reshape(batch_size, width)
+    pos = (np.arange(batch_size * width) - np.repeat(starts, kept)).reshape(batch_size, width)
+    task = np.repeat([s[3] if len(s) > 3 else 0 for s in used], kept).reshape(batch_size, width)
+    ids, values, mask = ids.astype(np.int64, copy=False), values.astype(np.float64, copy=False), mask.astype(bool, copy=False)
     loss_mask = mask[:, 1:] & (doc[:, 1:] == doc[:, :-1])
     t = torch.from_numpy
     return {"ids": t(ids[:, :-1]), "values": t(values[:, :-1]), "positions": t(pos[:, :-1]),
