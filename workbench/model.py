@@ -32,7 +32,8 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from .encoders.base import NumberEncoding
-from .fused import attention_plan, linear_cross_entropy, masked_attention, relu_squared, rms_norm, rotate
+from .fused import (attention_plan, linear_at_rows, linear_cross_entropy, masked_attention, relu_squared, rms_norm,
+                    rotate, scale_at_rows)
 from .numbers import NUM_TOKEN
 from .tokenizer import CONTROL_TOKENS
 
@@ -100,11 +101,15 @@ class Norm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d)) if learnable else None
         self.bias = nn.Parameter(torch.zeros(d)) if learnable and kind == "layer" else None
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, rows: Tensor | None = None, shape=None) -> Tensor:
+        """The norm of x; x [N, d] may be the rows `rows` of an activation of `shape` (RMSNorm only),
+        whose gain then gets the gradient of the whole activation's (see fused.scale_at_rows)."""
         if self.kind == "layer":
             return F.layer_norm(x, x.shape[-1:], self.weight, self.bias)
         y = rms_norm(x)
-        return y * self.weight if self.weight is not None else y
+        if self.weight is None:
+            return y
+        return y * self.weight if rows is None else scale_at_rows(y, self.weight, rows, shape)
 
 
 def qk_norm(x: Tensor, kind: str) -> Tensor:
@@ -119,15 +124,19 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
 
-    def forward(self, x, cos, sin, mask, plan=None, cache=None, layer=0):
+    def forward(self, x, cos, sin, mask, plan=None, cache=None, layer=0, rows=None):
+        """The attention output [B, T, d]; with `rows` (flat indices into B x T) projected at those
+        rows only, [N, d] (every position still gives its keys and values)."""
         # (unbound along a middle axis: unpacking a leading qkv axis breaks torch.compile in torch 2.13)
         q, k, v = rearrange(self.qkv(x), "b t (qkv h d) -> b h qkv t d", qkv=3, h=self.n_head).unbind(2)
         # QK-norm, then RoPE: channel pairs (i, i + D/2) rotated by each token's angles [B, 1, T, D/2]
         q, k = rotate(qk_norm(q, self.norm), cos, sin), rotate(qk_norm(k, self.norm), cos, sin)
         if cache is not None:  # generation: keys and values of the earlier steps come first
             k, v = cache.extend(layer, k, v)
-        y = masked_attention(q, k, v, mask, plan)
-        return self.proj(rearrange(y, "b h t d -> b t (h d)"))
+        y = rearrange(masked_attention(q, k, v, mask, plan), "b h t d -> b t (h d)")
+        if rows is None:
+            return self.proj(y)
+        return linear_at_rows(y.flatten(0, 1)[rows], self.proj, rows, y.shape[0] * y.shape[1])
 
 
 class KVCache:
@@ -155,9 +164,16 @@ class Block(nn.Module):
         self.down = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model, bias=cfg.bias)
         self.act = ACTIVATIONS[cfg.activation]
 
-    def forward(self, x, cos, sin, mask, plan=None, cache=None, layer=0):
-        x = x + self.attn(self.norm1(x), cos, sin, mask, plan, cache, layer)
-        return x + self.down(self.act(self.up(self.norm2(x))))
+    def forward(self, x, cos, sin, mask, plan=None, cache=None, layer=0, rows=None):
+        """x [B, T, d] -> [B, T, d]; with `rows` (flat indices into B x T), the output at those rows
+        only, [N, d]: past the attention every op is row by row, so the rest runs on those rows."""
+        if rows is None:
+            x = x + self.attn(self.norm1(x), cos, sin, mask, plan, cache, layer)
+            return x + self.down(self.act(self.up(self.norm2(x))))
+        shape, total = x.shape, x.shape[0] * x.shape[1]
+        x = x.flatten(0, 1)[rows] + self.attn(self.norm1(x), cos, sin, mask, plan, rows=rows)
+        h = self.act(linear_at_rows(self.norm2(x, rows, shape), self.up, rows, total))
+        return x + linear_at_rows(h, self.down, rows, total)
 
 
 class GPT(nn.Module):
@@ -218,15 +234,19 @@ class GPT(nn.Module):
             x[at] = self.number_head.embed(x[at], values[at]).to(x.dtype)
         return x
 
-    def trunk(self, ids: Tensor, values: Tensor, positions: Tensor, mask: Tensor, cache: KVCache | None = None) -> Tensor:
-        """Final (normalized) hidden states [B, T, d]. `mask` [B, 1, T, T_keys] bool."""
+    def trunk(self, ids: Tensor, values: Tensor, positions: Tensor, mask: Tensor, cache: KVCache | None = None,
+              rows: Tensor | None = None) -> Tensor:
+        """Final (normalized) hidden states [B, T, d]. `mask` [B, 1, T, T_keys] bool. With `rows`
+        (flat indices into B x T), those rows' only, [N, d]: the last block computes them alone
+        past its attention, with the values the whole block gives them (same products row by row)."""
         x = self.embed(ids, values)
         angles = positions[:, None, :, None].float() * self.inv_freq  # [B, 1, T, D/2]
         cos, sin = angles.cos(), angles.sin()
         plan = attention_plan(mask) if cache is None else None  # the keys each query block may see
+        shape = x.shape
         for i, block in enumerate(self.blocks):
-            x = block(x, cos, sin, mask, plan, cache, i)
-        return self.norm(x)
+            x = block(x, cos, sin, mask, plan, cache, i, rows if i == len(self.blocks) - 1 else None)
+        return self.norm(x) if rows is None else self.norm(x, rows, shape)
 
     def forward(self, ids, values, positions, doc_ids, targets=None, target_values=None, loss_mask=None,
                 ce_count=None, number_count=None, task_ids=None, task_weights=None):
@@ -238,13 +258,13 @@ class GPT(nn.Module):
         fused with the cross-entropy, so the logits are never kept. Means divide by `ce_count` /
         `number_count` when given (the counts of the whole global batch, so data-parallel ranks
         average to the single-process loss)."""
-        hidden = self.trunk(ids, values, positions, packed_mask(doc_ids))
         if targets is None:
-            return self.lm_head(hidden), None
+            return self.lm_head(self.trunk(ids, values, positions, packed_mask(doc_ids))), None
         mask = loss_mask if loss_mask is not None else torch.ones_like(targets, dtype=torch.bool)
+        hidden = self._loss_hidden(ids, values, positions, doc_ids, mask)
         ce_count = ce_count if ce_count is not None else max(1, int(mask.sum()))
         weights = task_weights[task_ids[mask]] if task_weights is not None else torch.ones_like(targets[mask], dtype=torch.float32)
-        ce_sum, ce_each = linear_cross_entropy(hidden[mask], self.lm_head.weight, targets[mask], weights)
+        ce_sum, ce_each = linear_cross_entropy(hidden, self.lm_head.weight, targets[mask], weights)
         per_token = ce_each.detach().clone()
         losses = {"ce": ce_each.sum() / ce_count}
         total = ce_sum / ce_count
@@ -252,7 +272,7 @@ class GPT(nn.Module):
             at = targets[mask] == self.num_id  # among the loss positions
             number_count = number_count if number_count is not None else max(1, int(at.sum()))
             if at.any():
-                number_each = self.number_head.loss(self.number_head(hidden[mask][at]).float(), target_values[mask][at])
+                number_each = self.number_head.loss(self.number_head(hidden[at]).float(), target_values[mask][at])
                 number_sum = (weights[at] * number_each).sum()
                 per_token[at] += self.cfg.number_loss_weight * number_each.detach()
             else:  # keeps the head in the graph, so every data-parallel rank reduces the same tensors
@@ -266,6 +286,13 @@ class GPT(nn.Module):
             losses["task_loss"] = per_token.new_zeros(n_tasks).index_add_(0, tasks, per_token)
             losses["task_tokens"] = per_token.new_zeros(n_tasks).index_add_(0, tasks, torch.ones_like(per_token))
         return None, losses
+
+    def _loss_hidden(self, ids, values, positions, doc_ids, mask) -> Tensor:
+        """hidden[mask] of the final hidden states [N, d]: the last block computes the loss positions
+        only (but with LayerNorm or under autocast, which the row-wise layers of fused.py lack)."""
+        if torch.is_autocast_enabled(ids.device.type) or self.cfg.norm != "rms":
+            return self.trunk(ids, values, positions, packed_mask(doc_ids))[mask]
+        return self.trunk(ids, values, positions, packed_mask(doc_ids), rows=mask.flatten().nonzero().squeeze(1))
 
     @torch.no_grad()
     def generate(self, prompts: list[tuple[np.ndarray, np.ndarray]], max_new_tokens: int,
