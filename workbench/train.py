@@ -18,6 +18,7 @@ curve.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -362,6 +363,7 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
     """Train, evaluate on the test split, return the run directory. `on_eval(row)` is called
     with every evaluation row (live plots in notebooks)."""
     run = setup(cfg, resume)
+    gc.freeze()  # the pools' objects live all run: the cyclic collector need not walk them again and again
     log = _Logger(run.out, run.rank)
     if run.rank == 0:
         print(f"run directory: {run.out}")
@@ -385,6 +387,7 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
     if run.world > 1:
         dist.barrier()  # every rank returns after rank 0 wrote the test results
         dist.destroy_process_group()
+    gc.unfreeze()  # a process that trains again (a study worker, a notebook) collects this run's garbage
     if run.rank == 0:
         print(f"run directory: {run.out}")
     return run.out
