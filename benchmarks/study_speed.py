@@ -2,7 +2,7 @@
 code of a baseline git revision and by this working tree, alternately, one thread each, and
 checked to retrace bit for bit.
 
-    python benchmarks/study_speed.py --baseline 8cd1135 [--runs NAME ...] [--repeats 2] [--tokens 1e6]
+    python benchmarks/study_speed.py --baseline 8cd1135 [--current REV] [--runs NAME ...] [--repeats 2] [--tokens 1e6]
                                      [--out /tmp/study-speed]
 
 Each run trains in a fresh process (as a study worker would, imports not counted): baseline,
@@ -69,15 +69,18 @@ def results(run_dir: Path) -> dict:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", required=True, help="git revision of the code before (e.g. main, 8cd1135)")
+    parser.add_argument("--current", default=None, help="git revision of the code after (default: the working tree)")
     parser.add_argument("--runs", nargs="+", default=DEFAULT_RUNS, help="run names of workbench.study.plan")
     parser.add_argument("--repeats", type=int, default=2, help="trainings per run and side")
     parser.add_argument("--tokens", type=float, default=None, help="a smaller token budget (a quick check)")
     parser.add_argument("--out", default=None, help="where the runs go (default: a temporary folder)")
     args = parser.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="study-speed-"))
-    (out / "baseline-code").mkdir(parents=True, exist_ok=True)
-    sides = {"baseline": export(args.baseline, out / "baseline-code"), "current": ROOT}
-    print(f"baseline {args.baseline} vs the working tree {ROOT}; one thread; load average "
+    for side in ("baseline", "current"):
+        (out / f"{side}-code").mkdir(parents=True, exist_ok=True)
+    sides = {"baseline": export(args.baseline, out / "baseline-code"),
+             "current": export(args.current, out / "current-code") if args.current else ROOT}
+    print(f"baseline {args.baseline} vs {args.current or f'the working tree {ROOT}'}; one thread; load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs; runs in {out}")
     rows = []
     for name in args.runs:
