@@ -28,6 +28,7 @@ smaller step count: CPUs without bf16 matrix units run it ~25x slower.
 """
 import argparse
 import math
+import os
 import statistics
 import time
 
@@ -151,7 +152,9 @@ def main():
     tokens = args.batch * cfg.block_size
     print(f"{args.encoding}, preset {args.preset}: ours {sum(p.numel() for p in ours.parameters()) / 1e6:.2f}M "
           f"params, reference {sum(p.numel() for p in ref_adamw.parameters()) / 1e6:.2f}M; batch {args.batch} x "
-          f"{cfg.block_size}; threads {torch.get_num_threads()}")
+          f"{cfg.block_size}; threads {torch.get_num_threads()}; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs (a shared machine slows "
+          "all three alike, but more threads than free cores stall)")
     for i, name in enumerate(args.data):
         for precision in args.precisions if i == 0 else ["fp32"]:
             n = args.warmup + (args.steps if precision == "fp32" else args.bf16_steps)

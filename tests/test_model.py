@@ -118,6 +118,28 @@ def test_the_loss_is_c1s_formula_with_task_weights(tok, loss):
         assert losses["task_tokens"][task] == mine.sum()
 
 
+@pytest.mark.parametrize("bias, norm_weight", [(True, True), (False, False)])
+def test_the_last_block_at_the_loss_rows_gives_the_whole_blocks_loss_and_gradients_bit_for_bit(tok, bias, norm_weight):
+    """The training forward runs the last block past its attention on the loss positions only; the
+    loss and every gradient must equal the whole block's bit for bit (else runs stop retracing)."""
+    torch.manual_seed(0)
+    model = GPT(preset("cpu-tiny", bias=bias, norm_weight=norm_weight), encoders.get("bittokens"), tok.vocab_size,
+                tok.num_id)
+    pools = {"multiplication": make_pool("multiplication", 300, tok, seed=0, split="train", regime=Regime((0, 1), 2))}
+    b = next_batch(pools, {"multiplication": 200}, np.random.default_rng(0), None, 4, 128, tok.pad_id, tok.num_id)
+    results = []
+    for whole in (False, True):
+        if whole:  # the plain path: every row through the last block, then the loss rows
+            model._loss_hidden = lambda ids, values, positions, doc_ids, mask: \
+                model.trunk(ids, values, positions, packed_mask(doc_ids))[mask]
+        _, losses = model(**b, task_weights=torch.tensor([0.7]))
+        losses["loss"].backward()
+        results.append([losses["loss"].detach()] + [p.grad for p in model.parameters()])
+        model.zero_grad(set_to_none=True)
+    assert 0 < b["loss_mask"].float().mean() < 0.5  # most rows are skipped
+    assert all(torch.equal(a, w) for a, w in zip(*results))
+
+
 def test_packed_sample_gives_the_same_logits_as_the_sample_alone(tok):
     """Positions restart and nothing leaks in: a sample's logits do not depend on its neighbours."""
     model = tiny(tok).eval()
@@ -202,6 +224,36 @@ def test_score_rules():
     assert list(score("interval", ["A", "B"], ["A", "C"])["exact"]) == [True, False]
     assert list(score("sorting", ["1, 2", "2, 1"], ["1, 2", "1, 2"])["exact"]) == [True, False]
     assert list(score("minmax", ["2", "2.0", "3"], ["2", "2", "2"])["exact"]) == [True, True, False]
+
+
+def test_pack_lays_samples_token_by_token_and_cuts_the_last_of_each_row():
+    """Against a token-by-token reference: samples fill the rows in order, the one that reaches a
+    row's end is cut (its rest is dropped), positions restart and doc ids count every sample."""
+    rng = np.random.default_rng(1)
+    samples = [(rng.integers(3, 9, n), rng.normal(size=n), rng.random(n) < 0.5, int(rng.integers(3)))
+               for n in rng.integers(0, 30, 60)]
+    rows, width = 4, 41
+    expected = {name: [[], [], [], []] for name in ("ids", "values", "mask", "doc", "pos", "task")}
+    row = 0
+    for k, (ids, values, mask, task) in enumerate(samples):
+        for i in range(len(ids)):
+            if row == rows:
+                break
+            for name, value in zip(expected, (ids[i], values[i], mask[i], k, i, task)):
+                expected[name][row].append(value)
+            if len(expected["ids"][row]) == width:
+                row += 1
+                break  # the rest of the sample is cut
+    b = pack(samples, rows, width - 1, 0, 4)
+    ids, values, doc = np.array(expected["ids"]), np.array(expected["values"]), np.array(expected["doc"])
+    assert b["ids"].tolist() == ids[:, :-1].tolist() and b["targets"].tolist() == ids[:, 1:].tolist()
+    assert b["values"].tolist() == values[:, :-1].tolist() and b["target_values"].tolist() == values[:, 1:].tolist()
+    assert b["doc_ids"].tolist() == doc[:, :-1].tolist()
+    assert b["positions"].tolist() == np.array(expected["pos"])[:, :-1].tolist()
+    assert b["task_ids"].tolist() == np.array(expected["task"])[:, 1:].tolist()
+    loss_mask = np.array(expected["mask"])[:, 1:] & (doc[:, 1:] == doc[:, :-1])
+    assert b["loss_mask"].tolist() == loss_mask.tolist() and int(b["ce_count"]) == loss_mask.sum()
+    assert int(b["number_count"]) == (loss_mask & (ids[:, 1:] == 4)).sum() > 0
 
 
 def test_next_batch_draws_again_when_long_samples_cannot_fill_the_rows(tok):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -27,7 +28,7 @@ class Pool:
     difficulty: np.ndarray
     difficulty_sd: np.ndarray
 
-    @property
+    @cached_property
     def mean_length(self) -> float:
         """Mean tokens per sample (of the first 1000)."""
         return float(np.mean([len(s[0]) for s in self.samples[:1000]]))

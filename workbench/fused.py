@@ -123,6 +123,45 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 None, None, None, None)
 
 
+class _LinearAtRows(torch.autograd.Function):
+    """x @ w.T + b for `rows` (indices into the `total` rows of a layer's input) only. The weight and
+    bias gradients are the products over all `total` rows, zero where no row was computed: the
+    same reduction, so the same rounding, as the layer run on every row."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, rows, total):
+        ctx.save_for_backward(x, weight, rows)
+        ctx.total, ctx.has_bias = total, bias is not None
+        return torch.addmm(bias, x, weight.t()) if bias is not None else torch.mm(x, weight.t())
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight, rows = ctx.saved_tensors
+        every_grad = grad.new_zeros(ctx.total, grad.shape[1]).index_copy_(0, rows, grad)
+        every_x = x.new_zeros(ctx.total, x.shape[1]).index_copy_(0, rows, x)
+        return (grad.mm(weight), every_grad.t().mm(every_x), every_grad.sum(0) if ctx.has_bias else None,
+                None, None)
+
+
+class _ScaleAtRows(torch.autograd.Function):
+    """y * weight for the rows `rows` of a [B, T, d] activation (`shape`); the weight's gradient is
+    the sum over the whole [B, T, d] activation, zero where no row was computed (the same
+    reduction as the layer run on every row)."""
+
+    @staticmethod
+    def forward(ctx, y, weight, rows, shape):
+        ctx.save_for_backward(y, weight, rows)
+        ctx.shape = shape
+        return y * weight
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, weight, rows = ctx.saved_tensors
+        every = grad.new_zeros(ctx.shape)
+        every.view(-1, ctx.shape[-1]).index_copy_(0, rows, grad * y)
+        return grad * weight, every.sum(tuple(range(len(ctx.shape) - 1))), None, None
+
+
 class _BlockAttention(torch.autograd.Function):
     """Attention of each query block [start, end) to its keys [lo, hi) only, on the CPU flash kernel."""
 
@@ -188,6 +227,16 @@ def masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, plan=None) -
     if blocks is None:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
     return _BlockAttention.apply(q, k, v, bias, blocks)
+
+
+def linear_at_rows(x: Tensor, layer: torch.nn.Linear, rows: Tensor, total: int) -> Tensor:
+    """layer(x) for x [N, in]: the rows `rows` [N] of an input of `total` rows (see _LinearAtRows)."""
+    return _LinearAtRows.apply(x, layer.weight, layer.bias, rows, total)
+
+
+def scale_at_rows(y: Tensor, weight: Tensor, rows: Tensor, shape) -> Tensor:
+    """y * weight for y [N, d]: the rows `rows` [N] of an activation of `shape` (see _ScaleAtRows)."""
+    return _ScaleAtRows.apply(y, weight, rows, tuple(shape))
 
 
 # Under torch.compile the composites: the compiler fuses them itself, and the functions' `out=`

@@ -38,8 +38,8 @@ from torch import Tensor, nn
 
 from . import flex
 from .encoders.base import NumberEncoding
-from .fused import (attention_plan, chunk_elements, linear_cross_entropy, masked_attention, relu_squared, rms_norm,
-                    rotate)
+from .fused import (attention_plan, chunk_elements, linear_at_rows, linear_cross_entropy, masked_attention,
+                    relu_squared, rms_norm, rotate, scale_at_rows)
 from .numbers import NUM_TOKEN
 from .tokenizer import CONTROL_TOKENS
 
@@ -115,11 +115,15 @@ class Norm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d)) if learnable else None
         self.bias = nn.Parameter(torch.zeros(d)) if learnable and kind == "layer" else None
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, rows: Tensor | None = None, shape=None) -> Tensor:
+        """The norm of x; x [N, d] may be the rows `rows` of an activation of `shape` (RMSNorm only),
+        whose gain then gets the gradient of the whole activation's (see fused.scale_at_rows)."""
         if self.kind == "layer":
             return F.layer_norm(x, x.shape[-1:], self.weight, self.bias)
         y = rms_norm(x)
-        return y * self.weight if self.weight is not None else y
+        if self.weight is None:
+            return y
+        return y * self.weight if rows is None else scale_at_rows(y, self.weight, rows, shape)
 
 
 def qk_norm(x: Tensor, kind: str) -> Tensor:
@@ -134,7 +138,9 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
 
-    def forward(self, x, cos, sin, mask, plan=None, cache=None, layer=0):
+    def forward(self, x, cos, sin, mask, plan=None, cache=None, layer=0, rows=None):
+        """The attention output [B, T, d]; with `rows` (flat indices into B x T) projected at those
+        rows only, [N, d] (every position still gives its keys and values)."""
         # (unbound along a middle axis: unpacking a leading qkv axis breaks torch.compile in torch 2.13)
         q, k, v = rearrange(self.qkv(x), "b t (qkv h d) -> b h qkv t d", qkv=3, h=self.n_head).unbind(2)
         # QK-norm, then RoPE: channel pairs (i, i + D/2) rotated by each token's angles [B, 1, T, D/2]
@@ -142,7 +148,10 @@ class Attention(nn.Module):
         if cache is not None:  # generation: keys and values of the earlier steps come first
             k, v = cache.extend(layer, k, v)
         y = flex.attend(q, k, v, mask) if flex.is_block_mask(mask) else masked_attention(q, k, v, mask, plan)
-        return self.proj(rearrange(y, "b h t d -> b t (h d)"))
+        y = rearrange(y, "b h t d -> b t (h d)")
+        if rows is None:
+            return self.proj(y)
+        return linear_at_rows(y.flatten(0, 1)[rows], self.proj, rows, y.shape[0] * y.shape[1])
 
 
 class KVCache:
@@ -170,9 +179,16 @@ class Block(nn.Module):
         self.down = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model, bias=cfg.bias)
         self.act = ACTIVATIONS[cfg.activation]
 
-    def forward(self, x, cos, sin, mask, plan=None, cache=None, layer=0):
-        x = x + self.attn(self.norm1(x), cos, sin, mask, plan, cache, layer)
-        return x + self.down(self.act(self.up(self.norm2(x))))
+    def forward(self, x, cos, sin, mask, plan=None, cache=None, layer=0, rows=None):
+        """x [B, T, d] -> [B, T, d]; with `rows` (flat indices into B x T), the output at those rows
+        only, [N, d]: past the attention every op is row by row, so the rest runs on those rows."""
+        if rows is None:
+            x = x + self.attn(self.norm1(x), cos, sin, mask, plan, cache, layer)
+            return x + self.down(self.act(self.up(self.norm2(x))))
+        shape, total = x.shape, x.shape[0] * x.shape[1]
+        x = x.flatten(0, 1)[rows] + self.attn(self.norm1(x), cos, sin, mask, plan, rows=rows)
+        h = self.act(linear_at_rows(self.norm2(x, rows, shape), self.up, rows, total))
+        return x + linear_at_rows(h, self.down, rows, total)
 
 
 class GPT(nn.Module):
@@ -251,10 +267,13 @@ class GPT(nn.Module):
         return flat.index_copy(0, num_index, joined.to(x.dtype)).view_as(x)
 
     def trunk(self, ids: Tensor, values: Tensor, positions: Tensor, mask, cache: KVCache | None = None,
-              num_index: Tensor | None = None, features: Tensor | None = None, added: Tensor | None = None) -> Tensor:
+              num_index: Tensor | None = None, features: Tensor | None = None, added: Tensor | None = None,
+              rows: Tensor | None = None) -> Tensor:
         """Final (normalized) hidden states [B, T, d]. `mask` [B, 1, T, T_keys] bool, or a
         FlexAttention block mask (`attention_mask`); `added` [B, T, d]: the token module's addition
-        to the embeddings."""
+        to the embeddings. With `rows` (flat indices into B x T; eager only, see `rows_alone`), those
+        rows' only, [N, d]: the last block computes them alone past its attention, with the values
+        the whole block gives them (the same products row by row)."""
         x = self.embed(ids, values, num_index, features)
         if added is not None:
             x = x + added.to(x.dtype)
@@ -262,15 +281,19 @@ class GPT(nn.Module):
         # the keys each query block may see (CPU only; not under compile, whose guards would see new blocks every step)
         plan = attention_plan(mask) if cache is None and not compiled and self.cfg.attention == "auto" \
             and not flex.is_block_mask(mask) else None
-        return (self.compiled_layers if compiled else self.layers)(x, positions, mask, plan, cache)
+        if compiled:
+            return self.compiled_layers(x, positions, mask, plan, cache)
+        return self.layers(x, positions, mask, plan, cache, rows)
 
-    def layers(self, x: Tensor, positions: Tensor, mask, plan=None, cache: KVCache | None = None) -> Tensor:
+    def layers(self, x: Tensor, positions: Tensor, mask, plan=None, cache: KVCache | None = None,
+               rows: Tensor | None = None) -> Tensor:
         """The blocks and the final norm on embeddings x [B, T, d]: what `--compile` compiles."""
         angles = positions[:, None, :, None].float() * self.inv_freq  # [B, 1, T, D/2]
         cos, sin = angles.cos(), angles.sin()
+        shape = x.shape
         for i, block in enumerate(self.blocks):
-            x = block(x, cos, sin, mask, plan, cache, i)
-        return self.norm(x)
+            x = block(x, cos, sin, mask, plan, cache, i, rows if i == len(self.blocks) - 1 else None)
+        return self.norm(x) if rows is None else self.norm(x, rows, shape)
 
     def compile_layers(self, **options) -> None:
         """torch.compile the blocks for training (static shapes: one graph, no recompiles); the
@@ -304,15 +327,18 @@ class GPT(nn.Module):
         `loss_target` of their values). Without them they are found here, which reads tensors on
         the host: a GPU would wait for each (docs/gpu.md)."""
         added = self.token_module.embed(ids, doc_ids) if self.token_module is not None else None
-        hidden = self.trunk(ids, values, positions, self.attention_mask(doc_ids), num_index=num_index,
-                            features=features, added=added)
+        mask = self.attention_mask(doc_ids)
         if targets is None:
-            return self.lm_head(hidden), None
+            return self.lm_head(self.trunk(ids, values, positions, mask, num_index=num_index, features=features,
+                                           added=added)), None
         if loss_index is None:
-            mask = loss_mask if loss_mask is not None else torch.ones_like(targets, dtype=torch.bool)
-            loss_index = mask.flatten().nonzero().squeeze(1)
+            targeted = loss_mask if loss_mask is not None else torch.ones_like(targets, dtype=torch.bool)
+            loss_index = targeted.flatten().nonzero().squeeze(1)
         ce_count = ce_count if ce_count is not None else max(1, len(loss_index))
-        hidden = hidden.flatten(0, 1).index_select(0, loss_index)  # the loss positions only
+        rows = loss_index if self.rows_alone(ids) else None  # the last block computes the loss positions only
+        hidden = self.trunk(ids, values, positions, mask, num_index=num_index, features=features, added=added, rows=rows)
+        if rows is None:
+            hidden = hidden.flatten(0, 1).index_select(0, loss_index)  # the loss positions only
         targets = targets.flatten().index_select(0, loss_index)
         tasks = task_ids.flatten().index_select(0, loss_index) if task_ids is not None else None
         weights = task_weights[tasks] if task_weights is not None else torch.ones_like(targets, dtype=torch.float32)
@@ -361,6 +387,12 @@ class GPT(nn.Module):
             if targets is not None:
                 return self.number_head.loss_from(out, targets)
             return self.number_head.loss(out, values)
+
+    def rows_alone(self, ids: Tensor) -> bool:
+        """Whether the last block may run past its attention at the loss positions alone: eager
+        (not compiled), RMSNorm and no autocast, what the row-wise layers of fused.py are written for."""
+        compiled = self.compiled_layers is not None and self.training
+        return not compiled and self.cfg.norm == "rms" and not torch.is_autocast_enabled(ids.device.type)
 
     @torch.no_grad()
     def generate(self, prompts: list[tuple[np.ndarray, np.ndarray]], max_new_tokens: int,

@@ -18,6 +18,7 @@ curve.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -514,6 +515,7 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
 
 def _train(cfg: TrainConfig, resume: bool, on_eval) -> Path:
     run = setup(cfg, resume)
+    gc.freeze()  # the pools' objects live all run: the cyclic collector need not walk them again and again
     log = _Logger(run.out, run.rank)
     if run.rank == 0:
         print(f"run directory: {run.out}")
@@ -541,6 +543,7 @@ def _train(cfg: TrainConfig, resume: bool, on_eval) -> Path:
                 save_checkpoint(run)
     finally:
         loader.close()
+        gc.unfreeze()  # a process that trains again (a study worker, a notebook) collects this run's garbage
     final_test(run, started)
     distributed.barrier(run.world)  # every rank returns after rank 0 wrote the test results
     if run.rank == 0:

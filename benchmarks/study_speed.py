@@ -1,0 +1,109 @@
+"""A Study 1 run's time before and after: the same runs of workbench/study.py's plan trained by the
+code of a baseline git revision and by this working tree, alternately, one thread each, and
+checked to retrace bit for bit.
+
+    python benchmarks/study_speed.py --baseline 8cd1135 [--current REV] [--runs NAME ...] [--repeats 2] [--tokens 1e6]
+                                     [--out /tmp/study-speed]
+
+Each run trains in a fresh process (as a study worker would, imports not counted): baseline,
+current, baseline, current ... so that the machine's load hits both alike. Prints per run the
+median wall time and CPU time of `train()` of each side and their ratio (baseline / current: above
+1 is faster), then whether the two sides wrote the same results: every row of metrics.jsonl and
+evals.jsonl (but its "time"), test_samples.csv and test_summary.csv (but train_seconds).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_RUNS = [f"precision-{task}-d2-{encoding}-seed0" for task in ("multiplication", "division")
+                for encoding in ("bittokens", "single_digit")]
+# the child: one run of the study's plan, timed around train() only
+CHILD = """
+import json, sys, time
+from dataclasses import replace
+from workbench import study
+from workbench.train import train
+run = {r.name: r for r in study.plan(study.PARTS)}[sys.argv[1]]
+wall, cpu = time.perf_counter(), time.process_time()
+tokens = dict(tokens=float(sys.argv[3])) if len(sys.argv) > 3 else {}
+train(replace(run.config, out=sys.argv[2], overwrite=True, **tokens))
+print(json.dumps({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu}))
+"""
+
+
+def export(revision: str, into: Path) -> Path:
+    """The tracked files of `revision` in `into` (git archive)."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def train_once(tree: Path, name: str, out: Path, tokens: float | None) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(tree), OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", CHILD, name, str(out)] + ([str(tokens)] if tokens else []), env=env, cwd=out.parent, text=True,
+                          capture_output=True)
+    if done.returncode:
+        raise SystemExit(f"{name} failed with the code in {tree}:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def results(run_dir: Path) -> dict:
+    """What a retraced run must reproduce: the logs without clock times, the test tables without
+    train_seconds."""
+    def rows(name):
+        return [{k: v for k, v in json.loads(line).items() if k != "time"}
+                for line in (run_dir / name).read_text().splitlines() if line.strip()]
+    summary = pd.read_csv(run_dir / "test_summary.csv").drop(columns="train_seconds")
+    return {"metrics.jsonl": rows("metrics.jsonl"), "evals.jsonl": rows("evals.jsonl"),
+            "test_samples.csv": (run_dir / "test_samples.csv").read_bytes(), "test_summary.csv": summary.to_csv()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", required=True, help="git revision of the code before (e.g. main, 8cd1135)")
+    parser.add_argument("--current", default=None, help="git revision of the code after (default: the working tree)")
+    parser.add_argument("--runs", nargs="+", default=DEFAULT_RUNS, help="run names of workbench.study.plan")
+    parser.add_argument("--repeats", type=int, default=2, help="trainings per run and side")
+    parser.add_argument("--tokens", type=float, default=None, help="a smaller token budget (a quick check)")
+    parser.add_argument("--out", default=None, help="where the runs go (default: a temporary folder)")
+    args = parser.parse_args()
+    out = Path(args.out or tempfile.mkdtemp(prefix="study-speed-"))
+    for side in ("baseline", "current"):
+        (out / f"{side}-code").mkdir(parents=True, exist_ok=True)
+    sides = {"baseline": export(args.baseline, out / "baseline-code"),
+             "current": export(args.current, out / "current-code") if args.current else ROOT}
+    print(f"baseline {args.baseline} vs {args.current or f'the working tree {ROOT}'}; one thread; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs; runs in {out}")
+    rows = []
+    for name in args.runs:
+        times = {side: [] for side in sides}
+        for repeat in range(args.repeats):
+            for side, tree in sides.items():
+                times[side].append(train_once(tree, name, out / f"{side}-{name}", args.tokens))
+        same = {part: results(out / f"baseline-{name}")[part] == results(out / f"current-{name}")[part]
+                for part in results(out / f"current-{name}")}
+        median = {f"{side} {clock} s": statistics.median(t[clock] for t in ts) for side, ts in times.items()
+                  for clock in ("wall", "cpu")}
+        rows.append({"run": name, **median,
+                     "wall ratio": median["baseline wall s"] / median["current wall s"],
+                     "cpu ratio": median["baseline cpu s"] / median["current cpu s"],
+                     "identical": all(same.values()) or ", ".join(p for p, s in same.items() if not s)})
+        print(pd.DataFrame(rows[-1:]).to_string(index=False, float_format="{:.2f}".format), flush=True)
+    table = pd.DataFrame(rows)
+    print(f"\nmedians of {args.repeats} trainings per run and side (ratio: baseline / current, above 1 is faster); "
+          f"load average now {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(table.to_string(index=False, float_format="{:.2f}".format))
+    print(f"median ratio over the runs: wall {table['wall ratio'].median():.2f}x, cpu {table['cpu ratio'].median():.2f}x; "
+          f"every result identical: {bool((table['identical'] == True).all())}")  # noqa: E712
+
+
+if __name__ == "__main__":
+    main()
