@@ -158,7 +158,8 @@ class TrainConfig:
     prefetch: str = setting("auto", "build the next batch on a worker thread while a step runs (auto: on CUDA; "
                             "a CPU trains on the cores the worker would take)", choices=("auto", "on", "off"))
     threads: int = setting(1, "torch CPU threads; 1 suits the small presets (more threads spin against each other "
-                           "and change the floating-point sums, so the scores); 0: torch's default, one per core")
+                           "on a busy machine, and may split the floating-point sums differently; recorded in "
+                           "environment.json); 0: torch's default, one per core")
     optim: OptimConfig = field(default_factory=OptimConfig)
 
     def __post_init__(self):
