@@ -107,6 +107,24 @@ def test_a_training_step_reads_the_device_once(encoding, tmp_path):
     assert without.counts["nonzero"] >= 3 and without.total > 5, dict(without.counts)
 
 
+@pytest.mark.parametrize("encoding", ["bittokens", "fone", "xval"])
+def test_the_number_fields_packed_ahead_give_the_losses_the_model_finds_itself(encoding, tmp_path):
+    """The training batches bring the number positions, the head's features and its loss targets
+    computed where they were packed (batches.number_fields); the model must get from them exactly
+    the losses and gradients it computes from the bare batch (the targets, not the inputs, hold the
+    numbers to predict)."""
+    run = setup(TrainConfig(**TINY, encoding=encoding, attention="dense", out=str(tmp_path)))
+    batch = step_batches(run, 0)[0]
+    assert int(batch["number_count"]) > 0
+    results = []
+    for fields in (batch, {k: v for k, v in batch.items() if k not in NUMBER_FIELDS}):
+        _, parts = run.model(**fields)
+        parts["loss"].backward()
+        results.append([parts["loss"].detach(), parts["number"]] + [p.grad.clone() for p in run.model.parameters()])
+        run.model.zero_grad(set_to_none=True)
+    assert all(torch.equal(a, b) for a, b in zip(*results))
+
+
 def test_compile_makes_one_graph_and_no_recompiles(tmp_path):
     """--compile compiles the blocks alone: new batches every step, the same graph."""
     run = setup(TrainConfig(**TINY, encoding="bittokens", out=str(tmp_path)))
