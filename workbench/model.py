@@ -335,7 +335,8 @@ class GPT(nn.Module):
             targeted = loss_mask if loss_mask is not None else torch.ones_like(targets, dtype=torch.bool)
             loss_index = targeted.flatten().nonzero().squeeze(1)
         ce_count = ce_count if ce_count is not None else max(1, len(loss_index))
-        rows = loss_index if self.rows_alone(ids) else None  # the last block computes the loss positions only
+        # the last block computes the loss positions only (when they are not every position)
+        rows = loss_index if self.rows_alone(ids) and loss_index.numel() < ids.numel() else None
         hidden = self.trunk(ids, values, positions, mask, num_index=num_index, features=features, added=added, rows=rows)
         if rows is None:
             hidden = hidden.flatten(0, 1).index_select(0, loss_index)  # the loss positions only
