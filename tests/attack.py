@@ -972,7 +972,7 @@ def train_cases(rng, folder):
             def case(name=name, value=value):
                 refused(T.TrainConfig(**{**small, name: value}))
             words = (name.replace("_", "-"), "unknown encoding", "encoding", "decades", "max_digits", "text source",
-                     "must be one of", "no option", "preset", "tasks")
+                     "must be one of", "no option", "preset", "tasks", "unknown task")
             yield case, (ValueError,), words
     for name, values in GOOD_FIELDS.items():
         for value in values:
