@@ -121,7 +121,8 @@ def scorecard_figure(card: pd.DataFrame, d9_steps: int) -> go.Figure:
         text=f"* measured verdict differs from the paper's; n/a: does not apply to text tokens.<br>D9 is a quick probe: "
              f"a small MLP trained {d9_steps} steps per operation (the paper's verdict rests on trained models)")),
         legend=dict(orientation="h", x=0, y=-0.03, yanchor="top"),
-        width=1050, height=660, margin=dict(t=170, l=200, r=20), plot_bgcolor="white")
+        # a column wide enough for "trade-off *" however many encodings are registered
+        width=max(1050, 220 + 76 * len(columns)), height=660, margin=dict(t=170, l=200, r=20), plot_bgcolor="white")
     return fig
 
 
