@@ -201,6 +201,10 @@ def test_each_run_records_what_made_it(tmp_path):
     assert env["python"] == ".".join(map(str, sys.version_info[:3])) and env["torch"] == torch.__version__
     assert env["threads"] == 1 and env["bpe_corpus_sha256"] == env["text_source_sha256"]
     assert env["bpe_corpus_sha256"] == hashlib.sha256(text_sources.SHIPPED.read_bytes()).hexdigest()
+    head = subprocess.run(["git", "-C", str(Path(T.__file__).parents[1]), "rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    if head:  # a git checkout: the run names the commit that made it (and whether the code differed)
+        assert env["workbench_commit"] in (head, head + "+changes")
 
 
 def test_a_test_set_that_cannot_fit_is_refused_before_training(tmp_path, capsys):

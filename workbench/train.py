@@ -692,17 +692,35 @@ def config_differences(record: dict, cfg: TrainConfig, ignore=PLACE_AND_PACE) ->
 
 
 def environment(cfg: TrainConfig) -> dict:
-    """What made a run, beside its configuration: the interpreter, the libraries, the threads,
-    and the checksums of the text it read (the BPE's corpus and the text task's source)."""
+    """What made a run, beside its configuration: the workbench's commit, the interpreter, the
+    libraries, the threads, and the checksums of the text it read (the BPE's corpus and the text
+    task's source)."""
     import platform
     from importlib.metadata import version
     from .tasks import text_sources
-    return {"python": platform.python_version(), "implementation": platform.python_implementation(),
+    return {"workbench_commit": _commit(), "python": platform.python_version(),
+            "implementation": platform.python_implementation(),
             **{name: version(name) for name in ("torch", "numpy", "pandas", "tokenizers")},
             "threads": torch.get_num_threads(), "platform": platform.platform(), "machine": platform.machine(),
             "bpe_corpus_sha256": text_sources.SHIPPED_SHA256,
             "text_source_sha256": text_sources.checksum(cfg.text_source)
             if any(tasks.get(t).answer == "text" for t in cfg.tasks) else None}
+
+
+def _commit() -> str | None:
+    """The git commit of the workbench's checkout, with "+changes" when tracked files differ from
+    it (a result from uncommitted code cannot be traced back); None outside a git checkout."""
+    import subprocess
+    root = str(Path(__file__).resolve().parents[1])
+
+    def git(*args):
+        return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=30,
+                              check=True).stdout.strip()
+    try:
+        head, changes = git("rev-parse", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+changes" if changes else "")
 
 
 # -- processes, devices, memory ---------------------------------------------------------------
