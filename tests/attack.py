@@ -44,7 +44,6 @@ import warnings
 from collections import Counter, defaultdict
 from decimal import Decimal, localcontext
 from fractions import Fraction
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +52,8 @@ import torch
 from workbench import encoders, locks, metrics, notebooks, numbers
 from workbench.frontier import answer_folders, client, prompts, scoring
 from workbench.tokenizer import Tokenizer
+
+import loopback  # tests/loopback.py, beside this script
 
 OK, CLEAR, CRASH, WRONG = "ok", "clear error", "crash", "silent wrong"
 FORMS = "forms" in inspect.signature(numbers.parse).parameters  # written forms (new API)
@@ -501,48 +502,10 @@ def notebook_cases(rng, out_dir):
 SERVERS = []  # every loopback server started, closed at the end of the run
 
 
-class Server:
-    """Loopback HTTP server in a thread; respond(path) -> (status, headers, body), or a function
-    that writes the raw reply to the socket (slow or lying replies; they stop at close())."""
-
-    def __init__(self, respond):
-        SERVERS.append(self)
-        self.seen, self.bodies, self.stop = [], [], threading.Event()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def handle_any(self):
-                outer.bodies.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-                outer.seen.append(self.headers.get("Authorization"))
-                reply = respond(self.path)
-                try:
-                    if callable(reply):
-                        reply(self.wfile)
-                        return
-                    status, headers, body = reply
-                    self.send_response(status)
-                    for k, v in headers.items():
-                        self.send_header(k, v)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client hung up on a reply it refused
-
-            do_GET = do_POST = handle_any
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def close(self):
-        self.stop.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def serve(respond):
+    """A loopback server (tests/loopback.py), closed at the end of the run."""
+    SERVERS.append(loopback.Server(respond))
+    return SERVERS[-1]
 
 
 REPLY = json.dumps({"choices": [{"message": {"content": "42"}}]}).encode()
@@ -563,10 +526,10 @@ def ask(url, key, log_lines, retries=0):
 
 
 def client_cases(rng, log_lines):
-    answer = Server(lambda path: (200, {}, REPLY))
+    answer = serve(lambda path: (200, {}, REPLY))
 
     def redirect(code, location):
-        home = Server(lambda path: (code, {"Location": location}, b""))
+        home = serve(lambda path: (code, {"Location": location}, b""))
 
         def case():
             answer.seen.clear()
@@ -590,15 +553,15 @@ def client_cases(rng, log_lines):
         def stripped(k=raw):
             answer.seen.clear()
             ask(answer.url, k, log_lines)
-            if answer.seen != [f"Bearer {k.strip()}"]:
+            if [r["auth"] for r in answer.seen] != [f"Bearer {k.strip()}"]:
                 raise Wrong(f"sent {answer.seen}")
         yield stripped, (ValueError, client.LLMError), ()
     for raw in inside:
         yield (lambda k=raw: refused(ask(answer.url, k, log_lines))), (ValueError,), (client.API_KEY_ENV,)
     for status, body in ((500, f"broken, key {KEY}"), (200, f"<html>{KEY}</html>"), (401, KEY), (429, "slow")):
-        server = Server(lambda path, s=status, b=body: (s, {}, b.encode()))
+        server = serve(lambda path, s=status, b=body: (s, {}, b.encode()))
         yield (lambda u=server.url: refused(ask(u, KEY + "\r\n", log_lines, retries=1))), (client.LLMError,), ("HTTP", "chat completion")
-    closed = Server(lambda path: (200, {}, REPLY))
+    closed = serve(lambda path: (200, {}, REPLY))
     closed.close()
     yield (lambda: refused(ask(closed.url, KEY, log_lines, retries=1))), (client.LLMError,), ("no answer",)
     yield (lambda: ask(answer.url, KEY, log_lines)), (client.LLMError,), ()
@@ -740,7 +703,7 @@ def check_retry_after(url, replies, value):
 
 def shape_cases(rng, n):
     replies = []
-    server = Server(lambda path: replies.pop(0))
+    server = serve(lambda path: replies.pop(0))
     for _ in range(n):
         content, answer = random_content(rng)
         usage, usage_fine = random_usage(rng) if rng.random() < 0.3 else (None, True)
@@ -799,7 +762,7 @@ def timed(chat, answer, limit):
 
 def size_cases(rng, n):
     reply = []
-    server = Server(lambda path: reply[0])
+    server = serve(lambda path: reply[0])
 
     def case(write, answer, words, limit=8.0, **settings):
         def run():
@@ -931,7 +894,7 @@ def concurrency_cases(rng, n, folder):
         if len(held.seen) >= 2:  # the first runner's second question waits for the gate
             gate.wait(60)
         return 200, {}, REPLY
-    held = Server(respond)
+    held = serve(respond)
     bench = Path(folder) / "frontier_bench"
     prompts.export_benchmark(bench, n_per_task=2, seed=0, task_list=["addition", "sorting"])
     bench = bench.with_suffix(".jsonl")
