@@ -130,7 +130,7 @@ def test_the_last_block_at_the_loss_rows_gives_the_whole_blocks_loss_and_gradien
     results = []
     for whole in (False, True):
         if whole:  # the plain path: every row through the last block, then the loss rows
-            model.rows_alone = lambda ids: False
+            model._last_block_on_rows = lambda x, rows: False
         _, losses = model(**b, task_weights=torch.tensor([0.7]))
         losses["loss"].backward()
         results.append([losses["loss"].detach()] + [p.grad for p in model.parameters()])

@@ -271,9 +271,9 @@ class GPT(nn.Module):
               rows: Tensor | None = None) -> Tensor:
         """Final (normalized) hidden states [B, T, d]. `mask` [B, 1, T, T_keys] bool, or a
         FlexAttention block mask (`attention_mask`); `added` [B, T, d]: the token module's addition
-        to the embeddings. With `rows` (flat indices into B x T; eager only, see `rows_alone`), those
-        rows' only, [N, d]: the last block computes them alone past its attention, with the values
-        the whole block gives them (the same products row by row)."""
+        to the embeddings. With `rows` (flat indices into B x T), those rows' only, [N, d]: where it
+        can (`_last_block_on_rows`) the last block computes them alone past its attention, with the
+        values the whole block gives them (the same products row by row)."""
         x = self.embed(ids, values, num_index, features)
         if added is not None:
             x = x + added.to(x.dtype)
@@ -281,9 +281,16 @@ class GPT(nn.Module):
         # the keys each query block may see (CPU only; not under compile, whose guards would see new blocks every step)
         plan = attention_plan(mask) if cache is None and not compiled and self.cfg.attention == "auto" \
             and not flex.is_block_mask(mask) else None
-        if compiled:
-            return self.compiled_layers(x, positions, mask, plan, cache)
-        return self.layers(x, positions, mask, plan, cache, rows)
+        if not compiled and rows is not None and self._last_block_on_rows(x, rows):
+            return self.layers(x, positions, mask, plan, cache, rows)
+        hidden = (self.compiled_layers if compiled else self.layers)(x, positions, mask, plan, cache)
+        return hidden if rows is None else hidden.flatten(0, 1).index_select(0, rows)
+
+    def _last_block_on_rows(self, x: Tensor, rows: Tensor) -> bool:
+        """Whether the last block may run past its attention on `rows` alone: RMSNorm and no autocast
+        (what the row-wise layers of fused.py are written for), and some positions left out."""
+        return self.cfg.norm == "rms" and not torch.is_autocast_enabled(x.device.type) and \
+            rows.numel() < x.shape[0] * x.shape[1]
 
     def layers(self, x: Tensor, positions: Tensor, mask, plan=None, cache: KVCache | None = None,
                rows: Tensor | None = None) -> Tensor:
@@ -335,11 +342,8 @@ class GPT(nn.Module):
             targeted = loss_mask if loss_mask is not None else torch.ones_like(targets, dtype=torch.bool)
             loss_index = targeted.flatten().nonzero().squeeze(1)
         ce_count = ce_count if ce_count is not None else max(1, len(loss_index))
-        # the last block computes the loss positions only (when they are not every position)
-        rows = loss_index if self.rows_alone(ids) and loss_index.numel() < ids.numel() else None
-        hidden = self.trunk(ids, values, positions, mask, num_index=num_index, features=features, added=added, rows=rows)
-        if rows is None:
-            hidden = hidden.flatten(0, 1).index_select(0, loss_index)  # the loss positions only
+        hidden = self.trunk(ids, values, positions, mask, num_index=num_index, features=features, added=added,
+                            rows=loss_index)  # the loss positions only
         targets = targets.flatten().index_select(0, loss_index)
         tasks = task_ids.flatten().index_select(0, loss_index) if task_ids is not None else None
         weights = task_weights[tasks] if task_weights is not None else torch.ones_like(targets, dtype=torch.float32)
@@ -388,12 +392,6 @@ class GPT(nn.Module):
             if targets is not None:
                 return self.number_head.loss_from(out, targets)
             return self.number_head.loss(out, values)
-
-    def rows_alone(self, ids: Tensor) -> bool:
-        """Whether the last block may run past its attention at the loss positions alone: eager
-        (not compiled), RMSNorm and no autocast, what the row-wise layers of fused.py are written for."""
-        compiled = self.compiled_layers is not None and self.training
-        return not compiled and self.cfg.norm == "rms" and not torch.is_autocast_enabled(ids.device.type)
 
     @torch.no_grad()
     def generate(self, prompts: list[tuple[np.ndarray, np.ndarray]], max_new_tokens: int,
