@@ -172,12 +172,18 @@ def test_a_resume_may_change_what_only_the_final_test_reads(tmp_path):
 def test_two_processes_never_write_into_one_run_directory(tmp_path):
     """Bug: two runs started into one --out both write (every step logged twice, files from either).
     A second process is refused at once -- a new run, an --overwrite, a --resume -- in one line
-    naming the first's PID, and the first runs on alone: each step logged once."""
+    naming the first's PID, and the first runs on alone: each step logged once. (The first run is
+    far longer than the refusals take, and is stopped once it has gone on past them: a fixed short
+    run could end before the refusals on a quiet machine.)"""
     out = tmp_path / "run"
     args = [sys.executable, "-m", "workbench.train", "--encoding", "bittokens", "--tasks", "addition", "--batch-size",
-            "2", "--tokens", str(2 * 128 * 300), "--pool-size", "100", "--val-samples", "4", "--test-samples", "4",
+            "2", "--tokens", str(2 * 128 * 100_000), "--pool-size", "100", "--val-samples", "4", "--test-samples", "4",
             "--threads", "1", "--checkpoint-every", "5", "--out", str(out)]
     first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def steps():  # the steps logged so far (complete lines only: the first is still writing)
+        text = (out / "metrics.jsonl").read_text()
+        return [json.loads(line)["step"] for line in text[:text.rfind("\n") + 1].splitlines()]
     try:
         deadline = time.time() + 120
         while not (out / "metrics.jsonl").exists() and time.time() < deadline:
@@ -187,12 +193,16 @@ def test_two_processes_never_write_into_one_run_directory(tmp_path):
             lines = second.stderr.strip().splitlines()
             assert second.returncode == 2 and len(lines) == 1, second.stderr
             assert f"in use by process {first.pid} " in lines[0] and str(out) in lines[0]
-        assert not (out / "test_summary.csv").exists()  # the refusals came while the first was running
-        assert first.wait(timeout=600) == 0
+        assert first.poll() is None  # the refusals came while the first was running
+        logged = len(steps())
+        while len(steps()) < logged + 20 and time.time() < deadline + 120:
+            time.sleep(0.05)
+        assert first.poll() is None  # it ran on past the refusals
     finally:
         first.kill()
-    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert steps == list(range(1, 301))
+        first.wait()
+    done = steps()
+    assert len(done) >= logged + 20 and done == list(range(1, len(done) + 1))
 
 
 def test_each_run_records_what_made_it(tmp_path):
