@@ -36,3 +36,5 @@ def test_the_table_and_the_figure_show_the_board():
     heat = fig.data[0]
     assert list(heat.y) == wide.index.tolist() and list(heat.x) == ["Add", "Div, d=2"]
     assert heat.z[2][0] == 0.60 and heat.text[2][0] == "0.60<br>#3"
+    assert heat.text[0][1] == "no runs" and heat.hovertext[0][1] == "BitTokens, Div, d=2: no finished runs"
+    assert heat.hovertext[2][1] == "Abacus, Div, d=2: 0.500 [0.400, 0.600], rank 1"

@@ -55,7 +55,7 @@ def table(board: pd.DataFrame, protocol: str = "multitask") -> pd.DataFrame:
 def figure(board: pd.DataFrame):
     """A heat map: encodings (rows, best mean multi-task rank first) x the multi-task protocol's six
     tasks and the precision protocol's two tasks at each d; colour the score, text the score and the
-    rank, hover the 95 % interval."""
+    rank, hover the 95 % interval. A cell whose runs have not finished says so."""
     import plotly.graph_objects as go
     label = board.task.map(lambda t: tasks.get(t).label)
     board = board.assign(column=np.where(board.protocol == "multitask", label, label + ", d=" + board.digits.astype(str)))
@@ -65,10 +65,12 @@ def figure(board: pd.DataFrame):
         sorted(set(board[board.protocol == "precision"].column))
     grid = board.assign(row=board.encoding.map(labels)).pivot(index="row", columns="column", values=["mean", "low", "high", "rank"])
     grid = grid.reindex(index=order, columns=pd.MultiIndex.from_product([["mean", "low", "high", "rank"], columns]))
-    text = [[("" if np.isnan(m) else f"{m:.2f}<br>#{int(r)}") for m, r in zip(grid["mean"].loc[e], grid["rank"].loc[e])]
+    text = [[("no runs" if np.isnan(m) else f"{m:.2f}<br>#{int(r)}") for m, r in zip(grid["mean"].loc[e], grid["rank"].loc[e])]
             for e in order]
-    hover = [[f"{html.escape(e)}, {html.escape(c)}: {m:.3f} [{lo:.3f}, {hi:.3f}], rank {r:.0f}" for c, m, lo, hi, r in
-              zip(columns, grid["mean"].loc[e], grid["low"].loc[e], grid["high"].loc[e], grid["rank"].loc[e])]
+    hover = [[f"{html.escape(e)}, {html.escape(c)}: " + ("no finished runs" if np.isnan(m) else
+                                                         f"{m:.3f} [{lo:.3f}, {hi:.3f}], rank {r:.0f}")
+              for c, m, lo, hi, r in zip(columns, grid["mean"].loc[e], grid["low"].loc[e], grid["high"].loc[e],
+                                         grid["rank"].loc[e])]
              for e in order]
     fig = go.Figure(go.Heatmap(z=grid["mean"].to_numpy(), x=columns, y=order, text=text, texttemplate="%{text}",
                                hovertext=hover, hoverinfo="text", zmin=0, zmax=1, colorscale="Viridis",
