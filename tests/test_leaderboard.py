@@ -38,3 +38,11 @@ def test_the_table_and_the_figure_show_the_board():
     assert heat.z[2][0] == 0.60 and heat.text[2][0] == "0.60<br>#3"
     assert heat.text[0][1] == "no runs" and heat.hovertext[0][1] == "BitTokens, Div, d=2: no finished runs"
     assert heat.hovertext[2][1] == "Abacus, Div, d=2: 0.500 [0.400, 0.600], rank 1"
+
+
+def test_tasks_keep_the_registry_order_not_the_alphabet():
+    rows = intervals()
+    rows = pd.concat([rows.assign(task=task) for task in ("division", "addition", "multiplication")], ignore_index=True)
+    board = leaderboard.leaderboard(rows)
+    assert leaderboard.table(board).columns.tolist() == ["mean rank", "addition", "multiplication", "division"]
+    assert list(leaderboard.figure(board).data[0].x) == ["Add", "Mult", "Div", "Add, d=2", "Mult, d=2", "Div, d=2"]

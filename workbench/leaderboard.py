@@ -34,8 +34,10 @@ def leaderboard(intervals: pd.DataFrame) -> pd.DataFrame:
     board["rank"] = 0
     for _, group in board.groupby(["protocol", "task", "digits"]):
         board.loc[group.index, "rank"] = [1 + int((group.low > high).sum()) for high in group.high]
-    return board.sort_values(["protocol", "task", "digits", "rank", "mean"], ascending=[True, True, True, True, False],
-                             ignore_index=True)
+    order = board.task.map(tasks.names().index)  # the tasks in the registry's (the paper's) order
+    return board.assign(order=order).sort_values(["protocol", "order", "digits", "rank", "mean"],
+                                                 ascending=[True, True, True, True, False],
+                                                 ignore_index=True).drop(columns="order")
 
 
 def table(board: pd.DataFrame, protocol: str = "multitask") -> pd.DataFrame:
@@ -45,7 +47,7 @@ def table(board: pd.DataFrame, protocol: str = "multitask") -> pd.DataFrame:
     column = part.task if protocol == "multitask" else part.task + " d=" + part.digits.astype(str)
     cells = part.assign(column=column, cell=[f"{m:.2f} [{lo:.2f}, {hi:.2f}] ({r})" for m, lo, hi, r in
                                              zip(part["mean"], part.low, part.high, part["rank"])])
-    wide = cells.pivot(index="encoding", columns="column", values="cell")
+    wide = cells.pivot(index="encoding", columns="column", values="cell")[list(dict.fromkeys(cells.column))]
     wide.insert(0, "mean rank", cells.groupby("encoding")["rank"].mean().round(2))
     wide = wide.sort_values("mean rank")
     wide.index = [encoders.label(e) for e in wide.index]
@@ -61,8 +63,7 @@ def figure(board: pd.DataFrame):
     board = board.assign(column=np.where(board.protocol == "multitask", label, label + ", d=" + board.digits.astype(str)))
     order = table(board).index.tolist()
     labels = {e: encoders.label(e) for e in board.encoding.unique()}
-    columns = list(dict.fromkeys(board[board.protocol == "multitask"].column)) + \
-        sorted(set(board[board.protocol == "precision"].column))
+    columns = list(dict.fromkeys(board.column))
     grid = board.assign(row=board.encoding.map(labels)).pivot(index="row", columns="column", values=["mean", "low", "high", "rank"])
     grid = grid.reindex(index=order, columns=pd.MultiIndex.from_product([["mean", "low", "high", "rank"], columns]))
     text = [[("no runs" if np.isnan(m) else f"{m:.2f}<br>#{int(r)}") for m, r in zip(grid["mean"].loc[e], grid["rank"].loc[e])]
@@ -75,7 +76,7 @@ def figure(board: pd.DataFrame):
     fig = go.Figure(go.Heatmap(z=grid["mean"].to_numpy(), x=columns, y=order, text=text, texttemplate="%{text}",
                                hovertext=hover, hoverinfo="text", zmin=0, zmax=1, colorscale="Viridis",
                                colorbar=dict(title="score")))
-    fig.add_vline(x=len(list(dict.fromkeys(board[board.protocol == "multitask"].column))) - 0.5, line_color="white",
+    fig.add_vline(x=board[board.protocol == "multitask"].column.nunique() - 0.5, line_color="white",
                   line_width=4)
     fig.update_layout(
         width=1200, height=170 + 42 * len(order), margin=dict(t=140, l=190),
