@@ -107,6 +107,31 @@ def test_muon_gets_exactly_the_hidden_matrices_with_paper_settings():
     assert n_opt == len(list(model.parameters()))
 
 
+def test_adam_runs_foreach_and_steps_bit_for_bit_like_torchs_per_tensor_adam():
+    """The Adam of build_optimizers takes one foreach call per group: the oracle is torch's
+    per-tensor loop (its CPU default), parameters equal bit for bit after scheduled steps."""
+    torch.manual_seed(0)
+    ours, theirs = Toy(), Toy()
+    theirs.load_state_dict(ours.state_dict())
+    start = ours.embedding.weight.detach().clone()
+    adam = build_optimizers(ours)[-1]
+    assert all(g["foreach"] for g in adam.param_groups)
+    reference = torch.optim.Adam([dict(params=g["params"], lr=g["lr"]) for g in build_optimizers(theirs)[-1].param_groups],
+                                 betas=(0.9, 0.95), eps=1e-10, foreach=False)
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    for step in range(6):
+        for model, opt in ((ours, adam), (theirs, reference)):
+            for g, lr in zip(opt.param_groups, (0.03, 0.004, 0.02)):
+                g["lr"] = lr * lr_multiplier(step, 6)
+            model(ids).square().mean().backward()
+            opt.step()
+            model.zero_grad(set_to_none=True)
+    for a, b in zip(ours.parameters(), theirs.parameters()):
+        if a is not ours.block[0].weight and a is not ours.block[2].weight:  # Muon's are not stepped here
+            assert torch.equal(a, b)
+    assert not torch.equal(ours.embedding.weight, start)  # the steps moved it
+
+
 def test_adamw_ablation_replaces_muon():
     optimizers = build_optimizers(Toy(), OptimConfig(optimizer="adamw"))
     assert not any(isinstance(o, (torch.optim.Muon, optim.Float32Muon)) for o in optimizers)
