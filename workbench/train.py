@@ -35,6 +35,7 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from . import distributed, encoders, metrics, tasks
+from .allocator import keep_freed_memory
 from .atomic import clean_temporaries, write_atomic
 from .balancing import CAPS, LossNormalizer, TaskBalancer
 from .batches import Loader, micro_batches, number_fields, pinned, to_device
@@ -516,6 +517,8 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
 
 def _train(cfg: TrainConfig, resume: bool, on_eval) -> Path:
     run = setup(cfg, resume)
+    if run.device.type == "cpu":
+        keep_freed_memory()  # the steps reuse their memory instead of faulting in fresh pages (allocator.py)
     gc.freeze()  # the pools' objects live all run: the cyclic collector need not walk them again and again
     log = _Logger(run.out, run.rank)
     if run.rank == 0:
