@@ -24,7 +24,7 @@ smaller step count: CPUs without bf16 matrix units run it ~25x slower.
 
     python benchmarks/train.py [--encoding bittokens] [--data addition numeric numeric+text synthetic]
                                [--preset cpu-small] [--batch 16] [--steps 12] [--bf16-steps 3]
-                               [--warmup 1] [--precisions fp32 bf16] [--threads N]
+                               [--warmup 1] [--precisions fp32 bf16] [--threads N] [--malloc kept]
 """
 import argparse
 import math
@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from workbench import encoders
+from workbench.allocator import keep_freed_memory
 from workbench.data import make_pool, next_batch, samples_per_step
 from workbench.model import GPT, preset
 from workbench.optim import apply_schedule, build_optimizers
@@ -135,7 +136,12 @@ def main():
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps per model first")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    parser.add_argument("--malloc", default="kept", choices=["kept", "default"],
+                        help="kept: freed memory stays for the next step, as workbench.train sets it on a CPU "
+                             "(workbench/allocator.py); default: glibc's own thresholds")
     args = parser.parse_args()
+    if args.malloc == "kept":
+        keep_freed_memory()
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = preset(args.preset)
@@ -150,7 +156,7 @@ def main():
     }
     runs = {**references, OURS: (ours, build_optimizers(ours), lambda model, batch: model(**batch)[1]["loss"])}
     tokens = args.batch * cfg.block_size
-    print(f"{args.encoding}, preset {args.preset}: ours {sum(p.numel() for p in ours.parameters()) / 1e6:.2f}M "
+    print(f"{args.encoding}, preset {args.preset}, malloc {args.malloc}: ours {sum(p.numel() for p in ours.parameters()) / 1e6:.2f}M "
           f"params, reference {sum(p.numel() for p in ref_adamw.parameters()) / 1e6:.2f}M; batch {args.batch} x "
           f"{cfg.block_size}; threads {torch.get_num_threads()}; load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs (a shared machine slows "
@@ -167,7 +173,7 @@ def main():
             print(f"{name} ({learned:.0%} of targets learned), {precision}, median of {n - args.warmup} steps:")
             print(f"      {'':24s} tokens/s   forward+backward   optimizer   ours / this")
             for run, (forward_backward, optimizer) in t.items():
-                ratio = f"{rate[OURS] / rate[run]:10.2f}x" if run in references else ""
+                ratio = f"{rate[OURS] / rate[run]:10.3f}x" if run in references else ""
                 print(f"      {run:24s} {rate[run]:8,.0f} {forward_backward * 1e3:15.0f} ms {optimizer * 1e3:8.0f} ms{ratio}")
 
 
