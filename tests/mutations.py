@@ -251,6 +251,16 @@ MUTATIONS = [
       "rel = np.full(r.shape, -6 * EPS_LD)",
       "arithmetic labels without their error bound (2 of 3000 additions off in the last digit)",
       ["tests/test_tasks.py::test_labels_match_independent_oracle"]),
+    # speed-ups that must keep every bit (issue 29)
+    M("workbench/optim.py", "weight_decay=cfg.weight_decay, foreach=True))", "weight_decay=cfg.weight_decay))",
+      "Adam back to one call per tensor (foreach off)",
+      ["tests/test_optim.py::test_adam_runs_foreach_and_steps_bit_for_bit_like_torchs_per_tensor_adam"]),
+    M("workbench/train.py", "        keep_freed_memory()  # the steps", "        pass  # the steps",
+      "CPU training leaves glibc's thresholds alone (every step faults in fresh pages again)",
+      ["tests/test_allocator.py::test_cpu_training_keeps_freed_memory"]),
+    M("workbench/allocator.py", "mallopt(M_TRIM_THRESHOLD, TRIM_BYTES)", "mallopt(M_TRIM_THRESHOLD, 128 << 10)",
+      "the heap's top trimmed back to the kernel after every step",
+      ["tests/test_allocator.py::test_training_steps_reuse_their_memory_instead_of_faulting_in_pages"]),
 ]
 
 
