@@ -1,4 +1,5 @@
 import json
+import statistics
 import subprocess
 import sys
 
@@ -7,22 +8,28 @@ import pytest
 from workbench import allocator, train
 from workbench.train import TrainConfig
 
-# a child process: page faults per training step of a cpu-tiny run (the kernel's own count is the
-# oracle), with glibc's default thresholds or with keep_freed_memory
+# a child process: the page faults of each training step of a cpu-tiny run (the kernel's own count
+# is the oracle), with glibc's default thresholds or with keep_freed_memory. Ten batches are trained
+# once so the heap reaches its size for them, then again, measured; Python's cyclic collector is off
+# while measured because the arenas it frees are mmapped by Python itself, whatever malloc is told.
 CHILD = """
-import json, resource, sys
+import gc, json, resource, sys
 from workbench.train import TrainConfig, setup, train_step, step_batches
 from workbench.allocator import keep_freed_memory
 took = keep_freed_memory() if sys.argv[1] == "kept" else None
 run = setup(TrainConfig(encoding="bittokens", tasks=("multiplication",), preset="cpu-tiny", batch_size=8,
                         tokens=8 * 128 * 40, pool_size=500, val_samples=8, test_samples=8, threads=1, out=sys.argv[2]))
-for step in range(3):
-    train_step(run, step)
-batches = [step_batches(run, s) for s in range(3, 23)]
-faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for i, b in enumerate(batches):
-    train_step(run, 3 + i, b)
-print(json.dumps({"faults": (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / 20, "took": took}))
+batches = [step_batches(run, step) for step in range(10)]
+for step, batch in enumerate(batches):
+    train_step(run, step, batch)
+gc.collect()
+gc.disable()
+faults = []
+for step, batch in enumerate(batches, len(batches)):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    train_step(run, step, batch)
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(json.dumps({"faults": faults, "took": took}))
 """
 
 
@@ -35,8 +42,11 @@ def faults_per_step(side: str, out) -> dict:
 def test_training_steps_reuse_their_memory_instead_of_faulting_in_pages(tmp_path):
     default, kept = faults_per_step("default", tmp_path / "default"), faults_per_step("kept", tmp_path / "kept")
     assert kept["took"] is True
-    # measured here: ~870 faults per step by default, ~46 kept
-    assert default["faults"] > 300 and kept["faults"] < default["faults"] / 5
+    # measured here (14 runs a side): by default 450-1000 faults a step on average, though some
+    # steps fault none; kept, the median step faults none and at most 2 of 10 steps over 16 (growth
+    # of the heap or of Python's own arenas)
+    assert statistics.median(kept["faults"]) <= 4, kept
+    assert statistics.mean(default["faults"]) > 200, default
 
 
 def test_cpu_training_keeps_freed_memory(tmp_path, monkeypatch):
