@@ -324,3 +324,14 @@ def test_the_report_pools_seeds_and_keeps_before_and_after_apart(tmp_path):
     assert ppl.loc["none", "change_percent"] == pytest.approx(20)
     rows = table(scores.reset_index(), ppl.reset_index(), order=["xval", "none"])
     assert list(rows.encoding) == ["xval", "none"] and rows.loc[1, "addition score [95 % CI]"].startswith("0.750 [")
+
+
+def test_cpu_fine_tuning_keeps_freed_memory(folders, tmp_path, monkeypatch):
+    """As workbench.train does on a CPU: freed memory stays for the next step (workbench/allocator.py)."""
+    calls = []
+    monkeypatch.setattr(finetune, "keep_freed_memory", lambda: calls.append(1))
+    finetune.finetune(finetune.RetrofitConfig(
+        model=str(folders["gpt2"]), encoding="bittokens", tasks=("addition",), tokens=600, batch_tokens=300,
+        eval_every=5, pool_size=50, val_samples=2, test_samples=2, text_samples=0, decades=(0, 1), max_digits=2,
+        out=str(tmp_path / "run"), threads=1))
+    assert calls == [1]

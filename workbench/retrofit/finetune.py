@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from .. import encoders, metrics, tasks
+from ..allocator import keep_freed_memory
 from ..atomic import write_atomic
 from ..balancing import LossNormalizer, TaskBalancer
 from ..cli import add_arguments, flag, setting, values_of
@@ -320,6 +321,8 @@ def finetune(cfg: RetrofitConfig, on_eval=None) -> Path:
     """Fine-tune, save the best weights, test; return the run directory. `on_eval(row)` is called
     with every evaluation row."""
     job = setup(cfg)
+    if job.lm.device.type == "cpu":
+        keep_freed_memory()  # the steps reuse their memory instead of faulting in fresh pages (allocator.py)
     texts = list(tasks.generate("text", cfg.text_samples, cfg.seed, "test", regime=cfg.regime)["answer"]) \
         if cfg.text_samples else []
     before = perplexity(job.lm, texts, job.context) if texts else None
