@@ -329,9 +329,9 @@ def test_the_report_pools_seeds_and_keeps_before_and_after_apart(tmp_path):
 def test_cpu_fine_tuning_keeps_freed_memory(folders, tmp_path, monkeypatch):
     """As workbench.train does on a CPU: freed memory stays for the next step (workbench/allocator.py)."""
     calls = []
-    monkeypatch.setattr(finetune, "keep_freed_memory", lambda: calls.append(1))
+    monkeypatch.setattr(finetune, "keep_freed_memory", lambda device: calls.append(str(device)))
     finetune.finetune(finetune.RetrofitConfig(
         model=str(folders["gpt2"]), encoding="bittokens", tasks=("addition",), tokens=600, batch_tokens=300,
         eval_every=5, pool_size=50, val_samples=2, test_samples=2, text_samples=0, decades=(0, 1), max_digits=2,
         out=str(tmp_path / "run"), threads=1))
-    assert calls == [1]
+    assert calls == ["cpu"]

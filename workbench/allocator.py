@@ -23,9 +23,11 @@ TRIM_BYTES = 1 << 30
 
 
 @functools.cache  # once per process
-def keep_freed_memory() -> bool:
-    """Set glibc's mmap and trim thresholds for reuse; True if malloc took both settings."""
-    if not sys.platform.startswith("linux"):
+def keep_freed_memory(device: str = "cpu") -> bool:
+    """Set glibc's mmap and trim thresholds for reuse when the steps run on `device` (a name or a
+    torch.device; on a GPU the host allocates little per step: nothing is set); True if malloc took
+    both settings."""
+    if str(device).split(":")[0] != "cpu" or not sys.platform.startswith("linux"):
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt

@@ -517,8 +517,7 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
 
 def _train(cfg: TrainConfig, resume: bool, on_eval) -> Path:
     run = setup(cfg, resume)
-    if run.device.type == "cpu":
-        keep_freed_memory()  # the steps reuse their memory instead of faulting in fresh pages (allocator.py)
+    keep_freed_memory(run.device)  # the steps reuse their memory instead of faulting in fresh pages
     gc.freeze()  # the pools' objects live all run: the cyclic collector need not walk them again and again
     log = _Logger(run.out, run.rank)
     if run.rank == 0:

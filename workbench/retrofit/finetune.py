@@ -321,8 +321,7 @@ def finetune(cfg: RetrofitConfig, on_eval=None) -> Path:
     """Fine-tune, save the best weights, test; return the run directory. `on_eval(row)` is called
     with every evaluation row."""
     job = setup(cfg)
-    if job.lm.device.type == "cpu":
-        keep_freed_memory()  # the steps reuse their memory instead of faulting in fresh pages (allocator.py)
+    keep_freed_memory(job.lm.device)  # the steps reuse their memory instead of faulting in fresh pages
     texts = list(tasks.generate("text", cfg.text_samples, cfg.seed, "test", regime=cfg.regime)["answer"]) \
         if cfg.text_samples else []
     before = perplexity(job.lm, texts, job.context) if texts else None
