@@ -264,6 +264,21 @@ MUTATIONS = [
     M("workbench/allocator.py", "mallopt(M_TRIM_THRESHOLD, TRIM_BYTES)", "mallopt(M_TRIM_THRESHOLD, 128 << 10)",
       "the heap's top trimmed back to the kernel after every step",
       ["tests/test_allocator.py::test_training_steps_reuse_their_memory_instead_of_faulting_in_pages"]),
+    M("workbench/cpu_kernels.c", "o[i] = fmaf(-y2, s[i], y1 * c[i]);", "o[i] = y1 * c[i] - y2 * s[i];",
+      "the C RoPE rounds a product that PyTorch's addcmul fuses",
+      ["tests/test_cpu_kernels.py::test_the_kernels_give_pytorchs_bits_forward_and_backward"]),
+    M("workbench/cpu_kernels.c", "gx[i] = fmaf(-(xr[i] * r), m, gy[i]) * r;", "gx[i] = (gy[i] - xr[i] * r * m) * r;",
+      "the C QK-norm backward rounds where PyTorch's does not",
+      ["tests/test_cpu_kernels.py::test_the_kernels_give_pytorchs_bits_forward_and_backward"]),
+    M("workbench/fused.py", "and torch.get_num_threads() == 1 and _kernels_agree(x.shape[-1])):",
+      "and _kernels_agree(x.shape[-1])):", "the single-threaded C kernels run beside PyTorch's other threads",
+      ["tests/test_cpu_kernels.py::test_more_than_one_thread_takes_the_pytorch_path"]),
+    M("workbench/fused.py", "and torch.get_num_threads() == 1 and _kernels_agree(x.shape[-1])):",
+      "and torch.get_num_threads() == 1 and cpu_kernels.library() is not None):",
+      "C kernels used without the bit-for-bit check against PyTorch",
+      ["tests/test_cpu_kernels.py::test_kernels_that_differ_from_pytorch_are_not_used"]),
+    M("workbench/model.py", 'return norm_rotate(x, cos, sin) if kind == "rms"', 'return rotate(rms_norm(x), cos, sin) if kind == "rms"',
+      "the model never takes the C kernels", ["tests/test_cpu_kernels.py::test_training_steps_take_the_kernels_and_lose_no_bit"]),
 ]
 
 

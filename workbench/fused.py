@@ -8,6 +8,7 @@ its composite does (tests/test_fused.py checks values and gradients against it):
     relu_squared(x)                       F.relu(x).square()
     rms_norm(x)                           F.rms_norm(x, (x.shape[-1],))
     rotate(x, cos, sin)                   RoPE: channel pairs (i, i + D/2) rotated by the angles
+    norm_rotate(x, cos, sin)              rotate(rms_norm(x), cos, sin): QK-norm, then RoPE
     linear_cross_entropy(h, w, t, r)      (r * F.cross_entropy(h @ w.T, t, reduction="none")).sum()
     masked_attention(q, k, v, mask, plan) F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
@@ -15,7 +16,9 @@ linear_cross_entropy never holds the whole [N, vocabulary] logits: it walks over
 forms the gradients during the forward pass (the chunk's softmax is at hand then), so the backward
 pass only scales them. Same matrix products as the plain loss, a fraction of the memory traffic.
 
-Under torch.compile the first three are their composites (the compiler fuses those itself).
+Under torch.compile the first four are their composites (the compiler fuses those itself).
+norm_rotate runs as C (cpu_kernels.c: one pass over memory forward, two backward) on a CPU with one
+thread, in float32, once that C has given PyTorch's bits on a probe; otherwise as the two functions.
 
 masked_attention skips keys that the packed-sample mask hides anyway: each block of 32 queries only
 sees the keys from the start of its earliest sample up to its own end (an attention plan, computed
@@ -25,9 +28,14 @@ elsewhere (CUDA, torch.compile, or when the mask leaves nothing to skip) it is p
 """
 from __future__ import annotations
 
+import functools
+import warnings
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from . import cpu_kernels
 
 QUERY_BLOCK = 32
 
@@ -84,6 +92,48 @@ class _Rotate(torch.autograd.Function):
     def backward(ctx, grad):
         cos, sin = ctx.saved_tensors  # a rotation's transpose rotates back
         return _rotate(grad, cos, -sin).to(grad.dtype), None, None
+
+
+def _rstd(x: Tensor) -> Tensor:
+    """1 / sqrt(mean(x²) + eps) over the last dimension, as _RMSNorm computes it."""
+    return torch.linalg.vector_norm(x, dim=-1, keepdim=True).square_().div_(x.shape[-1]) \
+        .add_(torch.finfo(x.dtype).eps).rsqrt_()
+
+
+class _NormRotate(torch.autograd.Function):
+    """rotate(rms_norm(x), cos, sin) for float32 x [B, H, T, D] on the C kernels: the row norms by
+    PyTorch, the rest in one pass; backward the rotation back and the norm's backward in two."""
+
+    @staticmethod
+    def forward(ctx, x, cos, sin):
+        lib, rstd = cpu_kernels.library(), _rstd(x)
+        cos, sin = (t.expand(*x.shape[:-1], x.shape[-1] // 2) for t in (cos, sin))
+        out = x.new_empty(x.shape)
+        lib.norm_rotate_forward(_shape(x), *_at(x), *_at(rstd), *_at(cos), *_at(sin), out.data_ptr())
+        ctx.save_for_backward(x, rstd, cos, sin)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, rstd, cos, sin = ctx.saved_tensors
+        lib, n = cpu_kernels.library(), _shape(x)
+        if grad.stride(-1) != 1:
+            grad = grad.contiguous()
+        grad_y, product, grad_x = (x.new_empty(x.shape) for _ in range(3))
+        lib.norm_rotate_backward_rotate(n, *_at(grad), *_at(x), *_at(rstd), *_at(cos), *_at(sin),
+                                        grad_y.data_ptr(), product.data_ptr())
+        mean = product.mean(-1)  # PyTorch's reduction, so PyTorch's rounding
+        lib.norm_rotate_backward_norm(n, grad_y.data_ptr(), mean.data_ptr(), *_at(x), *_at(rstd), grad_x.data_ptr())
+        return grad_x, None, None
+
+
+def _shape(x: Tensor):
+    return cpu_kernels.longs(x.shape)
+
+
+def _at(t: Tensor):
+    """(address, strides of the first three dimensions) of a [B, H, T, ·] tensor for the C kernels."""
+    return t.data_ptr(), cpu_kernels.longs(t.stride()[:3])
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
@@ -259,6 +309,45 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         x1, x2 = x.chunk(2, dim=-1)
         return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).to(x.dtype)
     return _Rotate.apply(x, cos, sin)
+
+
+def norm_rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """rotate(rms_norm(x), cos, sin) for x [B, H, T, D], cos and sin [B or 1, 1 or H, T, D/2]."""
+    if (x.device.type == "cpu" and x.dim() == 4 and cos.dim() == 4 and x.dtype == cos.dtype == sin.dtype == torch.float32
+            and x.stride(-1) == cos.stride(-1) == sin.stride(-1) == 1 and not torch.compiler.is_compiling()
+            and torch.get_num_threads() == 1 and _kernels_agree(x.shape[-1])):
+        return _NormRotate.apply(x, cos, sin)
+    return rotate(rms_norm(x), cos, sin)
+
+
+@functools.cache
+def _kernels_agree(head_size: int) -> bool:
+    """Whether the C kernels exist here and give PyTorch's bits, forward and backward, on a probe of
+    strided keys of `head_size` (ordinary, huge, tiny and zero rows) and broadcast angles."""
+    if cpu_kernels.library() is None:
+        return False
+    with torch.inference_mode(False), torch.enable_grad():  # the first call may come from generation
+        generator = torch.Generator().manual_seed(0)
+        qkv = torch.randn(2, 7, 3, 3, head_size, generator=generator)  # [B, T, qkv, H, D]
+        qkv[0, 1] *= 1e30
+        qkv[0, 2] *= 1e-30
+        qkv[1, 3] = 0.0
+        x = qkv[:, :, 1].transpose(1, 2)  # [B, H, T, D], strided like a model's keys
+        angles = torch.rand(2, 1, 7, head_size // 2, generator=generator) * 50
+        cos, sin = angles.cos(), angles.sin()
+        grad = torch.randn(x.shape, generator=generator)
+        outputs = []
+        for function in (lambda t: rotate(rms_norm(t), cos, sin), lambda t: _NormRotate.apply(t, cos, sin)):
+            leaf = x.detach().requires_grad_()
+            y = function(leaf)
+            y.backward(grad)
+            outputs.append((y.detach(), leaf.grad))
+    agree = all(torch.equal(a, b) for a, b in zip(*outputs))
+    if not agree:
+        warnings.warn("workbench: the C kernels' QK-norm + RoPE differ from PyTorch's in the last bits on this "
+                      "machine; the PyTorch path runs (the same numbers as elsewhere, a few percent slower)",
+                      RuntimeWarning, stacklevel=2)
+    return agree
 
 
 def chunk_elements(device: torch.device) -> int:

@@ -23,7 +23,8 @@ encodings, whose training is unchanged by these hooks.
 
 RMSNorm, QK-norm, RoPE, ReLU², the lm head's cross-entropy and the masked attention run as the
 fused autograd functions of `fused.py` (same values, less memory traffic, and attention that skips
-the keys of other samples: on a CPU they set the speed, benchmarks/train.py).
+the keys of other samples: on a CPU they set the speed, benchmarks/train.py); QK-norm + RoPE as C on
+a one-thread CPU (cpu_kernels.c, the same bits).
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ from torch import Tensor, nn
 from . import flex
 from .encoders.base import NumberEncoding
 from .fused import (attention_plan, chunk_elements, linear_at_rows, linear_cross_entropy, masked_attention,
-                    relu_squared, rms_norm, rotate, scale_at_rows)
+                    norm_rotate, relu_squared, rms_norm, rotate, scale_at_rows)
 from .numbers import NUM_TOKEN
 from .tokenizer import CONTROL_TOKENS
 
@@ -126,9 +127,9 @@ class Norm(nn.Module):
         return y * self.weight if rows is None else scale_at_rows(y, self.weight, rows, shape)
 
 
-def qk_norm(x: Tensor, kind: str) -> Tensor:
-    """QK-norm of each head's queries or keys: no weights, of the model's norm kind."""
-    return rms_norm(x) if kind == "rms" else F.layer_norm(x, x.shape[-1:])
+def qk_norm_rotate(x: Tensor, cos: Tensor, sin: Tensor, kind: str) -> Tensor:
+    """QK-norm of each head's queries or keys (no weights, of the model's norm kind), then RoPE."""
+    return norm_rotate(x, cos, sin) if kind == "rms" else rotate(F.layer_norm(x, x.shape[-1:]), cos, sin)
 
 
 class Attention(nn.Module):
@@ -144,7 +145,7 @@ class Attention(nn.Module):
         # (unbound along a middle axis: unpacking a leading qkv axis breaks torch.compile in torch 2.13)
         q, k, v = rearrange(self.qkv(x), "b t (qkv h d) -> b h qkv t d", qkv=3, h=self.n_head).unbind(2)
         # QK-norm, then RoPE: channel pairs (i, i + D/2) rotated by each token's angles [B, 1, T, D/2]
-        q, k = rotate(qk_norm(q, self.norm), cos, sin), rotate(qk_norm(k, self.norm), cos, sin)
+        q, k = qk_norm_rotate(q, cos, sin, self.norm), qk_norm_rotate(k, cos, sin, self.norm)
         if cache is not None:  # generation: keys and values of the earlier steps come first
             k, v = cache.extend(layer, k, v)
         y = flex.attend(q, k, v, mask) if flex.is_block_mask(mask) else masked_attention(q, k, v, mask, plan)
