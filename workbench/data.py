@@ -77,7 +77,7 @@ def pack(samples, batch_size: int, context: int, pad_id: int, num_id: int = 4,
 
     Also returns the loss denominators (`ce_count`, `number_count`) of the rows it packs. With
     `part` = (rank, world) only that rank's share of the batch's rows is packed (the rank-th of
-    `world` equal slices, as `shard` cuts them, each row as the whole batch holds it) and the counts
+    `world` equal slices of rows, each row as the whole batch holds it) and the counts
     are that share's: the ranks sum them (train_step), so that data-parallel ranks average to the
     loss of the whole batch. A whole batch's counts are at least 1 (a mean never divides by 0)."""
     rank, world = part
@@ -115,15 +115,6 @@ def _row_starts(lengths: np.ndarray, rows: int, width: int) -> np.ndarray:
             raise NotEnoughSamples(f"not enough samples to fill {rows} rows of {width - 1} tokens")
         starts[r + 1], filled = j + 1, ends[j]
     return starts
-
-
-def shard(batch: dict[str, torch.Tensor], rank: int, world: int, device) -> dict[str, torch.Tensor]:
-    """Rows of this rank (the batch's counts stay global), moved to `device`."""
-    rows = batch["ids"].shape[0]
-    if rows % world:
-        raise ValueError(f"{rows} rows do not split evenly over {world} processes")
-    per = rows // world
-    return {k: (v if v.ndim == 0 else v[rank * per:(rank + 1) * per]).to(device) for k, v in batch.items()}
 
 
 def draw(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Generator,
