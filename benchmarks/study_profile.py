@@ -25,6 +25,11 @@ add up to the run's wall time):
     other            the rest: the step's bookkeeping, the logs, the progress bar
 
 Imports (torch, pandas) are paid once per study worker process, not per run: printed apart.
+
+With `--ops STEPS`, no whole run: the run's set-up, STEPS training steps to warm up, then STEPS
+more under torch.profiler, printed op by op (self CPU time a step), with the matrix products'
+share of a step and the bound that share sets: the most a step can speed up while its matrix
+products stay as they are (a speed-up that keeps every bit cannot change them).
 """
 import argparse
 import functools
@@ -38,6 +43,7 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from workbench import data, evaluate, model, study, train  # noqa: E402
+from workbench.allocator import keep_freed_memory  # noqa: E402
 from workbench.optim import Float32Muon  # noqa: E402
 
 IMPORTS = time.perf_counter() - started_imports
@@ -72,7 +78,7 @@ def instrument(split: Split) -> None:
     for owner, name, label in [
         (train, "setup", "set-up"), (train, "Tokenizer", "tokenizer"), (train, "GPT", "model"),
         (data, "generate", "pool generation"), (train, "make_pool", "tokenization"),
-        (train, "next_batch", "data"), (train, "shard", "data"),
+        (train, "next_batch", "data"),
         (model.GPT, "forward", "forward"), (torch.Tensor, "backward", "backward"),
         (Float32Muon, "step", "Muon"), (torch.optim.Adam, "step", "Adam"),
         (torch.optim.Optimizer, "zero_grad", "zero_grad"),
@@ -83,6 +89,30 @@ def instrument(split: Split) -> None:
         split.wrap(owner, name, label)
 
 
+MATRIX_PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+
+def profile_ops(cfg, steps: int) -> None:
+    """STEPS training steps op by op, after as many untimed ones (see the module's docstring)."""
+    run = train.setup(cfg)
+    keep_freed_memory(run.device)
+    batches = [train.step_batches(run, s) for s in range(2 * steps)]
+    for s in range(steps):
+        train.train_step(run, s, batches[s])
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        start = time.perf_counter()
+        for s in range(steps, 2 * steps):
+            train.train_step(run, s, batches[s])
+        step_ms = (time.perf_counter() - start) / steps * 1e3
+    table = pd.DataFrame([{"op": e.key, "ms a step": e.self_cpu_time_total / 1e3 / steps, "calls a step": e.count / steps}
+                          for e in profiler.key_averages()]).sort_values("ms a step", ascending=False)
+    products = table[table.op.isin(MATRIX_PRODUCTS)]["ms a step"].sum()
+    print(table.head(25).to_string(index=False, formatters={"ms a step": "{:.2f}".format, "calls a step": "{:.0f}".format}))
+    print(f"\n{cfg.preset}, threads {torch.get_num_threads()}, {steps} steps after {steps} untimed: a step {step_ms:.1f} ms "
+          f"(under the profiler), its matrix products {products:.1f} ms ({products / step_ms:.0%}); with everything else "
+          f"at no cost a step would be at most {step_ms / products:.2f}x faster than now")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", default="precision-multiplication-d2-bittokens-seed0",
@@ -91,6 +121,9 @@ def main():
     parser.add_argument("--tokens", type=float, default=None, help="override the run's token budget")
     parser.add_argument("--clock", default="wall", choices=("wall", "cpu"),
                         help="wall time, or this process's CPU time (steadier on a shared machine)")
+    parser.add_argument("--ops", type=int, default=0, metavar="STEPS",
+                        help="instead of a whole run: STEPS training steps op by op (torch.profiler) after as many "
+                             "untimed ones, the matrix products' share and the speed-up bound it sets")
     args = parser.parse_args()
     runs = {r.name: r for r in study.plan(study.PARTS)}
     if args.run not in runs:
@@ -98,6 +131,10 @@ def main():
     cfg = replace(runs[args.run].config, out=args.out, overwrite=True)
     if args.tokens:
         cfg = replace(cfg, tokens=args.tokens)
+    if args.ops < 0:
+        sys.exit(f"--ops takes a number of steps >= 1, got {args.ops}")
+    if args.ops:
+        return profile_ops(cfg, args.ops)
     split = Split(time.perf_counter if args.clock == "wall" else time.process_time)
     instrument(split)
     start = split.clock()
