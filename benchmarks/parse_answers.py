@@ -6,7 +6,9 @@ a quadratic one 100x. Each cell is the slowest of the task families (addition, m
 interval), median of `--repeats`. With `--against REV` the `parse_answer` of that git revision is
 timed on the same full-size inputs, each in a subprocess cut off after `--timeout` seconds.
 
-    python benchmarks/parse_answers.py [--repeats 3] [--against 7d2b8cb] [--timeout 60]
+    python benchmarks/parse_answers.py [--repeats 3] [--against 7d2b8cb] [--timeout 60] [--scale 1]
+
+`--scale` multiplies every input's full size (0.01: a quick check that the script runs).
 """
 import argparse
 import statistics
@@ -77,10 +79,14 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--against", help="git revision whose parse_answer to time beside ours")
     parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--scale", type=float, default=1.0, help="factor on every input's full size")
     args = parser.parse_args()
+    if not args.scale > 0:
+        parser.error(f"--scale must be above 0, got {args.scale}")
     header = f"{'input':28s} {'chars':>9s} {'paper s':>9s} {'growth':>7s} {'careful s':>10s} {'growth':>7s}"
     print(header + (f" {args.against + ' s':>12s}" if args.against else ""))
-    for name, (expression, n) in INPUTS.items():
+    for name, (expression, full) in INPUTS.items():
+        n = max(10, round(full * args.scale))
         row = f"{name:28s}"
         for i, read in enumerate((answers.paper_answer, answers.parse_answer)):
             big, small = eval(expression, {"n": n}), eval(expression, {"n": n // 10})

@@ -1,0 +1,54 @@
+"""Every script in benchmarks/ runs to its end at its smallest size: a benchmark that no longer
+runs against the package (a renamed function, a changed signature) fails here, not when someone
+needs its numbers. Nothing is timed; each script's own output is its result."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDY_RUN = "precision-multiplication-d2-bittokens-seed0"
+# script: its arguments at the smallest size ({tmp}: a fresh folder), and a line its output must hold
+SMALLEST = {
+    "activation.py": (["--preset", "cpu-tiny", "--batch", "1", "--repeats", "1"], "tanh GELU / this"),
+    "allocator.py": (["--steps", "2", "--repeats", "1"], "losses bit for bit the same on both sides: True"),
+    "cpu_kernels.py": (["--preset", "cpu-tiny", "--batch", "1", "--repeats", "1"], "outputs and gradients identical"),
+    "encode.py": (["--n", "1000", "--repeats", "1"], "ratio"),
+    "gpu.py": (["--pool", "200", "--repeats", "1"], "== memory of a training pool"),
+    "parse_answers.py": (["--scale", "0.01", "--repeats", "1"], "digit run"),
+    "parse_numbers.py": (["--sizes", "100", "--old-limit", "100", "--repeats", "1"], "old/new"),
+    "study_profile.py": (["--tokens", "2e4", "--out", "{tmp}/profile"], "backward"),
+    "study_profile.py --ops": (["--ops", "2", "--out", "{tmp}/ops"], "at most"),
+    "study_speed.py": (["--baseline", "HEAD", "--current", "HEAD", "--runs", STUDY_RUN, "--repeats", "1",
+                        "--tokens", "2e4", "--out", "{tmp}/speed"], "every result identical: True"),
+    "tasks.py": (["--n", "200", "--repeats", "1"], "multiplication"),
+    "train.py": (["--preset", "cpu-tiny", "--batch", "2", "--steps", "1", "--warmup", "0", "--precisions", "fp32",
+                  "--threads", "1", "--data", "addition", "synthetic"], "ours / this"),
+}
+# scripts that read a git revision of this repository: skipped where it is not at hand (a copy, a shallow clone)
+REVISION = {"parse_numbers.py": "56144dc", "study_speed.py": "HEAD"}
+
+
+def has_revision(revision: str) -> bool:
+    return subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{revision}^{{commit}}"],
+                          capture_output=True).returncode == 0
+
+
+def test_every_benchmark_script_is_listed():
+    assert {name.split()[0] for name in SMALLEST} == {p.name for p in (ROOT / "benchmarks").glob("*.py")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SMALLEST)
+def test_benchmark_runs_at_its_smallest_size(name, tmp_path):
+    arguments, expected = SMALLEST[name]
+    if name in REVISION and not has_revision(REVISION[name]):
+        pytest.skip(f"{name} reads git revision {REVISION[name]}, which this copy of the repository lacks")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name.split()[0]),
+                           *(a.format(tmp=tmp_path) for a in arguments)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert expected in done.stdout, done.stdout[-3000:]
