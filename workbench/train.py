@@ -152,7 +152,9 @@ class TrainConfig:
                          "number heads and their losses stay float32")
     compile: bool = setting(False, "torch.compile the transformer blocks for training (one graph, no recompiles). "
                             "For GPUs. On a CPU the first compile takes ~100 s and steps then take 0.7-0.85x as long "
-                            "with cpu-tiny, 0.9-1.1x with cpu-small (measured, docs/gpu.md): long cpu-tiny runs only")
+                            "with cpu-tiny, 0.9-1.1x with cpu-small, and a whole Study 1 run (cpu-tiny, 1M tokens) "
+                            "1.15x as long, its scores moved by up to 0.04 (measured, docs/gpu.md): long cpu-tiny "
+                            "runs only")
     attention: str = setting("auto", "packed-sample attention: auto (FlexAttention with a document mask on CUDA, the "
                              "dense mask with the CPU block plan on CPUs), flex (CUDA only), or dense (a [B,1,T,T] mask "
                              "and plain SDPA)", choices=ATTENTIONS)
