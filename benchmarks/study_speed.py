@@ -49,6 +49,7 @@ print(json.dumps({"wall": time.perf_counter() - wall, "cpu": time.process_time()
 
 def export(revision: str, into: Path) -> Path:
     """The tracked files of `revision` in `into` (git archive)."""
+    into.mkdir(parents=True, exist_ok=True)
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision], capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
@@ -112,8 +113,7 @@ def main():
     tokens = {"tokens": args.tokens} if args.tokens else {}
     side_settings = {"baseline": tokens, "current": {**tokens, **settings}}
     out = Path(args.out or tempfile.mkdtemp(prefix="study-speed-"))
-    for side in ("baseline", "current"):
-        (out / f"{side}-code").mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     current = export(args.current, out / "current-code") if args.current else ROOT
     sides = {"baseline": export(args.baseline, out / "baseline-code") if args.baseline else current, "current": current}
     print(f"baseline {args.baseline or 'the same code'} vs {args.current or f'the working tree {ROOT}'}"
@@ -125,8 +125,8 @@ def main():
         for repeat in range(args.repeats):
             for side, tree in sides.items():
                 times[side].append(train_once(tree, name, out / f"{side}-{name}", side_settings[side]))
-        same = {part: results(out / f"baseline-{name}")[part] == results(out / f"current-{name}")[part]
-                for part in results(out / f"current-{name}")}
+        before, after = results(out / f"baseline-{name}"), results(out / f"current-{name}")
+        same = {part: before[part] == after[part] for part in after}
         median = {f"{side} {clock} s": statistics.median(t[clock] for t in ts) for side, ts in times.items()
                   for clock in ("wall", "cpu")}
         score = {f"{side} {kind}": value for side in sides
