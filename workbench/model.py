@@ -29,6 +29,7 @@ a one-thread CPU (cpu_kernels.c, the same bits).
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -97,6 +98,25 @@ def preset(name: str, **overrides) -> GPTConfig:
         from .cli import unknown
         raise ValueError(unknown("preset", name, PRESETS))
     return replace(PRESETS[name], **overrides)
+
+
+@contextmanager
+def true_float32():
+    """Float32 matrix products in IEEE float32 inside, whatever TF32 setting the run made outside.
+
+    Training on CUDA turns TF32 on (the fused loss's products on the tensor cores), but TF32 keeps
+    10 of float32's 23 mantissa bits: xVal's value, a BitTokens bit near its threshold or a FoNE
+    digit would then be decided on ~3 significant digits. The number heads run inside this, so the
+    "float32" they promise is float32 on every device. A no-op for CPU products (TF32 is a CUDA
+    setting); the flag is process-wide, so it is restored on the way out.
+    """
+    matmul = torch.backends.cuda.matmul
+    before = matmul.allow_tf32
+    matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        matmul.allow_tf32 = before
 
 
 def packed_mask(doc_ids: Tensor) -> Tensor:
@@ -262,7 +282,7 @@ class GPT(nn.Module):
             num_index = at.flatten().nonzero().squeeze(1)
         flat = x.flatten(0, 1)
         rows = flat.index_select(0, num_index)
-        with torch.autocast(x.device.type, enabled=False):  # the join in float32, as the head
+        with torch.autocast(x.device.type, enabled=False), true_float32():  # the join in float32, as the head
             joined = (self.number_head.join(rows, features) if features is not None
                       else self.number_head.embed(rows, values.flatten()[num_index]))
         return flat.index_copy(0, num_index, joined.to(x.dtype)).view_as(x)
@@ -381,15 +401,15 @@ class GPT(nn.Module):
     def number_outputs(self, hidden: Tensor) -> Tensor:
         """The number head on hidden states [N, d], in float32 whatever autocast says: under bf16
         its matmuls would round xVal's scale to 8 significant bits (a step of 2^-6 in [2, 4):
-        ±11 % in the value) and the bit and digit logits likewise."""
-        with torch.autocast(hidden.device.type, enabled=False):
+        ±11 % in the value) and the bit and digit logits likewise; TF32 likewise to 11 (`true_float32`)."""
+        with torch.autocast(hidden.device.type, enabled=False), true_float32():
             return self.number_head(hidden.float())
 
     def number_losses(self, hidden: Tensor, targets: Tensor | None = None, values: Tensor | None = None) -> Tensor:
         """Per-number loss [N] of the head at hidden states [N, d], in float32: against `targets`
         (the head's `loss_target`, computed ahead) or the float64 target `values`."""
         out = self.number_outputs(hidden)
-        with torch.autocast(hidden.device.type, enabled=False):
+        with torch.autocast(hidden.device.type, enabled=False), true_float32():
             if targets is not None:
                 return self.number_head.loss_from(out, targets)
             return self.number_head.loss(out, values)

@@ -198,10 +198,13 @@ def build_optimizers(model, cfg: OptimConfig | None = None) -> list[torch.optim.
             lr=cfg.adamw_hidden_lr, betas=cfg.adam_betas, eps=cfg.adam_eps,
             weight_decay=cfg.adamw_weight_decay))
     if adam_groups:
-        # foreach: the same update, bit for bit (tests/test_optim.py), in one call per group instead
-        # of one per tensor; torch picks it on CUDA only (benchmarks/study_speed.py)
+        # CPU: foreach, the same update bit for bit (tests/test_optim.py) in one call per group
+        # instead of one per tensor. CUDA: fused, one kernel for all groups, its step counters on
+        # the device (the host never reads them)
+        on_gpu = adam_groups[0]["params"][0].device.type == "cuda"
         optimizers.append(torch.optim.Adam(adam_groups, betas=cfg.adam_betas, eps=cfg.adam_eps,
-                                           weight_decay=cfg.weight_decay, foreach=True))
+                                           weight_decay=cfg.weight_decay,
+                                           **({"fused": True} if on_gpu else {"foreach": True})))
     return optimizers
 
 

@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from .. import encoders
 from ..encoders.base import NumberEncoding, NumberHead
+from ..model import true_float32
 from .tokens import RetrofitTokenizer
 
 BASELINE = "none"  # the encoding name of the digit-token baseline: the model's own tokenizer
@@ -135,7 +136,8 @@ class NumberLM(nn.Module):
         at = ids == self.tok.num_id
         if self.head is not None and at.any():
             x = x.clone()
-            x[at] = self.head.embed(x[at], values[at]).to(x.dtype)
+            with torch.autocast(x.device.type, enabled=False), true_float32():  # the join in float32
+                x[at] = self.head.embed(x[at].float(), values[at]).to(x.dtype)
         return x
 
     def run(self, ids: Tensor, values: Tensor, attention_mask: Tensor, position_ids=None, past=None, cache=False):
@@ -161,7 +163,9 @@ class NumberLM(nn.Module):
         if self.head is not None:
             at = targets[m] == self.tok.num_id
             if at.any():
-                number_each = self.head.loss(self.head(out.hidden_states[-1][m][at]).float(), target_values[m][at])
+                hidden = out.hidden_states[-1][m][at]
+                with torch.autocast(hidden.device.type, enabled=False), true_float32():
+                    number_each = self.head.loss(self.number_outputs(hidden), target_values[m][at])
                 total = total + NUMBER_LOSS_WEIGHT * (weights[at] * number_each).sum() / count
                 per_token[at] += NUMBER_LOSS_WEIGHT * number_each.detach()
                 losses["number"] = number_each.detach().mean()
@@ -210,8 +214,14 @@ class NumberLM(nn.Module):
         value = torch.zeros(len(token), dtype=torch.float64)
         is_num = token == self.tok.num_id
         if self.head is not None and is_num.any():
-            value[is_num] = self.head.predict(self.head(hidden[is_num.to(hidden.device)])).cpu()
+            value[is_num] = self.head.predict(self.number_outputs(hidden[is_num.to(hidden.device)])).cpu()
         return token, value
+
+    def number_outputs(self, hidden: Tensor) -> Tensor:
+        """The head on hidden states [N, width] in float32, whatever the body's dtype or autocast
+        says (a bf16 head would round xVal's value to 8 significant bits; see GPT.number_outputs)."""
+        with torch.autocast(hidden.device.type, enabled=False), true_float32():
+            return self.head(hidden.float())
 
     # -- LoRA -------------------------------------------------------------------------------
     def add_lora(self, rank: int = 16, alpha: float = 32.0, dropout: float = 0.0) -> None:

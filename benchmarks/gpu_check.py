@@ -1,0 +1,429 @@
+"""The GPU path, run for real: one command, one PASS/FAIL line per check (docs/gpu.md).
+
+    python benchmarks/gpu_check.py                         # on a GPU: every check, ~5 minutes on one H100
+    python benchmarks/gpu_check.py --device cpu            # the dry run (tests): the same checks at CPU sizes
+    python benchmarks/gpu_check.py --checks heads flex --log OUT/gpu_check.log
+
+    flex       FlexAttention's document block mask against the dense [B, 1, T, T] mask: the same loss
+               and gradients (float32, TF32 off; on a CPU the loss only: FlexAttention has no
+               backward pass there)
+    heads      every number head's outputs and decoded values against a float64 copy of the head,
+               with TF32 on for every other product, as training sets it; --emulate-tf32 rounds the
+               inputs of float32 products to TF32 on a CPU while the flag is on, so the dry run sees
+               what a GPU would
+    syncs      host syncs in one training step after warm-up (torch.cuda.set_sync_debug_mode on a GPU,
+               workbench.syncs' count on a CPU): at most 1, the step's losses read for the log
+    recompile  --compile: graphs compiled over a dozen new batches after two warm-up steps: none
+    speed      per encoding, the paper tier's step on one device (192 rows x 1024, bf16 on a GPU): the
+               host's batch time, the device's step time, a step of the real loop with the
+               prefetching loader, MFU (nanoGPT's count: 6 N + 12 L d T per token) against the
+               datasheet and a measured bf16 matrix product, and the GPU's busy share under the profiler
+    resume     `python -m workbench.train --config paper` killed (SIGKILL) after its first checkpoint,
+               then --resume: it finishes and logs every step once
+    retrofit   a tiny Llama saved in bf16, fine-tuned with --bf16 by `python -m workbench.retrofit`,
+               reloaded in a fresh process: one answer written through its number head
+
+The last line is the verdict: "gpu_check: N of M checks passed". Sizes follow --device: the paper
+tier on a GPU, cpu-tiny rows on a CPU (the dry run proves the script runs, not the speed).
+"""
+import argparse
+import copy
+import json
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from workbench import encoders, experiments  # noqa: E402
+from workbench.batches import Loader, to_device  # noqa: E402
+from workbench.model import GPT, preset  # noqa: E402
+from workbench.syncs import HostSyncs, optimizer_counters  # noqa: E402
+from workbench.train import TrainConfig, setup, step_batches, train_step  # noqa: E402
+
+CHECKS = ("flex", "heads", "syncs", "recompile", "speed", "resume", "retrofit")
+DATASHEET_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense bf16 FLOP/s, SXM parts
+
+
+@dataclass(frozen=True)
+class Size:
+    preset: str
+    rows: int  # rows per micro-batch
+    accum: int  # micro-batches per step (the paper's 192 rows on one GPU: 8 x 24)
+    context: int
+    pool: int
+    vocab: int
+    bf16: bool
+    compile_backend: str
+    steps: int  # timed steps
+
+
+GPU = Size("paper", 24, 8, 1024, 3000, 50_000, True, "inductor", 4)
+CPU = Size("cpu-tiny", 4, 2, 128, 300, 2048, False, "eager", 2)
+
+
+def log(*parts) -> None:
+    print(*parts, flush=True)
+
+
+def relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    """||a - b|| / ||b|| in float64."""
+    a, b = a.double().cpu(), b.double().cpu()
+    return float((a - b).norm() / b.norm().clamp_min(1e-300))
+
+
+def config(args, size: Size, out: Path, **overrides) -> TrainConfig:
+    values = dict(preset=size.preset, tasks=experiments.SIX_TASKS + ("text",), batch_size=size.rows,
+                  grad_accum=size.accum, context=size.context, decades=None, max_digits=None, pool_size=size.pool,
+                  val_samples=8, test_samples=8, vocab_size=size.vocab, bf16=size.bf16, device=args.device,
+                  threads=0 if args.device != "cpu" else 1, tokens=1e12, out=str(out), overwrite=True)
+    return TrainConfig(**{**values, **overrides})
+
+
+def synchronize(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# -- TF32 on a CPU ------------------------------------------------------------------------------
+def to_tf32(t: torch.Tensor) -> torch.Tensor:
+    """float32 rounded to TF32's 10 mantissa bits (round to nearest, ties to even)."""
+    bits = t.contiguous().view(torch.int32).to(torch.int64)
+    rounded = (bits + 0xFFF + ((bits >> 13) & 1)) & ~0x1FFF
+    return ((rounded + 2**31) % 2**32 - 2**31).to(torch.int32).view(torch.float32).view_as(t)
+
+
+class EmulatedTF32(TorchFunctionMode):
+    """While torch.backends.cuda.matmul.allow_tf32 is on, float32 products see TF32 inputs, as
+    cuBLAS's would on a GPU (the factors rounded, the sums in float32)."""
+    FACTORS = {torch.nn.functional.linear: (0, 1), torch.matmul: (0, 1), torch.Tensor.matmul: (0, 1),
+               torch.Tensor.__matmul__: (0, 1), torch.mm: (0, 1), torch.Tensor.mm: (0, 1), torch.bmm: (0, 1),
+               torch.addmm: (1, 2), torch.baddbmm: (1, 2)}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        factors = self.FACTORS.get(func)
+        if factors and torch.backends.cuda.matmul.allow_tf32:
+            args = tuple(to_tf32(a) if k in factors and isinstance(a, torch.Tensor) and a.dtype == torch.float32
+                         else a for k, a in enumerate(args))
+        return func(*args, **kwargs)
+
+
+# -- the checks: each returns (passed, one line of numbers) --------------------------------------
+def check_flex(args, size, device, tmp):
+    run = setup(config(args, size, tmp / "flex", attention="dense", bf16=False, grad_accum=1))
+    batch = to_device(step_batches(run, 0)[0], device)
+    weights = torch.ones(len(run.cfg.tasks), device=device)
+    dense = run.model
+    flex = GPT(replace(dense.cfg, attention="flex"), dense.encoding, run.tok.vocab_size, run.tok.num_id,
+               run.tok.piece_ids).to(device)
+    flex.load_state_dict(dense.state_dict())
+    backward = device.type == "cuda"
+    results = []
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for model in (dense, flex):
+        model.zero_grad(set_to_none=True)
+        with torch.set_grad_enabled(backward):
+            loss = model(**batch, task_weights=weights)[1]["loss"]
+        if backward:
+            loss.backward()
+        results.append((loss.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters()
+                                        if p.grad is not None}))
+    torch.backends.cuda.matmul.allow_tf32 = device.type == "cuda"
+    loss_error = relative(results[1][0], results[0][0])
+    line = f"loss {results[0][0].item():.6f}, relative difference {loss_error:.1e}"
+    if not backward:
+        return loss_error < 1e-5, line + "; gradients not compared (no FlexAttention backward on a CPU)"
+    names = sorted(results[0][1])
+    flat = [torch.cat([r[1][n].flatten().double() for n in names]) for r in results]
+    grad_error = relative(flat[1], flat[0])
+    worst = max(names, key=lambda n: relative(results[1][1][n], results[0][1][n]))
+    worst_error = relative(results[1][1][worst], results[0][1][worst])
+    return loss_error < 1e-5 and grad_error < 1e-4, (f"{line}; gradients {grad_error:.1e} over all parameters, "
+                                                     f"worst {worst} {worst_error:.1e}")
+
+
+def check_heads(args, size, device, tmp):
+    """Each head's outputs and decoded values under TF32-on against its float64 copy on the CPU."""
+    d, rows, worst, parts = preset(size.preset).d_model, 4096, 0.0, []
+    torch.backends.cuda.matmul.allow_tf32 = True  # as train.setup sets it on CUDA
+    for name in encoders.names():
+        encoding = encoders.get(name)
+        if encoding.number_head(d) is None:
+            continue
+        torch.manual_seed(0)
+        model = GPT(preset(size.preset, n_layer=1), encoding, 512).to(device)
+        hidden = torch.randn(rows, d, device=device)
+        with EmulatedTF32() if args.emulate_tf32 else _nothing():
+            out = model.number_outputs(hidden)
+            values = model.number_head.predict(out).double().cpu()
+        flag_kept = torch.backends.cuda.matmul.allow_tf32
+        head = copy.deepcopy(model.number_head).cpu().double()
+        with torch.no_grad():
+            ref = head(hidden.cpu().double())
+            ref_values = head.predict(ref).double()
+        error = relative(out.detach(), ref)
+        finite = torch.isfinite(ref_values) & torch.isfinite(values)
+        value_error = ((values - ref_values).abs() / ref_values.abs().clamp_min(1e-300))[finite & (ref_values != 0)]
+        median, p99 = (float(value_error.quantile(q)) if value_error.numel() else 0.0 for q in (0.5, 0.99))
+        worst = max(worst, error)
+        parts.append(f"{name} {error:.1e} (values: median {median:.1e}, p99 {p99:.1e})")
+        if not flag_kept:
+            return False, f"{name}: the head left TF32 switched off for the rest of the run"
+    torch.backends.cuda.matmul.allow_tf32 = device.type == "cuda"
+    return worst < 1e-5, "outputs vs float64, TF32 on elsewhere: " + "; ".join(parts)
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def check_syncs(args, size, device, tmp):
+    counts = []
+    for encoding in ("bittokens", "fone", "xval", "single_digit"):
+        run = setup(config(args, size, tmp / f"syncs-{encoding}", encoding=encoding, grad_accum=1,
+                           attention="auto" if device.type == "cuda" else "dense"))
+        for step in range(2):
+            train_step(run, step)
+        batches = step_batches(run, 2)
+        synchronize(device)
+        if device.type == "cuda":
+            torch.cuda.set_sync_debug_mode("warn")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                train_step(run, 2, batches)
+            torch.cuda.set_sync_debug_mode(0)
+            found = [str(w.message).splitlines()[0] for w in caught if "synchroniz" in str(w.message).lower()]
+        else:
+            with HostSyncs(host_resident=optimizer_counters(run.optimizers)) as syncs:
+                train_step(run, 2, batches)
+            found = [f"{k} x{v}" for k, v in syncs.counts.items()]
+        counts.append((encoding, len(found) if device.type == "cuda" else syncs.total, found))
+    line = "; ".join(f"{e} {n}" + (f" ({', '.join(sorted(set(f)))[:200]})" if n > 1 else "") for e, n, f in counts)
+    return all(n <= 1 for _, n, _ in counts), "syncs in one step: " + line
+
+
+def check_recompile(args, size, device, tmp):
+    from torch._dynamo.utils import counters
+    run = setup(config(args, size, tmp / "compile", compile=True, grad_accum=1))
+    if size.compile_backend != "inductor":
+        run.model.compile_layers(backend=size.compile_backend)
+    started = time.time()
+    for step in range(2):
+        train_step(run, step)
+    synchronize(device)
+    warm = time.time() - started
+    before = {k: dict(v) for k, v in counters.items()}
+    times = []
+    for step in range(2, 14):
+        batches = step_batches(run, step)
+        synchronize(device)
+        t = time.perf_counter()
+        train_step(run, step, batches)
+        synchronize(device)
+        times.append(time.perf_counter() - t)
+    new = {f"{k}.{n}": v - before.get(k, {}).get(n, 0) for k, group in counters.items() for n, v in group.items()
+           if v != before.get(k, {}).get(n, 0) and k in ("stats", "frames", "recompiles")}
+    graphs = new.get("stats.unique_graphs", 0)
+    return graphs == 0, (f"{graphs} new graphs over 12 new batches after warm-up ({warm:.0f} s: compile + 2 steps); "
+                         f"compiled micro-batch {1e3 * statistics.median(times):.0f} ms; counter changes {new or 'none'}")
+
+
+def peak_bf16(device) -> float | None:
+    """A large bf16 matrix product's FLOP/s on this device (median of 10 after 3 warm-ups)."""
+    if device.type != "cuda":
+        return None
+    n = 8192
+    a, b = torch.randn(n, n, device=device, dtype=torch.bfloat16), torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    times = []
+    for k in range(13):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        a @ b
+        end.record()
+        torch.cuda.synchronize()
+        if k >= 3:
+            times.append(start.elapsed_time(end) / 1e3)
+    return 2 * n**3 / statistics.median(times)
+
+
+def check_speed(args, size, device, tmp):
+    measured = peak_bf16(device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+    datasheet = next((v for k, v in DATASHEET_BF16.items() if k in name), None)
+    parts, keeps_up = [], True
+    for encoding in args.encodings:
+        run = setup(config(args, size, tmp / f"speed-{encoding}", encoding=encoding, prefetch="on"))
+        model = run.model
+        matmul_params = sum(p.numel() for n, p in model.named_parameters() if n != "wte.weight")
+        tokens = size.rows * size.accum * size.context
+        flops = tokens * (6 * matmul_params + 12 * model.cfg.n_layer * model.cfg.d_model * size.context)
+        train_step(run, 0)  # warm-up: kernels compiled, allocator filled
+        host, device_times = [], []
+        for step in range(1, 1 + size.steps):
+            t = time.perf_counter()
+            batches = step_batches(run, step)
+            host.append(time.perf_counter() - t)
+            synchronize(device)
+            t = time.perf_counter()
+            train_step(run, step, batches)
+            synchronize(device)
+            device_times.append(time.perf_counter() - t)
+        loader, first = Loader(lambda s: step_batches(run, s), ahead=True), 1 + size.steps
+        loop = []
+        busy = None
+        try:
+            profiler = _profiler(device)
+            with profiler:
+                for step in range(first, first + size.steps):
+                    t = time.perf_counter()
+                    batches = loader.get(step)
+                    loader.prefetch(step + 1)
+                    train_step(run, step, batches)
+                    synchronize(device)
+                    loop.append(time.perf_counter() - t)
+            loader.get(first + size.steps)  # the last prefetched batch
+            if device.type == "cuda":
+                kernel_us = sum(e.self_device_time_total for e in profiler.key_averages())
+                busy = kernel_us / 1e6 / sum(loop)
+        finally:
+            loader.close()
+        h, g, w = (statistics.median(x) for x in (host, device_times, loop))
+        keeps_up &= h < g
+        mfu = "" if datasheet is None else f", MFU {flops / g / datasheet:.1%} of the datasheet's bf16"
+        mfu += "" if measured is None else f", {flops / g / measured:.1%} of a measured matmul ({measured / 1e12:.0f} TFLOP/s)"
+        parts.append(f"{encoding}: host batch {1e3 * h:.0f} ms, device step {1e3 * g:.0f} ms, loop step {1e3 * w:.0f} ms"
+                     f" ({tokens / w:,.0f} tokens/s){mfu}" + ("" if busy is None else f", GPU busy {busy:.0%}"))
+    return keeps_up, f"{size.rows * size.accum} rows x {size.context} a step; " + "; ".join(parts)
+
+
+def _profiler(device):
+    if device.type != "cuda":
+        return _nothing()
+    from torch.profiler import ProfilerActivity, profile
+    return profile(activities=[ProfilerActivity.CUDA])
+
+
+def check_resume(args, size, device, tmp):
+    out = tmp / "resume"
+    steps = 4
+    tokens = steps * size.rows * size.accum * size.context
+    command = [sys.executable, "-m", "workbench.train", "--config", "paper", "--tasks", "addition,division,text",
+               "--tokens", str(tokens), "--pool-size", str(size.pool), "--val-samples", "16", "--test-samples", "16",
+               "--eval-every", "2", "--checkpoint-every", "2", "--device", args.device, "--out", str(out)]
+    if device.type != "cuda":
+        command += ["--preset", size.preset, "--context", str(size.context), "--batch-size", str(size.rows),
+                    "--global-batch", str(size.rows * size.accum), "--no-bf16", "--vocab-size", str(size.vocab),
+                    "--threads", "1"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    started = time.time()
+    first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    while first.poll() is None and not (out / "checkpoint.pt").exists():
+        time.sleep(0.2)
+    killed_at = time.time() - started
+    if first.poll() is not None:
+        return False, f"the run ended (exit {first.returncode}) before its first checkpoint: " \
+                      f"{first.stdout.read().decode()[-400:]}"
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    second = subprocess.run(command + ["--resume"], cwd=ROOT, env=env, capture_output=True, text=True)
+    total = time.time() - started
+    logged = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] \
+        if (out / "metrics.jsonl").exists() else []
+    finished = second.returncode == 0 and (out / "test_summary.csv").exists()
+    line = (f"killed at {killed_at:.0f} s after its first checkpoint, resumed: exit {second.returncode}, steps "
+            f"logged {logged} (want 1..{steps} once), {total:.0f} s in all")
+    if not finished:
+        line += f"; {second.stdout[-300:]} {second.stderr[-600:]}"
+    return finished and logged == list(range(1, steps + 1)), line
+
+
+def check_retrofit(args, size, device, tmp):
+    from workbench.retrofit.pretrain import build_model, corpus_texts, save, train_tokenizer
+    tokenizer = train_tokenizer(corpus_texts("train")[:8], vocab_size=400)
+    model = build_model("llama", tokenizer, hidden=128, layers=2, heads=2, context=128).to(torch.bfloat16)
+    folder = save(model, tokenizer, tmp / "llama-bf16")
+    out = tmp / "retrofit"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    done = subprocess.run([sys.executable, "-m", "workbench.retrofit", "--model", str(folder), "--encoding",
+                           "bittokens", "--tasks", "addition", "--tokens", "2e4", "--bf16", "--device", args.device,
+                           "--pool-size", "400", "--val-samples", "8", "--test-samples", "8", "--text-samples", "2",
+                           "--eval-every", "4", "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        return False, f"fine-tuning exit {done.returncode}: {(done.stderr or done.stdout).strip().splitlines()[-1][:300]}"
+    reload = """
+import sys, torch
+from workbench.evaluate import answer
+from workbench.retrofit import NumberLM
+lm = NumberLM.from_pretrained(sys.argv[1]).to(sys.argv[2])
+ids, values, _ = lm.tok.sample("3 + 4", "7")
+ones = torch.ones(1, len(ids), dtype=torch.long, device=lm.device)
+with torch.no_grad():
+    out = lm.run(torch.as_tensor(ids)[None].to(lm.device), torch.as_tensor(values)[None].to(lm.device), ones)
+    logits = torch.zeros(1, lm.tok.vocab_size, device=lm.device)
+    logits[0, lm.tok.num_id] = 1  # the model writes <|num|>: its value comes from the head
+    token, value = lm._next_token(logits, out.hidden_states[-1][:, -1])
+texts = answer(lm, lm.tok, ["3 + 4"], 4)[0]
+print(f"body {lm.hf.dtype}, head {next(lm.head.parameters()).dtype}, head's number {float(value[0]):.6g}, "
+      f"answer to '3 + 4': {texts[0]!r}")
+"""
+    again = subprocess.run([sys.executable, "-c", reload, str(out / "model"), args.device], cwd=ROOT, env=env,
+                           capture_output=True, text=True)
+    if again.returncode != 0:
+        return False, f"reload exit {again.returncode}: {again.stderr.strip().splitlines()[-1][:300]}"
+    return "head torch.float32" in again.stdout, f"fine-tuned and reloaded: {again.stdout.strip()}"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cuda or cpu")
+    parser.add_argument("--checks", nargs="+", default=list(CHECKS), choices=CHECKS, help="which checks")
+    parser.add_argument("--encodings", nargs="+", default=["bittokens", "fone"], help="encodings the speed check times")
+    parser.add_argument("--emulate-tf32", action="store_true",
+                        help="on a CPU, round float32 products' inputs to TF32 while the TF32 flag is on")
+    parser.add_argument("--log", help="also append the lines to this file")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    size = GPU if device.type == "cuda" else CPU
+    environment = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                   "torch": torch.__version__, "python": sys.version.split()[0]}
+    log(f"gpu_check on {environment}")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.checks:
+            started = time.time()
+            try:
+                passed, line = globals()[f"check_{name}"](args, size, device, Path(tmp))
+            except Exception as err:  # noqa: BLE001 - a check that crashes is a failed check, and the next one runs
+                passed, line = False, f"{type(err).__name__}: {str(err).strip()[:400]}"
+                traceback.print_exc()
+            results.append(passed)
+            text = f"{'PASS' if passed else 'FAIL'} {name} ({time.time() - started:.0f} s): {line}"
+            log(text)
+            if args.log:
+                with open(args.log, "a") as f:
+                    f.write(text + "\n")
+    log(f"gpu_check: {sum(results)} of {len(results)} checks passed")
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
