@@ -48,12 +48,14 @@ from torch.overrides import TorchFunctionMode
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from workbench import encoders, experiments  # noqa: E402
+from workbench import encoders, tasks  # noqa: E402
 from workbench.batches import Loader, to_device  # noqa: E402
 from workbench.model import GPT, preset  # noqa: E402
 from workbench.syncs import HostSyncs, optimizer_counters  # noqa: E402
 from workbench.train import TrainConfig, setup, step_batches, train_step  # noqa: E402
 
+# the paper tier's mix (workbench.experiments, which also draws figures: plotly is not on every GPU machine)
+PAPER_TASKS = tuple(tasks.names("single_step") + tasks.names("comparison") + tasks.names("text"))
 CHECKS = ("flex", "heads", "syncs", "recompile", "speed", "resume", "retrofit")
 DATASHEET_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense bf16 FLOP/s, SXM parts
 
@@ -86,7 +88,7 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def config(args, size: Size, out: Path, **overrides) -> TrainConfig:
-    values = dict(preset=size.preset, tasks=experiments.SIX_TASKS + ("text",), batch_size=size.rows,
+    values = dict(preset=size.preset, tasks=PAPER_TASKS, batch_size=size.rows,
                   grad_accum=size.accum, context=size.context, decades=None, max_digits=None, pool_size=size.pool,
                   val_samples=8, test_samples=8, vocab_size=size.vocab, bf16=size.bf16, device=args.device,
                   threads=0 if args.device != "cpu" else 1, tokens=1e12, out=str(out), overwrite=True)
