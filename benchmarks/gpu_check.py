@@ -244,8 +244,14 @@ def check_recompile(args, size, device, tmp):
     new = {f"{k}.{n}": v - before.get(k, {}).get(n, 0) for k, group in counters.items() for n, v in group.items()
            if v != before.get(k, {}).get(n, 0) and k in ("stats", "frames", "recompiles")}
     graphs = new.get("stats.unique_graphs", 0)
+    model, micro = run.model, statistics.median(times)
+    matmul_params = sum(p.numel() for n, p in model.named_parameters() if n != "wte.weight")
+    flops = size.rows * size.context * (6 * matmul_params + 12 * model.cfg.n_layer * model.cfg.d_model * size.context)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+    datasheet = next((v for k, v in DATASHEET_BF16.items() if k in name), None)
+    mfu = "" if datasheet is None else f" (MFU {flops / micro / datasheet:.1%} of the datasheet's bf16, optimizer included)"
     return graphs == 0, (f"{graphs} new graphs over 12 new batches after warm-up ({warm:.0f} s: compile + 2 steps); "
-                         f"compiled micro-batch {1e3 * statistics.median(times):.0f} ms; counter changes {new or 'none'}")
+                         f"a compiled step of one micro-batch {1e3 * micro:.0f} ms{mfu}; counter changes {new or 'none'}")
 
 
 def peak_bf16(device) -> float | None:
@@ -288,32 +294,39 @@ def check_speed(args, size, device, tmp):
             train_step(run, step, batches)
             synchronize(device)
             device_times.append(time.perf_counter() - t)
-        loader, first = Loader(lambda s: step_batches(run, s), ahead=True), 1 + size.steps
-        loop = []
-        busy = None
-        try:
-            profiler = _profiler(device)
-            with profiler:
-                for step in range(first, first + size.steps):
-                    t = time.perf_counter()
-                    batches = loader.get(step)
-                    loader.prefetch(step + 1)
-                    train_step(run, step, batches)
-                    synchronize(device)
-                    loop.append(time.perf_counter() - t)
-            loader.get(first + size.steps)  # the last prefetched batch
-            if device.type == "cuda":
-                kernel_us = sum(e.self_device_time_total for e in profiler.key_averages())
-                busy = kernel_us / 1e6 / sum(loop)
-        finally:
-            loader.close()
+        first, loops, busy = 1 + size.steps, {}, None
+        for interval in args.switch_intervals:  # how often the worker thread must hand the GIL back
+            default, loop = sys.getswitchinterval(), []
+            sys.setswitchinterval(interval)
+            loader = Loader(lambda s: step_batches(run, s), ahead=True)
+            try:
+                profiler = _profiler(device)
+                with profiler:
+                    for step in range(first, first + size.steps):
+                        t = time.perf_counter()
+                        batches = loader.get(step)
+                        loader.prefetch(step + 1)
+                        train_step(run, step, batches)
+                        synchronize(device)
+                        loop.append(time.perf_counter() - t)
+                loader.get(first + size.steps)  # the last prefetched batch
+                first += size.steps + 1
+                if device.type == "cuda" and busy is None:
+                    busy = sum(e.self_device_time_total for e in profiler.key_averages()) / 1e6 / sum(loop)
+            finally:
+                loader.close()
+                sys.setswitchinterval(default)
+            loops[interval] = statistics.median(loop)
+        loop = [min(loops.values())]
         h, g, w = (statistics.median(x) for x in (host, device_times, loop))
-        keeps_up &= h < g
+        keeps_up &= h < g and w <= 1.1 * g
         mfu = "" if datasheet is None else f", MFU {flops / g / datasheet:.1%} of the datasheet's bf16"
         mfu += "" if measured is None else f", {flops / g / measured:.1%} of a measured matmul ({measured / 1e12:.0f} TFLOP/s)"
-        parts.append(f"{encoding}: host batch {1e3 * h:.0f} ms, device step {1e3 * g:.0f} ms, loop step {1e3 * w:.0f} ms"
+        switch = ", ".join(f"{1e3 * v:.0f} ms at a {1e3 * k:g} ms GIL switch interval" for k, v in loops.items())
+        parts.append(f"{encoding}: host batch {1e3 * h:.0f} ms, device step {1e3 * g:.0f} ms, loop step {switch}"
                      f" ({tokens / w:,.0f} tokens/s){mfu}" + ("" if busy is None else f", GPU busy {busy:.0%}"))
-    return keeps_up, f"{size.rows * size.accum} rows x {size.context} a step; " + "; ".join(parts)
+    return keeps_up, (f"{size.rows * size.accum} rows x {size.context} a step, eager; the loop keeps up when it takes at "
+                      "most 1.1 x the device step; " + "; ".join(parts))
 
 
 def _profiler(device):
@@ -399,6 +412,8 @@ def main(argv=None):
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cuda or cpu")
     parser.add_argument("--checks", nargs="+", default=list(CHECKS), choices=CHECKS, help="which checks")
     parser.add_argument("--encodings", nargs="+", default=["bittokens", "fone"], help="encodings the speed check times")
+    parser.add_argument("--switch-intervals", nargs="+", type=float, default=[0.005, 0.0005],
+                        help="GIL switch intervals (s) the speed check's loop runs under (Python's default: 0.005)")
     parser.add_argument("--emulate-tf32", action="store_true",
                         help="on a CPU, round float32 products' inputs to TF32 while the TF32 flag is on")
     parser.add_argument("--log", help="also append the lines to this file")

@@ -167,6 +167,8 @@ class FoNEHead(NumberHead):
             self.norm = nn.LayerNorm(d_model, eps=1e-5)
         else:
             self.output = nn.Linear(d_model, encoding.width)
+        # on the head's device: a copy from the host at every call would make the GPU wait for it
+        self.register_buffer("prototypes", _PROTOTYPES.clone(), persistent=False)
 
     def features(self, x) -> Tensor:
         return self.encoding.encode(x)
@@ -182,7 +184,7 @@ class FoNEHead(NumberHead):
         else:
             read = self.output(hidden)
         pairs = rearrange(read, "... (period cs) -> ... period cs", cs=2)
-        return pairs @ _PROTOTYPES.to(pairs).T
+        return pairs @ self.prototypes.to(pairs.dtype).T
 
     def loss_target(self, x) -> Tensor:
         """The 49 digit labels of |x| (int64 [N, 49]): exact, or the authors' float64 ones (`digit_labels`)."""
