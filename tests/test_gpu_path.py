@@ -2,6 +2,7 @@
 graphs, float32 number heads under bf16 autocast, gradient accumulation, FlexAttention, and a
 protocol of several runs under torchrun (gloo)."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -190,3 +191,58 @@ def test_a_protocol_of_runs_under_torchrun_finishes_every_time(tmp_path):
                                str(script), str(tmp_path / str(attempt))], env=env, capture_output=True, text=True,
                               timeout=240)
         assert done.returncode == 0 and done.stdout.count("PROTOCOL DONE") == 2, done.stderr[-2000:]
+
+
+# -- benchmarks/gpu_check.py: the check a GPU runs, dry-run on the CPU ------------------------------
+def gpu_check_module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gpu_check", Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tf32_emulation_rounds_to_ten_mantissa_bits():
+    """The CPU stand-in for TF32: every float32 rounded to the nearest value with 10 mantissa bits
+    (ties to even), checked against rounding the exact binary fraction with Python's Fraction."""
+    from fractions import Fraction
+    check = gpu_check_module()
+    x = torch.randn(2000, dtype=torch.float32) * torch.logspace(-20, 20, 2000)
+    got = check.to_tf32(x)
+    for value, rounded in zip(x.tolist()[::37], got.tolist()[::37]):
+        exponent = math.frexp(value)[1] - 1  # value = 1.f x 2^exponent
+        step = Fraction(2) ** (exponent - 10)
+        q = Fraction(value) / step
+        nearest = math.floor(q) + (1 if q - math.floor(q) > Fraction(1, 2) or
+                                   (q - math.floor(q) == Fraction(1, 2) and math.floor(q) % 2) else 0)
+        assert Fraction(rounded) == nearest * step, value
+
+
+def test_heads_check_sees_tf32_error_without_the_fix(monkeypatch):
+    """Under emulated TF32 the number heads are float32-exact with `true_float32`, and the check
+    fails (errors of ~3e-4, xVal's values off by ~1e-3) when the heads run without it."""
+    import contextlib
+    from workbench import model as model_module
+    check = gpu_check_module()
+    args = type("Args", (), {"emulate_tf32": True})()
+    passed, line = check.check_heads(args, check.CPU, torch.device("cpu"), None)
+    assert passed, line
+    monkeypatch.setattr(model_module, "true_float32", contextlib.nullcontext)
+    passed, line = check.check_heads(args, check.CPU, torch.device("cpu"), None)
+    assert not passed and "xval" in line, line
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run_on_the_cpu(tmp_path):
+    """The GPU check's every check runs on a CPU and prints its line; all pass there except the
+    loop-speed criterion, which a CPU run (the prefetch thread beside one training thread) does not
+    test."""
+    done = subprocess.run([sys.executable, "benchmarks/gpu_check.py", "--device", "cpu", "--emulate-tf32",
+                           "--log", str(tmp_path / "log")], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    lines = (tmp_path / "log").read_text().splitlines()
+    verdicts = {line.split()[1]: line.split()[0] for line in lines}
+    assert set(verdicts) == {"flex", "heads", "syncs", "recompile", "speed", "resume", "retrofit"}, done.stdout[-2000:]
+    assert all(v == "PASS" for k, v in verdicts.items() if k != "speed"), "\n".join(lines)
+    assert "checks passed" in done.stdout.splitlines()[-1]
