@@ -264,16 +264,15 @@ def test_float32_muon_is_torch_muon_with_a_float32_iteration(monkeypatch, nester
 
 
 @pytest.mark.parametrize("amx", [False, True])
-def test_newton_schulz_precision_follows_the_machine(monkeypatch, amx):
-    """auto: float32 (our Float32Muon) on CPUs without bf16 matrix units, where bf16 is ~25x
-    slower; torch's own bf16 Muon on CPUs with AMX and on CUDA. An explicit choice wins."""
+def test_newton_schulz_precision_is_one_recipe_on_every_cpu(monkeypatch, amx):
+    """auto: float32 (our Float32Muon) on every CPU, with AMX or without (a machine-dependent choice
+    trained another recipe on each CPU); torch's own bf16 Muon on CUDA. An explicit choice wins."""
     monkeypatch.setattr(optim, "cpu_has_bf16_matrix_units", lambda: amx)
     cpu = torch.device("cpu")
-    assert optim.newton_schulz_dtype(OptimConfig(), cpu) == ("bfloat16" if amx else "float32")
+    assert optim.newton_schulz_dtype(OptimConfig(), cpu) == "float32"
     assert optim.newton_schulz_dtype(OptimConfig(), torch.device("cuda")) == "bfloat16"
-    assert optim.newton_schulz_dtype(OptimConfig(newton_schulz="float32"), cpu) == "float32"
-    muon = build_optimizers(Toy())[0]
-    assert type(muon) is (torch.optim.Muon if amx else optim.Float32Muon)
-    assert type(build_optimizers(Toy(), OptimConfig(newton_schulz="float32"))[0]) is optim.Float32Muon
+    assert optim.newton_schulz_dtype(OptimConfig(newton_schulz="bfloat16"), cpu) == "bfloat16"
+    assert type(build_optimizers(Toy())[0]) is optim.Float32Muon
+    assert type(build_optimizers(Toy(), OptimConfig(newton_schulz="bfloat16"))[0]) is torch.optim.Muon
     with pytest.raises(ValueError, match="newton_schulz"):
         optim.newton_schulz_dtype(OptimConfig(newton_schulz="fp16"), cpu)

@@ -215,6 +215,48 @@ def test_each_run_records_what_made_it(tmp_path):
                           text=True).stdout.strip()
     if head:  # a git checkout: the run names the commit that made it (and whether the code differed)
         assert env["workbench_commit"] in (head, head + "+changes")
+    # the machine: the kernels that did the arithmetic, and every "auto" as it resolved
+    assert env["kernels"] == f"cpu/{torch.backends.cpu.get_cpu_capability()}" and env["cpu_model"]
+    assert env["resolved"]["newton_schulz"] == "float32" and env["resolved"]["grad_accum"] == 1
+    assert env["resolved"]["prefetch"] is False and env["resolved"]["list_sampling"] == "resolved"
+    assert env["resolved"]["attention"] == "dense with the CPU block plan"
+
+
+CAPABILITY_PROBE = """
+import sys
+from workbench import train as T
+from workbench.optim import OptimConfig
+cfg = T.TrainConfig(encoding="bittokens", tasks=("addition",), preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4,
+                    pool_size=100, val_samples=4, test_samples=4, eval_every=2, checkpoint_every=2, decades=(0, 1),
+                    max_digits=2, threads=1, optim=OptimConfig(newton_schulz="float32"), out=sys.argv[1],
+                    same_kernels=sys.argv[2] == "1")
+print("differences:", T.recorded_differences(cfg))
+try:
+    T.train(cfg, resume=True)
+    print("resumed")
+except ValueError as err:
+    print("refused:", err)
+"""
+
+
+def test_a_run_made_on_other_kernels_is_refused(tmp_path):
+    """A run made on AVX-512 kernels, resumed or counted on AVX2 ones (ATEN_CPU_CAPABILITY lowers
+    torch's), would silently give other numbers: it is refused, naming both; --no-same-kernels
+    lets it through."""
+    out = tmp_path / "run"
+    T.train(T.TrainConfig(**TINY, out=str(out)))
+    here = torch.backends.cpu.get_cpu_capability()
+    other = "avx2" if here != "AVX2" else "default"
+    env = dict(os.environ, ATEN_CPU_CAPABILITY=other)
+    before = (out / "metrics.jsonl").read_bytes()
+    done = subprocess.run([sys.executable, "-c", CAPABILITY_PROBE, str(out), "1"], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert f"kernels: cpu/{here} (recorded) vs cpu/{other.upper()} here" in done.stdout, done.stdout + done.stderr
+    assert "refused: --resume:" in done.stdout and "kernels: " in done.stdout.split("refused:")[1]
+    assert (out / "metrics.jsonl").read_bytes() == before  # nothing written
+    done = subprocess.run([sys.executable, "-c", CAPABILITY_PROBE, str(out), "0"], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert "differences: \n" in done.stdout and "resumed" in done.stdout, done.stdout + done.stderr
 
 
 def test_a_test_set_that_cannot_fit_is_refused_before_training(tmp_path, capsys):

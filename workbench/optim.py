@@ -135,9 +135,9 @@ class OptimConfig:
     ns_eps: float = setting(1e-7, "Newton-Schulz normalization epsilon")
     muon_adjust_lr_fn: str = setting("original", "Muon's per-matrix lr scaling: sqrt(max(1, rows/cols)) "
                                      "(Keller Jordan's) or torch's RMS match", choices=("original", "match_rms_adamw"))
-    newton_schulz: str = setting("auto", "precision of Muon's iteration: torch's bfloat16 or our float32 "
-                                 "(bf16 is ~25x slower on CPUs without bf16 matrix units); auto picks float32 "
-                                 "exactly there", choices=("auto", "float32", "bfloat16"))
+    newton_schulz: str = setting("auto", "precision of Muon's iteration: torch's bfloat16 or our float32; auto: "
+                                 "float32 on every CPU (one recipe whatever its matrix units), bfloat16 on GPUs "
+                                 "(torch's and the authors')", choices=("auto", "float32", "bfloat16"))
     adam_betas: tuple[float, float] = setting((0.9, 0.95), "Adam betas")
     adam_eps: float = setting(1e-10, "Adam epsilon (the authors' 1e-10; torch's default is 1e-8)")
     weight_decay: float = setting(0.0, "weight decay of Muon and Adam (C.1: none)")
@@ -209,12 +209,14 @@ def build_optimizers(model, cfg: OptimConfig | None = None) -> list[torch.optim.
 
 
 def newton_schulz_dtype(cfg: OptimConfig, device: torch.device) -> str:
-    """The precision of Muon's iteration: cfg.newton_schulz, with "auto" resolved for `device`."""
+    """The precision of Muon's iteration: cfg.newton_schulz, "auto" being float32 on every CPU and
+    bfloat16 on a GPU. Not the machine's fastest: bf16 runs fast only on CPUs with AMX, so a
+    machine-dependent choice would train another recipe on each CPU (docs/fidelity.md)."""
     if cfg.newton_schulz not in ("auto", "float32", "bfloat16"):
         raise ValueError(f"newton_schulz must be 'auto', 'float32' or 'bfloat16', got {cfg.newton_schulz!r}")
     if cfg.newton_schulz != "auto":
         return cfg.newton_schulz
-    return "float32" if device.type == "cpu" and not cpu_has_bf16_matrix_units() else "bfloat16"
+    return "float32" if device.type == "cpu" else "bfloat16"
 
 
 def lr_multiplier(step: int, total_steps: int, warmup_frac: float = 0.1) -> float:

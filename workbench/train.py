@@ -54,7 +54,7 @@ from .tokenizer import Tokenizer
 RUN_FILES = ("config.json", "environment.json", "metrics.jsonl", "evals.jsonl", "checkpoint.pt", "best.pt",
              "test_samples.csv", "test_summary.csv")
 # Settings that change neither the training nor its results: where a run lives and how it is run.
-PLACE_AND_PACE = ("out", "overwrite", "device", "checkpoint_every", "prefetch")
+PLACE_AND_PACE = ("out", "overwrite", "device", "checkpoint_every", "prefetch", "same_kernels")
 # A resumed run may also change the kernels (threads, compile, the attention kernel: they change the
 # floating-point sums, so a finished run's results, but not what it trains) and what only the final
 # test reads.
@@ -163,6 +163,9 @@ class TrainConfig:
     threads: int = setting(1, "torch CPU threads; 1 suits the small presets (more threads spin against each other "
                            "on a busy machine, and may split the floating-point sums differently; recorded in "
                            "environment.json); 0: torch's default, one per core")
+    same_kernels: bool = setting(True, "refuse to resume a run, or to count a finished one, made on other kernels "
+                                 "(another CPU capability, e.g. AVX2 vs AVX512, or another GPU model): they round "
+                                 "differently, so the numbers would differ (docs/study.md)")
     optim: OptimConfig = field(default_factory=OptimConfig)
 
     def __post_init__(self):
@@ -308,7 +311,8 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
         _restore(run, ckpt)
     if rank == 0:
         write_atomic(out / "config.json", lambda tmp: Path(tmp).write_text(json.dumps(asdict(cfg), indent=1)))
-        write_atomic(out / "environment.json", lambda tmp: Path(tmp).write_text(json.dumps(environment(cfg), indent=1)))
+        record = environment(cfg, device, run)
+        write_atomic(out / "environment.json", lambda tmp: Path(tmp).write_text(json.dumps(record, indent=1)))
         _describe(run)
     return run
 
@@ -600,7 +604,7 @@ def _prepare_run_dir(cfg: TrainConfig, resume: bool, rank: int) -> tuple[Path, d
     ckpt = None
     if resume:
         ckpt = load_checkpoint(out / "checkpoint.pt")
-        differ = config_differences(ckpt.get("config") or {}, cfg, ignore=RESUMABLE)
+        differ = config_differences(ckpt.get("config") or {}, cfg, ignore=RESUMABLE) or kernel_difference(cfg)
         if differ:
             raise ValueError(f"--resume: {out} was trained with another configuration ({differ}); resume with "
                              "those values, or start a new run (--overwrite or another --out)")
@@ -668,7 +672,7 @@ def recorded_differences(cfg: TrainConfig) -> str:
         record = json.loads(path.read_text())
     except (OSError, ValueError):
         return f"no readable {path}"
-    return config_differences(record if isinstance(record, dict) else {}, cfg)
+    return config_differences(record if isinstance(record, dict) else {}, cfg) or kernel_difference(cfg)
 
 
 def resumable(cfg: TrainConfig) -> bool:
@@ -695,20 +699,80 @@ def config_differences(record: dict, cfg: TrainConfig, ignore=PLACE_AND_PACE) ->
     return "; ".join(shown) + (f"; and {len(keys) - 6} more" if len(keys) > 6 else "")
 
 
-def environment(cfg: TrainConfig) -> dict:
+def kernels(device: torch.device) -> str:
+    """What does the floating-point arithmetic: the CPU kernels torch dispatches to (its capability:
+    DEFAULT, AVX2, AVX512, ...; ATEN_CPU_CAPABILITY lowers it) or the GPU model. Runs on other
+    kernels round differently, so they retrace each other only on the same kernels."""
+    if device.type == "cuda":
+        return f"cuda/{torch.cuda.get_device_name(device)}"
+    return f"{device.type}/{torch.backends.cpu.get_cpu_capability()}"
+
+
+def cpu_model() -> str:
+    import platform
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        if names:
+            return names[0]
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def numpy_simd() -> list[str]:
+    """The SIMD extensions NumPy dispatches to here (NPY_DISABLE_CPU_FEATURES removes some)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:  # older NumPy
+        return []
+    return sorted(k for k, on in features.items() if on and (k.startswith("AVX512") or k.startswith("X86_V")))
+
+
+def environment(cfg: TrainConfig, device: torch.device | None = None, run: "Run | None" = None) -> dict:
     """What made a run, beside its configuration: the workbench's commit, the interpreter, the
-    libraries, the threads, and the checksums of the text it read (the BPE's corpus and the text
-    task's source)."""
+    libraries, the machine (CPU model, torch's and NumPy's instruction sets, AMX, threads: the
+    kernels decide the last bits of every sum), every "auto" setting as it resolved, and the
+    checksums of the text it read (the BPE's corpus and the text task's source)."""
     import platform
     from importlib.metadata import version
+    from .fused import _kernels_agree
+    from .optim import cpu_has_bf16_matrix_units, newton_schulz_dtype
     from .tasks import text_sources
-    return {"workbench_commit": _commit(), "python": platform.python_version(),
-            "implementation": platform.python_implementation(),
-            **{name: version(name) for name in ("torch", "numpy", "pandas", "tokenizers")},
-            "threads": torch.get_num_threads(), "platform": platform.platform(), "machine": platform.machine(),
-            "bpe_corpus_sha256": text_sources.SHIPPED_SHA256,
-            "text_source_sha256": text_sources.checksum(cfg.text_source)
-            if any(tasks.get(t).answer == "text" for t in cfg.tasks) else None}
+    device = device or torch.device("cpu")
+    record = {"workbench_commit": _commit(), "python": platform.python_version(),
+              "implementation": platform.python_implementation(),
+              **{name: version(name) for name in ("torch", "numpy", "pandas", "tokenizers")},
+              "threads": torch.get_num_threads(), "platform": platform.platform(), "machine": platform.machine(),
+              "cpu_model": cpu_model(), "kernels": kernels(device),
+              "cpu_capability": torch.backends.cpu.get_cpu_capability(), "numpy_simd": numpy_simd(),
+              "amx": cpu_has_bf16_matrix_units(),
+              "bpe_corpus_sha256": text_sources.SHIPPED_SHA256,
+              "text_source_sha256": text_sources.checksum(cfg.text_source)
+              if any(tasks.get(t).answer == "text" for t in cfg.tasks) else None}
+    if run is not None:
+        head_size = run.model.cfg.d_model // run.model.cfg.n_head
+        record["resolved"] = {
+            "device": str(device), "newton_schulz": newton_schulz_dtype(cfg.optim, device),
+            "attention": "flex" if cfg.attention == "flex" or (cfg.attention == "auto" and device.type == "cuda")
+            else ("dense with the CPU block plan" if cfg.attention == "auto" else "dense"),
+            "prefetch": cfg.prefetch == "on" or (cfg.prefetch == "auto" and device.type == "cuda"),
+            "grad_accum": run.accum, "list_sampling": cfg.regime.list_rule,
+            "cpu_kernels": device.type == "cpu" and torch.get_num_threads() == 1 and _kernels_agree(head_size)}
+    return record
+
+
+def kernel_difference(cfg: TrainConfig, device: torch.device | None = None) -> str:
+    """"" when the run in cfg.out was made on this machine's kernels (or did not record them, or
+    --no-same-kernels), else what differs, for the refusal."""
+    if not cfg.same_kernels:
+        return ""
+    try:
+        recorded = json.loads((Path(cfg.out) / "environment.json").read_text()).get("kernels")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    now = kernels(device or _device(cfg.device))
+    return "" if recorded in (None, now) else f"kernels: {recorded} (recorded) vs {now} here"
 
 
 def _commit() -> str | None:
