@@ -113,6 +113,9 @@ class Curriculum:
         self.max_difficulty, self.total_steps, self.lr_max = int(max_difficulty), total_steps, lr_max
         self.zeta0, self.alpha = zeta0, alpha
         self.preview_frac, self.preview_decay = preview_frac, preview_decay
+        # preview_decay ** k, one Python float power at a time: numpy's power of an array is
+        # SIMD-dispatched and its last bits, so the shares of eq. 13, would differ between CPUs
+        self._decay_powers = np.array([float(preview_decay) ** k for k in range(self.max_difficulty + 1)])
         self.warmup_steps = round(warmup_frac * total_steps)
         self.S = decay_start_frac * total_steps
         decay_step = min(total_steps, round(self.S))
@@ -146,7 +149,7 @@ class Curriculum:
         probs = self.ratios.copy()
         locked = np.flatnonzero(self.held[self.frontier + 1:]) + self.frontier + 1
         if locked.size:
-            preview = self.preview_decay ** (locked - self.frontier)  # eq. 13
+            preview = self._decay_powers[locked - self.frontier]  # eq. 13
             probs *= 1 - self.preview_frac
             probs[locked] = self.preview_frac * preview / preview.sum()
         return probs

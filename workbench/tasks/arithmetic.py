@@ -15,7 +15,8 @@ from .. import metrics
 from . import difficulty as dif
 from . import register
 from .base import ARITHMETIC_PROMPT, Task, parse_float
-from .exact import EPS_LD, fmt_all, fraction, round_fast, round_fraction, settle, to_float, value_ld
+from .exact import (EPS_LD, decade, fmt_all, fraction, pow10, round_fast, round_fraction, settle, to_float,
+                    value_ld)
 from .sampling import (HIGH, LOW, decades, float_pairs, numbers, operands, question_hash, round_to_bits,
                        round_to_digits, signs, split_operands, split_total)
 
@@ -48,6 +49,7 @@ def draw_addition(rng, m, regime):
     small, big = np.minimum(np.abs(a), np.abs(b)), np.maximum(np.abs(a), np.abs(b))
     ar = np.abs(r)
     # no vanishing information: every operand moves the 15-digit answer, no cancellation past 15 digits
+    # (long double: log10 and power run on the x87 unit, never SIMD-dispatched, alike on every CPU)
     valid = (ar >= 1e-15 * big) & (small >= 0.5 * 10.0 ** (np.floor(np.log10(np.where(ar > 0, ar, 1))) - 14))
     extra = dict(_bits(regime, p1, p2), **_float64_label(regime, lambda x, y: np.where(op == "+", x + y, x - y),
                                                        (M1, e1), (M2, e2)))
@@ -91,7 +93,7 @@ def _draw_division_binary(rng, m, regime):
     x1, xd = decades(rng, m, regime), decades(rng, m, regime)
     p1, p2 = split_operands(rng, m, regime)
     M1, e1, ok1 = operands(rng, x1, p1, regime)
-    y = round_to_bits(rng.uniform(10.0 ** (-xd - 1), 10.0 ** -xd), p2)  # 1/y in (10**xd, 10**(xd+1)]
+    y = round_to_bits(rng.uniform(pow10(-xd - 1), pow10(-xd)), p2)  # 1/y in (10**xd, 10**(xd+1)]
     d = 1.0 / y
     Md, ed = float_pairs(d)
     s1, s2 = signs(rng, m)
@@ -136,7 +138,7 @@ def _label(c, limit):
 
 def in_range(M, e):
     """|M * 10**e| in [1e-14, 1e15) or zero."""
-    lead = e + np.floor(np.log10(np.maximum(np.abs(M), 1))).astype(np.int64)
+    lead = decade(M, e)
     return (M == 0) | ((lead >= LOW) & (lead <= HIGH))
 
 
@@ -169,8 +171,8 @@ def build(task, c, limit):
         "difficulty": d_2,
         "difficulty_sd": d_sd,
         "num1": a, "num2": b, "op": op,
-        "num1_exp": np.floor(np.log10(np.abs(fa))).astype(np.int64),
-        "num2_exp": np.floor(np.log10(np.abs(fb))).astype(np.int64),
+        "num1_exp": decade(c["M1"], c["e1"]),
+        "num2_exp": decade(c["M2"], c["e2"]),
     })
     for k in ("quotient_digits", "divisor_digits", "num1_bits", "num2_bits"):
         if k in c:

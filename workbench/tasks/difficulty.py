@@ -9,12 +9,24 @@ multiplication), damped exponentiation's bits clipped to [5, 58]. exp_difficulty
 List tasks (our definition, A.3 gives none): for each neighbouring pair of the sorted list (plus the
 reference for interval) the number of leading digits one must read before they differ,
 floor(log_b max(|a|,|b|)) - floor(log_b |a-b|) + 1, summed over pairs.
+Every level is computed exactly (exact.py): a level decides what the curriculum feeds a model, so it
+must not depend on the last bits of a logarithm, which differ between CPUs.
 """
-import math
+from decimal import Decimal, localcontext
 
 import numpy as np
 
-LOG2_10 = math.log2(10)
+from .exact import floor_log10, floor_log2, round_power
+
+
+def _log2_10() -> float:
+    """log2(10) correctly rounded to float64, from decimal arithmetic (not the platform's libm)."""
+    with localcontext() as ctx:
+        ctx.prec = 50
+        return float(Decimal(10).ln() / Decimal(2).ln())
+
+
+LOG2_10 = _log2_10()
 
 
 def nonzero_digits(M):
@@ -53,9 +65,8 @@ def shared_prefix(sorted_values, base):
     valid = ~(np.isnan(a) | np.isnan(b))
     top = np.maximum(np.abs(np.nan_to_num(a)), np.abs(np.nan_to_num(b)))
     gap = np.abs(np.nan_to_num(b) - np.nan_to_num(a))
-    lg = math.log(base)
-    with np.errstate(divide="ignore"):
-        d = np.floor(np.log(np.where(top > 0, top, 1)) / lg) - np.floor(np.log(np.where(gap > 0, gap, 1)) / lg)
+    floor_log = {2: floor_log2, 10: floor_log10}[base]
+    d = floor_log(np.where(top > 0, top, 1)) - floor_log(np.where(gap > 0, gap, 1))
     d = np.maximum(d, 0) + 1
     return np.where(valid, d, 0).sum(axis=1).astype(np.int64)
 
@@ -86,5 +97,5 @@ def exponentiation_rule(d, base, regime):
     they clip to [5, 58]."""
     if regime.exp_difficulty == "product":
         return d
-    d = np.rint(np.asarray(d, dtype=np.float64) ** 0.4).astype(np.int64)
+    d = round_power(d, 2, 5)  # round(d ** 0.4), exactly
     return np.clip(d, 5, 58) if regime.difficulty_caps and base == 2 else d

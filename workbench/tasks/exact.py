@@ -4,6 +4,14 @@ A number is M * 10**e with M a (signed) int64 of at most 17 digits. That pair is
 printed, so the label can be computed from the printed question. Labels are computed in long double
 (64-bit significand on x86) with an error bound; only rows where the bound straddles a rounding
 midpoint (or a decade boundary) are redone exactly with Python integers / fractions.
+
+Decades, powers of ten and other values that decide a draw are computed here without numpy's
+transcendental functions (`floor_log10`, `pow10`, `digits`, `decade`, `round_power`): numpy
+dispatches log10, log, exp and power at run time to SIMD kernels (AVX-512's SVML, AVX2, the
+baseline) that differ in their last bits, so a decision taken on their results makes the same seed
+draw other questions on another CPU (issue 46). Exact comparisons against tables built once from
+Python integers give every x86-64 CPU the same bits. (Long double arithmetic runs on the x87 unit
+everywhere and is never SIMD-dispatched.)
 """
 from decimal import Decimal, localcontext
 from fractions import Fraction
@@ -14,6 +22,87 @@ import numpy as np
 DIGITS = 15  # significant digits of every label
 LD = np.longdouble
 EPS_LD = float(np.finfo(LD).eps)  # 2**-63 on x86, 2**-52 where long double is double
+
+_POW10_LOW, _POW10_HIGH = -400, 308  # 10.0 ** k is 0.0 below the table and inf above it
+_POW10 = np.array([float(f"1e{k}") for k in range(_POW10_LOW, _POW10_HIGH + 1)] + [np.inf])  # correctly rounded
+_POW10_INT = 10 ** np.arange(19, dtype=np.int64)  # every power of ten an int64 holds, exact
+_DECADE_LOW = -324  # below the smallest subnormal float64, 4.9e-324
+
+
+def _at_least(q: Fraction) -> float:
+    """The smallest float64 >= q (CPython converts a Fraction correctly rounded)."""
+    f = float(q)
+    return f if Fraction(f) >= q else float(np.nextafter(f, np.inf))
+
+
+# _DECADES[i]: the smallest float64 >= 10**(i + _DECADE_LOW), so a float64 x >= 10**k exactly when
+# x >= _DECADES[k - _DECADE_LOW]: a comparison of floats decides the decade.
+_DECADES = np.array([_at_least(Fraction(10) ** k) for k in range(_DECADE_LOW, _POW10_HIGH + 1)])
+
+
+def pow10(k):
+    """10.0 ** k correctly rounded (what float(f"1e{k}") gives), for integer k (array or scalar).
+
+    A table lookup: numpy's `10.0 ** array` is SIMD-dispatched, its kernels round some powers
+    differently, and a power of ten is often the bound of a draw or the unit of a rounding."""
+    k = np.asarray(k)
+    if k.dtype.kind not in "iu":
+        raise TypeError(f"pow10 takes integer exponents, got {k.dtype}")
+    return _POW10[np.clip(k, _POW10_LOW, _POW10_HIGH + 1) - _POW10_LOW]
+
+
+def floor_log10(a):
+    """floor(log10 a) of positive float64 values (array or scalar), exact: int64.
+
+    Found among the decade thresholds `_DECADES` by binary search, so no rounding of a logarithm
+    can move a value next to a power of ten (np.floor(np.log10(x)) can, and differently on
+    different CPUs). Zero and negative values give -325: mask them first. Long double values are
+    refused (a float64 table cannot decide them)."""
+    a = np.asarray(a)
+    if a.dtype == LD and LD != np.float64:
+        raise TypeError("floor_log10 decides float64 values; long double needs its own table")
+    a = a.astype(np.float64, copy=False)
+    return np.searchsorted(_DECADES, a, side="right").astype(np.int64) - 1 + _DECADE_LOW
+
+
+def floor_log2(a):
+    """floor(log2 a) of positive finite float64 values, exact (the binary exponent): int64."""
+    return np.frexp(np.asarray(a, dtype=np.float64))[1].astype(np.int64) - 1
+
+
+def digits(M):
+    """Decimal digits of |M| for int64 M (1 for 0), by comparison with exact integer powers of ten."""
+    return np.searchsorted(_POW10_INT, np.maximum(np.abs(np.asarray(M, dtype=np.int64)), 1), side="right")
+
+
+def decade(M, e):
+    """floor(log10 |M * 10**e|) of printed decimals, exactly (int64; M = 0 counts as one digit).
+
+    The decimal exponent of the number as printed: a float64 next to a power of ten can fall on the
+    other side of it (float(1e-6) < 10**-6), so the decade comes from the digits, not the float."""
+    return np.asarray(e, dtype=np.int64) + digits(M) - 1
+
+
+def round_power(d, p, q):
+    """round(d ** (p / q)) for non-negative integers d (array or scalar), exactly: int64.
+
+    n is the nearest integer to d**(p/q) exactly when (2n - 1)**q <= 2**q * d**p < (2n + 1)**q,
+    checked with Python integers for each distinct d (a tie would need an odd number equal to an
+    even one, so there is none). A float power only gives the first guess."""
+    d = np.asarray(d, dtype=np.int64)
+    if (d < 0).any():
+        raise ValueError("round_power takes non-negative integers")
+    values, inverse = np.unique(d, return_inverse=True)
+    out = []
+    for v in values.tolist():
+        target = 2 ** q * v ** p
+        n = round(float(v) ** (p / q))
+        while (2 * n + 1) ** q <= target:
+            n += 1
+        while n > 0 and (2 * n - 1) ** q > target:
+            n -= 1
+        out.append(n)
+    return np.asarray(out, dtype=np.int64)[inverse].reshape(d.shape)
 
 
 def pow10_ld(k):
@@ -67,7 +156,7 @@ _ZEROS = ["0" * i for i in range(64)]
 def fmt_all(M, e):
     """fmt for arrays (normalized pairs), vectorized where it can be."""
     M, e = np.asarray(M, dtype=np.int64), np.asarray(e, dtype=np.int64)
-    nd = np.floor(np.log10(np.maximum(np.abs(M), 1).astype(np.float64))).astype(np.int64) + 1
+    nd = digits(M)
     kind = np.where(e >= 0, 0, np.where(-e < nd, 1, 2)).tolist()
     Z = _ZEROS
     out = []
@@ -203,9 +292,6 @@ def settle(M, e, ok, usable, exact_row, limit):
         ok[todo] = True
 
 
-_POW10_EXACT = 10.0 ** np.arange(23)  # exact in float64
-
-
 def to_float(M, e, text):
     """float64 of the decimal M * 10**e (its `text`), correctly rounded like float(text).
 
@@ -213,7 +299,7 @@ def to_float(M, e, text):
     the other rows are parsed from their text.
     """
     M, e = np.asarray(M, dtype=np.int64), np.asarray(e, dtype=np.int64)
-    p = _POW10_EXACT[np.minimum(np.abs(e), 22)]
+    p = pow10(np.minimum(np.abs(e), 22))  # 10**0 ... 10**22 are exact in float64
     m = M.astype(np.float64)
     x = np.where(e >= 0, m * p, m / p)
     for i in np.flatnonzero((np.abs(M) >= 2 ** 53) | (np.abs(e) > 22)).tolist():

@@ -13,7 +13,8 @@ from . import difficulty as dif
 from . import register
 from .arithmetic import in_range, score_numbers
 from .base import ARITHMETIC_PROMPT, Task
-from .exact import EPS_LD, fmt_all, fraction, parse, pow_decimal, round_fast, round_fraction, settle, to_float, value_ld
+from .exact import (EPS_LD, decade, fmt_all, fraction, parse, pow_decimal, round_fast, round_fraction, settle,
+                    to_float, value_ld)
 from .sampling import numbers, question_hash
 
 MAX_ROOT = 9
@@ -87,7 +88,7 @@ def build(c, limit):
         "difficulty": dif.nonzero_bits(fb) * dif.nonzero_bits(fx) * dif.nonzero_bits(fr),
         "difficulty_sd": dif.nonzero_digits(c["Mb"]) * dif.nonzero_digits(c["Me"]) * dif.nonzero_digits(M),
         "num1": b, "num2": x, "op": "^", "root": c["root"],
-        "num1_exp": np.floor(np.log10(np.abs(fb))).astype(np.int64),
+        "num1_exp": decade(c["Mb"], c["eb"]),
     })
 
 

@@ -40,7 +40,8 @@ from . import difficulty as dif
 from . import register
 from .arithmetic import in_range, score_numbers
 from .base import ARITHMETIC_PROMPT, HEADER_LIST, NO_TOOLS, NUMERIC_ANSWER, Task, accuracy, parse_float
-from .exact import EPS_LD, fmt_all, fraction, round_fast, round_fraction, round_sqrt_fraction, settle, value_ld
+from .exact import (EPS_LD, floor_log10, fmt_all, fraction, pow10, round_fast, round_fraction, round_sqrt_fraction,
+                    settle, value_ld)
 from .sampling import HIGH, LOW, decades, question_hash, round_to_digits
 
 MAX_LEN, CANDIDATES = 5, 32
@@ -50,14 +51,10 @@ OPS = {"minmax": ("min", "max"), "sorting": ("asc", "desc"), "interval": ("intva
        "mean": ("mean",), "std": ("std",)}
 
 
-_POW10_LOW = -360  # floor(log10 |v|) - p + 1 for any finite float64 v and p in 1..17
-_POW10 = 10.0 ** np.arange(_POW10_LOW, 309, dtype=np.float64)  # the very values 10.0 ** e gives, looked up
-
-
 def _round_float(v, p):
+    """v rounded to p significant digits in float64 (the unit is an exact power of ten)."""
     a = np.abs(v)
-    e = np.floor(np.log10(np.where(a > 0, a, 1))).astype(np.int64) - p + 1
-    scale = _POW10[e - _POW10_LOW]
+    scale = pow10(floor_log10(np.where(a > 0, a, 1)) - p + 1)
     return np.rint(v / scale) * scale
 
 
@@ -71,7 +68,7 @@ def _closest(raw, used, length, mean, p):
     rw = np.where(used[:, None, :], raw, 0)
     n = length[:, None]
     top = np.abs(raw).max(axis=(1, 2))
-    unit = _POW10[np.floor(np.log10(np.where(top > 0, top, 1))).astype(np.int64) - p + 1 - _POW10_LOW]
+    unit = pow10(floor_log10(np.where(top > 0, top, 1)) - p + 1)
     err = (unit + 1e-12 * (top + np.abs(mean)))[:, None]
     near = np.abs(rw.sum(-1) / n - mean[:, None])
     alive = near - err <= (near + err).min(axis=1, keepdims=True)
@@ -118,8 +115,8 @@ def _lists(rng, length, regime, wide, check):
         p = rng.integers(np.clip(x - s + 2, 1, regime.max_digits), regime.max_digits + 1)
     else:
         p = rng.integers(1, regime.max_digits + 1, m)
-    mean = rng.uniform(10.0 ** x, 10.0 ** (x + 1)) * np.where(rng.random(m) < 0.5, -1, 1)
-    off = rng.uniform(-1, 1, (m, CANDIDATES, MAX_LEN)) * (10.0 ** s)[:, None, None]
+    mean = rng.uniform(pow10(x), pow10(x + 1)) * np.where(rng.random(m) < 0.5, -1, 1)
+    off = rng.uniform(-1, 1, (m, CANDIDATES, MAX_LEN)) * pow10(s)[:, None, None]
     raw = mean[:, None, None] + off
     used = np.arange(MAX_LEN)[None, :] < length[:, None]
     rows = np.arange(m)
@@ -165,7 +162,7 @@ def _reference(rng, c, regime):
     L, n = c["sorted"], c["length"]
     m = len(n)
     pos = rng.integers(0, n + 1)
-    step = 10.0 ** c["spread"] / n
+    step = pow10(c["spread"]) / n
     rows = np.arange(m)
     first, last = L[:, 0], L[rows, n - 1]
     lo, hi = L[rows, np.maximum(pos - 1, 0)], L[rows, np.minimum(pos, n - 1)]
@@ -185,7 +182,7 @@ def _mean_std_valid(c, std):
         r = np.sqrt((np.where(used, v - mean[:, None], 0) ** 2).sum(axis=1) / c["length"]).astype(np.float64)
         return (r >= 1e-15 * big) & (r >= 1e-14) & (r < 1e15)
     r = np.abs(mean).astype(np.float64)
-    unit = 0.5 * 10.0 ** (np.floor(np.log10(np.where(r > 0, r, 1))) - 14)
+    unit = 0.5 * pow10(floor_log10(np.where(r > 0, r, 1)) - 14)
     small = np.where(used & (c["M"] != 0), np.abs(v).astype(np.float64), np.inf).min(axis=1) / c["length"]
     return (r >= 1e-15 * big) & (small >= unit) & (r > 0)
 

@@ -3,12 +3,11 @@
 Every operand is a pair (M, e) = M * 10**e with at most 17 significant digits whose decimal text is
 the shortest float64 round-trip form, so BitTokens (float64) see exactly the printed number.
 """
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from .exact import normalize, shortest_repr, value_ld
+from .exact import floor_log10, normalize, pow10, shortest_repr, value_ld
 from .text_sources import DEFAULT as DEFAULT_TEXT_SOURCE, parse as parse_text_source
 
 LOW, HIGH = -14, 14  # decades: magnitudes 10**x with x in [-14, 14], i.e. numbers in [1e-14, 1e15)
@@ -119,13 +118,13 @@ class Regime:
     @property
     def max_bits(self) -> int:
         """Significant bits per operand in the binary regime: as many as `max_digits` digits hold."""
-        return min(53, math.ceil(self.max_digits * math.log2(10)))
+        return min(53, (10 ** self.max_digits - 1).bit_length())  # ceil(log2 10**D), in integers
 
     def in_bounds(self, x):
         """|x| in [10**low, 10**(high+1)) (float64 array), or zero."""
         a = np.abs(x)
         lo, hi = self.decades
-        return ((a >= 10.0 ** lo) & (a < 10.0 ** (hi + 1))) | (a == 0)
+        return ((a >= pow10(lo)) & (a < pow10(hi + 1))) | (a == 0)
 
 
 PAPER = Regime()
@@ -159,13 +158,16 @@ def round_trip(M, e):
 
 
 def round_to_digits(x, digits):
-    """Float64 values rounded to `digits` significant digits, returned as (M, e)."""
+    """Float64 values rounded to `digits` significant digits, returned as (M, e).
+
+    The rounding is float64's (a * 10**-e, then rint), approximate but fine for sampling; its decade
+    and scale are exact (floor_log10, pow10), so it rounds alike on every CPU."""
     x = np.asarray(x, dtype=np.float64)
     a = np.abs(x)
-    E = np.floor(np.log10(np.where(a == 0, 1, a))).astype(np.int64)
+    E = floor_log10(np.where(a == 0, 1, a))
     e = E - digits + 1
-    m = np.rint(a * 10.0 ** (-e.astype(np.float64)))  # approximate rounding is fine: sampling only
-    carry = m >= 10.0 ** digits
+    m = np.rint(a * pow10(-e))
+    carry = m >= pow10(digits)
     m, e = np.where(carry, np.rint(m / 10), m), np.where(carry, e + 1, e)
     M = m.astype(np.int64)
     return round_trip(*normalize(np.where(x < 0, -M, M), e))
@@ -205,7 +207,7 @@ def round_to_bits(x, bits):
 def binary_numbers(rng, decade, bits):
     """Uniform numbers in [10**decade, 10**(decade+1)) rounded to `bits` significant bits, as the
     (M, e) of their shortest decimal text and the float64 values (rounding may cross a decade)."""
-    x = round_to_bits(rng.uniform(10.0 ** decade, 10.0 ** (decade + 1)), bits)
+    x = round_to_bits(rng.uniform(pow10(decade), pow10(decade + 1)), bits)
     return (*float_pairs(x), x)
 
 
