@@ -87,7 +87,9 @@ class AuthorsCurriculum:
         probs[unlocked] = shares / shares.sum()
         locked = self.levels[self.levels > self.frontier]
         if locked.size:
-            preview = self.preview_decay ** (locked - self.frontier).astype(np.float64)
+            # one Python float power at a time: numpy's power of an array is SIMD-dispatched, and its
+            # last bits (so the shares) would differ between CPUs
+            preview = np.array([float(self.preview_decay) ** int(k) for k in locked - self.frontier])
             probs *= 1 - self.preview_frac
             probs[locked] = self.preview_frac * preview / preview.sum()
         return probs
