@@ -219,3 +219,41 @@ def test_the_width_probe_compares_the_verdicts_at_both_widths():
     rows[-1]["digits"] = 3  # another d: not part of the probe
     table = study.width_comparison(pd.DataFrame(rows))
     assert table.d_model.tolist() == [128, 256] and table.ahead.tolist() == ["single_digit", "overlap"]
+
+
+def test_study_3_is_the_registered_budget_by_precision_grid():
+    """docs/study.md's Study 3: the core (BitTokens without binary pools, single digit) at every
+    (task, d in {4, 15, paper}, budget) cell, three seeds; d = 8; then the recipe's BitTokens and the
+    strongest multi-token encoding, 10M first. Only budget, precision, encoding, seed and the pool
+    of a million questions differ from Study 1's recipe."""
+    core, d8, more = (study.plan([part]) for part in study.BUDGET_PARTS)
+    assert len(core) == 2 * 3 * 3 * 2 * 3 and len(d8) == 2 * 3 * 2 * 3 and len(more) == 2 * 4 * 3 * 2 * 3
+    assert {r.encoding for r in core + d8} == {study.VARIANT, "single_digit"}
+    assert {r.encoding for r in more} == {"bittokens", study.STRONGEST_MULTI_TOKEN}
+    assert {r.digits for r in core} == {4, 15, study.PAPER_REGIME} and {r.digits for r in d8} == {8}
+    assert sum(r.config.tokens for r in core) == 504e6
+    assert [r.config.tokens for r in more[:48]] == [1e7] * 48  # the 10M runs first
+    budgets = [r.config.tokens for r in core]
+    assert budgets == sorted(budgets)  # whole budgets first
+    for r in core + d8 + more:
+        c = r.config
+        assert c.binary_pool == (r.encoding != study.VARIANT) and c.tasks == (r.task,) and c.seed in (0, 1, 2)
+        paper = r.digits == study.PAPER_REGIME
+        assert (c.decades, c.max_digits) == ((None, None) if paper else ((0, 1), r.digits))
+        expected = replace(study.PRECISION, encoding=c.encoding, binary_pool=c.binary_pool, tasks=c.tasks, seed=c.seed,
+                           tokens=c.tokens, decades=c.decades, max_digits=c.max_digits, pool_size=1_000_000)
+        assert c == expected
+        assert r.name == f"budget_{c.tokens / 1e6:g}M-{r.task}-d{r.digits}-{r.encoding}-seed{r.seed}"
+    assert len({r.name for r in core + d8 + more}) == len(core + d8 + more)
+
+
+def test_strongest_multi_token_encoding_is_the_registered_rule_on_the_published_results():
+    """The rule fixed at registration: the highest mean log-sMAPE over Study 1's eight cells among
+    the multi-token encodings other than single digit, from results/."""
+    from pathlib import Path
+    from workbench import encoders
+    table = pd.read_csv(Path(__file__).resolve().parents[1] / "results" / "cpu-study-intervals.csv")
+    cells = table[table.study.isin(["precision", "zoo_precision"]) & (table.metric == "log_smape")]
+    multi = [e for e in cells.encoding.unique() if e != "single_digit" and not encoders.get(e).single_token]
+    means = cells[cells.encoding.isin(multi)].groupby("encoding")["mean"].mean()
+    assert means.idxmax() == study.STRONGEST_MULTI_TOKEN and cells.groupby("encoding").size().min() == 8

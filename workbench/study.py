@@ -45,7 +45,10 @@ DECIMAL_POOL = "decimal_pool"  # exploratory: BitTokens sample the decimal pool 
 NUMERIC_CHECKPOINT = "multitask_numeric"  # Study 2b: Study 2 with the checkpoint chosen by the numeric tasks
 ZOO_PRECISION, ZOO_MULTITASK = "zoo_precision", "zoo_multitask"  # the zoo: Study 1's and Study 2b's protocols
 WIDTH = "width"  # exploratory: BitTokens and single digit in a 256-wide model (Study 1's protocol at d = 2)
-PARTS = PREREGISTERED + (DECIMAL_POOL, NUMERIC_CHECKPOINT, ZOO_PRECISION, ZOO_MULTITASK, WIDTH)
+# Study 3 (docs/study.md): budget x precision, in three registered parts run in this order
+BUDGET, BUDGET_D8, BUDGET_MORE = "budget", "budget_d8", "budget_more"
+BUDGET_PARTS = (BUDGET, BUDGET_D8, BUDGET_MORE)
+PARTS = PREREGISTERED + (DECIMAL_POOL, NUMERIC_CHECKPOINT, ZOO_PRECISION, ZOO_MULTITASK, WIDTH) + BUDGET_PARTS
 MULTITASK_PARTS = ("multitask", NUMERIC_CHECKPOINT)  # the parts Figure 4's third row can show
 PART_LABELS = {"multitask": "Study 2", NUMERIC_CHECKPOINT: "Study 2b, checkpoint chosen without text's score"}
 VARIANT = "bittokens_decimal_pool"  # the exploratory runs drawn as a sixth encoding of their study
@@ -56,6 +59,22 @@ COMMON = dict(preset="cpu-tiny", batch_size=8, decades=(0, 1), pool_size=20_000,
 PRECISION = TrainConfig(tasks=("multiplication",), tokens=1e6, val_samples=32, **COMMON)
 MULTITASK = TrainConfig(tasks=tuple(tasks.names("single_step") + tasks.names("comparison") + tasks.names("text")),
                         tokens=4e6, max_digits=1, val_samples=64, **COMMON)
+
+
+# Study 3: the two axes on which the paper's gap lives, the numbers' length and the training budget.
+# d = 17 stands for the paper's own regime (magnitudes 1e-14 ... 1e15, at most 17 significant
+# digits, --decades and --max-digits None); the other d at magnitudes 1 ... 100.
+PAPER_REGIME = 17
+BUDGETS = (1e6, 3e6, 1e7)
+BUDGET_SEEDS = (0, 1, 2)
+BUDGET_DIGITS, BUDGET_D8_DIGITS = (4, 15, PAPER_REGIME), (8,)
+# the leaderboard's strongest multi-token encoding: the highest mean log-sMAPE over Study 1's eight
+# (task, d) cells among the multi-token encodings other than single digit (results/, at registration)
+STRONGEST_MULTI_TOKEN = "ntl"
+# Study 1's recipe and model with the paper's pool of a million questions per task: at 8-9 tokens a
+# question, a 10M-token BitTokens run draws 1.2M questions, which a 20,000-question pool would
+# repeat 60 times (Study 3 measures learning with the budget, not memorising)
+BUDGET_BASE = replace(PRECISION, pool_size=1_000_000)
 
 
 @dataclass(frozen=True)
@@ -88,6 +107,26 @@ def _multitask(study: str, encodings, select_with_text: bool = True) -> list[Run
             for e in encodings for s in MULTITASK_SEEDS]
 
 
+def budget_label(tokens: float) -> str:
+    return f"{tokens / 1e6:g}M"
+
+
+def _budget_run(encoding: str, task: str, digits: int, seed: int, tokens: float) -> Run:
+    """One Study 3 run: `encoding` as the results name it (VARIANT: BitTokens without A.3's binary
+    pools), trained alone on `task` for `tokens`."""
+    regime = dict(decades=None, max_digits=None) if digits == PAPER_REGIME else dict(max_digits=digits)
+    name = "bittokens" if encoding == VARIANT else encoding
+    cfg = replace(BUDGET_BASE, encoding=name, binary_pool=encoding != VARIANT, tasks=(task,), seed=seed, tokens=tokens,
+                  **regime)
+    return Run(f"budget_{budget_label(tokens)}", encoding, task, digits, seed, cfg)
+
+
+def _budget_grid(encodings, digits, budgets=BUDGETS) -> list[Run]:
+    """Budget first (every 1M run before any 3M run), so that a study cut short by time leaves whole budgets."""
+    return [_budget_run(e, t, d, s, b) for b in budgets for t in PRECISION_TASKS for d in digits for e in encodings
+            for s in BUDGET_SEEDS]
+
+
 def plan(which=PREREGISTERED) -> list[Run]:
     runs = []
     if "precision" in which:
@@ -109,6 +148,14 @@ def plan(which=PREREGISTERED) -> list[Run]:
         runs += _multitask(ZOO_MULTITASK, zoo_encodings(), select_with_text=False)
     if WIDTH in which:
         runs += _precision(WIDTH, ("bittokens", "single_digit"), replace(PRECISION, preset="cpu-tiny-wide"), digits=(2,))
+    if BUDGET in which:  # the core: BitTokens without binary pools and single digit
+        runs += _budget_grid((VARIANT, "single_digit"), BUDGET_DIGITS)
+    if BUDGET_D8 in which:
+        runs += _budget_grid((VARIANT, "single_digit"), BUDGET_D8_DIGITS)
+    if BUDGET_MORE in which:  # the recipe's BitTokens and the strongest multi-token encoding, 10M first
+        more = ("bittokens", STRONGEST_MULTI_TOKEN)
+        runs += _budget_grid(more, BUDGET_DIGITS + BUDGET_D8_DIGITS, budgets=(1e7,))
+        runs += _budget_grid(more, BUDGET_DIGITS + BUDGET_D8_DIGITS, budgets=(1e6, 3e6))
     return runs
 
 
@@ -170,6 +217,34 @@ def write_results(out: Path) -> pd.DataFrame:
     intervals = bootstrap_intervals(done, out)
     write_atomic(out / INTERVALS_FILE, lambda tmp: intervals.to_csv(tmp, index=False))
     return results
+
+
+OFFICIAL_FILE = "cpu-study-official.csv"  # Study 3's models on the authors' released test questions
+
+
+def official_scores(out, data=None, which=BUDGET_PARTS) -> pd.DataFrame:
+    """Every finished run of `which` in OUT answers the authors' released 500 test questions of the
+    task it was trained on (`frontier.official.load_test_set`, from the released-data folder
+    `data`): one row per run and question (the study's columns, the question, prediction, score,
+    exact match, tokens), written to OUT/cpu-study-official.csv. Runs already scored there are
+    not scored again."""
+    from .evaluate import evaluate
+    from .frontier.official import load_test_set
+    from .train import load_run
+    out = Path(out)
+    path = out / OFFICIAL_FILE
+    done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["run"])
+    parts = [done]
+    runs = [r for r in plan(which) if finished(replace(r.config, out=str(out / r.name)))
+            and r.name not in set(done["run"])]
+    for r in runs:
+        questions = load_test_set(r.task, data)
+        model, tok, _ = load_run(out / r.name)
+        answers = evaluate(model, tok, {r.task: questions[["prompt", "answer"]]})
+        parts.append(answers.assign(run=r.name, study=r.study, encoding=r.encoding, digits=r.digits, seed=r.seed))
+        table = pd.concat(parts, ignore_index=True)
+        write_atomic(path, lambda tmp: table.to_csv(tmp, index=False))  # after every run: resumable
+    return pd.concat(parts, ignore_index=True)
 
 
 def read_study(folder) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -25,7 +25,7 @@ import os
 import time
 import tracemalloc
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -657,6 +657,23 @@ def load_checkpoint(path: Path) -> dict:
         raise
     except Exception as err:  # noqa: BLE001 - any unpickling failure means a bad file
         raise ValueError(f"checkpoint {path} is corrupt or not a workbench checkpoint: {err}") from err
+
+
+def load_run(run_dir, weights: str = "best.pt", device: str = "cpu") -> tuple[GPT, Tokenizer, TrainConfig]:
+    """A run directory's model (its best weights, or `weights`), tokenizer and configuration, as
+    its config.json recorded them, ready to answer questions (`evaluate.evaluate`)."""
+    folder = Path(run_dir)
+    try:
+        record = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{folder} holds no readable config.json of a training run: {err}") from None
+    known = {f.name for f in fields(TrainConfig)}
+    cfg = TrainConfig(**{k: v for k, v in record.items() if k in known})
+    encoding = encoders.get(cfg.encoding, **cfg.encoding_options)
+    tok = Tokenizer(encoding, vocab_size=cfg.vocab_size)
+    model = GPT(cfg.model_config(), encoding, tok.vocab_size, tok.num_id, tok.piece_ids)
+    model.load_state_dict(load_checkpoint(folder / weights))
+    return model.to(device).eval(), tok, cfg
 
 
 def finished(cfg: TrainConfig) -> bool:
