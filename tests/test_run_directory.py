@@ -268,3 +268,23 @@ def test_a_test_set_that_cannot_fit_is_refused_before_training(tmp_path, capsys)
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "--test-samples 3000000" in err and "GiB for the questions" in err
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_best_weights_are_written_as_they_were_when_saved(tmp_path):
+    """best.pt is written on a worker thread while training goes on changing the weights in place:
+    the file must hold the weights of the evaluation that chose them, not later ones."""
+    weights = {"w": torch.arange(1e6, dtype=torch.float32), "b": torch.ones(3)}
+    expected = {k: v.clone() for k, v in weights.items()}
+    writer = T.BestWriter()
+    assert not writer.holds(tmp_path / "best.pt")
+    writer.save(tmp_path / "best.pt", weights)
+    assert writer.holds(tmp_path / "best.pt")
+    for v in weights.values():
+        v.add_(1.0)  # the next training steps
+    writer.close()
+    saved = torch.load(tmp_path / "best.pt", weights_only=True)
+    assert all(torch.equal(saved[k], expected[k]) for k in expected)
+    other = T.BestWriter()
+    other.save(tmp_path / "elsewhere.pt", weights, write=False)  # another rank: notes it, writes nothing
+    other.close()
+    assert other.holds(tmp_path / "elsewhere.pt") and not (tmp_path / "elsewhere.pt").exists()

@@ -24,6 +24,7 @@ import math
 import os
 import time
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -262,6 +263,7 @@ class Run:
     state: dict  # step, best harmonic mean, training seconds of earlier processes
     accum: int = 1  # micro-batches per optimizer step
     weights_on_device: tuple = (None, None)  # (the loss weights, them as a device tensor)
+    best_writer: "BestWriter | None" = None
 
     @property
     def warmup_steps(self) -> int:
@@ -452,10 +454,9 @@ def evaluate_and_adapt(run: Run, step: int, lr: float, loss: float) -> dict:
     chosen = scores if run.cfg.select_with_text else {t: s for t, s in scores.items() if t in questions}
     mean = metrics.generalized_mean(chosen.values(), run.cfg.balance_lambda) if chosen else -loss
     eligible = not run.cfg.select_after_warmup or step + 1 > run.warmup_steps or step + 1 == run.total_steps
-    if eligible and (mean > run.state["best"] or not (run.out / "best.pt").exists()):
+    if eligible and (mean > run.state["best"] or not run.best_writer.holds(run.out / "best.pt")):
         run.state["best"] = mean
-        if run.rank == 0:
-            write_atomic(run.out / "best.pt", lambda tmp: torch.save(run.model.state_dict(), tmp))
+        run.best_writer.save(run.out / "best.pt", run.model.state_dict(), write=run.rank == 0)
     return {"step": step + 1, "harmonic_mean": mean, **{f"score/{t}": s for t, s in scores.items()},
             **{f"ratio/{t}": r for t, r in run.balancer.ratios.items()},
             **{f"loss_weight/{t}": float(w) for t, w in zip(run.cfg.tasks, weights)},
@@ -464,8 +465,45 @@ def evaluate_and_adapt(run: Run, step: int, lr: float, loss: float) -> dict:
             **{f"endgame/{t}": int(run.sampler.in_endgame(t, step)) for t in run.sampler.binary}}
 
 
+class BestWriter:
+    """best.pt written on a worker thread: the weights are copied to the host at once (training
+    goes on changing them) and written to disk while the next steps run, so an improving
+    evaluation does not stall the GPU on the disk. `wait` before anything relies on best.pt being
+    complete: a checkpoint (which records the best score), the final test; a failed write raises
+    there."""
+
+    def __init__(self):
+        self.worker = ThreadPoolExecutor(1, thread_name_prefix="best.pt")
+        self.pending, self.saved = None, False
+
+    def holds(self, path: Path) -> bool:
+        """Whether best.pt exists or is being written (every rank decides alike)."""
+        return self.saved or path.exists()
+
+    def save(self, path: Path, state: dict, write: bool = True) -> None:
+        """Write `state` to `path` (on this rank if `write`; the others only note it)."""
+        self.saved = True
+        if not write:
+            return
+        self.wait()
+        snapshot = {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
+        self.pending = self.worker.submit(write_atomic, path, lambda tmp: torch.save(snapshot, tmp))
+
+    def wait(self) -> None:
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.result()
+
+    def close(self) -> None:
+        try:
+            self.wait()
+        finally:
+            self.worker.shutdown(wait=True)
+
+
 def save_checkpoint(run: Run) -> None:
     """Weights, optimizers, balancer, curricula, random states and the step: all a resume needs."""
+    run.best_writer.wait()  # the checkpoint's best score must be the one best.pt holds
     ckpt = {"model": run.model.state_dict(), "optimizers": [o.state_dict() for o in run.optimizers],
             "balancer": run.balancer.state_dict(), "normalizer": run.normalizer.state_dict(),
             "curricula": {t: c.state_dict() for t, c in run.sampler.curricula.items()},
@@ -479,6 +517,7 @@ def final_test(run: Run, started: float) -> None:
     gets its perplexity over all tokens and over the text tokens only (Table 4's two rows). Every
     rank answers its share of the questions; rank 0 writes."""
     cfg = run.cfg
+    run.best_writer.wait()
     distributed.barrier(run.world)  # rank 0 has written best.pt
     run.model.load_state_dict(load_checkpoint(run.out / "best.pt"))
     test = {t: make_pool(t, cfg.test_samples, run.tok, cfg.seed, "test", cfg.regime).frame for t in cfg.tasks}
@@ -532,6 +571,7 @@ def _train(cfg: TrainConfig, resume: bool, on_eval) -> Path:
     started = time.time() - run.state["seconds"]  # a resumed run's clock goes on
     loader = Loader(lambda s: step_batches(run, s), ahead=cfg.prefetch == "on" or
                     (cfg.prefetch == "auto" and run.device.type == "cuda"))
+    run.best_writer = BestWriter()
     try:
         for step in bar:
             batches = loader.get(step)
@@ -550,10 +590,11 @@ def _train(cfg: TrainConfig, resume: bool, on_eval) -> Path:
                     on_eval(row)
             if run.rank == 0 and saves:
                 save_checkpoint(run)
+        final_test(run, started)
     finally:
         loader.close()
+        run.best_writer.close()
         gc.unfreeze()  # a process that trains again (a study worker, a notebook) collects this run's garbage
-    final_test(run, started)
     distributed.barrier(run.world)  # every rank returns after rank 0 wrote the test results
     if run.rank == 0:
         print(f"run directory: {run.out}")
