@@ -22,6 +22,8 @@ in one run on this CPU: the parts a GPU leaves to the host, which are the same w
 import argparse
 import math
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -35,7 +37,7 @@ from tqdm.auto import tqdm
 from workbench import distributed, encoders, experiments
 from workbench.batches import NUMBER_FIELDS, number_fields
 from workbench.data import build_pool, draw, pack, samples_per_step
-from workbench.fused import linear_cross_entropy
+from workbench.fused import chunk_elements, linear_cross_entropy
 from workbench.model import packed_mask
 from workbench.syncs import HostSyncs, optimizer_counters
 from workbench.tokenizer import Tokenizer
@@ -132,11 +134,43 @@ def loss_costs(targets):
         linear_cross_entropy(hidden, weight, torch.randint(0, 1000, (64,)), chunk_elements=8 * 1000)
     ops_per_chunk = sum(1 for e in prof.events() if e.name.startswith("aten::")) / 8
     rows = []
-    for when, elements in (("before", 1 << 21), ("after (CUDA)", 1 << 28)):
+    for when, elements in (("CPU (2^21)", 1 << 21), ("GPU before (2^28)", 1 << 28),
+                           ("GPU now (2^26)", chunk_elements(torch.device("cuda")))):
         chunks = math.ceil(targets / (elements // V))
         rows.append({"when": when, "rows a chunk": elements // V, "chunks": chunks,
                      "ops (est.)": round(chunks * ops_per_chunk), "weight-gradient traffic GB": chunks * 2 * V * D * 4 / 1e9})
     return pd.DataFrame(rows)
+
+
+PEAK_PROBE = """
+import sys, torch
+from workbench.fused import chunk_elements, linear_cross_entropy
+rows, vocab, chunk = (int(a) for a in sys.argv[1:4])
+def peak():
+    return int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]) * 1024
+hidden, weight = torch.randn(rows, 64), torch.randn(vocab, 64, requires_grad=True)
+targets = torch.randint(0, vocab, (rows,))
+open("/proc/self/clear_refs", "w").write("5")  # the high-water mark restarts here
+before = peak()
+loss, _ = linear_cross_entropy(hidden, weight, targets, chunk_elements=chunk)
+loss.backward()
+print(peak() - before)
+"""
+
+
+def loss_peak_memory(rows=8192, vocab=V):
+    """Peak memory of the fused loss above what its inputs hold (the process's high-water mark, in a
+    fresh process each), at the paper's vocabulary: the logits of one chunk dominate it."""
+    out = []
+    for when, elements in (("CPU chunk (2^21)", 1 << 21), ("GPU chunk, before (2^28)", 1 << 28),
+                           ("GPU chunk, now (2^26)", chunk_elements(torch.device("cuda"))),
+                           ("no chunking", rows * vocab)):
+        done = subprocess.run([sys.executable, "-c", PEAK_PROBE, str(rows), str(vocab), str(elements)],
+                              capture_output=True, text=True, check=True)
+        out.append({"chunk": when, "logits a chunk": min(elements // vocab, rows) * vocab,
+                    "peak MiB": int(done.stdout.split()[-1]) / 2**20,
+                    "one chunk's fp32 logits MiB": min(elements // vocab, rows) * vocab * 4 / 2**20})
+    return pd.DataFrame(out)
 
 
 def attention_costs(doc_ids, tile=128):
@@ -224,6 +258,8 @@ def main():
     if "loss" in args.sections:
         print(f"\n== the fused loss on one rank's {int(shard['loss_mask'].sum()):,} targets at V = {V:,} ==")
         print(loss_costs(int(shard["loss_mask"].sum())).round(1).to_string(index=False))
+        print("\n== peak memory of the fused loss: 8,192 targets at V = 50,257 (d = 64: the logits, not the products)")
+        print(loss_peak_memory().round(0).to_string(index=False))
     if "attention" in args.sections:
         print("\n== attention over one rank's packed rows ==")
         print(pd.DataFrame([attention_costs(shard["doc_ids"])]).round(1).to_string(index=False))

@@ -352,10 +352,10 @@ def _kernels_agree(head_size: int) -> bool:
 
 def chunk_elements(device: torch.device) -> int:
     """Logits per chunk of `linear_cross_entropy`. A CPU: 2^21 (8 MB in float32, the chunk stays in
-    cache). A GPU: 2^28 (1 GiB): a few large products instead of hundreds of small ones, and the
-    [V, d] weight gradient, read and written once per chunk, a few times a step instead of ~190
-    times at V = 50k (58 GB of memory traffic a step)."""
-    return 1 << 28 if device.type == "cuda" else 1 << 21
+    cache). A GPU: 2^26 (256 MiB in float32): large products, and the [V, d] weight gradient read
+    and written once per chunk, ~15 times a micro-batch at V = 50k (a few GB of traffic, ~2 ms on
+    an H100), while a chunk's float32 logits stay a quarter of what 2^28 held (benchmarks/gpu.py)."""
+    return 1 << 26 if device.type == "cuda" else 1 << 21
 
 
 def linear_cross_entropy(hidden: Tensor, weight: Tensor, targets: Tensor, row_weights: Tensor | None = None,
