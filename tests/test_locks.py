@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +56,116 @@ def test_nested_holds_in_one_process_share_the_lock(tmp_path):
         assert proc.returncode != 0 and "InUse" in proc.stderr  # still held after the inner block
     with hold(tmp_path):  # and released after the outer one
         pass
+
+
+# -- links, removed lock files, moved folders, threads (issue 39) ---------------------------------
+def lock_file(kind, path):
+    return path / ".lock" if kind == "hold" else path.parent / f".{path.name}.lock"
+
+
+@pytest.mark.parametrize("kind", ["hold", "hold_file"])
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_kept(tmp_path, kind):
+    """Bug: the lock was opened with O_CREAT through the link and truncated, destroying the file it
+    points to (even when the command was then refused); a dangling link created its target."""
+    victim, missing = tmp_path / "victim.txt", tmp_path / "created-by-the-lock"
+    victim.write_text("precious\n")
+    path = tmp_path / ("run" if kind == "hold" else "answers.jsonl")
+    (tmp_path / "run").mkdir()
+    lock = lock_file(kind, path)
+    for target in (victim, missing):
+        lock.unlink(missing_ok=True)
+        lock.symlink_to(target)
+        with pytest.raises(InUse, match=rf"^the (folder|file) {path}: its lock file {lock} is a symbolic link"):
+            with (hold if kind == "hold" else hold_file)(path):
+                pytest.fail("held through a link")
+        assert lock.is_symlink() and victim.read_text() == "precious\n" and not missing.exists()
+
+
+def test_a_lock_file_that_is_a_hard_link_or_no_plain_file_is_refused(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    os.link(victim, tmp_path / ".victim-copy.lock")
+    with pytest.raises(InUse, match="2 names"):
+        with hold_file(tmp_path / "victim-copy"):
+            pass
+    assert victim.read_text() == "precious\n"
+    os.mkfifo(tmp_path / ".fifo.lock")
+    with pytest.raises(InUse, match="not a plain file"):
+        with hold_file(tmp_path / "fifo"):
+            pass
+
+
+def test_removing_the_lock_file_under_a_live_holder_lets_nobody_in(tmp_path):
+    """Bug: deleting .lock let a second writer lock a new .lock beside the live holder."""
+    proc = start_holder(tmp_path)
+    try:
+        (tmp_path / ".lock").unlink()
+        with pytest.raises(InUse, match="in use by process"):
+            with hold(tmp_path):
+                pass
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_holder_whose_folder_was_moved_aside_writes_nothing_more(tmp_path):
+    """Bug: with the folder moved aside, a second writer locked a new folder at the same path and
+    both wrote there. The holder notices before its next write, and when it lets go."""
+    from workbench.atomic import write_atomic
+    run = tmp_path / "run"
+    with pytest.raises(InUse, match=rf"the folder {run}: the folder was moved"):
+        with hold(run):
+            write_atomic(run / "a.txt", lambda tmp: Path(tmp).write_text("first"))
+            run.rename(tmp_path / "aside")
+            second = start_holder(run)  # the second writer: a new folder, a new lock
+            try:
+                with pytest.raises(InUse, match="moved"):
+                    write_atomic(run / "b.txt", lambda tmp: Path(tmp).write_text("mixed in"))
+                with pytest.raises(InUse, match="moved"):  # nor does a nested hold take it
+                    with hold(run):
+                        pass
+            finally:
+                second.kill()
+                second.wait()
+            assert list(run.iterdir()) == [run / ".lock"]  # nothing of the first writer's
+    assert (tmp_path / "aside" / "a.txt").read_text() == "first"
+
+
+@pytest.mark.parametrize("change", ["removed", "replaced"])
+def test_a_removed_or_replaced_lock_file_is_noticed(tmp_path, change):
+    from workbench import locks
+    with pytest.raises(InUse, match=f"its lock file .lock was {change}"):
+        with hold(tmp_path):
+            (tmp_path / ".lock").unlink()
+            if change == "replaced":
+                (tmp_path / ".lock").write_text("")
+            with pytest.raises(locks.LockLost):
+                locks.check(tmp_path / "results.csv")
+    with hold(tmp_path):  # a fresh hold takes the folder again
+        pass
+
+
+@pytest.mark.parametrize("kind", ["hold", "hold_file"])
+def test_a_second_thread_of_the_same_process_is_refused(tmp_path, kind):
+    """Bug: two threads of one process shared the lock (two frontier runners in one process asked
+    every question twice)."""
+    import threading
+    path = tmp_path / ("run" if kind == "hold" else "answers.jsonl")
+    take = hold if kind == "hold" else hold_file
+    outcome = []
+
+    def second():
+        try:
+            with take(path):
+                outcome.append("held")
+        except InUse as err:
+            outcome.append(str(err))
+    with take(path):
+        thread = threading.Thread(target=second, name="runner-2")
+        thread.start()
+        thread.join(timeout=30)
+    assert len(outcome) == 1 and "in use by another thread of this process" in outcome[0], outcome
+    thread = threading.Thread(target=second)  # and free once the first let go
+    thread.start()
+    thread.join(timeout=30)
+    assert outcome[1] == "held"

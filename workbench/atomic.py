@@ -1,6 +1,8 @@
 """Atomic file writes: the content goes to a temporary file beside the target, which is then
 renamed into place, so a reader (or a run resumed after a kill) finds the old file or the new one,
-never half of one. A write that fails (a full disk) leaves the old file as it was."""
+never half of one. A write that fails (a full disk) leaves the old file as it was. A write into a
+folder whose lock this process holds first checks that the lock is still intact (locks.check): a
+folder moved aside or a lock file removed stops the write before anything is written."""
 from __future__ import annotations
 
 import errno
@@ -8,6 +10,8 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+
+from . import locks
 
 # Below this much free space a failed write is reported as a full disk: torch.save, for one,
 # reports ENOSPC as "RuntimeError: basic_ios::clear: iostream error".
@@ -17,13 +21,17 @@ _NEARLY_FULL = 64 * 2**20
 def write_atomic(path, write) -> Path:
     """Fill a temporary file beside `path` with `write(tmp_path)`, then rename it to `path`."""
     path = Path(path)
+    locks.check(path)  # before mkdir, which would make a moved-away folder anew
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     os.close(fd)
     try:
         write(tmp)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; the result is an ordinary file
+        locks.check(path)
         os.replace(tmp, path)
+    except locks.LockLost:
+        raise
     except (OSError, RuntimeError) as err:
         if _disk_full(err, path.parent):
             raise OSError(errno.ENOSPC, f"the disk is full: could not write {path} (the previous "
