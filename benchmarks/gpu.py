@@ -102,10 +102,14 @@ def batch_costs(encoding, tok, samples, repeats):
         {"encoding": encoding, "part": "pack the batch", "when": "before", "where": "every rank, in the step",
          "ms": 1e3 * median_seconds(lambda: pack_one_by_one(samples, ROWS, CONTEXT, tok.pad_id, tok.num_id), repeats)},
         {"encoding": encoding, "part": "number features + loss targets", "when": "before",
-         "where": "in forward (GPU->CPU->GPU)", "ms": 1e3 * median_seconds(in_forward, repeats)},
+         "where": "in forward (GPU->CPU->GPU)",
+         "ms": 1e3 * median_seconds(in_forward, repeats) if head is not None else "— (no number head)"},
         {"encoding": encoding, "part": "pack this rank's rows + number fields", "when": "after",
          "where": "loader thread, a step ahead", "ms": 1e3 * median_seconds(lambda: number_fields(
              pack(samples, ROWS, CONTEXT, tok.pad_id, tok.num_id, part=(0, RANKS)), head, tok.num_id), repeats)},
+        {"encoding": encoding, "part": "pack all 192 rows + number fields", "when": "after",
+         "where": "one GPU: the loader thread, a step ahead", "ms": 1e3 * median_seconds(lambda: number_fields(
+             pack(samples, ROWS, CONTEXT, tok.pad_id, tok.num_id), head, tok.num_id), repeats)},
         {"encoding": encoding, "part": "rows / numbers / targets of one rank", "when": "", "where": "",
          "ms": f"{ROWS // RANKS} / {int(at.sum())} / {int(rank_rows['loss_mask'].sum())}"}])
 
