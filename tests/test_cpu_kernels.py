@@ -154,7 +154,7 @@ def test_without_a_working_compiler_the_pytorch_path_runs(fresh_library, monkeyp
     with pytest.warns(RuntimeWarning, match=says):
         assert cpu_kernels.library() is None
     assert not fused._kernels_agree(64)
-    assert [p.name for p in fresh_library.iterdir()] == []  # no half-built library left behind
+    assert [p for p in fresh_library.rglob("*") if not p.is_dir()] == []  # no half-built library left behind
     x, cos = torch.randn(1, 2, 5, 8), torch.full((1, 1, 5, 4), 0.6)
     assert torch.equal(fused.norm_rotate(x, cos, cos + 0.2), composite(x, cos, cos + 0.2))
 
@@ -172,7 +172,7 @@ def load_in_a_new_process(cache: Path) -> subprocess.Popen:
 @pytest.mark.skipif(not HAVE_COMPILER, reason="no C compiler here")
 def test_a_damaged_library_is_built_again(tmp_path):
     assert load_in_a_new_process(tmp_path).wait(timeout=120) == 0
-    (built,) = tmp_path.glob("cpu_kernels-*.so")
+    (built,) = (tmp_path / "cpu_kernels").glob("cpu_kernels-*.so")
     built.write_bytes(b"not a shared object")
     assert load_in_a_new_process(tmp_path).wait(timeout=120) == 0
     assert built.read_bytes()[:4] == b"\x7fELF"
@@ -184,7 +184,8 @@ def test_runs_building_at_once_all_load_one_whole_library(tmp_path):
     one file is left, no temporaries."""
     processes = [load_in_a_new_process(tmp_path) for _ in range(4)]
     assert [p.wait(timeout=120) for p in processes] == [0, 0, 0, 0]
-    assert [p.name.startswith("cpu_kernels-") and p.suffix == ".so" for p in tmp_path.iterdir()] == [True]
+    names = sorted(p.name for p in (tmp_path / "cpu_kernels").iterdir())
+    assert len(names) == 2 and names[0].startswith("cpu_kernels-") and names[1] == names[0] + ".sha256", names
 
 
 def test_kernels_that_differ_from_pytorch_are_not_used(fresh_library, monkeypatch):
@@ -214,3 +215,97 @@ def test_kernels_that_differ_from_pytorch_are_not_used(fresh_library, monkeypatc
         assert torch.equal(fused.norm_rotate(x, cos, cos + 0.2), composite(x, cos, cos + 0.2))
     finally:
         torch.set_num_threads(threads)
+
+
+# -- what the cache loads (issue 39) --------------------------------------------------------------
+PLANTED = r"""
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((constructor)) static void planted(void) {
+    FILE *f = fopen(getenv("PLANTED_MARK"), "w");
+    if (f) { fputs("ran", f); fclose(f); }
+}
+"""
+
+
+def cache_name() -> str:
+    """The library's file name for this machine and compiler (cpu_kernels.library's key)."""
+    import hashlib
+    import platform
+    compiler = os.environ.get("CC") or "cc"
+    key = hashlib.sha256("\0".join([cpu_kernels.SOURCE.read_text(), compiler, *cpu_kernels.FLAGS, platform.machine(),
+                                    platform.node()]).encode()).hexdigest()[:16]
+    return f"cpu_kernels-{key}.so"
+
+
+def plant(folder: Path, tmp_path: Path, source=PLANTED, record=False) -> None:
+    """A shared library at the cache's name in `folder` (and at the old flat name beside it), whose
+    constructor writes tmp_path/ran; `record`: with a SHA-256 record that matches it."""
+    import hashlib
+    (tmp_path / "planted.c").write_text(source)
+    built = tmp_path / "planted.so"
+    subprocess.run([os.environ.get("CC") or "cc", "-shared", "-fPIC", "-o", str(built), str(tmp_path / "planted.c")],
+                   check=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    for where in (folder, folder.parent):
+        shutil.copy(built, where / cache_name())
+        if record:
+            (where / f"{cache_name()}.sha256").write_text(hashlib.sha256(built.read_bytes()).hexdigest() + "\n")
+
+
+def load_and_report(cache: Path, mark: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "WORKBENCH_CACHE": str(cache), "PLANTED_MARK": str(mark)}
+    env.pop("WORKBENCH_CPU_KERNELS", None)
+    code = "from workbench import cpu_kernels; print(cpu_kernels.library() is not None)"
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.skipif(not HAVE_COMPILER, reason="no C compiler here")
+@pytest.mark.parametrize("record", [False, True])
+def test_a_planted_library_in_a_folder_open_to_others_never_runs(tmp_path, record):
+    """Bug: any file at the predictable cache name was loaded (a planted library's constructor ran
+    inside workbench.train before the bit check rejected it), from a folder anyone could write."""
+    cache, mark = tmp_path / "cache", tmp_path / "ran"
+    plant(cache / "cpu_kernels", tmp_path, record=record)
+    (cache / "cpu_kernels").chmod(0o777)
+    done = load_and_report(cache, mark)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr
+    assert "is open to other users (mode 777)" in done.stderr and "chmod 700" in done.stderr
+    assert not mark.exists(), "the planted library's code ran"
+
+
+@pytest.mark.skipif(not HAVE_COMPILER, reason="no C compiler here")
+def test_a_library_the_build_did_not_write_is_built_again_unloaded(tmp_path):
+    """In the private folder, a file whose SHA-256 is not the one its build recorded is replaced by
+    a fresh build before anything loads it."""
+    cache, mark = tmp_path / "cache", tmp_path / "ran"
+    plant(cache / "cpu_kernels", tmp_path)
+    (cache / "cpu_kernels").chmod(0o700)
+    done = load_and_report(cache, mark)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
+    assert not mark.exists(), "the planted library's code ran"
+    assert (cache / "cpu_kernels" / cache_name()).read_bytes() != (tmp_path / "planted.so").read_bytes()
+
+
+@pytest.mark.skipif(not HAVE_COMPILER, reason="no C compiler here")
+def test_a_cached_library_without_the_kernels_is_rebuilt_not_fatal(tmp_path):
+    """Bug: a cached library without the kernels' symbols (AttributeError) made every training exit
+    1 until someone deleted it."""
+    cache = tmp_path / "cache"
+    plant(cache / "cpu_kernels", tmp_path, source="int nothing_here(void) { return 0; }\n", record=True)
+    (cache / "cpu_kernels").chmod(0o700)
+    done = load_and_report(cache, tmp_path / "ran")
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
+    assert "RuntimeWarning" not in done.stderr
+
+
+@pytest.mark.skipif(not HAVE_COMPILER, reason="no C compiler here")
+def test_a_kernel_folder_that_is_a_link_is_refused(tmp_path):
+    cache, elsewhere = tmp_path / "cache", tmp_path / "elsewhere"
+    plant(elsewhere, tmp_path, record=True)
+    elsewhere.chmod(0o700)
+    cache.mkdir()
+    (cache / "cpu_kernels").symlink_to(elsewhere)
+    done = load_and_report(cache, tmp_path / "ran")
+    assert done.stdout.strip() == "False" and "is not a folder (a link or a file)" in done.stderr, done.stderr
+    assert not (tmp_path / "ran").exists()
