@@ -1,5 +1,6 @@
 import io
 import math
+import sys
 
 import pytest
 import torch
@@ -272,7 +273,69 @@ def test_newton_schulz_precision_is_one_recipe_on_every_cpu(monkeypatch, amx):
     assert optim.newton_schulz_dtype(OptimConfig(), cpu) == "float32"
     assert optim.newton_schulz_dtype(OptimConfig(), torch.device("cuda")) == "bfloat16"
     assert optim.newton_schulz_dtype(OptimConfig(newton_schulz="bfloat16"), cpu) == "bfloat16"
-    assert type(build_optimizers(Toy())[0]) is optim.Float32Muon
-    assert type(build_optimizers(Toy(), OptimConfig(newton_schulz="bfloat16"))[0]) is torch.optim.Muon
+    assert build_optimizers(Toy())[0].precision == "float32"
+    assert build_optimizers(Toy(), OptimConfig(newton_schulz="bfloat16"))[0].precision == "bfloat16"
     with pytest.raises(ValueError, match="newton_schulz"):
         optim.newton_schulz_dtype(OptimConfig(newton_schulz="fp16"), cpu)
+
+
+@pytest.mark.parametrize("nesterov, adjust", [(True, "original"), (False, "match_rms_adamw")])
+def test_bf16_muon_is_torch_muon(nesterov, adjust):
+    """precision bfloat16 is torch.optim.Muon itself, step for step (its own iteration)."""
+    torch.manual_seed(0)
+    ours, theirs = Toy(), Toy()
+    theirs.load_state_dict(ours.state_dict())
+    settings = dict(lr=0.05, weight_decay=0.1, momentum=0.9, nesterov=nesterov, adjust_lr_fn=adjust)
+    a = optim.Muon(ours.param_groups()["hidden"], precision="bfloat16", **settings)
+    b = torch.optim.Muon(theirs.param_groups()["hidden"], **settings)
+    ids = torch.randint(0, 11, (4, 6), generator=torch.Generator().manual_seed(1))
+    for _ in range(3):
+        for model, opt in ((ours, a), (theirs, b)):
+            model.zero_grad()
+            model(ids).square().mean().backward()
+            opt.step()
+    for p, q in zip(ours.param_groups()["hidden"], theirs.param_groups()["hidden"]):
+        assert torch.equal(p, q)
+
+
+SPLIT_MUON = """
+import os, sys, torch, torch.distributed as dist
+from workbench import optim
+rank, world = int(sys.argv[1]), int(sys.argv[2])
+dist.init_process_group("gloo", init_method=f"file://{sys.argv[3]}", rank=rank, world_size=world)
+torch.manual_seed(0)
+shapes = [(6, 5), (5, 6), (7, 3), (4, 4), (3, 9)]
+params = [torch.nn.Parameter(torch.randn(*s)) for s in shapes]
+opt = optim.Muon(params, lr=0.05, weight_decay=0.1, momentum=0.9, precision=sys.argv[4])
+calls = []
+iterate = opt._iterate
+opt._iterate = lambda update, group: calls.append(tuple(update.shape)) or iterate(update, group)
+for step in range(3):
+    for p in params:  # the same averaged gradient on every rank, as under DDP
+        p.grad = torch.randn(p.shape, generator=torch.Generator().manual_seed(step * 10 + p.numel()))
+    opt.step()
+torch.save({"params": [p.detach() for p in params], "calls": calls}, sys.argv[5])
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_muon_split_over_ranks_gives_the_single_process_result(tmp_path, precision):
+    """Rank r orthogonalizes matrices r, r + world, ... and an all-gather shares the updates: with 1,
+    2 and 3 gloo processes every rank ends with the single process's weights, bit for bit, and each
+    matrix was orthogonalized by exactly one rank."""
+    import subprocess
+    results = {}
+    for world in (1, 2, 3):
+        rendezvous = tmp_path / f"rendezvous{world}"
+        procs = [subprocess.Popen([sys.executable, "-c", SPLIT_MUON, str(r), str(world), str(rendezvous), precision,
+                                   str(tmp_path / f"w{world}r{r}.pt")]) for r in range(world)]
+        assert all(p.wait(timeout=120) == 0 for p in procs)
+        results[world] = [torch.load(tmp_path / f"w{world}r{r}.pt", weights_only=True) for r in range(world)]
+    single = results[1][0]["params"]
+    for world, ranks in results.items():
+        for out in ranks:
+            assert all(torch.equal(a, b) for a, b in zip(out["params"], single)), (world, precision)
+        shapes = sorted(s for out in ranks for s in out["calls"])
+        assert shapes == sorted(results[1][0]["calls"])  # each matrix once over all ranks, every step

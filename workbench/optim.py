@@ -71,27 +71,41 @@ def cpu_has_bf16_matrix_units() -> bool:
     return bool(probe and probe())
 
 
-class Float32Muon(torch.optim.Optimizer):
-    """torch.optim.Muon with its Newton-Schulz iteration in float32 (`_newton_schulz_fp32`).
+class Muon(torch.optim.Optimizer):
+    """torch.optim.Muon, term for term, with its Newton-Schulz iteration in `precision`: "float32"
+    (`_newton_schulz_fp32`, for CPUs) or "bfloat16" (torch's own iteration, for GPUs); and with the
+    iterations shared out over the data-parallel ranks.
 
-    The update is torch's, term for term: momentum buffer lerp, Nesterov, the orthogonalized
-    update, the "original" lr adjustment sqrt(max(1, rows / cols)), decoupled weight decay. Only
-    the precision of the iteration differs (torch runs it in bfloat16). tests/test_optim.py checks
-    it step for step against torch.optim.Muon. 2-D parameters only, as torch's."""
+    The update is torch's: momentum buffer lerp, Nesterov, the orthogonalized update, the
+    "original" lr adjustment sqrt(max(1, rows / cols)), decoupled weight decay
+    (tests/test_optim.py checks it step for step against torch.optim.Muon). Under torch.distributed
+    every rank holds the same averaged gradients, so torch's Muon would run every iteration on
+    every rank; here rank r orthogonalizes the matrices r, r + world, ... of each group, and one
+    all-gather gives every rank all the updates (each computed once, so the result is the
+    single-process one, bit for bit). 2-D parameters only, as torch's."""
 
     def __init__(self, params, lr: float, weight_decay: float, momentum: float = 0.95,
                  nesterov: bool = True, ns_coefficients=(3.4445, -4.7750, 2.0315), eps: float = 1e-7,
-                 ns_steps: int = 5, adjust_lr_fn: str = "original"):
+                 ns_steps: int = 5, adjust_lr_fn: str = "original", precision: str = "float32"):
         if adjust_lr_fn not in ("original", "match_rms_adamw"):
             raise ValueError(f"adjust_lr_fn must be 'original' or 'match_rms_adamw', got {adjust_lr_fn!r}")
+        if precision not in ("float32", "bfloat16"):
+            raise ValueError(f"precision must be 'float32' or 'bfloat16', got {precision!r}")
         defaults = dict(lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov,
                         ns_coefficients=tuple(ns_coefficients), eps=eps, ns_steps=ns_steps,
                         adjust_lr_fn=adjust_lr_fn)
         super().__init__(params, defaults)
+        self.precision = precision
         for group in self.param_groups:
             for p in group["params"]:
                 if p.ndim != 2:
                     raise ValueError(f"Muon takes only 2-D parameters, got shape {tuple(p.shape)}")
+
+    def _iterate(self, update, group):
+        if self.precision == "float32":
+            return _newton_schulz_fp32(update, group["ns_coefficients"], group["ns_steps"], group["eps"])
+        from torch.optim._muon import _zeropower_via_newtonschulz  # torch's bf16 iteration
+        return _zeropower_via_newtonschulz(update, group["ns_coefficients"], group["ns_steps"], group["eps"])
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -99,20 +113,57 @@ class Float32Muon(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        rank, world = _ranks()
         for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
+            params = [p for p in group["params"] if p.grad is not None]
+            updates = []
+            for i, p in enumerate(params):
                 buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p.grad))
                 buf.lerp_(p.grad, 1 - group["momentum"])
                 update = p.grad.lerp(buf, group["momentum"]) if group["nesterov"] else buf
-                update = _newton_schulz_fp32(update, group["ns_coefficients"], group["ns_steps"], group["eps"])
+                updates.append(self._iterate(update, group) if i % world == rank else None)
+            if world > 1:
+                updates = _share(updates, params, rank, world,
+                                 torch.bfloat16 if self.precision == "bfloat16" else torch.float32)
+            for p, update in zip(params, updates):
                 rows, cols = p.shape
                 scale = (math.sqrt(max(1.0, rows / cols)) if group["adjust_lr_fn"] == "original"
                          else 0.2 * math.sqrt(max(rows, cols)))
                 p.mul_(1 - group["lr"] * group["weight_decay"])
                 p.add_(update.to(p.dtype), alpha=-group["lr"] * scale)
         return loss
+
+
+Float32Muon = Muon  # its earlier name (precision float32 is the default)
+
+
+def _ranks() -> tuple[int, int]:
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _share(updates: list, params: list, rank: int, world: int, dtype: torch.dtype) -> list:
+    """Rank r computed updates r, r + world, ... (in `dtype`, the iteration's): one all-gather of
+    each rank's share, flattened and padded to the longest, gives every rank all of them."""
+    import torch.distributed as dist
+    owners = [i % world for i in range(len(params))]
+    sizes = [sum(params[i].numel() for i in range(len(params)) if owners[i] == r) for r in range(world)]
+    mine = [u.flatten() for u in updates if u is not None]
+    longest = max(sizes)
+    send = torch.zeros(longest, dtype=dtype, device=params[0].device)
+    if mine:
+        send[:sizes[rank]] = torch.cat(mine)
+    gathered = [torch.empty_like(send) for _ in range(world)]
+    dist.all_gather(gathered, send)
+    offsets = [0] * world
+    out = []
+    for i, p in enumerate(params):
+        r = owners[i]
+        out.append(gathered[r][offsets[r]:offsets[r] + p.numel()].view_as(p))
+        offsets[r] += p.numel()
+    return out
 
 
 @dataclass
@@ -186,12 +237,12 @@ def build_optimizers(model, cfg: OptimConfig | None = None) -> list[torch.optim.
                    for n in lrs if groups[n]]
     optimizers = []
     if groups["hidden"] and cfg.optimizer == "muon":
-        muon = torch.optim.Muon if newton_schulz_dtype(cfg, groups["hidden"][0].device) == "bfloat16" else Float32Muon
-        optimizers.append(muon(
+        optimizers.append(Muon(
             [dict(params=groups["hidden"], initial_lr=cfg.hidden_lr, name="hidden")],
             lr=cfg.hidden_lr, weight_decay=cfg.weight_decay, momentum=cfg.muon_momentum_start,
             nesterov=cfg.nesterov, ns_coefficients=cfg.ns_coefficients, eps=cfg.ns_eps,
-            ns_steps=cfg.ns_steps, adjust_lr_fn=cfg.muon_adjust_lr_fn))
+            ns_steps=cfg.ns_steps, adjust_lr_fn=cfg.muon_adjust_lr_fn,
+            precision=newton_schulz_dtype(cfg, groups["hidden"][0].device)))
     elif groups["hidden"]:
         optimizers.append(torch.optim.AdamW(
             [dict(params=groups["hidden"], initial_lr=cfg.adamw_hidden_lr, name="hidden")],
@@ -260,6 +311,6 @@ def apply_schedule(optimizers, step: int, total_steps: int, cfg: OptimConfig | N
             base = group["initial_lr"]
             floor = 0.0 if warming else min(cfg.lr_floor, base)
             group["lr"] = floor + (base - floor) * mult
-            if isinstance(opt, (torch.optim.Muon, Float32Muon)):
+            if isinstance(opt, (torch.optim.Muon, Muon)):
                 group["momentum"] = momentum
     return mult
