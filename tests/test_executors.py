@@ -35,7 +35,7 @@ def losses(run: Path) -> list[float]:
 
 
 def submitted(out: Path) -> int:
-    return len(list((out / "jobs").glob("*_submitted.pkl")))
+    return len(list((out / "jobs").rglob("*_submitted.pkl")))
 
 
 def kill_after_first_checkpoint(run: Path) -> None:
@@ -100,6 +100,45 @@ def test_a_job_with_two_gpus_trains_its_run_under_torchrun(tmp_path):
     run_all({"run": cfg}, tmp_path, executor=Executor("submitit-local", gpus_per_job=2, time=10))
     assert len(losses(tmp_path / "run")) == 2
     assert (tmp_path / "run" / "test_summary.csv").exists()
+
+
+class Planted:
+    """Unpickled, it runs code (touches a file) and reads as a finished job's result."""
+
+    def __init__(self, mark):
+        self.mark = mark
+
+    def __reduce__(self):
+        return Path.touch, (Path(self.mark),)
+
+
+def test_a_result_file_planted_under_a_future_job_id_is_never_read(tmp_path):
+    """Bug: a result file planted in OUT/jobs under the process ID a local job later got was
+    unpickled (its code ran) and the killed job was reported finished; an old job of one's own
+    under a reused process ID did the same."""
+    import pickle
+    from workbench import executors
+    out, mark = tmp_path / "out", tmp_path / "planted-code-ran"
+    (out / "jobs").mkdir(parents=True)
+    last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+    data = pickle.dumps(("success", Planted(mark)))
+    for pid in range(last + 1, last + 3000):  # the IDs the next processes will get
+        (out / "jobs" / f"{pid}_0_result.pkl").write_bytes(data)
+    ended = {}
+
+    def submit():
+        ended.update(executors._submit_and_wait({"run": TINY}, out, 1, False, "test", JOBS)[0])
+    thread = threading.Thread(target=submit, daemon=True)
+    thread.start()
+    deadline = time.time() + 120
+    while not list((out / "jobs").rglob("*_submitted.pkl")):
+        assert time.time() < deadline, "no job was submitted"
+        time.sleep(0.01)
+    [job] = list((out / "jobs").rglob("*_submitted.pkl"))
+    os.kill(int(job.name.split("_")[0]), signal.SIGKILL)  # the job ends without writing a result
+    thread.join(timeout=120)
+    assert not mark.exists(), "a planted result file was unpickled"
+    assert ended["run"][0] == "killed", ended
 
 
 @pytest.fixture

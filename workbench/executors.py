@@ -8,15 +8,21 @@ encoding comparisons all hand their runs here, so every plan resumes, reports an
 Each run goes to OUT/<name> through `experiments.train_once` (finished runs of the same
 configuration are read, not retrained; a killed run resumes from its checkpoint). With a submitit
 executor a finished run is read here and never submitted; the others become jobs (logs in
-OUT/jobs), and when they end their results are read here the same way, so the tables are the
-local executor's. A job with more than one GPU starts torchrun inside it, one process per GPU.
-A run that fails, or whose job is killed, does not stop the others: at the end `RunsFailed` names
-each one with its error (and its job's log), after the finished ones were kept.
+OUT/jobs/<submission>/), and when they end their results are read here the same way, so the
+tables are the local executor's. Each call submits into a folder of its own, made fresh with a
+random name and mode 0700, and each batch of jobs into a subfolder of it: a job's result file is
+read only from there, so a file planted in OUT/jobs, or an old job's result under a process ID
+the new job got again, is never read (nor unpickled, which would run its code). A job with more
+than one GPU starts torchrun inside it, one process per GPU. A run that fails, or whose job is
+killed, does not stop the others: at the end `RunsFailed` names each one with its error (and its
+job's log), after the finished ones were kept.
 """
 from __future__ import annotations
 
+import os
 import pickle
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -141,7 +147,7 @@ def _run_as_jobs(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str, e
             read(name, cfg)
         else:
             todo[name] = cfg
-    ended = _submit_and_wait(todo, out, jobs, overwrite, desc, executor) if todo else {}
+    ended, logs = _submit_and_wait(todo, out, jobs, overwrite, desc, executor) if todo else ({}, None)
     for name, (outcome, why) in ended.items():
         if outcome == "finished":
             read(name, todo[name])
@@ -150,20 +156,28 @@ def _run_as_jobs(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str, e
     counts = {k: sum(o == k for o, _ in ended.values()) for k in ("finished", "killed", "failed")}
     print(f"{desc} ({executor.executor}): {len(runs)} runs: {len(runs) - len(todo)} finished before (read, not "
           f"submitted), {len(todo)} submitted: {counts['finished']} finished, {counts['killed']} killed, "
-          f"{counts['failed']} failed" + (f"; job logs in {out / 'jobs'}" if todo else ""), file=sys.stderr)
+          f"{counts['failed']} failed" + (f"; job logs in {logs}" if todo else ""), file=sys.stderr)
     return results, failed
 
 
-def _submit_and_wait(todo: dict, out: Path, jobs: int, overwrite: bool, desc: str, executor: Executor) -> dict:
+def _submit_and_wait(todo: dict, out: Path, jobs: int, overwrite: bool, desc: str,
+                     executor: Executor) -> tuple[dict, Path]:
     """Submit one job per run, at most the parallelism at a time (on Slurm: one array, the
-    scheduler keeps to it), and wait for all; {name: (finished | killed | failed, why)}."""
-    submitter = _submitit_executor(executor, out / "jobs", desc)
+    scheduler keeps to it), and wait for all; ({name: (finished | killed | failed, why)}, the
+    submission's folder)."""
+    folder = submission_folder(out)
     limit = len(todo) if executor.executor == "slurm" else executor.array_parallelism or jobs
-    waiting, running, ended = list(todo), {}, {}
+    waiting, running, ended, batches = list(todo), {}, {}, 0
     with tqdm(total=len(todo), desc=f"{desc} ({executor.executor} jobs)") as bar:
         while waiting or running:
             names, waiting = waiting[:limit - len(running)], waiting[limit - len(running):]
             if names:
+                # a batch's jobs run at once, so their process IDs (a local job's ID) differ; a later
+                # batch gets a folder of its own, where no earlier job's result can wait
+                batches += 1
+                batch = folder / str(batches)
+                batch.mkdir(mode=0o700)
+                submitter = _submitit_executor(executor, batch, desc)
                 submitted = submitter.map_array(_train_job, [todo[n] for n in names],
                                                 [(out / n).resolve() for n in names], [overwrite] * len(names),
                                                 [executor.gpus_per_job] * len(names))
@@ -173,7 +187,23 @@ def _submit_and_wait(todo: dict, out: Path, jobs: int, overwrite: bool, desc: st
                 bar.update()
             if running:
                 time.sleep(POLL_SECONDS)
-    return ended
+    return ended, folder
+
+
+def submission_folder(out: Path) -> Path:
+    """OUT/jobs/<date>-<time>-<random>/: made fresh (mode 0700) for one call's jobs."""
+    jobs = Path(out) / "jobs"
+    jobs.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=jobs))
+
+
+def _own_file(path: Path) -> bool:
+    """A plain file (no link) of this user's: what one of our jobs writes."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
 
 
 def _submitit_executor(executor: Executor, folder: Path, desc: str):
@@ -195,6 +225,8 @@ def _outcome(job) -> tuple[str, str]:
     state = job.state.split(" ")[0].upper()  # "CANCELLED by 0": cancelled
     log = f"(log: {job.paths.stderr})"
     resumes = f"its run keeps its last checkpoint and the next call resumes it {log}"
+    if job.paths.result_pickle.exists() and not _own_file(job.paths.result_pickle):
+        return "failed", f"job {job.job_id} left a result file that is not a plain file of yours; it was not read {log}"
     if not job.paths.result_pickle.exists():
         if state in SCHEDULER_KILLS:
             return "killed", f"job {job.job_id} was killed by the scheduler ({state}); {resumes}"
