@@ -46,3 +46,15 @@ def test_tasks_keep_the_registry_order_not_the_alphabet():
     board = leaderboard.leaderboard(rows)
     assert leaderboard.table(board).columns.tolist() == ["mean rank", "addition", "multiplication", "division"]
     assert list(leaderboard.figure(board).data[0].x) == ["Add", "Mult", "Div", "Add, d=2", "Mult, d=2", "Div, d=2"]
+
+
+def test_labels_from_the_intervals_are_text_not_html():
+    """Bug: the x labels were built from the intervals CSV unescaped, and plotly renders label text
+    as HTML: a digits cell "<a href=...>" became a live link in the figure."""
+    rows = intervals()
+    rows["digits"] = rows["digits"].astype(object)
+    rows.loc[rows.study == "zoo_precision", "digits"] = "<a href='https://evil.example'>2</a> & <b>x</b>"
+    heat = leaderboard.figure(leaderboard.leaderboard(rows)).data[0]
+    shown = list(heat.x) + list(heat.y) + [h for row in heat.hovertext for h in row]
+    assert not any("<a" in s or "<b>" in s for s in shown), shown
+    assert "Div, d=&lt;a href='https://evil.example'&gt;2&lt;/a&gt; &amp; &lt;b&gt;x&lt;/b&gt;" in heat.x

@@ -57,7 +57,9 @@ def table(board: pd.DataFrame, protocol: str = "multitask") -> pd.DataFrame:
 def figure(board: pd.DataFrame):
     """A heat map: encodings (rows, best mean multi-task rank first) x the multi-task protocol's six
     tasks and the precision protocol's two tasks at each d; colour the score, text the score and the
-    rank, hover the 95 % interval. A cell whose runs have not finished says so."""
+    rank, hover the 95 % interval. A cell whose runs have not finished says so. Plotly reads label
+    text as HTML, so every label taken from the intervals is escaped: a "<a href=...>" in a CSV
+    cell shows as text, never as a link."""
     import plotly.graph_objects as go
     label = board.task.map(lambda t: tasks.get(t).label)
     board = board.assign(column=np.where(board.protocol == "multitask", label, label + ", d=" + board.digits.astype(str)))
@@ -68,12 +70,13 @@ def figure(board: pd.DataFrame):
     grid = grid.reindex(index=order, columns=pd.MultiIndex.from_product([["mean", "low", "high", "rank"], columns]))
     text = [[("no runs" if np.isnan(m) else f"{m:.2f}<br>#{int(r)}") for m, r in zip(grid["mean"].loc[e], grid["rank"].loc[e])]
             for e in order]
-    hover = [[f"{html.escape(e)}, {html.escape(c)}: " + ("no finished runs" if np.isnan(m) else
+    hover = [[f"{_text(e)}, {_text(c)}: " + ("no finished runs" if np.isnan(m) else
                                                          f"{m:.3f} [{lo:.3f}, {hi:.3f}], rank {r:.0f}")
               for c, m, lo, hi, r in zip(columns, grid["mean"].loc[e], grid["low"].loc[e], grid["high"].loc[e],
                                          grid["rank"].loc[e])]
              for e in order]
-    fig = go.Figure(go.Heatmap(z=grid["mean"].to_numpy(), x=columns, y=order, text=text, texttemplate="%{text}",
+    fig = go.Figure(go.Heatmap(z=grid["mean"].to_numpy(), x=[_text(c) for c in columns], y=[_text(e) for e in order],
+                               text=text, texttemplate="%{text}",
                                hovertext=hover, hoverinfo="text", zmin=0, zmax=1, colorscale="Viridis",
                                colorbar=dict(title="score")))
     fig.add_vline(x=board[board.protocol == "multitask"].column.nunique() - 0.5, line_color="white",
@@ -86,3 +89,9 @@ def figure(board: pd.DataFrame):
                  "log-sMAPE or accuracy (higher is better); #rank = 1 + encodings whose 95 % interval lies above")),
         xaxis=dict(title="task (protocol)", side="bottom", tickangle=-30), yaxis=dict(title="encoding", autorange="reversed"))
     return fig
+
+
+def _text(label) -> str:
+    """`label` as plotly's label text shows it literally (&, < and > escaped; plotly decodes
+    these three and takes quotes as they are)."""
+    return html.escape(str(label), quote=False)
