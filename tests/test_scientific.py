@@ -99,3 +99,16 @@ def test_tiny_training_writes_numbers_that_mean_their_values(tmp_path, monkeypat
     read = zoo_checks.tiny_training("scientific", tmp_path, pieces_of=oracle_pieces, value_of=oracle_value)
     assert read >= 8  # most of the 16 answers are numbers the oracle reads
     zoo_checks.runs_by_name("scientific", tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize("text, number, back", [("1,000,000", "000", "0"), ("x 007", "007", "7"),
+                                                ("-00 and 1.50", "-00", "-0"), ("1.2.3", ".3", "0.3")])
+def test_written_forms_it_cannot_keep_are_an_error_not_other_text(text, number, back):
+    """Bug: encode(forms=True) promises the text back exactly, but "1,000,000" came back as "1,0,0"."""
+    tok = Tokenizer("scientific")
+    with pytest.raises(ValueError, match=rf"scientific keeps a number's value, not its written form: "
+                                         rf"'{number}' would come back as '{back}'"):
+        tok.encode(text, forms=True)
+    tok.encode(text)  # without forms: the values, as the module says
+    ids, values, forms = tok.encode("plain 12 and 3.25, -4", forms=True)
+    assert tok.decode(ids, values, forms) == "plain 12 and 3.25, -4"

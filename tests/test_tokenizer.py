@@ -72,15 +72,63 @@ def test_bpe_is_cached_on_disk(tokenizers, cache):
     assert zero_pieces.vocab_size == len(SPECIAL_TOKENS) + 2 + 1110 + 2048  # also "00"-"999"
 
 
-def test_corrupt_cache_is_a_clear_error(tmp_path):
-    (tmp_path / "corpus.txt").write_text("small corpus with some words, words and more words\n" * 50)
-    Tokenizer("bittokens", vocab_size=300, corpus_files=[tmp_path / "corpus.txt"], cache_dir=tmp_path)
+SMALL = "small corpus with some words, words and more words; other words then 12 and 3.5\n" * 50
+
+
+def test_a_corrupt_cache_is_built_again(tmp_path):
+    (tmp_path / "corpus.txt").write_text(SMALL)
+    first = Tokenizer("bittokens", vocab_size=300, corpus_files=[tmp_path / "corpus.txt"], cache_dir=tmp_path)
     [path] = tmp_path.glob("*.json")
     path.write_text("{not json")
-    with pytest.raises(ValueError, match="corrupt"):
-        Tokenizer("bittokens", vocab_size=300, corpus_files=[tmp_path / "corpus.txt"], cache_dir=tmp_path)
+    with pytest.warns(RuntimeWarning, match="is not the file that was built"):
+        again = Tokenizer("bittokens", vocab_size=300, corpus_files=[tmp_path / "corpus.txt"], cache_dir=tmp_path)
+    assert again.checksum == first.checksum and again.bpe.to_str() == first.bpe.to_str()
     with pytest.raises(ValueError, match="vocab_size"):
         Tokenizer("bittokens", vocab_size=100, cache_dir=tmp_path)
+
+
+def test_an_edited_cache_is_never_used(tmp_path):
+    """Bug: the cached BPE was used without a check: 200 merges reordered in the file changed the
+    losses from step 1 while config.json and environment.json stayed identical."""
+    import json
+    (tmp_path / "corpus.txt").write_text(SMALL)
+    make = lambda: Tokenizer("bittokens", vocab_size=300, corpus_files=[tmp_path / "corpus.txt"], cache_dir=tmp_path)
+    first = make()
+    text = "some other words and more words"
+    [path] = tmp_path.glob("*.json")
+    edited = json.loads(path.read_text())
+    merges = edited["model"]["merges"]
+    assert len(merges) > 10
+    edited["model"]["merges"] = merges[::-1]  # every merge kept, their order reversed
+    path.write_text(json.dumps(edited))
+    with pytest.warns(RuntimeWarning, match="its SHA-256 differs from the recorded one"):
+        again = make()
+    assert again.encode(text)[0].tolist() == first.encode(text)[0].tolist()
+    assert again.checksum == first.checksum
+    assert json.loads(path.read_text())["model"]["merges"] == merges  # the cache holds the real one again
+
+
+def test_the_cache_key_holds_the_tokenizers_version(tmp_path, monkeypatch):
+    """Bug: the key omitted the `tokenizers` version, so a BPE trained by another version was used."""
+    import tokenizers
+    (tmp_path / "corpus.txt").write_text(SMALL)
+    Tokenizer("bittokens", vocab_size=300, corpus_files=[tmp_path / "corpus.txt"], cache_dir=tmp_path)
+    monkeypatch.setattr(tokenizers, "__version__", "0.0.1-other")
+    Tokenizer("bittokens", vocab_size=300, corpus_files=[tmp_path / "corpus.txt"], cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("*.json"))) == 2
+
+
+def test_the_checksum_names_the_vocabulary(tmp_path, tokenizers):
+    """The same inputs give the same checksum wherever the BPE was built; another BPE or another
+    number scheme gives another."""
+    (tmp_path / "corpus.txt").write_text(SMALL)
+    a = Tokenizer("bittokens", vocab_size=300, corpus_files=[tmp_path / "corpus.txt"], cache_dir=tmp_path / "a")
+    b = Tokenizer("bittokens", vocab_size=300, corpus_files=[tmp_path / "corpus.txt"], cache_dir=tmp_path / "b")
+    (tmp_path / "other.txt").write_text(SMALL + "quite different vocabulary: zebra quokka xylophone\n" * 20)
+    c = Tokenizer("bittokens", vocab_size=300, corpus_files=[tmp_path / "other.txt"], cache_dir=tmp_path / "b")
+    assert a.checksum == b.checksum != c.checksum and a.checksum.startswith("sha256:")
+    assert tokenizers["bittokens"].checksum == tokenizers["fone"].checksum  # same tokens: no pieces, one BPE
+    assert tokenizers["single_digit"].checksum != tokenizers["triple_digit"].checksum
 
 
 @pytest.mark.parametrize("name", SCHEMES + ["unsigned_digits"])

@@ -12,6 +12,13 @@ a digit encoding writes the pieces `encoding.number_tokens` gives for the number
 as written ("007" is "0", "0", "7"). decode writes a <|num|> as render(value, 17), or as the
 number's written form when encode(text, forms=True) recorded it, which gives `text` back exactly.
 
+The BPE is trained once and cached (`CACHE`), keyed by the recipe, the `tokenizers` version, the
+vocabulary size and the corpus. The SHA-256 of its JSON is recorded beside it when it is built,
+and a cached file is used only if it still has that SHA-256: an edited file (200 merges reordered
+change every loss from the first step) is built again, with a warning. `Tokenizer.checksum` is
+the SHA-256 of the whole vocabulary (special tokens, number pieces, the BPE as used), for a run to
+record: two runs with the same configuration but different tokenizers differ there.
+
 Text must be valid Unicode: a lone surrogate (U+D800 … U+DFFF, e.g. from bytes decoded with
 errors="surrogateescape") has no UTF-8 bytes for the byte-level BPE, so encode refuses it with
 a ValueError naming its position rather than guess a character.
@@ -19,12 +26,15 @@ a ValueError naming its position rather than guess a character.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import warnings
 from itertools import groupby
 from pathlib import Path
 
 import numpy as np
+import tokenizers
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
@@ -81,16 +91,14 @@ def _segments(text: str, markers: re.Pattern):
             yield "text", piece
 
 
-def _train_bpe(text: str, vocab_size: int, cache_dir: Path) -> HFTokenizer:
-    """Byte-level BPE on the text between numbers, cached by hash of recipe, size and corpus."""
-    key = hashlib.sha256(f"{_RECIPE}\n{vocab_size}\n{text}".encode()).hexdigest()[:20]
-    path = cache_dir / f"{key}.json"
-    if path.exists():
-        try:
-            return HFTokenizer.from_file(str(path))
-        except Exception as error:
-            raise ValueError(f"the cached tokenizer {path} is corrupt ({error}); delete it to "
-                             "retrain") from error
+def _train_bpe(text: str, vocab_size: int, cache_dir: Path) -> tuple[HFTokenizer, str]:
+    """Byte-level BPE on the text between numbers, cached by hash of recipe, `tokenizers` version,
+    size and corpus; with the SHA-256 of its JSON (checked against the one recorded at its build)."""
+    key = hashlib.sha256(f"{_RECIPE}\n{tokenizers.__version__}\n{vocab_size}\n{text}".encode()).hexdigest()[:20]
+    path, record = cache_dir / f"{key}.json", cache_dir / f"{key}.sha256"
+    cached = _cached_bpe(path, record)
+    if cached is not None:
+        return cached
     runs = [part for kind, piece in _segments(text, _marker_split(special_tokens())) if kind == "text"
             for part in parse_parts(piece, signed=False) if isinstance(part, str)]
     bpe = HFTokenizer(models.BPE())
@@ -99,8 +107,34 @@ def _train_bpe(text: str, vocab_size: int, cache_dir: Path) -> HFTokenizer:
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     bpe.train_from_iterator(runs, trainer)
-    write_atomic(path, bpe.save)
-    return bpe
+    data = bpe.to_str().encode("utf-8")
+    digest = hashlib.sha256(data).hexdigest()
+    write_atomic(path, lambda tmp: Path(tmp).write_bytes(data))
+    write_atomic(record, lambda tmp: Path(tmp).write_text(digest + "\n"))
+    return bpe, digest
+
+
+def _cached_bpe(path: Path, record: Path) -> tuple[HFTokenizer, str] | None:
+    """The cached BPE and its SHA-256, if the file is there, has the SHA-256 recorded at its build
+    and loads; None otherwise (a changed or damaged file is built again, with a warning)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        recorded = record.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        recorded = ""
+    why = ("has no SHA-256 recorded beside it" if not recorded else
+           "is not the file that was built (its SHA-256 differs from the recorded one)" if digest != recorded else "")
+    if not why:
+        try:
+            return HFTokenizer.from_str(data.decode("utf-8")), digest
+        except Exception as error:  # noqa: BLE001 - any failure to read it means a damaged file
+            why = f"does not load ({str(error)[:200]})"
+    warnings.warn(f"the cached tokenizer {path} {why}; it is built again", RuntimeWarning, stacklevel=4)
+    return None
 
 
 class Tokenizer:
@@ -112,7 +146,7 @@ class Tokenizer:
         self.encoding = encoders.get(encoding) if isinstance(encoding, str) else encoding
         if vocab_size < 300:
             raise ValueError(f"vocab_size must be >= 300 (256 bytes + merges), got {vocab_size}")
-        self.bpe = _train_bpe(corpus_text(corpus_files), vocab_size, Path(cache_dir or CACHE))
+        self.bpe, self._bpe_sha256 = _train_bpe(corpus_text(corpus_files), vocab_size, Path(cache_dir or CACHE))
         self.special_tokens = special_tokens()
         self.pieces = [] if self.encoding.single_token else list(self.encoding.vocabulary())
         self.tokens = self.special_tokens + self.pieces
@@ -124,6 +158,14 @@ class Tokenizer:
         self._id = {t: i for i, t in enumerate(self.tokens)}
         self.pad_id, self.bos_id, self.eoq_id, self.eos_id, self.num_id = range(5)
         self._run_ids: dict[str, list[int]] = {}
+
+    @property
+    def checksum(self) -> str:
+        """"sha256:<hex>" of the whole vocabulary: the token list (special tokens, number pieces) and
+        the BPE's JSON as it was built and checked. A run records it (environment.json)."""
+        whole = hashlib.sha256(json.dumps(self.tokens, ensure_ascii=False).encode("utf-8"))
+        whole.update(b"\n" + self._bpe_sha256.encode())
+        return f"sha256:{whole.hexdigest()}"
 
     @property
     def piece_ids(self) -> dict[str, int]:
@@ -159,10 +201,20 @@ class Tokenizer:
             raise ValueError(f"{self.encoding.name} wrote {number!r} with a piece outside its "
                              f"vocabulary: {error}") from None
 
+    def _check_written(self, number: str, ids: list[int]) -> None:
+        """forms=True promises the text back exactly: a digit encoding that writes `number` back
+        otherwise (scientific notation keeps values: "000" comes back as "0") is an error."""
+        back = self.encoding.number_text([self.tokens[i] for i in ids])
+        if back != number:
+            raise ValueError(f"{self.encoding.name} keeps a number's value, not its written form: {number!r} would "
+                             f"come back as {back!r}, so forms=True cannot give the text back exactly; encode "
+                             "without forms=True")
+
     def encode(self, text: str, forms: bool = False):
         """ids int64 [L] and values float64 [L] (the number at <|num|> positions, 0 elsewhere).
         forms=True adds a list [L]: at each <|num|>, the number as written ("1.50"), else None;
-        decode(ids, values, forms) gives `text` back exactly."""
+        decode(ids, values, forms) gives `text` back exactly (a digit encoding that cannot write a
+        number as it was written, e.g. scientific's "000", is a ValueError naming it)."""
         if not isinstance(text, str):
             raise ValueError(f"encode expects a string, got {type(text).__name__}")
         if NUM_TOKEN in text:
@@ -195,7 +247,10 @@ class Tokenizer:
                 for start, end in number_spans(piece, self.encoding.signed):
                     if start > last:
                         ids += self._text_ids(piece[last:start])
-                    ids += self._number_ids(piece[start:end])
+                    pieces = self._number_ids(piece[start:end])
+                    if forms:
+                        self._check_written(piece[start:end], pieces)
+                    ids += pieces
                     last = end
                 if last < len(piece):
                     ids += self._text_ids(piece[last:])

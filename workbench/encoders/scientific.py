@@ -11,7 +11,8 @@ products up to 1e30, and the longest number of the pydoc corpus, 29 digits). A n
 is an error naming the number and the option, never another number.
 
 What the text keeps: the value, not the written form ("1.50" and "01.5" both come back as "1.5";
-trailing and leading zeros are not significant digits). -0 keeps its sign. `number_text` writes
+trailing and leading zeros are not significant digits), so `Tokenizer.encode(text, forms=True)`,
+which promises the text back exactly, refuses such a number, naming it. -0 keeps its sign. `number_text` writes
 each mantissa + exponent group as plain decimal text; pieces that form no such group (a model's
 mantissa without an exponent) are written as they are, "<e+2>" included, so they never read as a
 number the tokens do not mean. Numbers written next to each other in text ("1.0.5" is 1.0 and .5)
