@@ -271,3 +271,33 @@ def test_next_batch_draws_again_when_long_samples_cannot_fill_the_rows(tok):
     assert batch["ids"].shape == (3, 40) and (batch["ids"] != tok.pad_id).all()
     again = next_batch(pools, few, np.random.default_rng(0), None, 3, 40, tok.pad_id, tok.num_id)
     assert torch.equal(batch["ids"], again["ids"])  # seeded: the same rows
+
+
+def test_the_gpu_way_of_reading_numbers_gives_the_cpu_answers(tok):
+    """On a GPU the number head reads every row and keeps the <|num|> rows' values (no row selection
+    for the host to wait on); on a CPU it reads the <|num|> rows only. Both give the same tokens and
+    the same numbers (to float32 rounding of a batch's products)."""
+    for name in ("bittokens", "xval", "fone"):
+        t = Tokenizer(name)
+        model = GPT(preset("cpu-tiny"), encoders.get(name), t.vocab_size, t.num_id).eval()
+        torch.manual_seed(1)
+        with torch.no_grad():
+            model.lm_head.weight[t.num_id] += 0.5  # half the rows write <|num|>
+            hidden = torch.randn(64, model.cfg.d_model)
+            rows, rows_value = model._next_token(hidden, every_row=False)
+            every, every_value = model._next_token(hidden, every_row=True)
+        assert torch.equal(rows, every) and 0 < int((rows == t.num_id).sum()) < 64
+        assert torch.allclose(rows_value, every_value, rtol=1e-6, atol=0), name
+        assert torch.equal(every_value[rows != t.num_id], torch.zeros_like(every_value[rows != t.num_id]))
+
+
+def test_the_kv_cache_grows_past_its_capacity(tok):
+    """A cache made for fewer tokens than a caller feeds it doubles its buffers and keeps every key."""
+    cache = KVCache(1, torch.ones(2, 3, dtype=torch.bool), capacity=3)
+    keys = [torch.randn(2, 1, 3, 4)] + [torch.randn(2, 1, 1, 4) for _ in range(6)]
+    for k in keys:
+        got, _ = cache.extend(0, k, k)
+    assert torch.equal(got, torch.cat(keys, 2))
+    for _ in range(6):
+        cache.grow()
+    assert cache.visible.shape == (2, 9) and bool(cache.visible.all())

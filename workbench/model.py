@@ -176,19 +176,45 @@ class Attention(nn.Module):
 
 
 class KVCache:
-    """Keys and values of every layer for the tokens seen so far in generation, and which of those
-    keys a new token may attend to (the left padding of shorter prompts never)."""
+    """Keys and values of every layer for the tokens seen so far in generation, in buffers allocated
+    once for the whole answer (`capacity` tokens; grown by doubling if a caller goes past it), and
+    which of those keys a new token may attend to (the left padding of shorter prompts never)."""
 
-    def __init__(self, n_layer: int, visible: Tensor):
-        self.layers: list[tuple[Tensor, Tensor] | None] = [None] * n_layer
-        self.visible = visible  # [B, keys] bool
+    def __init__(self, n_layer: int, visible: Tensor, capacity: int | None = None):
+        B, L = visible.shape
+        self.capacity = max(L, capacity or L)
+        self.seen = L  # tokens whose visibility is known
+        self._visible = torch.zeros(B, self.capacity, dtype=torch.bool, device=visible.device)
+        self._visible[:, :L] = visible
+        self.keys: list[Tensor | None] = [None] * n_layer
+        self.values: list[Tensor | None] = [None] * n_layer
+        self.length = [0] * n_layer
+
+    @property
+    def visible(self) -> Tensor:
+        """[B, keys] bool: which keys a query may attend to."""
+        return self._visible[:, :self.seen]
+
+    def grow(self) -> Tensor:
+        """One more token, visible to every later one; returns `visible`."""
+        if self.seen == self._visible.shape[1]:
+            self._visible = torch.cat([self._visible, torch.zeros_like(self._visible)], 1)
+        self._visible[:, self.seen] = True
+        self.seen += 1
+        return self.visible
 
     def extend(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Append this step's keys/values [B, H, T, D] to the layer's; return all of them."""
-        if self.layers[layer] is not None:
-            k, v = (torch.cat([old, new], 2) for old, new in zip(self.layers[layer], (k, v)))
-        self.layers[layer] = (k, v)
-        return k, v
+        """Write this step's keys/values [B, H, T, D] after the layer's; return all of them."""
+        start, n = self.length[layer], k.shape[2]
+        if self.keys[layer] is None or start + n > self.keys[layer].shape[2]:
+            size = max(self.capacity, 2 * (start + n))
+            keys, values = (t.new_empty(*t.shape[:2], size, t.shape[3]) for t in (k, v))
+            if self.keys[layer] is not None:
+                keys[:, :, :start], values[:, :, :start] = self.keys[layer][:, :, :start], self.values[layer][:, :, :start]
+            self.keys[layer], self.values[layer] = keys, values
+        self.keys[layer][:, :, start:start + n], self.values[layer][:, :, start:start + n] = k, v
+        self.length[layer] = start + n
+        return self.keys[layer][:, :, :start + n], self.values[layer][:, :, :start + n]
 
 
 class Block(nn.Module):
@@ -433,30 +459,34 @@ class GPT(nn.Module):
             real[b, L - n:], positions[b, L - n:] = True, torch.arange(n)
         # padding attends to padding only (a query that sees no key would give NaN), real tokens to real ones
         mask = ((real[:, :, None] == real[:, None, :]) & torch.ones(L, L, dtype=torch.bool).tril())[:, None]
-        cache = KVCache(len(self.blocks), real)
-        history = ids  # every token so far, for a token module that reads them (padding is never a piece)
+        cache = KVCache(len(self.blocks), real.to(device), L + max_new_tokens)
+        history = ids.to(device)  # every token so far, for a token module that reads them (padding is never a piece)
         added = self._added(history, real)
         hidden = self.trunk(ids.to(device), values.to(device), positions.to(device), mask.to(device), cache,
                             added=added)[:, -1]
-        out = [([], []) for _ in range(B)]
-        done = torch.zeros(B, dtype=torch.bool)
-        next_position = positions[:, -1] + 1
-        for _ in range(max_new_tokens):
+        # the answers stay on the device; a GPU reads whether every row is done only every few tokens
+        tokens = torch.full((B, max_new_tokens), pad_id, dtype=torch.long, device=device)
+        numbers = torch.zeros(B, max_new_tokens, dtype=torch.float64, device=device)
+        done = torch.zeros(B, dtype=torch.bool, device=device)
+        next_position = positions[:, -1].to(device) + 1
+        check, steps = (1 if device.type == "cpu" else 8), 0
+        for step in range(max_new_tokens):
             token, value = self._next_token(hidden)
-            for b in torch.nonzero(~done).flatten().tolist():
-                out[b][0].append(int(token[b]))
-                out[b][1].append(float(value[b]))
+            tokens[:, step], numbers[:, step] = token, value
+            steps = step + 1
             done |= token == eos_id
-            if done.all():
+            if steps == max_new_tokens or (steps % check == 0 and bool(done.all())):
                 break
-            cache.visible = torch.cat([cache.visible, torch.ones(B, 1, dtype=torch.bool)], 1)
-            step_mask = cache.visible[:, None, None].to(device)
-            history = torch.cat([history, token[:, None]], 1)
+            step_mask = cache.grow()[:, None, None]
+            history = torch.cat([history, token[:, None]], 1) if self.token_module is not None else history
             added = self._added(history, cache.visible)
-            hidden = self.trunk(token[:, None].to(device), value[:, None].to(device),
-                                next_position[:, None].to(device), step_mask, cache,
+            hidden = self.trunk(token[:, None], value[:, None], next_position[:, None], step_mask, cache,
                                 added=None if added is None else added[:, -1:])[:, -1]
             next_position += 1
+        out = []
+        for row_ids, row_values in zip(tokens[:, :steps].tolist(), numbers[:, :steps].tolist()):
+            n = row_ids.index(eos_id) + 1 if eos_id in row_ids else steps  # up to <|eos|>, included
+            out.append((row_ids[:n], row_values[:n]))
         return out
 
     def _added(self, history: Tensor, real: Tensor) -> Tensor | None:
@@ -467,11 +497,19 @@ class GPT(nn.Module):
         device = self.lm_head.weight.device
         return self.token_module.embed(history.to(device), torch.where(real, 0, -1).to(device))
 
-    def _next_token(self, hidden: Tensor) -> tuple[Tensor, Tensor]:
-        """Greedy token [B] and its value [B] (the number head's, where the token is <|num|>)."""
-        token = self.lm_head(hidden).argmax(-1).cpu()
-        value = torch.zeros(len(token), dtype=torch.float64)
+    def _next_token(self, hidden: Tensor, every_row: bool | None = None) -> tuple[Tensor, Tensor]:
+        """Greedy token [B] and its value [B] (the head's, where the token is <|num|>), on the
+        model's device. The head reads the <|num|> rows only (what CPU answers were always computed
+        from) or, `every_row` (the default on a GPU), every row and keeps the <|num|> rows' values,
+        so that no row selection makes the host wait."""
+        token = self.lm_head(hidden).argmax(-1)
+        value = torch.zeros(len(token), dtype=torch.float64, device=token.device)
+        if self.number_head is None:
+            return token, value
         is_num = token == self.num_id
-        if self.number_head is not None and is_num.any():
-            value[is_num] = self.number_head.predict(self.number_outputs(hidden[is_num.to(hidden.device)])).cpu()
-        return token, value
+        if not (hidden.device.type == "cuda" if every_row is None else every_row):
+            if is_num.any():
+                value[is_num] = self.number_head.predict(self.number_outputs(hidden[is_num])).to(value)
+            return token, value
+        predicted = self.number_head.predict(self.number_outputs(hidden)).to(value)
+        return token, torch.where(is_num, predicted, value)
