@@ -809,6 +809,7 @@ def environment(cfg: TrainConfig, device: torch.device | None = None, run: "Run 
               "text_source_sha256": text_sources.checksum(cfg.text_source)
               if any(tasks.get(t).answer == "text" for t in cfg.tasks) else None}
     if run is not None:
+        record["tokenizer_sha256"] = run.tok.checksum  # a changed BPE file changes the losses from step 1
         head_size = run.model.cfg.d_model // run.model.cfg.n_head
         record["resolved"] = {
             "device": str(device), "newton_schulz": newton_schulz_dtype(cfg.optim, device),
