@@ -18,6 +18,10 @@
                host's batch time, the device's step time, a step of the real loop with the
                prefetching loader, MFU (nanoGPT's count: 6 N + 12 L d T per token) against the
                datasheet and a measured bf16 matrix product, and the GPU's busy share under the profiler
+    generate   the paper model answers the validation questions of the paper tier's six tasks (eval
+               batches of 64): time a question and, on a GPU, the host syncs of one batch's
+               generation (the cache is written in place and the answers stay on the device: about
+               one read per 8 tokens, plus the number heads' decoding on the host)
     resume     `python -m workbench.train --config paper` killed (SIGKILL) after its first checkpoint,
                then --resume: it finishes and logs every step once
     retrofit   a tiny Llama saved in bf16, fine-tuned with --bf16 by `python -m workbench.retrofit`,
@@ -56,7 +60,7 @@ from workbench.train import TrainConfig, setup, step_batches, train_step  # noqa
 
 # the paper tier's mix (workbench.experiments, which also draws figures: plotly is not on every GPU machine)
 PAPER_TASKS = tuple(tasks.names("single_step") + tasks.names("comparison") + tasks.names("text"))
-CHECKS = ("flex", "heads", "syncs", "recompile", "speed", "resume", "retrofit")
+CHECKS = ("flex", "heads", "syncs", "recompile", "speed", "generate", "resume", "retrofit")
 DATASHEET_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense bf16 FLOP/s, SXM parts
 
 
@@ -71,10 +75,11 @@ class Size:
     bf16: bool
     compile_backend: str
     steps: int  # timed steps
+    text_bpe: str  # GPT-2's on a GPU: --config paper's 119.8M model
 
 
-GPU = Size("paper", 24, 8, 1024, 3000, 50_000, True, "inductor", 4)
-CPU = Size("cpu-tiny", 4, 2, 128, 300, 2048, False, "eager", 2)
+GPU = Size("paper", 24, 8, 1024, 3000, 2048, True, "inductor", 4, "gpt2")
+CPU = Size("cpu-tiny", 4, 2, 128, 300, 2048, False, "eager", 2, "corpus")
 
 
 def log(*parts) -> None:
@@ -90,7 +95,8 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
 def config(args, size: Size, out: Path, **overrides) -> TrainConfig:
     values = dict(preset=size.preset, tasks=PAPER_TASKS, batch_size=size.rows,
                   grad_accum=size.accum, context=size.context, decades=None, max_digits=None, pool_size=size.pool,
-                  val_samples=8, test_samples=8, vocab_size=size.vocab, bf16=size.bf16, device=args.device,
+                  val_samples=8, test_samples=8, vocab_size=size.vocab, text_bpe=size.text_bpe, bf16=size.bf16,
+                  device=args.device,
                   threads=0 if args.device != "cpu" else 1, tokens=1e12, out=str(out), overwrite=True)
     return TrainConfig(**{**values, **overrides})
 
@@ -336,6 +342,34 @@ def _profiler(device):
     return profile(activities=[ProfilerActivity.CUDA])
 
 
+def check_generate(args, size, device, tmp):
+    from workbench.evaluate import evaluate
+    from workbench.train import _evaluate
+    run = setup(config(args, size, tmp / "generate", val_samples=64, grad_accum=1))
+    questions = {t: f for t, f in run.val.items() if tasks.get(t).score is not None}  # text has no answers
+    batch = {t: f.iloc[:64] for t, f in list(questions.items())[:1]}
+    evaluate(run.model, run.tok, batch)  # warm-up: kernels loaded
+    synchronize(device)
+    syncs = None
+    if device.type == "cuda":
+        torch.cuda.set_sync_debug_mode("warn")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            answers = evaluate(run.model, run.tok, batch)
+        torch.cuda.set_sync_debug_mode(0)
+        syncs = sum("synchroniz" in str(w.message).lower() for w in caught)
+    started = time.perf_counter()
+    answers = _evaluate(run, questions)
+    synchronize(device)
+    seconds = time.perf_counter() - started
+    tokens = float(answers["output_tokens"].mean())
+    line = (f"{len(answers)} questions of {len(questions)} tasks in {seconds:.1f} s ({1e3 * seconds / len(answers):.1f} "
+            f"ms a question, {tokens:.1f} tokens an answer)")
+    if syncs is not None:
+        line += f"; host syncs generating one batch of 64: {syncs}"
+    return len(answers) == sum(len(f) for f in questions.values()), line
+
+
 def check_resume(args, size, device, tmp):
     out = tmp / "resume"
     steps = 4
@@ -344,7 +378,8 @@ def check_resume(args, size, device, tmp):
                "--tokens", str(tokens), "--pool-size", str(size.pool), "--val-samples", "16", "--test-samples", "16",
                "--eval-every", "2", "--checkpoint-every", "2", "--device", args.device, "--out", str(out)]
     if device.type != "cuda":
-        command += ["--preset", size.preset, "--context", str(size.context), "--batch-size", str(size.rows),
+        command += ["--text-bpe", size.text_bpe,
+                    "--preset", size.preset, "--context", str(size.context), "--batch-size", str(size.rows),
                     "--global-batch", str(size.rows * size.accum), "--no-bf16", "--vocab-size", str(size.vocab),
                     "--threads", "1"]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
