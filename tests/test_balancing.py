@@ -171,3 +171,16 @@ def test_weight_changes_mark_where_the_loss_weights_moved():
     assert weight_changes(evals) == [50, 200]
     assert weight_changes(evals.assign(**{"loss_weight/addition": 1.0})) == []  # balancing off: never moved
     assert weight_changes(evals[["step", "score/addition"]]) == []  # a log without weights
+
+
+def test_the_loss_reference_is_text_or_the_authors_last_task(tmp_path):
+    """--loss-reference text matches every task to the text task and, without one, keeps the warm-up's
+    weights; last (the authors' training/loss_and_task_weighting.py) matches to the last of --tasks."""
+    from workbench.train import TrainConfig, setup
+    common = dict(preset="cpu-tiny", batch_size=2, tokens=1e4, pool_size=50, val_samples=4, test_samples=4, threads=1)
+    for tasks_, rule, expected in ((("addition", "minmax"), "text", None), (("addition", "minmax"), "last", "minmax"),
+                                   (("text", "addition"), "text", "text"), (("text", "addition"), "last", "addition"),
+                                   (("addition",), "last", None)):
+        run = setup(TrainConfig(tasks=tasks_, loss_reference=rule, out=str(tmp_path / f"{rule}-{len(tasks_)}-{tasks_[0]}"),
+                                **common))
+        assert run.normalizer.reference == expected, (tasks_, rule)

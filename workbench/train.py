@@ -131,6 +131,9 @@ class TrainConfig:
     loss_weight_momentum: float = setting(0.0, "after --adapt-warmup each loss weight is set to match the text "
                                           "task's at every evaluation (0, the authors'); m > 0 moves it only part "
                                           "of the way, w <- m w + (1 - m) w_match (0.5: our earlier rule)")
+    loss_reference: str = setting("text", "after --adapt-warmup every other task's loss is matched to the "
+                                  "reference's (C.4): the text task (without one the weights stay as the warm-up set "
+                                  "them) or the last of --tasks, text or not (the authors' code)", choices=("text", "last"))
     adapt_warmup: float = setting(0.00755, "share of the token budget before the balancer starts and the loss "
                                   "weights settle (the authors' 75.5M of 10B tokens)")
     max_answer_tokens: int = setting(0, "generation cap at evaluation; 0: the longest reference answer of the "
@@ -304,7 +307,9 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
         sampler = _sampler(cfg, encoding, tok, pools, total_steps, cfg.optim.warmup_frac,
                            cfg.optim.lr_floor / cfg.optim.hidden_lr)
     prose = [t for t in cfg.tasks if tasks.get(t).answer == "text"]
-    normalizer = LossNormalizer(cfg.tasks, cfg.adapt_warmup * cfg.tokens, prose[0] if prose else None,
+    reference = (prose[0] if prose else None) if cfg.loss_reference == "text" else \
+        (cfg.tasks[-1] if len(cfg.tasks) > 1 else None)
+    normalizer = LossNormalizer(cfg.tasks, cfg.adapt_warmup * cfg.tokens, reference,
                                 enabled=cfg.normalize_losses, momentum=cfg.loss_weight_momentum)
     balancer = TaskBalancer(cfg.tasks, lam=cfg.balance_lambda, max_ratio=cfg.max_task_ratio, floor=cfg.balance_floor,
                             cap=cfg.ratio_cap)
@@ -752,7 +757,7 @@ def recorded(cfg: TrainConfig) -> dict:
 
 # Settings added after runs were published, with the value every earlier run had: a record
 # without them trained with that value.
-ADDED_SINCE = {"text_bpe": "corpus"}
+ADDED_SINCE = {"text_bpe": "corpus", "loss_reference": "text"}
 
 
 def config_differences(record: dict, cfg: TrainConfig, ignore=PLACE_AND_PACE) -> str:
