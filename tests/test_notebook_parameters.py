@@ -128,3 +128,67 @@ def test_notebook_names_resolve_inside_the_notebook_folder_only(ran, tmp_path, n
     with pytest.raises(ValueError, match="no notebook"):
         execute(name, {}, output_dir=tmp_path)
     assert ran == []
+
+
+# -- bounds and output folders, before a kernel starts (issue 39) ---------------------------------
+@pytest.mark.parametrize("name, params, message", [
+    ("05_retrofit", {"heads": 0}, r"heads=0: must be between 1 and 256"),  # was a ZeroDivisionError in the kernel
+    ("05_retrofit", {"hidden": 100, "heads": 3}, r"hidden \(100\) must be a multiple of heads \(3\)"),
+    ("05_retrofit", {"seeds": []}, r"seeds=\[\]: takes 1 to 100 items, got 0"),  # was an IndexError
+    ("05_retrofit", {"encodings": ["none", "bitoken"]}, "did you mean 'bittokens'"),
+    ("01_desiderata", {"threads": 10**6}, r"threads=1000000: must be between 1 and \d+ \(the CPU cores here\)"),
+    ("01_desiderata", {"n_values": 10**12}, r"n_values=1000000000000: must be between 100 and 1_000_000"),
+    ("02_fone_locality", {"precision": 10**9}, "precision=1000000000: must be between 2 and 1_000"),
+    ("02_fone_locality", {"probe_steps": 10**9}, "probe_steps=1000000000: must be between 1 and 10_000"),
+    ("03_training", {"tokens": 1e300}, "tokens=1e[+]300: must be between 1 and 1e11"),
+    ("03_training", {"encoding": "bitoken"}, "unknown encoding 'bitoken'; did you mean 'bittokens'"),
+    ("03_training", {"tasks": "addition,multiplcation"}, "did you mean 'multiplication'"),
+    ("03_training", {"decades": [3, 1]}, r"decades=\[3, 1\]: low 3 above high 1"),
+    ("03_training", {"decades": [0, 99]}, r"decades=\[0, 99\]: item 99: must be between -14 and 14"),
+    ("03_training", {"figure_formats": ["pdf"]}, "unknown value 'pdf'"),
+    ("04_paper_figures", {"bootstrap_draws": 0}, "bootstrap_draws=0: must be between 1 and 100_000"),
+])
+def test_values_out_of_bounds_are_refused_before_the_kernel_starts(ran, tmp_path, name, params, message):
+    """Bugs: 9 of 27 bad values failed late or unclearly inside the kernel, and three had no upper
+    bound and ran on. Each is one line naming the notebook, the parameter and the bounds."""
+    with pytest.raises(ValueError, match=rf"^notebook {name}: parameter .*{message}"):
+        execute(name, params, output_dir=tmp_path)
+    assert ran == []
+
+
+@pytest.mark.parametrize("name, key, folder", [("03_training", "out_dir", "."), ("03_training", "out_dir", "workbench"),
+                                               ("04_paper_figures", "figures_dir", "notebooks"),
+                                               ("01_desiderata", "figures_dir", "figures"),
+                                               ("01_desiderata", "out_dir", str(notebooks.ROOT / "docs"))])
+def test_output_folders_inside_the_checkout_are_refused(ran, tmp_path, name, key, folder):
+    """Bug: out_dir=<repository root> wrote 13 MB of run files into the checkout, figures_dir=notebooks
+    wrote into notebooks/. Only runs/ (and outside the repository) takes a run's files."""
+    with pytest.raises(ValueError, match=rf"parameter {key} is '{folder}', the repository's .*runs/ folder"):
+        execute(name, {key: folder}, output_dir=tmp_path)
+    assert ran == []
+    with pytest.raises(SystemExit):
+        notebooks.main(["run", "--only", "03_training", "--output-dir", "docs"])
+    for fine in ("runs/mine", str(tmp_path / "elsewhere")):
+        execute(name, {key: fine}, output_dir=tmp_path)
+    assert len(ran) == 2
+
+
+def test_only_the_default_run_writes_figures(ran, monkeypatch, tmp_path):
+    """make figures' own run passes figures/ to every notebook; nothing else may."""
+    monkeypatch.setattr(notebooks, "NOTEBOOKS", ["02_fone_locality"])
+    monkeypatch.setattr(notebooks, "OUTPUT_DIR", tmp_path)
+    executed, run_dir, params = notebooks.plan(["02_fone_locality"], {})
+    assert run_dir is None and params["02_fone_locality"]["figures_dir"] == str(notebooks.FIGURES)
+    execute("02_fone_locality", params["02_fone_locality"], executed, default_run=True)
+    assert ran == [params["02_fone_locality"]]
+    with pytest.raises(ValueError, match="figures/ is written only by the default run"):
+        execute("02_fone_locality", params["02_fone_locality"], executed)
+
+
+def test_every_default_is_within_its_limits_and_every_number_has_one():
+    for name in NOTEBOOKS:
+        nb = jupytext.read(notebooks.NOTEBOOK_DIR / f"{name}.py")
+        defaults = notebooks.parameters_of(nb)
+        notebooks.check_limits(name, defaults, default_run=True)
+        numeric = [k for k, t in parameter_types(nb).items() if t and ("int" in t or "float" in t)]
+        assert set(numeric) <= set(notebooks.LIMITS[name]), f"{name}: no limit for {set(numeric) - set(notebooks.LIMITS[name])}"

@@ -22,6 +22,18 @@ parameters cell (`tokens = 1e6` takes a number, `decades = [0, 3]` a list of int
 annotation where one is written (`max_digits: int | None = 4`: None allowed too). Types: bool,
 int, float (an int is fine too), str, None, list[T], joined with "|". A parameter whose default is
 None and has no annotation, or whose annotation is another type, is not checked (ours all are).
+
+Then the values of our notebooks' parameters are checked against `LIMITS`: every number between
+a lower and an upper bound (the upper ones keep a run to what a machine finishes: the paper's
+sizes fit, 10**12 values do not), names from their registries (encodings, tasks, presets,
+figure formats), list lengths (`seeds=[]` is refused) and what parameters ask of each other
+(notebook 05: `hidden` a multiple of `heads`). A value out of bounds is a ValueError naming the
+notebook, the parameter, the bounds and the value, before a kernel starts.
+
+Output folders (`out_dir`, `figures_dir`, --output-dir) may lie outside the repository or inside
+its runs/ folder, never in a tracked folder of the checkout (`out_dir=.` wrote 13 MB of run files
+into it); figures/ is written only by the default run, `make figures`. A relative path means the
+repository root, where the notebooks run.
 """
 from __future__ import annotations
 
@@ -29,9 +41,11 @@ import argparse
 import ast
 import logging
 import math
+import os
 import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import jupytext
@@ -187,12 +201,189 @@ def check_parameters(name: str, nb, parameters: dict) -> None:
                              f"{value!r} ({type(value).__name__}){hint}")
 
 
-def execute(name: str, parameters: dict | None = None, output_dir=None, notebook_dir=None) -> Path:
-    """Run notebooks/<name>.py with `parameters` on kernel python3; return the executed .ipynb."""
+# -- what each parameter of our notebooks may take ----------------------------------------------
+SEED_MAX = 2**32 - 1  # numpy's and torch's seeds
+FORMATS = ("html", "png", "svg")
+
+
+@dataclass(frozen=True)
+class Limit:
+    """What a parameter's value (or each item of a list) may be: low <= value <= high, one of
+    `choices`, `check(value)` returning "" or what is wrong; a list's length within `length`."""
+    low: float | None = None
+    high: float | None = None
+    choices: tuple | None = None
+    length: tuple[int, int] | None = None
+    check: object = None  # callable(value) -> str
+    shown: str = ""  # how `params` shows the limit, where the fields do not say it
+
+    def problem(self, value) -> str:
+        """"" when `value` is within this limit, else what is wrong, for an error message."""
+        if value is None:
+            return ""
+        if isinstance(value, list):
+            if self.length and not self.length[0] <= len(value) <= self.length[1]:
+                low, high = self.length
+                return f"takes {low} to {high} items, got {len(value)}" if low != high else \
+                    f"takes {low} items, got {len(value)}"
+            for item in value:
+                why = self.problem(item)
+                if why:
+                    return f"item {item!r}: {why}"
+            return ""
+        if self.choices is not None and value not in self.choices:
+            from .cli import unknown
+            return unknown("value", value, self.choices)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+                return f"must be between {_shown_number(self.low)} and {_shown_number(self.high)}"
+        return self.check(value) if self.check else ""
+
+    def __str__(self) -> str:
+        if self.shown:
+            return self.shown
+        parts = []
+        if self.low is not None or self.high is not None:
+            parts.append(f"{_shown_number(self.low)}..{_shown_number(self.high)}")
+        if self.choices is not None:
+            parts.append("|".join(map(str, self.choices)))
+        if self.length:
+            low, high = self.length
+            parts.append(f"{low} items" if low == high else f"{low}-{high} items")
+        return ", ".join(parts)
+
+
+def _brief(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:50] + "..."
+
+
+def _threads(value) -> str:
+    return f"must be between 1 and {_cores()} (the CPU cores here)" if value > _cores() else ""
+
+
+def _shown_number(value) -> str:
+    if value is None:
+        return "any"
+    if isinstance(value, float) and value.is_integer() and abs(value) >= 1e6:
+        return f"{value:.0e}".replace("e+0", "e").replace("e+", "e")
+    return f"{value:_}" if isinstance(value, int) else f"{value:g}"
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _encoding(value) -> str:
+    from . import encoders
+    return "" if value in encoders.names() else _unknown("encoding", value, encoders.names())
+
+
+def _tasks(value) -> str:
+    from . import tasks
+    names = [t.strip() for t in value.split(",")]
+    for task in names:
+        if task not in tasks.names():
+            return _unknown("task", task, tasks.names())
+    return f"names {sorted({t for t in names if names.count(t) > 1})} twice" if len(set(names)) < len(names) else ""
+
+
+def _preset(value) -> str:
+    from .model import PRESETS
+    return "" if value in PRESETS else _unknown("preset", value, PRESETS)
+
+
+def _device(value) -> str:
+    return "" if re.fullmatch(r"auto|cpu|cuda(:[0-9]+)?", value) else "must be cpu, cuda, cuda:N or auto"
+
+
+def _retrofit_encoding(value) -> str:
+    return "" if value == "none" else _encoding(value)
+
+
+def _unknown(kind, value, choices) -> str:
+    from .cli import unknown
+    return unknown(kind, value, choices)
+
+
+def _decades(value) -> str:
+    return "" if value is None or value[0] <= value[1] else f"low {value[0]} above high {value[1]}"
+
+
+SEED, THREADS = Limit(0, SEED_MAX), Limit(1, None, check=_threads, shown="1..the CPU cores")
+FIGURE_FORMATS = Limit(choices=FORMATS, length=(1, len(FORMATS)))
+DECADES = Limit(-14, 14, length=(2, 2))  # the paper's magnitudes 1e-14 ... 1e15 (tasks.sampling)
+MAX_DIGITS = Limit(1, 17)
+LIMITS: dict[str, dict[str, Limit]] = {
+    "01_desiderata": dict(n_values=Limit(100, 1_000_000), seed=SEED, d9_steps=Limit(1, 100_000), threads=THREADS,
+                          figure_formats=FIGURE_FORMATS),
+    "02_fone_locality": dict(n_pairs=Limit(1, 1_000_000), grid_digits=Limit(1, 3), precision=Limit(2, 1_000),
+                             probe_steps=Limit(1, 10_000), seed=SEED, threads=THREADS, figure_formats=FIGURE_FORMATS),
+    "03_training": dict(encoding=Limit(check=_encoding), tasks=Limit(check=_tasks), preset=Limit(check=_preset),
+                        tokens=Limit(1, 1e11), seed=SEED, decades=DECADES, max_digits=MAX_DIGITS,
+                        eval_every=Limit(1, 1_000_000), val_samples=Limit(1, 100_000), test_samples=Limit(1, 100_000),
+                        threads=THREADS, figure_formats=FIGURE_FORMATS),
+    "04_paper_figures": dict(exponent_samples=Limit(1, 10_000_000), generator_samples=Limit(1, 1_000_000),
+                             bootstrap_draws=Limit(1, 100_000), seed=SEED, figure_formats=FIGURE_FORMATS),
+    "05_retrofit": dict(pretrain_tokens=Limit(1, 1e10), hidden=Limit(8, 16_384), layers=Limit(1, 128),
+                        heads=Limit(1, 256), context=Limit(8, 65_536), vocab_size=Limit(257, 1_000_000),
+                        pretrain_lr=Limit(1e-8, 1.0), encodings=Limit(check=_retrofit_encoding, length=(1, 20)),
+                        tasks=Limit(check=_tasks), tokens=Limit(1, 1e10), batch_tokens=Limit(1, 10_000_000),
+                        lr=Limit(1e-8, 1.0), head_lr=Limit(1e-8, 1.0), decades=DECADES, max_digits=MAX_DIGITS,
+                        pool_size=Limit(1, 10_000_000), val_samples=Limit(1, 100_000), eval_every=Limit(1, 1_000_000),
+                        test_samples=Limit(1, 100_000), text_samples=Limit(1, 100_000),
+                        seeds=Limit(0, SEED_MAX, length=(1, 100)), bootstrap_draws=Limit(1, 1_000_000),
+                        device=Limit(check=_device), threads=THREADS, figure_formats=FIGURE_FORMATS),
+}
+OUTPUTS = ("out_dir", "figures_dir")  # parameters that name a folder the notebook writes
+
+
+def check_limits(name: str, parameters: dict, default_run: bool = False) -> None:
+    """Raise ValueError for a value outside LIMITS (module docstring) or an output folder inside the
+    repository's tracked folders; `default_run`: figures/ is allowed (make figures' own run)."""
+    limits = LIMITS.get(name, {})
+    for key, value in parameters.items():
+        limit = limits.get(key)
+        why = limit.problem(value) if limit else ""
+        if not why and key == "decades" and limit:
+            why = _decades(value)
+        if why:
+            raise ValueError(f"notebook {name}: parameter {key}={_brief(value)}: {why}")
+        if key in OUTPUTS and isinstance(value, str):
+            check_output_folder(value, f"notebook {name}: parameter {key}", allow_figures=default_run)
+    if name == "05_retrofit":
+        hidden, heads = parameters.get("hidden", 128), parameters.get("heads", 4)
+        if isinstance(hidden, int) and isinstance(heads, int) and heads >= 1 and hidden % heads:
+            raise ValueError(f"notebook {name}: parameter hidden ({hidden}) must be a multiple of heads ({heads}): "
+                             "each attention head gets hidden / heads dimensions")
+
+
+def check_output_folder(folder, what: str, allow_figures: bool = False) -> Path:
+    """The folder (relative: to the repository root) if a run may write there: outside the
+    repository, or inside its runs/ folder; figures/ only with `allow_figures`."""
+    path = (ROOT / Path(folder)).resolve() if not Path(folder).is_absolute() else Path(folder).resolve()
+    root = ROOT.resolve()
+    if not path.is_relative_to(root) or path.is_relative_to(root / "runs"):
+        return path
+    if allow_figures and path == FIGURES.resolve():
+        return path
+    where = "the repository's root" if path == root else f"the repository's {path.relative_to(root).as_posix()}/"
+    figures = " (figures/ is written only by the default run, make figures)" if path.is_relative_to(FIGURES) else ""
+    raise ValueError(f"{what} is {str(folder)!r}, {where}: a run writes only outside the repository or inside its "
+                     f"runs/ folder{figures}; choose e.g. runs/{path.name if path != root else 'mine'}")
+
+
+def execute(name: str, parameters: dict | None = None, output_dir=None, notebook_dir=None,
+            default_run: bool = False) -> Path:
+    """Run notebooks/<name>.py with `parameters` on kernel python3; return the executed .ipynb.
+    `default_run`: make figures' own run, the only one that may write figures/."""
     notebook_dir = Path(notebook_dir) if notebook_dir is not None else NOTEBOOK_DIR
     nb = jupytext.read(_source(name, notebook_dir))
     parameters = dict(parameters or {})
     check_parameters(name, nb, parameters)
+    check_limits(name, parameters, default_run)
+    if output_dir is not None:
+        check_output_folder(output_dir, "--output-dir")
     out = Path(output_dir) if output_dir is not None else OUTPUT_DIR
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"{name}.ipynb"
@@ -266,7 +457,8 @@ def parameters_text(names=NOTEBOOKS) -> str:
     for name in names:
         rows = describe_parameters(name)
         width = max(len(f"{k} = {d}") for k, d, _, _ in rows)
-        lines = [f"  {f'{k} = {d}':<{width}}  ({t}) {c}".rstrip() for k, d, t, c in rows]
+        limits = {k: f" [{LIMITS[name][k]}]" if str(LIMITS.get(name, {}).get(k) or "") else "" for k, _, _, _ in rows}
+        lines = [f"  {f'{k} = {d}':<{width}}  ({t}) {c}{limits[k]}".rstrip() for k, d, t, c in rows]
         blocks.append(f"{name}:\n" + "\n".join(lines))
     return "\n".join(blocks)
 
@@ -376,12 +568,15 @@ def _run(parser, args) -> None:
         parser.error("-p applies to one notebook; add --only NAME")
     for name in names:  # refuse a bad value before anything runs
         check_parameters(name, jupytext.read(_source(name, NOTEBOOK_DIR)), parameters)
+        check_limits(name, parameters)
+    if args.output_dir is not None:
+        check_output_folder(args.output_dir, "--output-dir")
     executed, run_dir, params = plan(names, parameters, args.output_dir)
     where = f"run directory: {_shown(run_dir)}" if run_dir else f"figures: {_shown(FIGURES)} (the default run)"
     print(where, flush=True)
     for name in tqdm(names, desc="notebooks", file=sys.stdout):
         started = time.time()
-        path = execute(name, params[name], executed)
+        path = execute(name, params[name], executed, default_run=run_dir is None)
         tqdm.write(f"{name}: {time.time() - started:.1f} s -> {_shown(path)}")
     print(where)
 
