@@ -2,6 +2,7 @@
 phases and the base-10 layout, the paper's formulas for xVal, numbers.render for digit tokens."""
 import math
 import random
+import re
 import struct
 from decimal import Decimal, localcontext
 from fractions import Fraction
@@ -13,6 +14,7 @@ import torch.nn.functional as F
 
 from workbench import encoders
 from workbench.encoders.bittokens import COMBINE, HEADS, float64_bits
+from workbench.encoders import fone
 from workbench.encoders.fone import EXPONENTS, digits_at
 from workbench.numbers import render
 
@@ -390,9 +392,14 @@ def decimal_phase(x: float, i: int) -> Decimal:
 
 def test_fone_phases_match_decimal_oracle():
     rng = random.Random(7)
-    xs = [0.1, 123456789012345.0, 3.25e-14, 0.30000000000000004, 98765.4321, 1e16, 7.0, 0.0, 1e-40,
-          1.5e17, 1.2345678901234567e20, MIN_SUBNORMAL, MAX, -2.5]
+    xs = [0.1, 123456789012345.0, 3.25e-14, 0.30000000000000004, 98765.4321, 1e16, 7.0, 0.0]
     xs += [float(f"{rng.randint(1, 10**rng.randint(1, 15))}e{rng.randint(-20, 5)}") for _ in range(60)]
+    # beyond what encode takes, the module's phases still wrap: |x| mod 10^17, digits below 10^-32 lost
+    beyond = [1e-40, 1.5e17, 1.2345678901234567e20, MIN_SUBNORMAL, MAX, -2.5]
+    for x in beyond:
+        for j, i in enumerate(EXPONENTS.tolist()):
+            assert fone.phases(torch.tensor([x], dtype=torch.float64))[0, j] == pytest.approx(
+                float(decimal_phase(x, i)), abs=1e-15), (x, i)
     codec = encoders.get("fone")
     enc = codec.encode(torch.tensor(xs, dtype=torch.float64))
     assert enc.shape == (len(xs), 98) and enc.dtype == torch.float64
@@ -417,32 +424,47 @@ def test_fone_round_trip_up_to_1e15_with_15_digits():
     x = torch.tensor(xs, dtype=torch.float64)
     codec = encoders.get("fone")
     assert codec.decode(codec.encode(x)).tolist() == xs
-    assert codec.decode(codec.encode(-x)).tolist() == xs  # FoNE encodes |x|; the sign is text
-    assert not codec.signed
+    assert not codec.signed  # FoNE encodes |x|; the sign is text, and a negative x is refused
+    with pytest.raises(ValueError, match=r"fone cannot encode -[0-9.e-]+: it encodes \|x\|"):
+        codec.encode(-x)
 
 
-def test_fone_range_wraps_at_1e17_and_rejects_non_finite():
+def test_fone_refuses_what_its_periods_cannot_hold():
+    """Bug: 1e20 encoded as 0, 1.5e17 as 5e16 (wrapped at 1e17), 1e-33 as 0, -2.5 as 2.5, all
+    without an error, and inf or NaN raised naming neither the encoding nor the value."""
     codec = encoders.get("fone")
-    assert codec.decode(codec.encode(torch.tensor([1.5e17, 1e-33], dtype=torch.float64))).tolist() == [5e16, 0.0]
-    for bad in (math.inf, math.nan):
-        with pytest.raises(ValueError, match="finite"):
-            codec.encode(torch.tensor([1.0, bad]))
+    for bad, why in [(1.5e17, "wrap around"), (1e17, "wrap around"), (1e20, "wrap around"), (MAX, "wrap around"),
+                     (1e-33, "digits below"), (1e-40, "digits below"), (1.5e-32, "digits below"),
+                     (1.2345678901234567e-20, "digits below"), (MIN_SUBNORMAL, "digits below"),
+                     (-2.5, "encodes |x|"), (-1e-40, "encodes |x|"), (math.inf, "finite"), (math.nan, "finite")]:
+        with pytest.raises(ValueError, match=rf"^fone cannot encode {re.escape(repr(bad))}: .*{re.escape(why)}"):
+            codec.encode(torch.tensor([1.0, bad], dtype=torch.float64))
+        if why != "encodes |x|":  # the heads' targets: |x|, in the same range
+            with pytest.raises(ValueError, match=re.escape(repr(abs(bad)))):
+                codec.number_head(128).loss_target([abs(bad)])
+    edge = [fone.LARGEST, 1e16, 1e-32, 1.2345e-28, 1.2345678901234567e-16, 0.0, -0.0]
+    assert codec.decode(codec.encode(torch.tensor(edge, dtype=torch.float64))).tolist() == edge
     with pytest.raises(ValueError, match="shape"):
         codec.decode(torch.zeros(2, 97))
 
 
 def test_fone_decode_rounds_to_the_finest_place_against_decimal_oracle():
-    """|x| mod 10^17 to the nearest 10^-32, half to even (the finest phase holds what is below)."""
+    """decode of any phases: |x| mod 10^17 to the nearest 10^-32, half to even (the finest phase
+    holds what is below), and never beyond the largest float64 the periods hold."""
     rng = random.Random(4)
     x = [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0] for _ in range(3000)]
     x = [v for v in x if math.isfinite(v)] + [10 ** rng.uniform(-34, -26) for _ in range(1000)]
+    x += [99999999999999999.5e0, 1e17 - 8, 1e17 - 16]
     codec = encoders.get("fone")
-    back = codec.decode(codec.encode(torch.tensor(x, dtype=torch.float64))).tolist()
+    angle = torch.from_numpy(2 * math.pi * fone.phases(torch.tensor(x, dtype=torch.float64)))
+    enc = torch.stack([torch.cos(angle), torch.sin(angle)], -1).reshape(len(x), -1)  # what encode gave before
+    back = codec.decode(enc).tolist()
     with localcontext() as ctx:
         ctx.prec = 400
-        want = [float((abs(Decimal(repr(v))) % Decimal(10) ** 17).quantize(Decimal(10) ** -32, "ROUND_HALF_EVEN"))
-                for v in x]
+        want = [min(fone.LARGEST, float((abs(Decimal(repr(v))) % Decimal(10) ** 17).quantize(
+            Decimal(10) ** -32, "ROUND_HALF_EVEN"))) for v in x]
     assert back == want
+    codec.encode(torch.tensor(back, dtype=torch.float64))  # whatever decode gives, encode takes (a generated number fed back)
 
 
 def test_fone_decode_survives_small_noise():
@@ -458,17 +480,17 @@ def test_fone_decode_survives_small_noise():
 
 
 def test_fone_zero_gets_no_features_by_default():
-    x = torch.tensor([0.0, -0.0, 3.0, 1e-40], dtype=torch.float64)
+    x = torch.tensor([0.0, -0.0, 3.0, 1e-32], dtype=torch.float64)
     assert encoders.options("fone")["zero_features"] is False
     default, phase_zero = encoders.get("fone"), encoders.get("fone", zero_features=True)
     enc = default.encode(x)
     assert not enc[:2].any()  # 0 and -0: all-zero, the token is the [NUM] embedding alone
-    assert enc[3].tolist() == pytest.approx([1.0, 0.0] * 49, abs=1e-8)  # 1e-40 is not 0: (almost) phase 0
+    assert enc[3].any() and enc[3, 0] == pytest.approx(math.cos(0.2 * math.pi))  # 1e-32 is not 0: it has a phase
     assert phase_zero.encode(x)[:2].tolist() == [[1.0, 0.0] * 49] * 2  # the earlier 0: phase 0
     assert torch.equal(phase_zero.encode(x)[2:], enc[2:])
     assert torch.atan2(torch.tensor(0.0), torch.tensor(0.0)).item() == 0.0  # what decode reads
     for codec in (default, phase_zero):
-        assert codec.decode(codec.encode(x)).tolist() == [0.0, 0.0, 3.0, 0.0]
+        assert codec.decode(codec.encode(x)).tolist() == [0.0, 0.0, 3.0, 1e-32]
     num = torch.randn(2, 128)
     head = default.number_head(128)
     assert torch.equal(head.embed(num, x[:2]), num)
@@ -553,12 +575,15 @@ def test_xval_scaling_formula_at_hand_computed_points():
     """The earlier formula without an offset, one option away (offset=0)."""
     codec = encoders.get("xval", offset=0)
     points = {1.0: 2.5, 1e15: 5.0, 1e-14: 1 / 6, -1e6: -3.5, 1e3: 3.0, 1e-2: 2.5 - 1 / 3,
-              -1e-8: -(2.5 - 8 / 6), 0.0: 0.0, 9.9e-15: 0.0, -1e-20: 0.0, 1e21: 6.0}
+              -1e-8: -(2.5 - 8 / 6), 0.0: 0.0, 1e21: 6.0}
     s = codec.encode(torch.tensor(list(points), dtype=torch.float64))
     assert s.shape == (len(points), 1) and s.dtype == torch.float64
     assert s.squeeze(1).tolist() == pytest.approx(list(points.values()), abs=1e-15)
     # without the 1e-14 cut the formula would give 1e-20 and -1e-10 the same scale (-5/6)
     assert -20 / 6 + 2.5 == pytest.approx(-(-10 / 6 + 2.5))
+    for tiny in (9.9e-15, -1e-20):  # below the cut: an error (the authors' code maps them to 0)
+        with pytest.raises(ValueError, match=rf"xval cannot encode {tiny!r}: its scale holds magnitudes from 1e-14"):
+            codec.encode([1.0, tiny])
 
 
 def authors_scale(x: float) -> float:
@@ -574,7 +599,7 @@ def authors_scale(x: float) -> float:
 def test_xval_default_is_the_authors_offset_and_decode_threshold():
     codec = encoders.get("xval")
     assert encoders.options("xval") == {"offset": 1e-14, "head_width": 3072} and codec.offset == 1e-14
-    xs = [1.0, 1e15, 1e-14, 3e-14, -1e6, 1e3, 1e-2, -1e-8, 0.0, 9.9e-15, -1e-20, 1e21, -2.5e-13]
+    xs = [1.0, 1e15, 1e-14, 3e-14, -1e6, 1e3, 1e-2, -1e-8, 0.0, 1e21, -2.5e-13]
     s = codec.encode(torch.tensor(xs, dtype=torch.float64)).squeeze(1).tolist()
     assert s == pytest.approx([authors_scale(x) for x in xs], abs=1e-15)
     smallest = (math.log10(2) - 14) / 6 + 2.5  # s(1e-14) by hand: 0.2168...
@@ -586,8 +611,9 @@ def test_xval_default_is_the_authors_offset_and_decode_threshold():
     assert decoded[3].item() == pytest.approx(1e-14, rel=1e-12)
     assert decoded[4].item() == pytest.approx(1 - 1e-14, abs=1e-15) and decoded[4].item() < 1.0
     assert decoded[5].item() == pytest.approx(-(1e6 - 1e-14), rel=1e-14)
-    old = encoders.get("xval", offset=0)  # the earlier decode: no threshold
-    assert old.decode(torch.tensor([[0.1]], dtype=torch.float64)).item() == pytest.approx(10 ** (6 * (0.1 - 2.5)))
+    old = encoders.get("xval", offset=0)  # the earlier formula: its own s(1e-14) = 1/6 is the threshold
+    assert old.decode(torch.tensor([[0.2]], dtype=torch.float64)).item() == pytest.approx(10 ** (6 * (0.2 - 2.5)))
+    assert old.decode(torch.tensor([[0.1], [-0.1]], dtype=torch.float64)).tolist() == [0.0, 0.0]
     for bad in (-1e-14, math.nan, math.inf, True, "1e-14"):
         with pytest.raises(ValueError, match="offset"):
             encoders.get("xval", offset=bad)
@@ -600,10 +626,13 @@ def test_xval_decode_inverts_where_invertible(offset):
     x = torch.from_numpy(10.0 ** rng.uniform(-14, 15, 5000) * rng.choice([-1.0, 1.0], 5000))
     back = codec.decode(codec.encode(x))
     assert torch.allclose(back, x, rtol=1e-13, atol=0)
-    assert codec.decode(codec.encode(torch.tensor([1e-15, -3e-20, 0.0]))).tolist() == [0.0, 0.0, 0.0]
-    for bad in (math.inf, math.nan):
-        with pytest.raises(ValueError, match="finite"):
-            codec.encode(torch.tensor([bad]))
+    assert codec.decode(codec.encode(torch.tensor([0.0, -0.0]))).tolist() == [0.0, 0.0]
+    for bad in (1e-15, -3e-20, 5e-324, math.inf, math.nan):  # each named, never read as 0
+        with pytest.raises(ValueError, match=rf"^xval cannot encode {bad!r}: .*(finite|1e-14)"):
+            codec.encode(torch.tensor([1.0, bad], dtype=torch.float64))
+    # whatever decode gives (a head's output, fed back during generation), encode takes
+    s = torch.linspace(-8, 8, 20001, dtype=torch.float64)[:, None]
+    codec.encode(codec.decode(s))
 
 
 @pytest.mark.parametrize("offset", [1e-14, 0.0])
@@ -622,7 +651,7 @@ def test_xval_decodes_up_to_the_largest_float(offset):
                                           ("fone", {}), ("xval", {})])
 def test_nan_in_an_encoding_decodes_to_nan_never_a_number(name, options):
     codec = encoders.get(name, **options)
-    enc = codec.encode(torch.tensor([1.5, 2.5, -3.25], dtype=torch.float64))
+    enc = codec.encode(torch.tensor([1.5, 2.5, 3.25 if name == "fone" else -3.25], dtype=torch.float64))
     enc[0, :] = math.nan
     enc[1, 0] = math.nan  # one NaN among the dims it reads is enough
     back = codec.decode(enc)
@@ -669,6 +698,17 @@ def test_xval_head_embed_loss_predict():
     right = codec.encode(x).squeeze(1)
     assert head.loss(right.float(), x).max() < 1e-10
     assert torch.allclose(head.predict(right), x, rtol=1e-13)
+
+
+def test_xval_ideal_head_is_float32_as_its_docstring_says():
+    """Bug: xval.py promised ~1e-14 where the ideal head (float32, as a model's output) gives ~1e-6:
+    the encoding inverts to ~1e-14, the ideal head's prediction to float32's precision of s."""
+    codec = encoders.get("xval")
+    x = torch.from_numpy(10.0 ** np.random.default_rng(2).uniform(-14, 15, 2000))
+    encoding_error = ((codec.decode(codec.encode(x)) - x).abs() / x).max().item()
+    head = codec.number_head(16)
+    head_error = ((head.predict(head.ideal_output(x)) - x).abs() / x).max().item()
+    assert encoding_error < 1e-13 and 1e-8 < head_error < 1e-5
 
 
 def test_xval_head_width_is_the_authors_3072_by_default():

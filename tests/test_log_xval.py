@@ -2,6 +2,7 @@
 range, the z-score statistics against numpy, the ideal head, bad input, and a tiny training run."""
 import math
 import random
+import re
 from decimal import Decimal, localcontext
 
 import numpy as np
@@ -80,3 +81,19 @@ def test_tiny_training_writes_numbers_that_mean_their_values(tmp_path, monkeypat
     read = zoo_checks.tiny_training("log_xval", tmp_path)
     assert read >= 8  # most of the 16 answers are one <|num|>, written as its value
     zoo_checks.runs_by_name("log_xval", tmp_path, monkeypatch)
+
+
+def test_values_whose_scale_would_underflow_are_an_error_naming_them():
+    """Bug: 5e-324 (and every |x| whose s underflows) came back as 0 without an error."""
+    smallest = CODEC.smallest
+    assert 3e-307 < smallest < 3.2e-307
+    for bad in (5e-324, -5e-324, 1e-310, -2.2250738585072014e-308, smallest / 2):
+        with pytest.raises(ValueError, match=rf"^log_xval cannot encode {re.escape(repr(bad))}: its scale s would underflow"):
+            CODEC.encode(torch.tensor([1.0, bad], dtype=torch.float64))
+    edge = torch.tensor([smallest, -smallest, 1e-300, 0.0], dtype=torch.float64)
+    back = CODEC.decode(CODEC.encode(edge))
+    assert back.tolist() == pytest.approx(edge.tolist(), rel=1e-13)
+    # whatever decode gives (a head's output, fed back during generation), encode takes
+    s = torch.cat([torch.tensor([1e-320, 2.2250738585072014e-308, 3e-308], dtype=torch.float64),
+                   torch.logspace(-310, 1, 2000, dtype=torch.float64)])[:, None]
+    CODEC.encode(CODEC.decode(torch.cat([s, -s])))

@@ -9,12 +9,19 @@ digits: frac(x / 10^i) = (m mod 10^(i-q)) / 10^(i-q), exact integer arithmetic. 
 x / 10^i in float64 instead (as the authors do) would turn every digit below float64's
 precision into noise.
 
-What it can carry: the digits of |x| at places 10^-32 … 10^16. Larger |x| wrap around (the
-encoding is |x| mod 10^17) and digits below 10^-32 are lost; that is the encoding itself
-(its fixed m, n of the FoNE paper), which the D4 measurements show. decode reads phases, and
-the finest one still holds what lies below 10^-32, so decode rounds |x| mod 10^17 to the nearest
-multiple of 10^-32 (half to even); the digit head (digits_at, predict) cuts them off. inf and NaN
-raise in encode; an encoding with NaN or inf in a row decodes to NaN (it has no digits to read).
+What it can carry: the digits of x >= 0 at places 10^-32 … 10^16 (its fixed m, n of the FoNE
+paper). Anything else is a ValueError naming the encoding and the value, never another number:
+x >= 1e17 (the phases would wrap around, |x| mod 10^17: 1e20 would read as 0), a digit below
+10^-32 (1e-40 would read as 0), a negative x (the minus sign is a text token: pass |x|; -0 is 0),
+inf and NaN. The paper's range, 1e-14 … 1e15 with up to 17 significant digits, lies inside. The
+module function `phases` still computes the wrapped phases of any finite |x| (the locality
+probes and figures read it). The heads read and predict |target| (their labels are the digits of
+|target|), with the same range. decode reads phases, and the finest one still holds what lies
+below 10^-32, so decode of any phases rounds to the nearest multiple of 10^-32 (half to even);
+seventeen 9s before the point round up to 1e17 in float64, which the periods cannot hold, so
+decode and predict give the largest float64 below it instead: what they return always encodes
+again (a model's own number, fed back during generation, never fails). An encoding with NaN or
+inf in a row decodes to NaN (it has no digits to read).
 
 Options. Defaults follow the paper's text, where it is silent the authors' code
 (KreitnerL/BitTokens, `fone_embedding.py`); the other behaviour is one option away.
@@ -64,6 +71,32 @@ _PROTOTYPES = torch.stack([torch.cos(2 * math.pi * torch.arange(10) / 10),
                            torch.sin(2 * math.pi * torch.arange(10) / 10)], 1)  # [10, 2]
 
 
+LARGEST = float(np.nextafter(1e17, 0))  # the largest float64 whose digits the periods hold
+FINEST = -32  # the place of the finest period's digit, 10^-32
+
+
+def check_range(x, name: str = "fone", sign: bool = True) -> Tensor:
+    """x as float64, each value one the 49 periods hold exactly (module docstring); else a
+    ValueError naming the encoding and the value. sign=False: check |x| (the heads' targets)."""
+    x = as_float64(x).detach().cpu()
+    bad = x[~torch.isfinite(x)]
+    if len(bad):
+        raise ValueError(f"{name} cannot encode {bad[0].item()!r}: only finite numbers have digits")
+    if sign and (x < 0).any():
+        raise ValueError(f"{name} cannot encode {x[x < 0][0].item()!r}: it encodes |x| (the minus sign is a text "
+                         "token, signed=False); pass the magnitude")
+    magnitude = x.abs()
+    if (magnitude > LARGEST).any():
+        raise ValueError(f"{name} cannot encode {x[magnitude > LARGEST][0].item()!r}: its periods hold the digits at "
+                         "places 10^-32 … 10^16, so 1e17 and more would wrap around (|x| mod 10^17)")
+    m, q = decimal_parts(magnitude)
+    for k in np.flatnonzero((q < FINEST) & (m != 0)).tolist():
+        if int(m[k]) % 10 ** (FINEST - int(q[k])):
+            raise ValueError(f"{name} cannot encode {x[k].item()!r}: its finest period reads the digit at 10^-32, "
+                             "and this value has digits below it (they would be lost)")
+    return x
+
+
 def phases(x: Tensor) -> np.ndarray:
     """frac(|x| / 10^i) for every period, float64 [N, 49], from exact integer arithmetic."""
     m, q = decimal_parts(x)
@@ -87,8 +120,9 @@ def float64_digits(x: Tensor) -> np.ndarray:
     """The authors' digit labels, computed in float64: digit k of round(|x| · 10^32), int64 [N, 49]
     in `digits_at`'s column order (column k reads place 10^(k-32))."""
     x = as_float64(x).detach().cpu()
-    if not torch.isfinite(x).all():
-        raise ValueError("only finite numbers have digit labels, got inf or NaN")
+    bad = x[~torch.isfinite(x)]
+    if len(bad):
+        raise ValueError(f"fone cannot label {bad[0].item()!r}: only finite numbers have digit labels")
     scaled = torch.round(x.abs() * 10.0**32)
     powers = torch.pow(10, torch.arange(PERIODS, dtype=torch.float64))
     return ((scaled.unsqueeze(1) // powers) % 10).long().numpy()
@@ -102,7 +136,8 @@ def digits_to_float64(digits: np.ndarray) -> Tensor:
     high = (d[:, 16:32] * _POW10[:16]).sum(1)  # places 10^-1 … 10^-16
     low = (d[:, :16] * _POW10[:16]).sum(1)  # places 10^-17 … 10^-32
     text = (f"{i}.{h:016d}{l:016d}" for i, h, l in zip(integer.tolist(), high.tolist(), low.tolist()))
-    return torch.tensor([float(t) for t in text], dtype=torch.float64)
+    # seventeen 9s before the point round up to 1e17, beyond the periods: the float64 below it
+    return torch.tensor([float(t) for t in text], dtype=torch.float64).clamp(max=LARGEST)
 
 
 @register
@@ -128,7 +163,7 @@ class FoNE(NumberEncoding):
         return 2 * PERIODS
 
     def encode(self, x) -> Tensor:
-        x = as_float64(x).detach().cpu()
+        x = check_range(x, self.name)
         angle = torch.from_numpy(2 * math.pi * phases(x))
         enc = rearrange([torch.cos(angle), torch.sin(angle)], "cs n period -> n (period cs)")
         if not self.zero_features:  # the authors' 0: no features at all
@@ -189,7 +224,7 @@ class FoNEHead(NumberHead):
     def loss_target(self, x) -> Tensor:
         """The 49 digit labels of |x| (int64 [N, 49]): exact, or the authors' float64 ones (`digit_labels`)."""
         label = digits_at if self.encoding.digit_labels == "exact" else float64_digits
-        return torch.from_numpy(label(as_float64(x).abs()))
+        return torch.from_numpy(label(check_range(x, self.encoding.name, sign=False).abs()))
 
     def loss_from(self, out: Tensor, wanted: Tensor) -> Tensor:
         """Cross-entropy of the digit logits against the 49 digits of |target|, mean over digits: [N]."""
@@ -205,7 +240,7 @@ class FoNEHead(NumberHead):
         return torch.where(logits.isnan().flatten(1).any(1), math.nan, values)
 
     def target_vector(self, x) -> Tensor:
-        digits = torch.from_numpy(digits_at(as_float64(x).abs()))
+        digits = torch.from_numpy(digits_at(check_range(x, self.encoding.name, sign=False).abs()))
         return rearrange(_PROTOTYPES.double()[digits], "n period cs -> n (period cs)")
 
     def output_of(self, vector: Tensor) -> Tensor:

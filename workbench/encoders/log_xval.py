@@ -12,9 +12,12 @@ when the output has no gradient), our stand-in for the training set's statistics
 never sees.
 
 Option `scale` (6: |x| up to 1e30, our tasks' range, stays within ±5, as this workbench's xVal).
-What it can represent: every finite float64 down to ~1e-300, to ~1e-13 relative (decode is exact
-up to float64 rounding of s); below, s itself underflows and subnormals come back as 0, and -0 as
-0. inf and NaN are errors naming the encoding and the value.
+What it can represent: every finite float64 from `smallest` (the |x| whose s is float64's
+smallest normal number: ~3.1e-307 at scale 6) up, and 0, to ~1e-13 relative (decode is exact up
+to float64 rounding of s). A smaller nonzero |x| (subnormals, 5e-324) is a ValueError naming it:
+its s would underflow and it would come back as 0 or worse. -0 comes back as 0. inf and NaN are
+errors naming the encoding and the value. decode gives 0 for an s below the smallest normal, so
+what it returns always encodes again (a model's own number, fed back during generation).
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from . import register
 from .base import NumberEncoding, NumberHead, as_float64
 
 LN10 = math.log(10)
+TINY = torch.finfo(torch.float64).tiny  # float64's smallest normal number
 
 
 @register
@@ -45,17 +49,28 @@ class LogXVal(NumberEncoding):
     def width(self) -> int:
         return 1
 
+    @property
+    def smallest(self) -> float:
+        """The smallest |x| > 0 it encodes: s(x) is then at least float64's smallest normal number."""
+        return TINY * LN10 * self.scale
+
     def encode(self, x) -> Tensor:
         x = as_float64(x).detach().cpu()
         bad = x[~torch.isfinite(x)]
         if len(bad):
             raise ValueError(f"{self.name} cannot encode {bad[0].item()!r}: only finite numbers have a scale")
-        return (torch.sign(x) * torch.log1p(x.abs()) / (LN10 * self.scale)).unsqueeze(-1)
+        s = torch.sign(x) * torch.log1p(x.abs()) / (LN10 * self.scale)
+        small = (s.abs() < TINY) & (x != 0)
+        if small.any():
+            raise ValueError(f"{self.name} cannot encode {x[small][0].item()!r}: its scale s would underflow below "
+                             f"float64's normal numbers (|x| from {self.smallest:.3g} up, and 0, are encoded)")
+        return s.unsqueeze(-1)
 
     def decode(self, encoding: Tensor) -> Tensor:
         if encoding.dim() != 2 or encoding.shape[1] != 1:
             raise ValueError(f"expected an encoding of shape [N, 1], got {tuple(encoding.shape)}")
         s = encoding[:, 0].detach().cpu().double()
+        s = torch.where(s.abs() < TINY, torch.zeros_like(s), s)  # no encode gives these: 0, as encode's 0
         return torch.sign(s) * torch.expm1(s.abs() * (LN10 * self.scale))
 
     def number_head(self, d_model: int) -> LogXValHead:
