@@ -14,6 +14,21 @@ adapters) and `head_lr` for the number head; the budget counts the samples' toke
 The same data and budget for every encoding, `none` included: only the tokenizer's reading of the
 numbers differs.
 
+Language is kept by mixing text into every step: `--text-share` (0.25) of each step's tokens are
+chunks of the text source's training documents (the shipped corpus by default), the number tasks
+share the rest by the balancer; the text is the loss normaliser's reference task, as in the
+authors' multi-task runs. `perplexity.csv` measures held-out documents before and after.
+
+`--dtype` is the dtype of the model's body while it trains and in the saved folder: float32 (the
+default), bfloat16, float16 or auto (as the folder stores it). A low-precision body trains on
+float32 master weights (AdamW steps a float32 copy, which is rounded into the body after every
+step, so updates smaller than the body's precision accumulate instead of vanishing); float16 also
+uses a dynamic loss scale. The number head and its loss are float32 whatever the body is.
+
+One run at a time per --out (`locks.hold`: a second run into the same folder is refused).
+`--overwrite` writes the new run into OUT/.new-PID beside the old one and moves it into place
+only once it is complete; a failed run leaves the old one as it was. A --model inside --out is refused (the overwrite would delete it).
+
 OUT holds model/ (the fine-tuned model: `NumberLM.from_pretrained("OUT/model")`), retrofit.json
 (the configuration), metrics.jsonl (one row per step), evals.jsonl (one per evaluation),
 test_samples.csv, test_summary.csv (score and exact match per task) and perplexity.csv (held-out
@@ -24,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import time
 from dataclasses import asdict, dataclass
@@ -38,16 +54,18 @@ from tqdm.auto import tqdm
 from .. import encoders, metrics, tasks
 from ..allocator import keep_freed_memory
 from ..atomic import write_atomic
+from ..locks import InUse, hold
 from ..balancing import LossNormalizer, TaskBalancer
 from ..cli import add_arguments, flag, setting, values_of
-from ..curriculum import ENDGAMES
+from ..curriculum import ENDGAMES, Curriculum, Sampler
 from ..curriculum_authors import RULES as CURRICULUM_RULES
+from ..curriculum_authors import AuthorsCurriculum
 from ..data import draw, make_pool
 from ..evaluate import evaluate, summarize
 from ..optim import lr_multiplier
 from ..perplexity import text_score, windows
 from ..tasks import Regime, text_sources
-from ..train import _device, _encoding_options, _sampler
+from .hub import DTYPES, KNOWN, resolve_model
 from .model import BASELINE, NumberLM
 
 RUN_FILES = ("retrofit.json", "metrics.jsonl", "evals.jsonl", "test_samples.csv", "test_summary.csv",
@@ -61,13 +79,20 @@ def encoding_choices() -> list[str]:
 
 @dataclass
 class RetrofitConfig:
-    model: str = setting("-", "local folder of a Hugging Face causal LM (or OUT/model of an earlier run)")
+    model: str = setting("-", f"local folder of a Hugging Face causal LM (or OUT/model of an earlier run), or a "
+                         f"packaged model: {', '.join(KNOWN)}")
     encoding: str = setting("bittokens", f"number encoding joined to the model; {BASELINE}: the model's own digit "
                             "tokens (the baseline)", choices=encoding_choices)
     encoding_options: dict = setting({}, "options of the encoding")
     tasks: tuple[str, ...] = setting(("multiplication",), "tasks to fine-tune on, e.g. multiplication,addition",
                                      choices=tasks.names)
     tokens: float = setting(2e5, "fine-tuning budget: tokens of the samples drawn (padding not counted)")
+    text_share: float = setting(0.25, "share of every step's tokens that is text of --text-source's training "
+                                "documents, to keep the model's language (0: numbers only)")
+    text_pool_size: int = setting(1000, "training text chunks the text share draws from")
+    dtype: str = setting("float32", "dtype of the model's body while training and when saved (auto: as stored); "
+                         "a low-precision body trains on float32 master weights; the number head is float32",
+                         choices=lambda: list(DTYPES))
     out: str = setting("runs/retrofit", "run directory; the fine-tuned model goes to OUT/model")
     overwrite: bool = setting(False, "replace a run already in the run directory")
     lora: bool = setting(False, "train LoRA adapters on every linear layer, the added tokens' rows and the number "
@@ -110,6 +135,13 @@ class RetrofitConfig:
         unknown = [t for t in self.tasks if t not in tasks.names()]
         if not self.tasks or unknown or len(set(self.tasks)) != len(self.tasks):
             raise ValueError(f"--tasks must be distinct names from {tasks.names()}, got {list(self.tasks)}")
+        if not 0 <= self.text_share < 1:
+            raise ValueError(f"--text-share must be in [0, 1), got {self.text_share}")
+        if self.text_share and "text" in self.tasks:
+            raise ValueError("--tasks holds text and --text-share is not 0: the balancer sets the text's share "
+                             "when it is a task; pass --text-share 0, or leave text out of --tasks")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"--dtype must be one of {DTYPES}, got {self.dtype!r}")
         if self.encoding not in encoding_choices():
             raise ValueError(f"--encoding {self.encoding!r} cannot be joined to a model: choose one of "
                              f"{encoding_choices()} (digit encodings have no number head; {BASELINE} is the "
@@ -118,7 +150,7 @@ class RetrofitConfig:
         if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens) and self.tokens >= 1):
             raise ValueError(f"--tokens must be a finite number >= 1, got {self.tokens}")
         for name, low in (("batch_tokens", 8), ("context", 8), ("pool_size", 1), ("val_samples", 1), ("test_samples", 1),
-                          ("text_samples", 0), ("eval_every", 1), ("lora_rank", 1), ("seed", 0), ("threads", 0)):
+                          ("text_samples", 0), ("text_pool_size", 1), ("eval_every", 1), ("lora_rank", 1), ("seed", 0), ("threads", 0)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"{flag(name)} must be an integer >= {low}, got {value!r}")
@@ -130,14 +162,17 @@ class RetrofitConfig:
                 raise ValueError(f"{flag(name)} must be in [0, 1), got {getattr(self, name)}")
 
 
+TEXT = "text"  # the text task the --text-share draws from
+
+
 @dataclass
 class Job:
     """Everything one fine-tuning run holds."""
     cfg: RetrofitConfig
-    out: Path
+    out: Path  # where this run writes (beside --out while it replaces an earlier run)
     lm: NumberLM
     optimizer: torch.optim.Optimizer
-    pools: dict
+    pools: dict  # the tasks' training pools, then the text pool (with --text-share)
     val: dict
     sampler: object
     balancer: TaskBalancer
@@ -146,45 +181,138 @@ class Job:
     total_steps: int
     context: int
     best: dict  # score and the trainable weights of the best evaluation so far
+    master: MasterWeights | None = None
 
 
-def setup(cfg: RetrofitConfig) -> Job:
-    """Load and retrofit the model, build the pools, curricula, balancer and optimizer. The run
-    directory is created only after the model loaded: a bad model writes nothing."""
-    if not Path(cfg.model).is_dir():
-        raise ValueError(f"--model {cfg.model!r} is not a folder: give the local folder of a Hugging Face causal LM")
-    out = Path(cfg.out)
-    existing = [n for n in RUN_FILES if (out / n).exists()]
-    if existing and not cfg.overwrite:
-        raise FileExistsError(f"{out} already holds a run ({', '.join(existing)}): pass --overwrite or choose a new --out")
+class MasterWeights:
+    """float32 master copies of a low-precision body's trainable weights: the optimizer steps the
+    copies, which are rounded into the body after every step (bf16 keeps 8 significant bits, so
+    lr x update would mostly round away in the body itself). float16 bodies also get a dynamic
+    loss scale: a step whose gradients overflow is skipped and the scale halved; after 200 good
+    steps it doubles."""
+
+    def __init__(self, params: list[torch.nn.Parameter], dtype: torch.dtype):
+        self.pairs = [(p, p.detach().float().clone().requires_grad_(True)) for p in params]
+        self.scale = 2.0 ** 14 if dtype == torch.float16 else 1.0
+        self.good = 0
+
+    @property
+    def copies(self) -> list[torch.Tensor]:
+        return [m for _, m in self.pairs]
+
+    def backward(self, loss: torch.Tensor) -> None:
+        (loss * self.scale).backward()
+
+    def step(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Unscaled float32 gradients onto the copies, one optimizer step, the copies rounded into
+        the body; False (no step) when a gradient overflowed."""
+        finite = all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p, _ in self.pairs)
+        if finite:
+            for p, m in self.pairs:
+                m.grad = None if p.grad is None else p.grad.float() / self.scale
+            optimizer.step()
+            with torch.no_grad():
+                for p, m in self.pairs:
+                    p.copy_(m)
+        for p, m in self.pairs:
+            p.grad, m.grad = None, None
+        if self.scale != 1.0:
+            self.good = self.good + 1 if finite else 0
+            if not finite:
+                self.scale /= 2
+            elif self.good % 200 == 0:
+                self.scale *= 2
+        return finite
+
+
+def load_lm(cfg: RetrofitConfig) -> NumberLM:
+    """The model of --model retrofitted with --encoding (and LoRA), on --device; writes nothing."""
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)  # the new token rows and the number head
     encoding = None if cfg.encoding == BASELINE else cfg.encoding
-    lm = NumberLM.from_pretrained(cfg.model, encoding, cfg.encoding_options if encoding else None)
+    lm = NumberLM.from_pretrained(cfg.model, encoding, cfg.encoding_options if encoding else None, dtype=cfg.dtype)
     if cfg.lora:
         lm.add_lora(cfg.lora_rank, cfg.lora_alpha)
-    lm.to(_device(cfg.device))
-    for name in existing:
-        shutil.rmtree(out / name) if (out / name).is_dir() else (out / name).unlink()
+    return lm.to(_device(cfg.device))
+
+
+def setup(cfg: RetrofitConfig, out: Path | None = None, lm: NumberLM | None = None) -> Job:
+    """Build the pools, curricula, balancer and optimizer for `lm` (default: load_lm(cfg)); the
+    run writes into `out` (default --out)."""
+    out = Path(out or cfg.out)
+    lm = lm if lm is not None else load_lm(cfg)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "retrofit.json", lambda tmp: Path(tmp).write_text(json.dumps(asdict(cfg), indent=1)))
     pools = {t: make_pool(t, cfg.pool_size, lm.tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
     val = {t: make_pool(t, cfg.val_samples, lm.tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
     total_steps = max(1, math.ceil(cfg.tokens / cfg.batch_tokens))
     sampler = _sampler(cfg, lm.tok.encoding or OwnDigits(), lm.tok, pools, total_steps, cfg.warmup_frac, 0.0)
-    prose = [t for t in cfg.tasks if tasks.get(t).answer == "text"]
-    normalizer = LossNormalizer(cfg.tasks, cfg.adapt_warmup * cfg.tokens, prose[0] if prose else None,
+    if cfg.text_share:
+        pools[TEXT] = make_pool(TEXT, cfg.text_pool_size, lm.tok, cfg.seed, "train", cfg.regime)
+    prose = [t for t in pools if tasks.get(t).answer == "text"]
+    normalizer = LossNormalizer(list(pools), cfg.adapt_warmup * cfg.tokens, prose[0] if prose else None,
                                 enabled=cfg.normalize_losses)
     balancer = TaskBalancer(cfg.tasks, lam=cfg.balance_lambda)
     head = list(lm.head.parameters()) if lm.head is not None else []
     body = [p for p in lm.hf.parameters() if p.requires_grad]
+    low = [p for p in body if p.dtype != torch.float32]
+    master = MasterWeights(low, low[0].dtype) if low else None
+    if master is not None:
+        body = [p for p in body if p.dtype == torch.float32] + master.copies
     optimizer = torch.optim.AdamW([{"params": body, "lr": cfg.lr, "initial_lr": cfg.lr},
                                    {"params": head, "lr": cfg.head_lr, "initial_lr": cfg.head_lr}],
                                   betas=(0.9, 0.95), weight_decay=0.0)
     context = min(cfg.context, lm.max_positions or cfg.context)
     return Job(cfg, out, lm, optimizer, pools, val, sampler, balancer, normalizer, np.random.default_rng(cfg.seed),
-               total_steps, context, {"score": -math.inf, "weights": None})
+               total_steps, context, {"score": -math.inf, "weights": None}, master)
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(name)
+    except RuntimeError as err:
+        raise ValueError(f"--device {name!r} is not a device (cpu, cuda, cuda:N or auto): {err}") from None
+
+
+def _encoding_options(pairs: list[str]) -> dict:
+    """--encoding-option KEY=VALUE pairs: numbers and true/false as JSON reads them, else strings."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--encoding-option takes KEY=VALUE, got {pair!r}")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
+
+
+def _sampler(cfg: RetrofitConfig, encoding, tok, pools: dict, total_steps: int, warmup_frac: float,
+             lr_floor: float) -> Sampler:
+    """The curricula of C.3 and, for an encoding with base-2 difficulty, A.3's binary pools of the
+    single-step curriculum tasks, as `workbench.train` builds them (here, so that the retrofit
+    does not reach into the trainer's private helpers)."""
+    from dataclasses import replace
+    curriculum_tasks = [t for t in cfg.tasks if cfg.curriculum and tasks.get(t).curriculum]
+    binary_tasks = [t for t in curriculum_tasks if cfg.binary_pool and encoding.difficulty_base == 2
+                    and tasks.get(t).family == "single_step"]
+    binary_regime = replace(cfg.regime, significance="binary")
+    binary = {t: (make_pool(t, cfg.pool_size, tok, cfg.seed, "train", binary_regime),
+                  make_pool(t, cfg.val_samples, tok, cfg.seed, "val", binary_regime).frame) for t in binary_tasks}
+    column = "difficulty" if encoding.difficulty_base == 2 else "difficulty_sd"
+    held = {t: getattr(binary[t][0] if t in binary else pools[t], column) for t in curriculum_tasks}
+    if cfg.curriculum_rule == "authors":
+        curricula = {t: AuthorsCurriculum(int(held[t].max()), total_steps, 1.0, warmup_frac=warmup_frac,
+                                          levels=held[t], hand_over=t in binary, checks=len(curriculum_tasks),
+                                          lr_floor=min(lr_floor, 0.99)) for t in curriculum_tasks}
+    else:
+        curricula = {t: Curriculum(int(held[t].max()), total_steps, 1.0, warmup_frac=warmup_frac, levels=held[t])
+                     for t in curriculum_tasks}
+    return Sampler(pools, curricula, encoding.difficulty_base, total_steps, binary, cfg.endgame, cfg.endgame_share)
 
 
 class OwnDigits:
@@ -213,22 +341,58 @@ def train_step(job: Job, step: int) -> dict[str, float]:
     tasks' loss weights; its losses."""
     cfg, lm = job.cfg, job.lm
     ratios = job.balancer.ratios if cfg.balancing else {t: 1 / len(cfg.tasks) for t in cfg.tasks}
-    counts = {t: math.ceil(ratios[t] * cfg.batch_tokens / job.pools[t].mean_length) for t in cfg.tasks}
-    samples = draw(job.pools, counts, job.rng, lambda task, n, rng: job.sampler.sample(task, n, step, rng))
-    batch = {k: v.to(lm.device) for k, v in rows(samples, lm.tok.pad_id, job.context).items()}
+    numbers = cfg.batch_tokens * (1 - cfg.text_share)
+    counts = {t: math.ceil(ratios[t] * numbers / job.pools[t].mean_length) for t in cfg.tasks}
+    if cfg.text_share:  # a text chunk is long: rounded at random, so the share holds on average
+        expected = cfg.text_share * cfg.batch_tokens / job.pools[TEXT].mean_length
+        counts[TEXT] = int(expected) + int(job.rng.random() < expected - int(expected))
+
+    def pick(task, n, rng):
+        if task == TEXT and cfg.text_share:
+            return [job.pools[TEXT].samples[i] for i in rng.integers(0, len(job.pools[TEXT].samples), n)]
+        return job.sampler.sample(task, n, step, rng)
+    samples = [s for s in draw(job.pools, counts, job.rng, pick) if s[2][1:].any()]  # cut text may learn nothing
     mult = lr_multiplier(step, job.total_steps, cfg.warmup_frac)
     for group in job.optimizer.param_groups:
         group["lr"] = group["initial_lr"] * mult
     weights = torch.tensor(job.normalizer.weights, dtype=torch.float32, device=lm.device)
     lm.train()
-    with torch.autocast(lm.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-        losses = lm(**batch, task_weights=weights)
-    losses["loss"].backward()
-    job.optimizer.step()
+    groups = length_groups(samples, job.context, cfg.batch_tokens)
+    targets = sum(int(s[2][1:job.context + 1].sum()) for s in samples)
+    logged = {"loss": 0.0, "ce": 0.0, "number": 0.0}
+    task_loss = task_tokens = 0
+    for group in groups:  # gradients accumulate: the sum over groups is the mean over the whole step
+        batch = {k: v.to(lm.device) for k, v in rows(group, lm.tok.pad_id, job.context).items()}
+        share = int(batch["loss_mask"].sum()) / targets
+        with torch.autocast(lm.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+            losses = lm(**batch, task_weights=weights)
+        (job.master.backward if job.master is not None else torch.Tensor.backward)(losses["loss"] * share)
+        for key in logged:
+            logged[key] += share * float(losses[key].detach())
+        task_loss = task_loss + losses["task_loss"].double().cpu().numpy()
+        task_tokens = task_tokens + losses["task_tokens"].double().cpu().numpy()
+    if job.master is None:
+        job.optimizer.step()
+    else:
+        job.master.step(job.optimizer)
     job.optimizer.zero_grad(set_to_none=True)
-    job.normalizer.observe(losses.pop("task_loss").double().cpu().numpy(), losses.pop("task_tokens").double().cpu().numpy())
-    return {**{k: float(v.detach()) for k, v in losses.items()}, "lr": cfg.lr * mult,
-            "tokens": int(sum(len(s[0]) for s in samples))}
+    job.normalizer.observe(task_loss, task_tokens)
+    return {**logged, "lr": cfg.lr * mult, "tokens": int(sum(len(s[0]) for s in samples)), "rows": len(samples),
+            "groups": len(groups)}
+
+
+def length_groups(samples, context: int, batch_tokens: int) -> list[list]:
+    """The samples in groups of similar length, each padded to at most ~batch_tokens positions:
+    one long text chunk among short questions would otherwise pad every row to its length."""
+    ordered = sorted(samples, key=lambda s: len(s[0]))
+    groups, current = [], []
+    for sample in ordered:
+        width = min(len(sample[0]), context + 1)
+        if current and (len(current) + 1) * width > batch_tokens:
+            groups.append(current)
+            current = []
+        current.append(sample)
+    return groups + [current] if current else groups
 
 
 def evaluate_and_adapt(job: Job, step: int, tokens_seen: int) -> dict:
@@ -264,7 +428,7 @@ def trainable_state(lm: NumberLM) -> dict[str, torch.Tensor]:
 
 
 @torch.no_grad()
-def perplexity(lm: NumberLM, texts, context: int, rows_per_batch: int = 16) -> dict:
+def perplexity(lm: NumberLM, texts, context: int, rows_per_batch: int | None = None) -> dict:
     """Perplexity of held-out text, each chunk as it is (no markers: the model before fine-tuning
     never saw them), cut into windows of `context` targets: ppl_all over every target token,
     ppl_text over those that do not write a number (`RetrofitTokenizer.numeric`)."""
@@ -274,6 +438,8 @@ def perplexity(lm: NumberLM, texts, context: int, rows_per_batch: int = 16) -> d
         samples.append((ids, values, lm.tok.numeric(ids)))
     pieces = [w for w in windows(samples, context) if len(w[0]) > 1]
     sums, counts = np.zeros(2), np.zeros(2, dtype=np.int64)
+    # rows whose logits stay near 2**24 values (64 MB in float32): a 49k vocabulary, one row of 512
+    rows_per_batch = rows_per_batch or max(1, min(16, 2 ** 24 // (context * lm.tok.vocab_size)))
     lm.eval()
     for start in range(0, len(pieces), rows_per_batch):
         group = pieces[start:start + rows_per_batch]
@@ -318,9 +484,50 @@ def _append(path: Path, row: dict) -> None:
 
 
 def finetune(cfg: RetrofitConfig, on_eval=None) -> Path:
-    """Fine-tune, save the best weights, test; return the run directory. `on_eval(row)` is called
-    with every evaluation row."""
-    job = setup(cfg)
+    """Fine-tune, save the best weights, test; return the run directory (--out). `on_eval(row)`
+    is called with every evaluation row. The run holds --out's lock throughout; with --overwrite
+    it is written inside --out beside the old run and replaces it only once it is complete."""
+    out = Path(cfg.out)
+    model = resolve_model(cfg.model)  # a packaged model is converted here, once
+    if out.resolve() == model.resolve() or out.resolve() in model.resolve().parents:
+        raise ValueError(f"--model {cfg.model} lies inside --out {out}: the run would replace the model it starts "
+                         "from; copy the model elsewhere or choose another --out")
+    _refuse_existing(out, cfg.overwrite)
+    lm = load_lm(cfg)  # a model that cannot be loaded writes nothing, not even the lock
+    try:
+        with hold(out):
+            existing = _refuse_existing(out, cfg.overwrite)  # again, now that no other run can start
+            if not existing:
+                return _run(cfg, out, on_eval, lm)
+            # the new run is written inside the locked folder, beside the old one, and takes its
+            # place only once it is complete (the folder itself, holding the lock, never moves)
+            staging, old = out / f".new-{os.getpid()}", out / f".old-{os.getpid()}"
+            shutil.rmtree(staging, ignore_errors=True)
+            try:
+                _run(cfg, staging, on_eval, lm)
+                old.mkdir(exist_ok=True)
+                for name in existing:
+                    (out / name).rename(old / name)
+                for name in RUN_FILES:
+                    if (staging / name).exists():
+                        (staging / name).rename(out / name)
+                shutil.rmtree(old, ignore_errors=True)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+            return out
+    except InUse as error:
+        raise ValueError(f"--out {out}: another run is writing into it ({error})") from None
+
+
+def _refuse_existing(out: Path, overwrite: bool) -> list[str]:
+    existing = [n for n in RUN_FILES if (out / n).exists()]
+    if existing and not overwrite:
+        raise FileExistsError(f"{out} already holds a run ({', '.join(existing)}): pass --overwrite or choose a new --out")
+    return existing
+
+
+def _run(cfg: RetrofitConfig, out: Path, on_eval, lm: NumberLM) -> Path:
+    job = setup(cfg, out, lm)
     keep_freed_memory(job.lm.device)  # the steps reuse their memory instead of faulting in fresh pages
     texts = list(tasks.generate("text", cfg.text_samples, cfg.seed, "test", regime=cfg.regime)["answer"]) \
         if cfg.text_samples else []
@@ -367,13 +574,15 @@ def main(argv=None) -> None:
     parser = _parser()
     args = vars(parser.parse_args(argv))
     if not args["model"].strip() or args["model"] == "-":
-        parser.error("--model is required: the local folder of a Hugging Face causal LM")
+        parser.error(f"--model is required: the local folder of a Hugging Face causal LM, or {', '.join(KNOWN)}")
     try:
         cfg = RetrofitConfig(**values_of(args, RetrofitConfig, skip={"encoding_options"}),
                              encoding_options=_encoding_options(args["encoding_option"]))
         out = finetune(cfg)
     except (ValueError, FileExistsError) as err:
         parser.exit(2, f"error: {err}\n")
+    except KeyboardInterrupt:
+        parser.exit(130, "interrupted: --out keeps the run it held before\n")
     for name in ("test_summary.csv", "perplexity.csv"):
         if (out / name).exists():
             print(pd.read_csv(out / name).to_string(index=False))

@@ -13,10 +13,17 @@ vector its lm head reads) at every position whose next token is <|num|>. Generat
 number the head wrote back with its <|num|> token. `encoding` None is the digit-token baseline:
 the same model and tokens, numbers written by the model's own tokenizer.
 
-A saved folder is the model's own (save_pretrained: config, safetensors weights, tokenizer with
-the added tokens) plus number_head.safetensors and numeracy.json (the encoding and its options).
-A LoRA folder holds the adapter (peft's files) instead of the weights and names its base model
-folder, which must stay where it was. Loading with another encoding than the folder's is refused.
+A saved folder is the model's own (save_pretrained: config, safetensors weights in the body's
+dtype, tokenizer with the added tokens) plus number_head.safetensors (always float32) and
+numeracy.json (the encoding and its options). A LoRA folder holds the adapter (peft's files)
+instead of the weights and names its base model by name (a packaged model such as
+"smollm2-135m") or by its path relative to the LoRA folder, never by an absolute path of the
+machine it was made on, so the two folders can move together. Loading with another encoding than
+the folder's is refused.
+
+Hugging Face conventions: `from_pretrained(path, dtype=..., device_map=...)`, `save_pretrained`,
+`generate(prompts, max_new_tokens, do_sample=, temperature=, top_k=, top_p=, seed=)`. The body
+may be float32, bfloat16 or float16; the number head and its loss always run in float32.
 
 Every check runs before the model or tokenizer is changed, and a folder is written beside its
 target and renamed into place, so a refusal or a failed save changes nothing.
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -37,6 +45,7 @@ from torch import Tensor, nn
 from .. import encoders
 from ..encoders.base import NumberEncoding, NumberHead
 from ..model import true_float32
+from .hub import KNOWN, check_vocabulary, load_folder, resolve_model
 from .tokens import RetrofitTokenizer
 
 BASELINE = "none"  # the encoding name of the digit-token baseline: the model's own tokenizer
@@ -113,13 +122,18 @@ class NumberLM(nn.Module):
         name = name or getattr(model, "name_or_path", "") or type(model).__name__
         self.encoding_name, self.options = resolve(encoding, options)
         codec = None if self.encoding_name == BASELINE else encoders.get(self.encoding_name, **self.options)
+        check_vocabulary(tokenizer, model, name)
         width = check_model(model, name)
         head = number_head(codec, width, name) if codec is not None else None
         tok = RetrofitTokenizer(tokenizer, codec, name)
         if model.get_input_embeddings().num_embeddings < tok.vocab_size:  # only now is anything changed
-            model.resize_token_embeddings(tok.vocab_size)
+            # the new rows (and an untied lm head's) at the mean of the old ones, not random
+            model.resize_token_embeddings(tok.vocab_size, mean_resizing=True)
+        if head is not None:  # float32 on the device of the embedding, whatever the body's dtype
+            head = head.to(device=model.get_input_embeddings().weight.device, dtype=torch.float32)
         self.hf, self.head, self.tok, self.name, self.source = model, head, tok, name, source
         self.lora: dict | None = None
+        self._masked: Tensor | None = None
 
     @property
     def max_positions(self) -> int | None:
@@ -133,7 +147,7 @@ class NumberLM(nn.Module):
     def embed(self, ids: Tensor, values: Tensor) -> Tensor:
         """The model's token embeddings, the head's join of the encoding at <|num|>."""
         x = self.hf.get_input_embeddings()(ids)
-        at = ids == self.tok.num_id
+        at = self.tok.is_number(ids)
         if self.head is not None and at.any():
             x = x.clone()
             with torch.autocast(x.device.type, enabled=False), true_float32():  # the join in float32
@@ -161,7 +175,7 @@ class NumberLM(nn.Module):
         per_token = ce_each.detach().clone()
         losses = {"ce": ce_each.detach().sum() / count, "number": ce_each.new_zeros(())}
         if self.head is not None:
-            at = targets[m] == self.tok.num_id
+            at = self.tok.is_number(targets[m])
             if at.any():
                 hidden = out.hidden_states[-1][m][at]
                 with torch.autocast(hidden.device.type, enabled=False), true_float32():
@@ -177,11 +191,27 @@ class NumberLM(nn.Module):
         return losses
 
     @torch.no_grad()
-    def generate(self, prompts: list[tuple[np.ndarray, np.ndarray]], max_new_tokens: int, eos_id: int,
-                 pad_id: int = 0) -> list[tuple[list[int], list[float]]]:
-        """Greedy continuation of each prompt (ids, values) until <|eos|> (included) or
-        `max_new_tokens`, with the model's KV cache; a <|num|> carries the head's value, which is
-        fed back with it. Prompts are left-padded; padding is never attended to."""
+    def generate(self, prompts, max_new_tokens: int = 64, eos_id: int | None = None, pad_id: int | None = None, *,
+                 do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
+                 top_p: float | None = None, seed: int | None = None,
+                 mask_digits: bool = True) -> list[tuple[list[int], list[float]]]:
+        """Continue each prompt until <|eos|> (included) or `max_new_tokens`, with the model's KV
+        cache: greedy, or with `do_sample` drawn after `temperature`, `top_k` and `top_p` (seeded
+        by `seed`). A prompt is text (`tok.encode` reads it, numbers included) or (ids, values).
+        A <|num|> carries the head's value, which is fed back with it. With an encoding the
+        model's own digit tokens are masked (`mask_digits`): a number is written through the
+        encoding or not at all, never credited to it from digit tokens. Prompts are left-padded;
+        padding is never attended to. Returns (ids, values) per prompt: `tok.decode(*out)`."""
+        if max_new_tokens < 1 or temperature <= 0 or (top_k is not None and top_k < 1) or \
+                (top_p is not None and not 0 < top_p <= 1):
+            raise ValueError(f"generate: need max_new_tokens >= 1, temperature > 0, top_k >= 1, 0 < top_p <= 1; got "
+                             f"{max_new_tokens}, {temperature}, {top_k}, {top_p}")
+        eos_id = self.tok.eos_id if eos_id is None else eos_id
+        pad_id = self.tok.pad_id if pad_id is None else pad_id
+        prompts = [self.tok.encode(p) if isinstance(p, str) else p for p in ([prompts] if isinstance(prompts, str)
+                                                                             else prompts)]
+        sampling = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p, mask=mask_digits,
+                        generator=torch.Generator().manual_seed(seed) if seed is not None else None)
         self.eval()
         B, L = len(prompts), max(len(ids) for ids, _ in prompts)
         ids = torch.full((B, L), pad_id, dtype=torch.long)
@@ -195,7 +225,7 @@ class NumberLM(nn.Module):
         out = self.run(ids.to(device), values.to(device), mask.to(device), positions.to(device), cache=True)
         generated, done = [([], []) for _ in range(B)], torch.zeros(B, dtype=torch.bool)
         for _ in range(max_new_tokens):
-            token, value = self._next_token(out.logits[:, -1], out.hidden_states[-1][:, -1])
+            token, value = self._next_token(out.logits[:, -1], out.hidden_states[-1][:, -1], **sampling)
             for b in torch.nonzero(~done).flatten().tolist():
                 generated[b][0].append(int(token[b]))
                 generated[b][1].append(float(value[b]))
@@ -208,20 +238,39 @@ class NumberLM(nn.Module):
                            past=out.past_key_values, cache=True)
         return generated
 
-    def _next_token(self, logits: Tensor, hidden: Tensor) -> tuple[Tensor, Tensor]:
-        """Greedy token [B] and its value [B] (the head's, where the token is <|num|>)."""
-        token = logits.argmax(-1).cpu()
+    def _next_token(self, logits: Tensor, hidden: Tensor, do_sample: bool = False, temperature: float = 1.0,
+                    top_k: int | None = None, top_p: float | None = None, mask: bool = True,
+                    generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+        """The next token [B] and its value [B] (the head's, where the token carries a number)."""
+        logits = logits.float().cpu()
+        if self.head is not None and mask:
+            if self._masked is None:
+                self._masked = torch.tensor(self.tok.digit_ids, dtype=torch.long)
+            logits[:, self._masked] = -math.inf
+        if do_sample:
+            logits = logits / temperature
+            if top_k is not None:
+                kth = logits.topk(min(top_k, logits.shape[-1]), -1).values[:, -1:]
+                logits = logits.masked_fill(logits < kth, -math.inf)
+            if top_p is not None:
+                ordered, order = logits.sort(-1, descending=True)
+                beyond = ordered.softmax(-1).cumsum(-1) - ordered.softmax(-1) >= top_p  # keeps the first always
+                logits = logits.scatter(-1, order, ordered.masked_fill(beyond, -math.inf))
+            token = torch.multinomial(logits.softmax(-1), 1, generator=generator).squeeze(1)
+        else:
+            token = logits.argmax(-1)
         value = torch.zeros(len(token), dtype=torch.float64)
-        is_num = token == self.tok.num_id
+        is_num = self.tok.is_number(token)
         if self.head is not None and is_num.any():
-            value[is_num] = self.head.predict(self.number_outputs(hidden[is_num.to(hidden.device)])).cpu()
+            value[is_num] = self.head.predict(self.number_outputs(hidden[is_num.to(hidden.device)])).cpu().double()
         return token, value
 
     def number_outputs(self, hidden: Tensor) -> Tensor:
         """The head on hidden states [N, width] in float32, whatever the body's dtype or autocast
         says (a bf16 head would round xVal's value to 8 significant bits; see GPT.number_outputs)."""
-        with torch.autocast(hidden.device.type, enabled=False), true_float32():
-            return self.head(hidden.float())
+        device = next(self.head.parameters()).device
+        with torch.autocast(device.type, enabled=False), true_float32():
+            return self.head(hidden.to(device=device, dtype=torch.float32))
 
     # -- LoRA -------------------------------------------------------------------------------
     def add_lora(self, rank: int = 16, alpha: float = 32.0, dropout: float = 0.0) -> None:
@@ -244,27 +293,53 @@ class NumberLM(nn.Module):
     # -- saving and loading -------------------------------------------------------------------
     def save_pretrained(self, folder, overwrite: bool = False) -> Path:
         """Write the model, its tokenizer, the head and numeracy.json into `folder` (beside it
-        first, then renamed into place; an existing folder only with `overwrite`)."""
+        first, then renamed into place; an existing folder only with `overwrite`). A LoRA folder
+        names its base model by name or by its path relative to `folder`."""
         from safetensors.torch import save_file
         folder = Path(folder)
         if folder.exists() and any(folder.iterdir()) and not overwrite:
             raise FileExistsError(f"{folder} is not empty; choose another folder or pass overwrite=True")
+        base = self.base_reference(folder) if self.lora else None
         meta = {"format": FORMAT, "encoding": self.encoding_name, "encoding_options": self.options,
-                "lora": self.lora, "base_model": self.source if self.lora else None}
+                "lora": self.lora, "base_model": base, "dtype": str(self.dtype).removeprefix("torch.")}
 
         def fill(tmp: Path) -> None:
             self.hf.save_pretrained(tmp)  # a peft model writes its adapter only
             self.tok.hf.save_pretrained(tmp)
+            if self.lora:  # peft writes the base's absolute path: the machine's, not the folder's
+                adapter = tmp / "adapter_config.json"
+                config = json.loads(adapter.read_text())
+                config["base_model_name_or_path"] = base
+                adapter.write_text(json.dumps(config, indent=2))
             if self.head is not None:
-                save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}, tmp / HEAD_FILE)
+                save_file({k: v.detach().float().cpu().contiguous() for k, v in self.head.state_dict().items()},
+                          tmp / HEAD_FILE)
             (tmp / META_FILE).write_text(json.dumps(meta, indent=1))
         return write_folder(folder, fill)
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The body's dtype (that of its input embedding); the head is float32 whatever it is."""
+        return self.hf.get_input_embeddings().weight.dtype
+
+    def base_reference(self, folder: Path) -> str:
+        """How a LoRA folder at `folder` names its base model: a packaged model's name, or the
+        base folder's path relative to `folder`."""
+        if self.source in KNOWN:
+            return self.source
+        return os.path.relpath(Path(self.source).resolve(), Path(folder).resolve())
+
     @classmethod
-    def from_pretrained(cls, path, encoding: str | None = None, options: dict | None = None) -> NumberLM:
-        """A local folder: a plain causal LM (retrofitted with `encoding`; None: the baseline) or a
-        folder this class saved (`encoding` None: its own; another one is refused)."""
-        path = Path(path)
+    def from_pretrained(cls, path, encoding: str | None = None, options: dict | None = None, *,
+                        dtype: str | torch.dtype = "auto", device_map=None) -> NumberLM:
+        """A local folder or packaged model name ("smollm2-135m"): a plain causal LM (retrofitted
+        with `encoding`; None: the baseline) or a folder this class saved (`encoding` None: its
+        own; another one is refused). `dtype` (auto: as stored, float32, bfloat16, float16) is the
+        body's; `device_map` is passed to transformers."""
+        if isinstance(dtype, torch.dtype):
+            dtype = str(dtype).removeprefix("torch.")
+        source = str(path) if str(path) in KNOWN else None
+        path = resolve_model(path)
         meta = read_meta(path)
         if meta is not None:
             saved = (meta["encoding"], meta["encoding_options"])
@@ -273,14 +348,26 @@ class NumberLM(nn.Module):
                                  f"{encoding!r} {resolve(encoding, options)[1] or ''}: a number head belongs to "
                                  "its encoding; load it without an encoding or with the saved one")
             encoding, options = saved
-        base = Path(meta["base_model"]) if meta and meta["lora"] else path
-        if not base.is_dir():
-            raise ValueError(f"the LoRA folder {path} holds adapters of the base model {base}, which is not there")
-        model, tokenizer = load_folder(base, path)
-        lm = cls(model, tokenizer, encoding, options, name=str(path), source=str(base.resolve()))
+        base = path
+        if meta and meta["lora"]:
+            named = meta["base_model"]
+            if named in KNOWN:
+                base, source = resolve_model(named), named
+            else:
+                base = Path(named) if Path(named).is_absolute() else (path / named)
+                if not base.is_dir():
+                    raise ValueError(f"the LoRA folder {path} holds adapters of the base model {named} "
+                                     f"({base.resolve()}), which is not there: keep the base where it was "
+                                     "relative to the LoRA folder")
+        model, tokenizer = load_folder(base, path, dtype, device_map)
+        lm = cls(model, tokenizer, encoding, options, name=str(path), source=source or str(base.resolve()))
         if meta and meta["lora"]:
             from peft import PeftModel
-            lm.hf, lm.lora = PeftModel.from_pretrained(lm.hf, str(path), is_trainable=True), meta["lora"]
+            try:
+                lm.hf = PeftModel.from_pretrained(lm.hf, str(path), is_trainable=True)
+            except Exception as error:  # noqa: BLE001 - a missing or corrupt adapter
+                raise ValueError(f"cannot load the LoRA adapter of {path}: {str(error).splitlines()[0][:300]}") from None
+            lm.lora = meta["lora"]
         if lm.head is not None and meta is not None:
             load_head(lm.head, path / HEAD_FILE)
         return lm
@@ -292,29 +379,29 @@ def read_meta(path: Path) -> dict | None:
         raise ValueError(f"{path} is not a folder: give the local folder of a Hugging Face causal LM")
     if not (path / META_FILE).exists():
         return None
-    meta = json.loads((path / META_FILE).read_text())
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{path / META_FILE} is not a {FORMAT} file (format {meta.get('format')!r})")
+    try:
+        meta = json.loads((path / META_FILE).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path / META_FILE} is not readable JSON: {error}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise ValueError(f"{path / META_FILE} is not a {FORMAT} file")
+    missing = [k for k in ("encoding", "encoding_options", "lora", "base_model") if k not in meta]
+    if missing:
+        raise ValueError(f"{path / META_FILE} lacks {missing}")
     return meta
 
 
-def load_folder(weights: Path, tokenizer: Path):
-    """(model, tokenizer) from local folders only; a ValueError naming what is missing."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    try:
-        model = AutoModelForCausalLM.from_pretrained(weights, local_files_only=True)
-        tok = AutoTokenizer.from_pretrained(tokenizer, local_files_only=True)
-    except (OSError, ValueError, KeyError) as error:
-        raise ValueError(f"cannot load a causal LM and its tokenizer from {weights}"
-                         f"{'' if weights == tokenizer else f' and {tokenizer}'}: {error}") from None
-    return model, tok
-
-
 def load_head(head: NumberHead, file: Path) -> None:
+    """The saved head's weights (safetensors: no code is run), kept in float32."""
     from safetensors.torch import load_file
     if not file.exists():
         raise ValueError(f"{file.parent} names the encoding {head.encoding.name!r} but has no {file.name}")
-    head.load_state_dict(load_file(file))
+    try:
+        state = load_file(file)
+        head.load_state_dict({k: v.float() for k, v in state.items()})
+    except Exception as error:  # noqa: BLE001 - a corrupt file or another head's weights
+        raise ValueError(f"{file} does not hold this {head.encoding.name} head's weights: "
+                         f"{str(error).splitlines()[0][:300]}") from None
 
 
 def write_folder(folder: Path, fill) -> Path:

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..study import hierarchical_bootstrap
 
 
 def _read(run_dirs, name: str) -> pd.DataFrame:
@@ -30,6 +29,7 @@ def _read(run_dirs, name: str) -> pd.DataFrame:
 def test_scores(run_dirs, draws: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Per encoding and task: the mean test score, its 95 % interval, the exact-match share, the
     questions per seed and the seeds."""
+    from ..study import hierarchical_bootstrap  # here: the study module loads the trainer
     samples = _read(run_dirs, "test_samples.csv")
     rows = []
     for (encoding, task), part in samples.groupby(["encoding", "task"], sort=False):

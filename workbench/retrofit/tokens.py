@@ -12,6 +12,19 @@ Text runs are tokenized one at a time, as `workbench.tokenizer` does: " * " betw
 is the tokenizer's reading of " * " alone (a SentencePiece tokenizer adds its prefix space to
 every run; training and generation see the same).
 
+The space before a number stays where the model's pretraining put it. Tokenizers that write a
+number's digits apart from the space before it (SmolLM2, Llama 3, Qwen2: " 12" is "Ġ", "1", "2")
+keep that space as their own lone space token before <|num|>, exactly as in pretraining. Tokenizers
+that join the space to the digits (GPT-2: " 12" is one token "Ġ12") have no such habit, so for them
+a number directly after a space is one token <|num_sp|> ("a number, with the space before it"),
+the way "Ġ12" is: the head joins and predicts its value as at <|num|>, and decode writes " " and
+the number. Which of the two a tokenizer is, is read from its own tokenization of " 7".
+
+The model's own digit tokens: with an encoding no number ever reaches them, so they are never a
+target; `digit_ids` lists them (every token whose text holds a digit) so that generation can mask
+them (`NumberLM.generate`), and a number can only be written through the encoding. A tokenizer
+that reads a digit as its unknown token, or does not give "0123456789" back, is refused.
+
 The interface is `workbench.tokenizer.Tokenizer`'s (encode, decode, sample, text_sample, pad_id,
 eos_id, num_id), so `data.make_pool` and `evaluate.evaluate` take it as they are.
 """
@@ -27,13 +40,33 @@ from ..numbers import NUM_TOKEN, parse_parts, write
 from ..tokenizer import _marker_split, _segments, special_tokens
 
 _CACHED_RUN_CHARS, _CACHED_RUNS = 64, 200_000  # short text runs (" * ") are looked up, not re-encoded
+NUM_SPACE_TOKEN = "<|num_sp|>"  # a number with the space before it, for tokenizers that join the two
+DIGITS = "0123456789"
 
 
-def with_number_tokens(hf_tokenizer, name: str):
-    """A copy of `hf_tokenizer` holding every workbench special token as one token; ValueError,
-    naming the model, when the tokenizer cannot keep one whole."""
+def check_digits(hf_tokenizer, name: str) -> None:
+    """ValueError, naming the model, when the tokenizer cannot write digits: one of them is its
+    unknown token, or "0123456789" does not come back from its tokens."""
+    unk = hf_tokenizer.unk_token_id
+    for text in (DIGITS, " " + DIGITS):
+        ids = hf_tokenizer.encode(text, add_special_tokens=False)
+        back = hf_tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        if (unk is not None and unk in ids) or back.strip() != DIGITS:
+            shown = hf_tokenizer.convert_ids_to_tokens(ids)[:12]
+            raise ValueError(f"the tokenizer of {name} ({type(hf_tokenizer).__name__}) maps digits to unknown "
+                             f"tokens ({text!r} -> {shown}, read back as {back!r}): it cannot read or write numbers")
+
+
+def joins_space(hf_tokenizer) -> bool:
+    """Whether the tokenizer writes " 7" as one token (GPT-2), not as a space and a digit."""
+    return len(hf_tokenizer.encode(" 7", add_special_tokens=False)) == 1
+
+
+def with_number_tokens(hf_tokenizer, name: str, extra: tuple[str, ...] = ()):
+    """A copy of `hf_tokenizer` holding every workbench special token (and `extra`) as one token;
+    ValueError, naming the model, when the tokenizer cannot keep one whole."""
     from tokenizers import AddedToken
-    wanted = special_tokens()
+    wanted = special_tokens() + [t for t in extra if t not in special_tokens()]
     tok = hf_tokenizer
     missing = [t for t in wanted if t not in tok.get_vocab()]
     if missing:
@@ -58,15 +91,39 @@ class RetrofitTokenizer:
     """The model's tokenizer with the workbench's tokens; numbers read by `encoding` (None: as text)."""
 
     def __init__(self, hf_tokenizer, encoding: NumberEncoding | None, name: str = "the model"):
-        self.hf = with_number_tokens(hf_tokenizer, name)
+        check_digits(hf_tokenizer, name)
+        self.space_joined = encoding is not None and joins_space(hf_tokenizer)
+        extra = (NUM_SPACE_TOKEN,) if self.space_joined else ()
+        self.hf = with_number_tokens(hf_tokenizer, name, extra)
         self.encoding = encoding
-        self.special_tokens = special_tokens()
-        self._markers = _marker_split(self.special_tokens)
+        self.special_tokens = special_tokens() + list(extra)
+        self._markers = _marker_split(special_tokens())  # <|num_sp|>, like <|num|>, is no marker
         self._id = {t: self.hf.convert_tokens_to_ids(t) for t in self.special_tokens}
         self.pad_id, self.bos_id, self.eoq_id, self.eos_id, self.num_id = (
             self._id[t] for t in ("<|pad|>", "<|bos|>", "<|eoq|>", "<|eos|>", NUM_TOKEN))
+        self.num_space_id = self._id.get(NUM_SPACE_TOKEN)
+        # the tokens that carry a number's value (one, or two where the space joins the digits)
+        self.number_ids = (self.num_id,) + ((self.num_space_id,) if self.space_joined else ())
         self.vocab_size = len(self.hf)
         self._run_ids: dict[str, list[int]] = {}
+        self._digit_ids: list[int] | None = None
+
+    @property
+    def digit_ids(self) -> list[int]:
+        """The model's own tokens whose text holds a digit (its number pieces), added tokens excepted."""
+        if self._digit_ids is None:
+            added = set(self._id.values())
+            texts = self.hf.batch_decode([[i] for i in range(len(self.hf))], skip_special_tokens=False,
+                                         clean_up_tokenization_spaces=False)
+            self._digit_ids = [i for i, t in enumerate(texts) if i not in added and any(c in DIGITS for c in t)]
+        return self._digit_ids
+
+    def is_number(self, ids):
+        """Where ids (a numpy array or a torch tensor) are a token that carries a number's value."""
+        out = ids == self.num_id
+        if self.space_joined:
+            out = out | (ids == self.num_space_id)
+        return out
 
     @property
     def added_ids(self) -> list[int]:
@@ -85,7 +142,7 @@ class RetrofitTokenizer:
         """ids int64 [L] and values float64 [L] (the number at <|num|> positions, 0 elsewhere)."""
         if not isinstance(text, str):
             raise ValueError(f"encode expects a string, got {type(text).__name__}")
-        if NUM_TOKEN in text:
+        if NUM_TOKEN in text or NUM_SPACE_TOKEN in text:
             raise ValueError(f"the text contains {NUM_TOKEN!r} itself; only parsed numbers are <|num|> tokens")
         ids: list[int] = []
         values: list[float] = []
@@ -95,29 +152,32 @@ class RetrofitTokenizer:
                 values.append(0.0)
                 continue
             parts = [piece] if self.encoding is None else parse_parts(piece, self.encoding.signed)
-            for part in parts:
+            for k, part in enumerate(parts):
                 if isinstance(part, str):
-                    run = self._text_ids(part)
+                    spaced = self.space_joined and part.endswith(" ") and k + 1 < len(parts)
+                    run = self._text_ids(part[:-1] if spaced else part) if part != " " or not spaced else []
                     ids += run
                     values += [0.0] * len(run)
                 else:
-                    ids.append(self.num_id)
+                    spaced = self.space_joined and k > 0 and isinstance(parts[k - 1], str) and parts[k - 1].endswith(" ")
+                    ids.append(self.num_space_id if spaced else self.num_id)
                     values.append(part.value)
         return np.array(ids, dtype=np.int64), np.array(values, dtype=np.float64)
 
     def decode(self, ids, values=None) -> str:
-        """Inverse of encode: a <|num|> is written as render(value, 17), everything else by the
-        model's tokenizer (markers as their text)."""
+        """Inverse of encode: a <|num|> is written as render(value, 17) (<|num_sp|>: a space and
+        the number), everything else by the model's tokenizer (markers as their text)."""
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         values = np.zeros(len(ids)) if values is None else np.asarray(values, np.float64).reshape(-1)
         if len(values) != len(ids):
             raise ValueError(f"{len(ids)} ids but {len(values)} values")
         out = []
         rows = list(zip(ids.tolist(), values.tolist()))
-        for is_number, run in groupby(rows, key=lambda row: row[0] == self.num_id and self.encoding is not None):
+        numbers = set(self.number_ids) if self.encoding is not None else set()
+        for is_number, run in groupby(rows, key=lambda row: row[0] in numbers):
             run = list(run)
             if is_number:
-                out += [write(v) for _, v in run]
+                out += [(" " if i == self.num_space_id else "") + write(v) for i, v in run]
             else:
                 out.append(self.hf.decode([i for i, _ in run], skip_special_tokens=False,
                                           clean_up_tokenization_spaces=False))
@@ -142,6 +202,6 @@ class RetrofitTokenizer:
         whose text holds a digit, the model's own number pieces."""
         ids = np.asarray(ids, dtype=np.int64)
         if self.encoding is not None:
-            return ids == self.num_id
+            return self.is_number(ids)
         texts = self.hf.convert_ids_to_tokens(ids.tolist())
         return np.array([any(c.isdigit() for c in t) for t in texts], dtype=bool)

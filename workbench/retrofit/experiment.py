@@ -1,0 +1,116 @@
+"""The registered SmolLM2-135M retrofit experiment (docs/study.md, "SmolLM2-135M retrofit").
+
+    python -m workbench.retrofit.experiment                      # every cell, one after another
+    python -m workbench.retrofit.experiment --only none:full     # one reading and mode (both seeds)
+    python -m workbench.retrofit.experiment --table              # the CSV from the runs done so far
+
+Cells: SmolLM2-135M-Instruct with its own digit tokens (`none`) and with BitTokens, xVal and FoNE
+retrofitted, each by full fine-tuning and by LoRA, on addition and multiplication, two seeds;
+every cell the same data, budget and recipe (`workbench.retrofit.finetune`), only the reading of
+the numbers and the trained weights differ. A run already complete in its folder is not run again
+(so an interrupted experiment resumes). The table (results/retrofit-smollm2.csv) has one row per
+reading, mode and task: the mean test score with its 95 % interval (bootstrap over the questions
+within each seed, then over the seeds: `workbench.study.hierarchical_bootstrap`), the exact-match
+share, and the held-out text perplexity before and after fine-tuning (mean over the seeds).
+
+The settings below are the registered ones; they are not to be changed after results exist.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from ..atomic import write_atomic
+from .finetune import RetrofitConfig, finetune
+from .report import perplexity_change, test_scores
+
+MODEL = "smollm2-135m"
+ENCODINGS = ("none", "bittokens", "xval", "fone")
+MODES = {"full": dict(lora=False, lr=1e-4), "lora": dict(lora=True, lr=1e-3, lora_rank=16, lora_alpha=32.0)}
+SEEDS = (0, 1)
+COMMON = dict(model=MODEL, tasks=("addition", "multiplication"), tokens=10240, batch_tokens=512, head_lr=3e-3,
+              decades=(0, 1), max_digits=2, text_share=0.25, pool_size=4000, val_samples=16, eval_every=5,
+              test_samples=100, text_samples=8, context=512, dtype="float32", device="cpu", threads=1)
+RUNS = Path("runs/retrofit-smollm2")
+CSV = Path("results/retrofit-smollm2.csv")
+BOOTSTRAP_DRAWS = 2000
+
+
+def cells(only: list[str] | None = None) -> list[tuple[str, str, int]]:
+    """(encoding, mode, seed) of every registered run, or of the `only` ones ("encoding:mode")."""
+    chosen = [(e, m, s) for m in MODES for e in ENCODINGS for s in SEEDS]
+    if only:
+        unknown = [o for o in only if o not in {f"{e}:{m}" for e in ENCODINGS for m in MODES}]
+        if unknown:
+            raise ValueError(f"--only {unknown}: choose encoding:mode from {ENCODINGS} x {tuple(MODES)}")
+        chosen = [c for c in chosen if f"{c[0]}:{c[1]}" in only]
+    return chosen
+
+
+def config(encoding: str, mode: str, seed: int, runs: Path = RUNS, **overrides) -> RetrofitConfig:
+    settings = {**COMMON, **MODES[mode], **overrides}
+    return RetrofitConfig(encoding=encoding, seed=seed, out=str(runs / f"{encoding}-{mode}-seed{seed}"), **settings)
+
+
+def done(run: Path) -> bool:
+    return all((run / n).exists() for n in ("test_samples.csv", "perplexity.csv", "model"))
+
+
+def table(runs: Path = RUNS, draws: int = BOOTSTRAP_DRAWS) -> pd.DataFrame:
+    """One row per encoding, mode and task from the complete runs under `runs`."""
+    rows = []
+    for mode in MODES:
+        dirs = [runs / f"{e}-{mode}-seed{s}" for e in ENCODINGS for s in SEEDS]
+        dirs = [d for d in dirs if done(d)]
+        if not dirs:
+            continue
+        scores = test_scores(dirs, draws)
+        ppl = perplexity_change(dirs).set_index("encoding")
+        seconds = pd.concat([pd.read_csv(d / "test_summary.csv") for d in dirs]).groupby("encoding")["train_seconds"].mean()
+        for row in scores.itertuples(index=False):
+            rows.append(dict(encoding=row.encoding, mode=mode, task=row.task, score=row.score, low=row.low,
+                             high=row.high, exact=row.exact, questions=row.questions, seeds=row.seeds,
+                             ppl_before=ppl.loc[row.encoding, "before"], ppl_after=ppl.loc[row.encoding, "after"],
+                             ppl_ratio=ppl.loc[row.encoding, "after"] / ppl.loc[row.encoding, "before"],
+                             train_seconds=seconds.get(row.encoding), tokens=COMMON["tokens"]))
+    return pd.DataFrame(rows)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m workbench.retrofit.experiment", description=__doc__.split("\n")[0])
+    parser.add_argument("--only", action="append", metavar="ENCODING:MODE", help="run these cells only (repeatable)")
+    parser.add_argument("--runs", default=str(RUNS), help="folder of the runs")
+    parser.add_argument("--csv", default=str(CSV), help="the results table")
+    parser.add_argument("--table", action="store_true", help="write the table from the runs done, run nothing")
+    args = parser.parse_args(argv)
+    runs = Path(args.runs)
+    try:
+        todo = [] if args.table else cells(args.only)
+    except ValueError as error:
+        parser.exit(2, f"error: {error}\n")
+    for encoding, mode, seed in todo:
+        cfg = config(encoding, mode, seed, runs)
+        if done(Path(cfg.out)):
+            print(f"{cfg.out}: complete, not run again", flush=True)
+            continue
+        started = time.time()
+        finetune(_fresh(cfg))
+        print(f"{cfg.out}: {time.time() - started:.0f} s", flush=True)
+    result = table(runs)
+    if not result.empty:
+        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(Path(args.csv), lambda tmp: result.to_csv(tmp, index=False))
+        print(result.to_string(index=False))
+
+
+def _fresh(cfg: RetrofitConfig) -> RetrofitConfig:
+    """An interrupted run's partial folder is replaced (complete ones are skipped above)."""
+    cfg.overwrite = Path(cfg.out).exists()
+    return cfg
+
+
+if __name__ == "__main__":
+    main()

