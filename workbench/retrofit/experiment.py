@@ -31,9 +31,9 @@ MODEL = "smollm2-135m"
 ENCODINGS = ("none", "bittokens", "xval", "fone")
 MODES = {"full": dict(lora=False, lr=1e-4), "lora": dict(lora=True, lr=1e-3, lora_rank=16, lora_alpha=32.0)}
 SEEDS = (0, 1)
-COMMON = dict(model=MODEL, tasks=("addition", "multiplication"), tokens=10240, batch_tokens=512, head_lr=3e-3,
-              decades=(0, 1), max_digits=2, text_share=0.25, pool_size=4000, val_samples=16, eval_every=5,
-              test_samples=100, text_samples=8, context=512, dtype="float32", device="cpu", threads=1)
+COMMON = dict(model=MODEL, tasks=("addition", "multiplication"), tokens=4096, batch_tokens=512, head_lr=3e-3,
+              decades=(0, 1), max_digits=2, text_share=0.25, pool_size=4000, val_samples=8, eval_every=4,
+              test_samples=50, text_samples=4, context=512, dtype="float32", device="cpu", threads=1)
 RUNS = Path("runs/retrofit-smollm2")
 CSV = Path("results/retrofit-smollm2.csv")
 BOOTSTRAP_DRAWS = 2000
