@@ -12,6 +12,15 @@ null, numbers, parts, refusals; bad usage; invalid UTF-8, lone surrogates, deep 
 every form), reply sizes and timing (around the size cap in each framing, huge Content-Length,
 dripping replies, dropped connections) and the answers file under two runners (a second runner
 refused, a killed one resumed, failed questions asked again, repeated answers loaded once).
+Issue 39's: locks and links (a .lock planted as a link, hard link, FIFO or folder under every
+command that locks; a lock removed or a folder moved under a live holder; two threads of one
+process), kernel cache (libraries planted at the C kernels' cache name), job results (result
+files planted under the process IDs the next submitit jobs get), HTML labels (markup in the
+leaderboard's intervals), tokenizer cache (the cached BPE edited on disk), encoding ranges (values
+at and beyond each encoding's range, and what decode gives fed back), crafted checkpoints (files
+that load with weights_only=True but are no checkpoint of the run) and notebook bounds (each
+parameter at and beyond its bounds, output folders inside the checkout). `--only NAME` runs the
+categories whose name holds NAME.
 
 Each generated input ends as one of
   ok            it did what it should, checked against an oracle (decimal / fractions / struct,
@@ -19,6 +28,7 @@ Each generated input ends as one of
   clear error   an exception of the expected type whose message names what was wrong
   crash         any other exception, or no answer within the input's time budget
   silent wrong  no exception, but the oracle disagrees (or the API key showed up somewhere)
+  code ran      code the attack planted ran (its marker file appeared)
 and the table counts them per category; the first few crashes and wrong results are listed below
 it. Runs against older checkouts too (PYTHONPATH=old/checkout): where `parse`/`encode` have no
 written forms, round trips are checked the old way.
@@ -33,6 +43,7 @@ import logging
 import math
 import os
 import random
+import shutil
 import signal
 import struct
 import subprocess
@@ -55,7 +66,7 @@ from workbench.tokenizer import Tokenizer
 
 import loopback  # tests/loopback.py, beside this script
 
-OK, CLEAR, CRASH, WRONG = "ok", "clear error", "crash", "silent wrong"
+OK, CLEAR, CRASH, WRONG, CODE = "ok", "clear error", "crash", "silent wrong", "code ran"
 FORMS = "forms" in inspect.signature(numbers.parse).parameters  # written forms (new API)
 KEY = "sk-attack-SECRET-24680"
 
@@ -79,6 +90,8 @@ def run_case(fn, errors=(ValueError,), words=(), budget=10.0):
             warnings.simplefilter("ignore")
             fn()
         return OK, ""
+    except CodeRan as e:
+        return CODE, str(e)
     except Wrong as e:
         return WRONG, str(e)
     except Hang:
@@ -345,32 +358,6 @@ def metric_cases(rng, n):
 
 
 # -- encoders ---------------------------------------------------------------------------------
-def fone_oracle(x):
-    """|x| mod 10^17 from its shortest decimal, to the nearest 10^-32 (the module docstring)."""
-    with localcontext() as ctx:
-        ctx.prec = 400
-        d = abs(Decimal(repr(float(x)))) % (Decimal(10) ** 17)
-        return float(d.quantize(Decimal(10) ** -32, rounding="ROUND_HALF_EVEN"))
-
-
-def check_round_trip(name, codec, x, given=None):
-    """decode(encode(given)) against the encoding's oracle for the float64 x (given: x as a tensor)."""
-    given = torch.tensor([x], dtype=torch.float64) if given is None else given
-    back = float(codec.decode(codec.encode(given))[0])
-    if name == "bittokens":
-        ok = struct.pack(">d", back) == struct.pack(">d", x)
-    elif name == "fone":
-        ok = back == fone_oracle(x)
-    elif name == "xval":
-        ok = back == 0 if abs(x) < 1e-14 else (math.isfinite(back) and abs(back - x) <= 1e-12 * abs(x))
-    elif name == "log_xval":  # its module docstring: ~1e-13 relative down to ~1e-300, 0 below
-        ok = abs(back) <= 1e-300 if abs(x) < 1e-300 else (math.isfinite(back) and abs(back - x) <= 1e-12 * abs(x))
-    else:
-        ok = back == x and math.copysign(1, back) == math.copysign(1, x)
-    if not ok:
-        raise Wrong(f"{name}: {x!r} came back as {back!r}")
-
-
 def check_nan_decodes(codec, enc):
     """A NaN among the dims decode reads (BitTokens: the value bits, not the reciprocal) -> NaN."""
     back = codec.decode(enc)
@@ -389,13 +376,14 @@ def encoder_cases(rng, n):
                             -1.7976931348623157e308, 1e-15, 1e15, 1e17 + 1])
         for name, codec in codecs.items():
             if math.isfinite(x) or name == "bittokens":  # an encoding of bounded range may refuse, saying so
-                yield (lambda m=name, c=codec, v=x: check_round_trip(m, c, v)), (ValueError,), ("beyond",)
+                yield (lambda m=name, c=codec, v=x: check_range(m, c, v)), (ValueError,), ("cannot encode",)
             else:
                 yield (lambda c=codec, v=x: refused(c.encode(torch.tensor([v])))), (ValueError,), ("finite", "nan", "inf")
     for name, codec in codecs.items():
         if codec.width:
             for _ in range(max(1, n // 20)):
-                enc = codec.encode(torch.tensor([rng.uniform(-1e3, 1e3) for _ in range(4)], dtype=torch.float64)).double()
+                low = -1e3 if codec.signed else 0.0  # an unsigned encoding takes |x| (its sign is text)
+                enc = codec.encode(torch.tensor([rng.uniform(low, 1e3) for _ in range(4)], dtype=torch.float64)).double()
                 mask = torch.rand(enc.shape, generator=torch.Generator().manual_seed(rng.getrandbits(31))) < rng.choice([0.01, 0.5, 1.0])
                 enc[mask] = math.nan
                 yield (lambda c=codec, e=enc: check_nan_decodes(c, e)), (ValueError,), ("nan",)
@@ -407,7 +395,8 @@ def encoder_cases(rng, n):
                 yield (lambda c=codec, v=wrap(value): refused(c.encode(v))), (ValueError,), (str(value),)
         for value in (2**53, -(2**60), 12345):
             for given in ([value], np.array([value]), torch.tensor([value]), value):
-                yield (lambda m=name, c=codec, v=value, g=given: check_round_trip(m, c, float(v), g)), (ValueError,), ()
+                yield (lambda m=name, c=codec, v=value, g=given: check_range(m, c, float(v), g)), (ValueError,), \
+                    ("cannot encode",)
         for bad in ([1 + 2j], "abc", [None]):
             yield (lambda c=codec, v=bad: refused(c.encode(v))), (ValueError,), ("real", "complex")
 
@@ -480,7 +469,7 @@ def notebook_cases(rng, out_dir):
 
     def attempt(name, key, value):
         reached.clear()
-        valid = takes(SPEC[name][key], value)
+        valid = takes(SPEC[name][key], value) and within_bounds(name, key, value)
         try:
             notebooks.execute(name, {key: value}, output_dir=out_dir)
         except ValueError as error:
@@ -1017,11 +1006,725 @@ def size_of_questions_cases(rng):
     yield (lambda: T.check_memory(fits, tok.vocab_size, tok)), (), ()
 
 
+# -- issue 39: what another user of a shared machine can plant, and values beyond a range ------
+class CodeRan(Exception):
+    """Code planted by the attack ran (its marker file appeared)."""
+
+
+def train_module():
+    """workbench.train, and where a run's folder helpers live (train, or rundir where it exists)."""
+    from workbench import train as T
+    if hasattr(T, "load_run") and hasattr(T, "resumable"):
+        return T, T
+    from workbench import rundir as R
+    return T, R
+
+
+def train_config(**settings):
+    T, _ = train_module()
+    return T.TrainConfig.of(**settings) if hasattr(T.TrainConfig, "of") else T.TrainConfig(**settings)
+
+
+TINY_RUN = dict(preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4, pool_size=50, val_samples=4, test_samples=4,
+                eval_every=2, checkpoint_every=2, threads=1, tasks=("addition",))
+PRECIOUS = b"precious bytes the attack must find unchanged\n"
+
+
+def snapshot(paths):
+    """What each path is now: its bytes, 'link -> target', 'missing' or 'folder' (nothing followed)."""
+    state = {}
+    for p in map(Path, paths):
+        state[p] = (f"link -> {os.readlink(p)}" if p.is_symlink() else "missing" if not p.exists() else
+                    "folder" if p.is_dir() else "fifo" if p.is_fifo() else p.read_bytes())
+    return state
+
+
+def nothing_lost(before):
+    after = snapshot(before)
+    changed = [str(p) for p in before if before[p] != after[p]]
+    if changed:
+        raise Wrong(f"changed by a refused command: {changed[:3]}")
+
+
+def plant_lock(kind, lock: Path, victim: Path, ghost: Path):
+    """Put at `lock` a symbolic link (to the victim, or dangling to `ghost`), a hard link to the
+    victim, a FIFO or a folder."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "symlink":
+        lock.symlink_to(victim)
+    elif kind == "dangling link":
+        lock.symlink_to(ghost)
+    elif kind == "hard link":
+        os.link(victim, lock)
+    elif kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.mkdir()
+
+
+def lock_cases(rng, folder):
+    """A planted .lock under each command that takes a lock: refused, the file it points to kept;
+    a lock removed or a folder moved under a live holder; two threads of one process."""
+    from workbench import study
+    from workbench.atomic import write_atomic
+    T, _ = train_module()
+    base = Path(folder) / "locks"
+    base.mkdir()
+    answer = serve(lambda path: (200, {}, REPLY))
+    bench = base / "bench"
+    prompts.export_benchmark(bench, n_per_task=2, seed=0, task_list=["addition"])
+    bench = bench.with_suffix(".jsonl")
+    commands = {  # name: (the lock file of target t, the command on t)
+        "hold": (lambda t: t / ".lock", lambda t: locks.hold(t).__enter__()),
+        "hold_file": (lambda t: t.parent / f".{t.name}.lock", lambda t: locks.hold_file(t).__enter__()),
+        "study": (lambda t: t / ".lock", lambda t: study.run_study([], t, jobs=1)),
+        "train": (lambda t: t / ".lock", lambda t: T.train(train_config(**TINY_RUN, out=str(t)))),
+        "answers": (lambda t: t.parent / f".{t.name}.lock",
+                    lambda t: client.run_benchmark(replying_client(answer.url), bench, t)),
+    }
+    k = 0
+    for kind in ("symlink", "dangling link", "hard link", "fifo", "folder"):
+        for name, (lock_of, command) in commands.items():
+            k += 1
+            target = base / f"case{k}" / ("run" if name in ("hold", "study", "train") else "answers.jsonl")
+            victim, ghost = base / f"victim{k}.txt", base / f"ghost{k}.txt"
+            victim.write_bytes(PRECIOUS)
+            plant_lock(kind, lock_of(target), victim, ghost)
+            def case(target=target, command=command, watch=(victim, ghost, lock_of(target))):
+                before = snapshot(watch)
+                try:
+                    refused(command(target))
+                finally:
+                    nothing_lost(before)
+            yield case, (locks.InUse,), ("symbolic link", "names", "not a plain file", "cannot be opened")
+    for k in range(2):  # .lock removed under a live holder in another process: nobody else gets in
+        run = base / f"removed{k}"
+        def case(run=run, k=k):
+            holder = held_by_another_process(run)
+            try:
+                (run / ".lock").unlink()
+                refused((locks.hold(run).__enter__ if k == 0 else lambda: study.run_study([], run, jobs=1))())
+            finally:
+                holder.kill()
+                holder.wait()
+        yield case, (locks.InUse,), ("in use by process",)
+    for k, change in enumerate(("moved", "moved", "removed", "replaced")):
+        run = base / f"{change}{k}"
+        def case(run=run, change=change):
+            with locks.hold(run):
+                write_atomic(run / "a.txt", lambda tmp: Path(tmp).write_text("mine"))
+                second = None
+                if change == "moved":
+                    run.rename(run.with_name(run.name + "-aside"))
+                    second = held_by_another_process(run)
+                else:
+                    (run / ".lock").unlink()
+                    if change == "replaced":
+                        (run / ".lock").write_text("")
+                try:
+                    write_atomic(run / "b.txt", lambda tmp: Path(tmp).write_text("mine too"))
+                    raise Wrong(f"wrote into a folder whose lock was {change}")
+                finally:
+                    if second:
+                        second.kill()
+                        second.wait()
+                    if (run / "b.txt").exists():
+                        raise Wrong("the write went through")
+        yield case, (locks.InUse,), ("while this process held its lock",)
+    for kind in ("hold", "hold_file"):  # a second thread of the holding process
+        def case(kind=kind):
+            take = locks.hold if kind == "hold" else locks.hold_file
+            path, outcome = base / f"threads-{kind}", []
+
+            def second():
+                try:
+                    with take(path):
+                        outcome.append("held")
+                except locks.InUse as err:
+                    outcome.append(err)
+            with take(path):
+                thread = threading.Thread(target=second)
+                thread.start()
+                thread.join(30)
+            if outcome and isinstance(outcome[0], Exception):
+                raise outcome[0]
+            raise Wrong("a second thread took the lock the first held")
+        yield case, (locks.InUse,), ("another thread of this process",)
+    slow = serve(lambda path: (time.sleep(0.05), (200, {}, REPLY))[1])
+    for trial in range(5):  # two frontier runners in one process, one answers file
+        def case(trial=trial):
+            out, errors = base / f"runners{trial}.jsonl", []
+
+            def runner():
+                try:
+                    client.run_benchmark(replying_client(slow.url), bench, out)
+                except locks.InUse as err:
+                    errors.append(err)
+            threads = [threading.Thread(target=runner) for _ in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            ids = answer_ids(out)
+            if len(ids) != len(set(ids)):
+                raise Wrong(f"questions asked twice: {len(ids)} answers for {len(set(ids))} questions")
+            if len(errors) != 1:
+                raise Wrong(f"{len(errors)} runners refused, one should be")
+            raise errors[0]
+        yield case, (locks.InUse,), ("another thread of this process",)
+
+
+PLANTED_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((constructor)) static void planted(void) {
+    const char *mark = getenv("PLANTED_MARK");
+    FILE *f = mark ? fopen(mark, "w") : 0;
+    if (f) { fputs("ran", f); fclose(f); }
+}
+"""
+LOAD_KERNELS = ("import warnings; warnings.simplefilter('always')\n"
+                "from workbench import cpu_kernels\nprint('LOADED' if cpu_kernels.library() is not None else 'OFF')")
+
+
+def kernel_cases(folder):
+    """A library planted at the kernels' cache name: never loaded (its constructor never runs);
+    a foreign folder refused, a broken library built again."""
+    import hashlib
+    import platform
+    from workbench import cpu_kernels
+    compiler = os.environ.get("CC") or "cc"
+    base = Path(folder) / "kernels"
+    base.mkdir()
+    if subprocess.run(["which", compiler], capture_output=True).returncode:
+        return
+    (base / "planted.c").write_text(PLANTED_C)
+    (base / "empty.c").write_text("int nothing_here(void) { return 0; }\n")
+    for name in ("planted", "empty"):
+        subprocess.run([compiler, "-shared", "-fPIC", "-o", str(base / f"{name}.so"), str(base / f"{name}.c")], check=True)
+    key = hashlib.sha256("\0".join([cpu_kernels.SOURCE.read_text(), compiler, *cpu_kernels.FLAGS, platform.machine(),
+                                    platform.node()]).encode()).hexdigest()[:16]
+    lib = f"cpu_kernels-{key}.so"
+
+    def sha(p):
+        return hashlib.sha256(Path(p).read_bytes()).hexdigest()
+
+    def setup(cache, how):
+        """The cache as the attacker leaves it; the planted library at the old flat name too."""
+        private = cache / "cpu_kernels"
+        private.mkdir(parents=True)
+        shutil.copy(base / "planted.so", cache / lib)  # where an older workbench looked
+        if how == "folder a link":
+            elsewhere = cache.with_name(cache.name + "-elsewhere")
+            elsewhere.mkdir(mode=0o700)
+            shutil.copy(base / "planted.so", elsewhere / lib)
+            (elsewhere / f"{lib}.sha256").write_text(sha(base / "planted.so"))
+            private.rmdir()
+            private.symlink_to(elsewhere)
+            return "refused"
+        source = base / ("empty.so" if how == "no kernels in it" else "planted.so")
+        if how == "empty file":
+            (private / lib).write_bytes(b"")
+        elif how == "library a link":
+            (private / lib).symlink_to(source)
+        else:
+            shutil.copy(source, private / lib)
+        record = {"no record": None, "wrong record": "0" * 64}.get(how, sha(private / lib))
+        if record is not None:
+            (private / f"{lib}.sha256").write_text(record + "\n")
+        if how == "group-writable library":
+            (private / lib).chmod(0o666)
+        mode = {"folder open to all": 0o777, "folder open to the group": 0o770}.get(how, 0o700)
+        private.chmod(mode)
+        if how == "folder of another user":
+            os.chown(private, 65534, 65534)
+        return "refused" if how.startswith("folder") else "rebuilt"
+
+    hows = ["folder open to all", "folder open to the group", "folder a link", "no record", "wrong record",
+            "library a link", "group-writable library", "no kernels in it", "empty file"]
+    if os.getuid() == 0:
+        hows.append("folder of another user")
+    for k, how in enumerate(hows):
+        def case(k=k, how=how):
+            cache, mark = base / f"cache{k}", base / f"ran{k}"
+            expected = setup(cache, how)
+            env = {**os.environ, "WORKBENCH_CACHE": str(cache), "PLANTED_MARK": str(mark)}
+            env.pop("WORKBENCH_CPU_KERNELS", None)
+            done = subprocess.run([sys.executable, "-c", LOAD_KERNELS], env=env, capture_output=True, text=True,
+                                  timeout=300)
+            if mark.exists():
+                raise CodeRan(f"{how}: the planted library's constructor ran")
+            said = done.stdout.strip().splitlines()[-1:] or ["nothing"]
+            if done.returncode != 0:
+                raise RuntimeError(f"{how}: exit {done.returncode}: {done.stderr.strip()[-200:]}")
+            if expected == "rebuilt":
+                if said != ["LOADED"]:
+                    raise Wrong(f"{how}: the kernels were not built again ({said}, {done.stderr.strip()[-150:]})")
+                return
+            if said != ["OFF"]:
+                raise Wrong(f"{how}: loaded from a folder that is not private")
+            raise ValueError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no warning")
+        yield case, (ValueError,), ("private to you",)
+
+
+class PlantedResult:
+    """Unpickled, it touches its marker (code ran) and reads as a finished job's result."""
+
+    def __init__(self, mark):
+        self.mark = mark
+
+    def __reduce__(self):
+        return Path.touch, (Path(self.mark),)
+
+
+def job_cases(folder):
+    """Result files planted under the process IDs the next jobs will get (another user's code, or
+    an old job of one's own), and the job killed before it writes its own: never read."""
+    import pickle
+    from workbench import executors
+    try:
+        import submitit  # noqa: F401
+    except ImportError:
+        return
+    base = Path(folder) / "jobs"
+    jobs = executors.Executor("submitit-local", array_parallelism=1, time=10)
+    for k, kind in enumerate(["planted code"] * 3 + ["an old result of one's own"] * 2):
+        def case(k=k, kind=kind):
+            out, mark = base / f"out{k}", base / f"ran{k}"
+            (out / "jobs").mkdir(parents=True)
+            planted = ("success", PlantedResult(mark)) if kind == "planted code" else ("success", None)
+            data = pickle.dumps(planted)
+            last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+            for pid in range(last + 1, last + 3000):
+                (out / "jobs" / f"{pid}_0_result.pkl").write_bytes(data)
+            ended, errors = {}, []
+
+            def submit():
+                try:
+                    result = executors._submit_and_wait({"run": train_config(**TINY_RUN)}, out, 1, False, "attack", jobs)
+                    ended.update(result[0] if isinstance(result, tuple) else result)
+                except Exception as err:  # noqa: BLE001 - reported as this input's crash
+                    errors.append(err)
+            thread = threading.Thread(target=submit, daemon=True)
+            thread.start()
+            wait_until(lambda: list((out / "jobs").rglob("*_submitted.pkl")) or errors, 120)
+            for job in (out / "jobs").rglob("*_submitted.pkl"):
+                try:
+                    os.kill(int(job.name.split("_")[0]), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            thread.join(120)
+            if mark.exists():
+                raise CodeRan("a planted result file was unpickled")
+            if errors:
+                raise errors[0]
+            if ended.get("run", ("",))[0] != "killed":
+                raise Wrong(f"a killed job was reported {ended.get('run')}")
+        yield case, (), (), 200.0
+
+
+HTML_PAYLOADS = ['<a href="https://evil.example">2</a>', "<b>bold</b>", "<script>alert(1)</script>",
+                 "<img src=x onerror=alert(1)>", "&lt;b&gt;", "a<br>b", "<span style='font-size:90px'>x</span>",
+                 "</text><svg onload=alert(1)>", "<i>", "x & y > z"]
+
+
+def leaderboard_intervals():
+    rows = []
+    for study, encoding, mean in [("multitask_numeric", "bittokens", 0.9), ("multitask_numeric", "xval", 0.1),
+                                  ("zoo_multitask", "abacus", 0.5)]:
+        rows.append(dict(study=study, encoding=encoding, task="addition", digits=1, metric="log_smape", mean=mean,
+                         low=mean - 0.05, high=mean + 0.05))
+    rows.append(dict(study="zoo_precision", encoding="abacus", task="division", digits=2, metric="log_smape",
+                     mean=0.5, low=0.4, high=0.6))
+    return rows
+
+
+def html_cases():
+    """Hostile text in the intervals' cells: every label the figure shows is text, never markup."""
+    import html as html_module
+
+    import pandas as pd
+    from workbench import leaderboard
+    for payload in HTML_PAYLOADS:
+        for column in ("digits", "task", "encoding", "study"):
+            def case(payload=payload, column=column):
+                rows = pd.DataFrame(leaderboard_intervals())
+                rows[column] = rows[column].astype(object)
+                rows.loc[rows.study == "zoo_precision", column] = payload
+                heat = leaderboard.figure(leaderboard.leaderboard(rows)).data[0]
+                shown = [str(s) for s in list(heat.x) + list(heat.y)] + \
+                        [str(s) for row in heat.hovertext for s in row] + [str(s) for row in heat.text for s in row]
+                raw = [s for s in shown if "<" in s.replace("<br>", "") or ">" in s.replace("<br>", "")]
+                if raw:
+                    raise Wrong(f"markup from the data in a label: {raw[0][:80]!r}")
+                if column == "digits" and not any(html_module.unescape(s).endswith(payload) for s in heat.x):
+                    raise Wrong(f"the label does not show {payload!r} as text")
+            yield case, (ValueError,), ("unknown",)
+
+
+def tokenizer_cache_edits():
+    """(label, "json" or "raw", the edit of the parsed JSON) of every change made to a cached BPE."""
+    def merges(f):
+        def edit(d):
+            f(d["model"]["merges"])
+        return edit
+    yield "one pair of merges swapped", "json", merges(lambda m: m.__setitem__(slice(0, 2), m[1::-1]))
+    yield "ten merges swapped", "json", merges(lambda m: m.__setitem__(slice(5, 15), m[14:4:-1]))
+    yield "200 merges reordered", "json", merges(lambda m: m.__setitem__(slice(0, 200), m[199::-1]))
+    yield "every merge reversed", "json", merges(lambda m: m.reverse())
+    yield "the last merge dropped", "json", merges(lambda m: m.pop())
+    yield "a vocabulary id changed", "json", lambda d: d["model"]["vocab"].update({"Ġthe": 3})
+    yield "a token added", "json", lambda d: d["model"]["vocab"].update({"Ġzzz": len(d["model"]["vocab"])})
+    for label in ("cut in half", "empty", "not JSON", "another corpus's BPE", "a link to another BPE",
+                  "record removed", "record garbage", "file and record rewritten"):
+        yield label, "raw", None
+
+
+def tokenizer_cache_cases(rng, folder):
+    """The cached BPE edited on disk: built again (the same tokens, the same checksum) or, where the
+    record was rewritten too, a different checksum, which a run records; never other tokens under
+    the same record. And the cache key holds the tokenizers version."""
+    import hashlib
+    base = Path(folder) / "bpe"
+    base.mkdir()
+    corpus, other = base / "corpus.txt", base / "other.txt"
+    words = ["alpha", "beta", "gamma", "delta", "number", "value", "the", "and", "of", "result", "sum"]
+    corpus.write_text("\n".join(" ".join(rng.choice(words) for _ in range(12)) + f" {rng.randint(0, 999)}"
+                                for _ in range(400)))
+    other.write_text("zebra quokka xylophone " * 300)
+    probe = "the sum of alpha and beta is 12, the value of gamma 3.5"
+
+    def make(cache, text=corpus):
+        return Tokenizer("bittokens", vocab_size=320, corpus_files=[text], cache_dir=cache)
+    reference = make(base / "reference")
+    want_ids, want_sum = reference.encode(probe)[0].tolist(), getattr(reference, "checksum", None)
+    make(base / "foreign", other)
+    [foreign] = (base / "foreign").glob("*.json")
+    for k, (label, how, edit) in enumerate(tokenizer_cache_edits()):
+        def case(k=k, label=label, how=how, edit=edit):
+            cache = base / f"edit{k}"
+            shutil.copytree(base / "reference", cache, symlinks=True)
+            [path] = cache.glob("*.json")
+            record = path.with_suffix(".sha256")
+            if how == "json":
+                data = json.loads(path.read_text())
+                edit(data)
+                path.write_text(json.dumps(data))
+            elif label == "cut in half":
+                path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+            elif label == "empty":
+                path.write_bytes(b"")
+            elif label == "not JSON":
+                path.write_text("{not json")
+            elif label == "another corpus's BPE":
+                shutil.copy(foreign, path)
+            elif label == "a link to another BPE":
+                path.unlink()
+                path.symlink_to(foreign)
+            elif label == "record removed":
+                record.unlink(missing_ok=True)
+            elif label == "record garbage":
+                record.write_text("garbage")
+            else:  # the attacker's BPE with a record that matches it
+                shutil.copy(foreign, path)
+                record.write_text(hashlib.sha256(path.read_bytes()).hexdigest() + "\n")
+            tok = make(cache)
+            ids, checksum = tok.encode(probe)[0].tolist(), getattr(tok, "checksum", None)
+            if ids == want_ids and checksum == want_sum:
+                return  # built again (or an edit that changes nothing), recorded alike
+            if checksum is not None and checksum != want_sum:
+                return  # another tokenizer, and the run's record says so
+            raise Wrong(f"{label}: other tokens under the same record (checksum {checksum})")
+        yield case, (ValueError, OSError), ("tokenizer",)
+
+    def version_key():
+        import tokenizers
+        real, cache = tokenizers.__version__, base / "versions"
+        make(cache)
+        tokenizers.__version__ = "0.0.0-another"
+        try:
+            make(cache)
+        finally:
+            tokenizers.__version__ = real
+        if len(list(cache.glob("*.json"))) != 2:
+            raise Wrong("a BPE trained by another tokenizers version was taken from the cache")
+    yield version_key, (), ()
+
+
+def representable(name, x):
+    """Whether encoding `name` holds x (its module docstring), None where the oracle does not say."""
+    if not math.isfinite(x):
+        return name == "bittokens"
+    if name == "bittokens":
+        return True
+    if name == "fone":
+        if x < 0 or abs(x) >= 1e17:
+            return x == 0
+        with localcontext() as ctx:
+            ctx.prec = 400
+            return (Decimal(repr(x)) * Decimal(10) ** 32) % 1 == 0
+    if name == "xval":
+        return x == 0 or abs(x) >= 1e-14
+    if name == "log_xval":
+        return x == 0 or abs(x) >= 2.2250738585072014e-308 * math.log(10) * 6
+    return None
+
+
+def names_the_value(message, x):
+    return repr(x) in message or (float(x).is_integer() and str(int(x)) in message)
+
+
+def check_range(name, codec, x, given=None):
+    """A value the encoding holds comes back (bit for bit, or to ~1e-12 for the xVals); one it does
+    not is a ValueError naming the encoding and the value."""
+    given = torch.tensor([x], dtype=torch.float64) if given is None else given
+    holds = representable(name, x)
+    try:
+        back = float(codec.decode(codec.encode(given))[0])
+    except ValueError as err:
+        if holds:
+            raise Wrong(f"{name}: refused {x!r}, which it holds: {err}") from None
+        if name not in str(err) or not names_the_value(str(err), x):
+            raise RuntimeError(f"unclear: {str(err)[:120]}") from None
+        raise
+    if holds is False:
+        raise Wrong(f"{name}: {x!r} is beyond it, yet came back as {back!r} without an error")
+    if name in ("xval", "log_xval"):
+        ok = back == x if x == 0 else (math.isfinite(back) and abs(back - x) <= 1e-12 * abs(x))
+    else:
+        ok = struct.pack(">d", back) == struct.pack(">d", x) or (name == "fone" and x == 0 and back == 0)
+    if not ok:
+        raise Wrong(f"{name}: {x!r} came back as {back!r}")
+
+
+def decoded_encodes(codec, outputs):
+    """What decode gives for any head output (a model's own number, fed back during generation)
+    encodes again."""
+    back = codec.decode(outputs)
+    back = back[torch.isfinite(back)]
+    try:
+        codec.encode(back)
+    except ValueError as err:
+        raise Wrong(f"{codec.name}: decode gave a number encode refuses: {err}") from None
+
+
+RANGE_EDGES = [1e20, 1e17, 9.999999999999998e16, 1.5e17, 1e16, 1e-32, 1.5e-32, 1e-33, 1e-40, 1.2345678901234567e-20,
+               1e-15, 9.9e-15, 1e-14, 1.0000000000000001e-14, -1e-20, 5e-324, -5e-324, 2.2250738585072014e-308,
+               3.1e-307, 1e-300, 1.7976931348623157e308, -1.7976931348623157e308, -2.5, -0.0, 0.0, 123.456, 1e15,
+               1.2345678901234567e-14, 9.87654321e14, -1e-14, 3e-307, 0.1, 7.0]
+
+
+def range_cases(rng, n):
+    codecs = {name: encoders.get(name) for name in encoders.names()}
+    values = list(RANGE_EDGES)
+    values += [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0] for _ in range(n)]
+    values += [float(f"{rng.randint(1, 10 ** rng.randint(1, 17))}e{rng.randint(-30, 0)}") for _ in range(n // 2)]
+    values = [v for v in values if math.isfinite(v)]
+    for name, codec in codecs.items():
+        for x in values:
+            yield (lambda m=name, c=codec, v=x: check_range(m, c, v)), (ValueError,), ("cannot encode",)
+    for name in ("bittokens", "fone", "xval", "log_xval"):
+        codec = codecs[name]
+        for k in range(5):
+            gen = torch.Generator().manual_seed(rng.getrandbits(31))
+            if name in ("xval", "log_xval"):
+                outputs = torch.cat([torch.randn(2000, 1, generator=gen, dtype=torch.float64) * 10 ** k,
+                                     torch.randn(200, 1, generator=gen, dtype=torch.float64) * 10.0 ** (-300 - k)])
+            else:
+                outputs = torch.randn(2000, codec.width, generator=gen, dtype=torch.float64)
+                if name == "fone" and k == 0:  # seventeen 9s before the point
+                    angle = torch.full((1, 49), 2 * math.pi * 0.95, dtype=torch.float64)
+                    outputs = torch.stack([angle.cos(), angle.sin()], -1).reshape(1, -1)
+            yield (lambda c=codec, o=outputs: decoded_encodes(c, o)), (ValueError,), ()
+    tok = Tokenizer("scientific")
+    for text in ["1,000,000", "x 007", "-00 and 1.50", "1.2.3", ".5", "0.50", "12 and 3.25", "-4", "1e5", "100"]:
+        def case(text=text):
+            if not FORMS:
+                return
+            ids, values_, forms = tok.encode(text, forms=True)
+            back = tok.decode(ids, values_, forms)
+            if back != text:
+                raise Wrong(f"scientific: {text!r} came back as {back!r}")
+        yield case, (ValueError,), ("keeps a number's value, not its written form",)
+
+
+def crafted_checkpoint_cases(folder):
+    """Checkpoints that load with weights_only=True but are no checkpoint of this run: a resume
+    and a model load refuse each in one clear error naming the file, or take it harmlessly."""
+    import copy
+    T, R = train_module()
+    base = Path(folder) / "checkpoints"
+    done = base / "done"
+    T.train(train_config(**TINY_RUN, out=str(done)))
+    real = torch.load(done / "checkpoint.pt", weights_only=True)
+    best = torch.load(done / "best.pt", weights_only=True)
+    first = next(iter(real["model"]))
+
+    def variant(change):
+        ckpt = copy.deepcopy(real)
+        change(ckpt)
+        return ckpt
+    resumes = {
+        "a list": [1, 2], "an empty dict": {}, "a tensor": torch.zeros(3),
+        "config a list": variant(lambda c: c.update(config=[1])), "no model": variant(lambda c: c.pop("model")),
+        "model a tensor": variant(lambda c: c.update(model=torch.zeros(2))),
+        "a weight of another shape": variant(lambda c: c["model"].update({first: torch.zeros(3, 3)})),
+        "a weight missing": variant(lambda c: c["model"].pop(first)),
+        "no optimizer state": variant(lambda c: c.update(optimizers=[])),
+        "optimizer groups emptied": variant(lambda c: c["optimizers"][0]["param_groups"].clear()),
+        "rng not JSON": variant(lambda c: c.update(rng="not json")),
+        "rng of another generator": variant(lambda c: c.update(rng=json.dumps({"bit_generator": "MT19937"}))),
+        "torch_rng too short": variant(lambda c: c.update(torch_rng=torch.zeros(3, dtype=torch.uint8))),
+        "state without step": variant(lambda c: c.update(state={})), "state a list": variant(lambda c: c.update(state=[1])),
+        "curricula of an unknown task": variant(lambda c: c.update(curricula={"nope": {}})),
+        "balancer a string": variant(lambda c: c.update(balancer="x")),
+        "normalizer empty": variant(lambda c: c.update(normalizer={})),
+        "step beyond the run": variant(lambda c: c["state"].update(step=10**9)),
+    }
+    harmless = {"a weight of another dtype", "a NaN weight"}  # loaded as this model's weights, cast
+    weights = {"a list": [1], "an empty dict": {}, "a tensor": torch.zeros(2),
+               "a weight of another shape": {**best, first: torch.zeros(3, 3)},
+               "a weight missing": {k: v for k, v in best.items() if k != first},
+               "an extra weight": {**best, "x.weight": torch.zeros(1)},
+               "a weight of another dtype": {**best, first: best[first].double()},
+               "a NaN weight": {**best, first: best[first] * float("nan")}}
+
+    def copy_run(k):
+        out = base / f"run{k}"
+        shutil.copytree(done, out)
+        return out
+    k = 0
+    for label, ckpt in resumes.items():
+        k += 1
+        out = copy_run(k)
+        (out / "test_summary.csv").unlink()
+        torch.save(ckpt, out / "checkpoint.pt")
+
+        def resume(out=out, label=label):
+            try:
+                T.train(train_config(**TINY_RUN, out=str(out)), resume=True)
+            except (ValueError, OSError, locks.InUse) as err:
+                if "checkpoint.pt" not in str(err):
+                    raise RuntimeError(f"{label}: unclear {type(err).__name__}: {str(err)[:100]}") from None
+                raise
+            raise Wrong(f"{label}: resumed from it")
+
+        def resumable(out=out):  # True or False (a True is followed by the resume above: a clear error)
+            R.resumable(train_config(**TINY_RUN, out=str(out)))
+        yield resume, (ValueError, OSError, locks.InUse), ("checkpoint.pt",)
+        yield resumable, (), ()
+    for label, state in weights.items():
+        k += 1
+        out = copy_run(k)
+        torch.save(state, out / "best.pt")
+
+        def load(out=out, label=label):
+            try:
+                R.load_run(out)
+            except (ValueError, OSError) as err:
+                if "best.pt" not in str(err):
+                    raise RuntimeError(f"{label}: unclear {type(err).__name__}: {str(err)[:100]}") from None
+                raise
+            if label not in harmless:
+                raise Wrong(f"{label}: loaded as the run's model")
+        yield load, (ValueError, OSError), ("best.pt",)
+
+
+# The bounds the runner's parameters take (its `params` listing), written here independently.
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+BOUNDS = {
+    "01_desiderata": {"n_values": (100, 10**6), "seed": (0, 2**32 - 1), "d9_steps": (1, 10**5), "threads": (1, CORES)},
+    "02_fone_locality": {"n_pairs": (1, 10**6), "grid_digits": (1, 3), "precision": (2, 1000), "probe_steps": (1, 10**4),
+                         "seed": (0, 2**32 - 1), "threads": (1, CORES)},
+    "03_training": {"tokens": (1, 1e11), "seed": (0, 2**32 - 1), "max_digits": (1, 17), "eval_every": (1, 10**6),
+                    "val_samples": (1, 10**5), "test_samples": (1, 10**5), "threads": (1, CORES)},
+    "04_paper_figures": {"exponent_samples": (1, 10**7), "generator_samples": (1, 10**6), "bootstrap_draws": (1, 10**5),
+                         "seed": (0, 2**32 - 1)},
+}
+OUTPUT_KEYS = ("out_dir", "figures_dir")
+
+
+def writable_folder(value) -> bool:
+    """The oracle of where a run may write: outside the repository, or inside its runs/ folder."""
+    root = notebooks.ROOT.resolve()
+    path = (root / value).resolve()
+    return not path.is_relative_to(root) or path.is_relative_to(root / "runs")
+
+
+def within_bounds(name, key, value) -> bool:
+    if key in OUTPUT_KEYS and isinstance(value, str):
+        return writable_folder(value)
+    low_high = BOUNDS.get(name, {}).get(key)
+    if low_high and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return low_high[0] <= value <= low_high[1]
+    if key == "figure_formats" and isinstance(value, list):
+        return 1 <= len(value) <= 3 and all(v in ("html", "png", "svg") for v in value)
+    if key == "decades" and isinstance(value, list):
+        return len(value) == 2 and all(-14 <= v <= 14 for v in value) and value[0] <= value[1]
+    if key == "encoding" and isinstance(value, str):
+        return value in encoders.names()
+    if key == "preset" and isinstance(value, str):
+        return value in ("cpu-tiny", "cpu-small", "paper")
+    if key == "tasks" and isinstance(value, str):
+        from workbench import tasks as registry
+        names = [t.strip() for t in value.split(",")]
+        return all(t in registry.names() for t in names) and len(set(names)) == len(names)
+    return True
+
+
+def bound_cases(out_dir):
+    """Each numeric parameter just inside and outside its bounds and far beyond; output folders
+    inside and outside the checkout; the notebook 05 values that failed in the kernel."""
+    reached = []
+    notebooks.papermill.execute_notebook = lambda nb, path, parameters, **kw: reached.append(parameters)
+    root = notebooks.ROOT.resolve()
+    inside = Path(out_dir) / "into-the-checkout"
+    if not inside.exists():
+        inside.symlink_to(root / "notebooks")
+
+    def attempt(name, params, valid):
+        reached.clear()
+        try:
+            notebooks.execute(name, params, output_dir=out_dir)
+        except ValueError as error:
+            if valid:
+                raise Wrong(f"{name}: the valid {params} was refused: {error}") from None
+            if not all(k in str(error) for k in params if k != "hidden"):
+                raise RuntimeError(f"unclear: {str(error)[:120]}") from None
+            raise
+        if not valid:
+            raise Wrong(f"{name}: {params} reached papermill")
+
+    for name, keys in BOUNDS.items():
+        for key, (low, high) in keys.items():
+            for value in (low - 1, low, high, high + 1, 10**12, -(10**6)):
+                value = float(value) if key == "tokens" else int(value)
+                yield (lambda m=name, k=key, v=value: attempt(m, {k: v}, within_bounds(m, k, v))), (ValueError,), (key,)
+    folders = [".", "notebooks", "figures", "workbench", "docs", "results", "tests", "runs/attack", "runs",
+               str(root), str(root / "notebooks" / "x"), "notebooks/../runs/y", "../" + root.name + "/docs",
+               str(inside), str(Path(out_dir) / "elsewhere"), "figures/../runs/z"]
+    for name in BOUNDS:
+        for key in OUTPUT_KEYS:
+            if key not in notebooks.parameters_of(notebooks.jupytext.read(notebooks.NOTEBOOK_DIR / f"{name}.py")):
+                continue
+            for folder in folders:
+                yield (lambda m=name, k=key, f=folder: attempt(m, {k: f}, writable_folder(f))), (ValueError,), (key,)
+    retrofit = [({"heads": 0}, False), ({"heads": 3}, False), ({"hidden": 96, "heads": 3}, True), ({"seeds": []}, False),
+                ({"seeds": [0, 1]}, True), ({"hidden": 0}, False), ({"layers": 0}, False), ({"context": 0}, False),
+                ({"vocab_size": 10}, False), ({"lr": 0.0}, False), ({"tokens": 0.0}, False),
+                ({"encodings": []}, False), ({"encodings": ["none", "bitoken"]}, False), ({"device": "gpu"}, False),
+                ({"threads": CORES + 1}, False), ({"pretrain_tokens": 1e12}, False), ({"batch_tokens": 0}, False)]
+    for params, valid in retrofit:
+        yield (lambda p=params, v=valid: attempt("05_retrofit", p, v)), (ValueError,), tuple(params)
+
+
 # -- the run ----------------------------------------------------------------------------------
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="fewer inputs, no 1M-digit runs")
+    parser.add_argument("--only", action="append", metavar="NAME",
+                        help="run only the categories whose name holds NAME (repeatable)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     n = 80 if args.quick else 400
@@ -1048,22 +1751,32 @@ def main():
         "training flags, run directories": train_cases(rng, folder),
         "two writers, one folder": writer_cases(rng, folder),
         "questions beyond memory": size_of_questions_cases(rng),
+        "locks and links": lock_cases(rng, folder),
+        "kernel cache": kernel_cases(folder),
+        "job results": job_cases(folder),
+        "HTML labels": html_cases(),
+        "tokenizer cache": tokenizer_cache_cases(rng, folder),
+        "encoding ranges": range_cases(rng, n),
+        "crafted checkpoints": crafted_checkpoint_cases(folder),
+        "notebook bounds": bound_cases(folder),
     }
+    if args.only:
+        categories = {c: cases for c, cases in categories.items() if any(o.lower() in c.lower() for o in args.only)}
     counts, examples = defaultdict(Counter), defaultdict(list)
     for category, cases in categories.items():
         started = time.perf_counter()
         for fn, errors, words, *budget in cases:
             label, detail = run_case(fn, errors, words, *budget)
             counts[category][label] += 1
-            if label in (CRASH, WRONG) and len(examples[category]) < 4:
+            if label in (CRASH, WRONG, CODE) and len(examples[category]) < 4:
                 examples[category].append(f"{label}: {detail}")
         print(f"  {category}: {sum(counts[category].values())} inputs, {time.perf_counter() - started:.1f} s",
               file=sys.stderr)
     for server in SERVERS:
         server.close()
-    header = ["category", "inputs tried", OK, "clear errors", "crashes", "silent wrong results"]
-    rows = [[c, sum(k.values()), k[OK], k[CLEAR], k[CRASH], k[WRONG]] for c, k in counts.items()]
-    rows.append(["total", *(sum(r[i] for r in rows) for i in range(1, 6))])
+    header = ["category", "inputs tried", OK, "clear errors", "crashes", "silent wrong results", "code ran"]
+    rows = [[c, sum(k.values()), k[OK], k[CLEAR], k[CRASH], k[WRONG], k[CODE]] for c, k in counts.items()]
+    rows.append(["total", *(sum(r[i] for r in rows) for i in range(1, 7))])
     print(f"written forms: {'yes' if FORMS else 'no (old API)'}")
     print("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
     for row in rows:
