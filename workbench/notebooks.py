@@ -306,6 +306,10 @@ def _unknown(kind, value, choices) -> str:
     return unknown(kind, value, choices)
 
 
+def _below_one(value) -> str:
+    return "must be below 1 (a step of text only has no numbers to fine-tune on)" if value >= 1 else ""
+
+
 def _decades(value) -> str:
     return "" if value is None or value[0] <= value[1] else f"low {value[0]} above high {value[1]}"
 
@@ -327,7 +331,7 @@ LIMITS: dict[str, dict[str, Limit]] = {
                              bootstrap_draws=Limit(1, 100_000), seed=SEED, figure_formats=FIGURE_FORMATS),
     "05_retrofit": dict(pretrain_tokens=Limit(1, 1e10), hidden=Limit(8, 16_384), layers=Limit(1, 128),
                         heads=Limit(1, 256), context=Limit(8, 65_536), vocab_size=Limit(257, 1_000_000),
-                        pretrain_lr=Limit(1e-8, 1.0), encodings=Limit(check=_retrofit_encoding, length=(1, 20)),
+                        pretrain_lr=Limit(1e-8, 1.0), text_share=Limit(0, 1, check=_below_one), encodings=Limit(check=_retrofit_encoding, length=(1, 20)),
                         tasks=Limit(check=_tasks), tokens=Limit(1, 1e10), batch_tokens=Limit(1, 10_000_000),
                         lr=Limit(1e-8, 1.0), head_lr=Limit(1e-8, 1.0), decades=DECADES, max_digits=MAX_DIGITS,
                         pool_size=Limit(1, 10_000_000), val_samples=Limit(1, 100_000), eval_every=Limit(1, 1_000_000),
