@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # The server settings of this environment (the first config path of `jupyter --paths`).
 SERVER_CONFIG := $(VENV)/etc/jupyter/jupyter_server_config.json
 
-.PHONY: install browser figures test lab
+.PHONY: install browser figures test test-fast lint lab
 
 # The pre-save hook keeps outputs out of the tracked notebooks when they are saved in the lab.
 $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml Makefile
@@ -35,6 +35,13 @@ figures: install browser
 
 test: install browser
 	$(BIN)/python -m pytest -q
+
+# the tests without the `slow` marker: a few minutes, for the edit-test loop
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow"
+
+lint: install
+	$(BIN)/ruff check .
 
 # The lab serves the repository (figures/ and results/ included) and opens notebooks/.
 lab: install

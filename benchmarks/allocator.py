@@ -22,7 +22,7 @@ from workbench.allocator import keep_freed_memory
 torch.set_num_threads(1)
 name, out, steps, keep = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "kept"
 took = keep_freed_memory() if keep else False
-run = train.setup(replace({r.name: r for r in study.plan(study.PARTS)}[name].config, out=out, overwrite=True))
+run = train.setup({r.name: r for r in study.plan(study.PARTS)}[name].config.updated(out=out, overwrite=True))
 for step in range(5):
     train.train_step(run, step)
 batches = [train.step_batches(run, step) for step in range(5, 5 + steps)]

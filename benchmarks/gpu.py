@@ -7,8 +7,8 @@ in one run on this CPU: the parts a GPU leaves to the host, which are the same w
                share, and the number head's features and loss targets were computed inside
                forward (a GPU->CPU->GPU round trip); after, `pack(..., part=(rank, 8))` builds its
                24 rows and `number_fields` computes the rest there, on the loader's worker thread
-    syncs      host syncs of one step (HostSyncs; Adam's host-side step counters not counted): the
-               step with the batch's number fields, and the model finding them itself
+    syncs      host syncs of one step (HostSyncs; Adam's host-side step counters not counted), the
+               batch's number fields computed where it was packed
     loss       the fused loss at V = 50,257, d = 768 on one rank's targets: chunks, profiler ops,
                and the fp32 weight-gradient traffic (read + write once per chunk), before (2^21
                logits a chunk) and after (2^28 on a GPU)
@@ -35,7 +35,7 @@ from torch.profiler import ProfilerActivity, profile
 from tqdm.auto import tqdm
 
 from workbench import distributed, encoders, experiments
-from workbench.batches import NUMBER_FIELDS, number_fields
+from workbench.batches import number_fields
 from workbench.data import build_pool, draw, pack, samples_per_step
 from workbench.fused import chunk_elements, linear_cross_entropy
 from workbench.model import packed_mask
@@ -115,20 +115,16 @@ def batch_costs(encoding, tok, samples, repeats):
 
 
 def sync_counts(encoding, folder):
-    cfg = TrainConfig(encoding=encoding, tasks=("addition", "multiplication", "minmax", "text"), preset="cpu-tiny",
+    cfg = TrainConfig.of(encoding=encoding, tasks=("addition", "multiplication", "minmax", "text"), preset="cpu-tiny",
                       batch_size=8, tokens=1e5, pool_size=300, val_samples=8, test_samples=8, threads=1,
                       decades=(0, 2), max_digits=3, attention="dense", out=str(folder), overwrite=True)
     run = setup(cfg)
     train_step(run, 0)
     counts = {}
-    for step, strip in ((1, False), (2, True)):
-        batches = step_batches(run, step)
-        if strip:
-            batches = [{k: v for k, v in b.items() if k not in NUMBER_FIELDS} for b in batches]
-        with HostSyncs(optimizer_counters(run.optimizers)) as syncs:
-            train_step(run, step, batches)
-        counts["model finds them (fallback)" if strip else "with the batch's number fields"] = \
-            f"{syncs.total} {dict(syncs.counts)}"
+    batches = step_batches(run, 1)
+    with HostSyncs(optimizer_counters(run.optimizers)) as syncs:
+        train_step(run, 1, batches)
+    counts["with the batch's number fields"] = f"{syncs.total} {dict(syncs.counts)}"
     return {"encoding": encoding, **counts}
 
 
@@ -213,7 +209,7 @@ def compile_costs(presets, steps):
     rows = []
     for name in presets:
         for compiled in (False, True):
-            cfg = TrainConfig(encoding="bittokens", tasks=("addition", "multiplication", "minmax", "text"), preset=name,
+            cfg = TrainConfig.of(encoding="bittokens", tasks=("addition", "multiplication", "minmax", "text"), preset=name,
                               batch_size=16 if name == "cpu-small" else 8, tokens=1e7, pool_size=2000, threads=1,
                               decades=(0, 2), max_digits=3, out=f"/tmp/benchmark-gpu-{name}-{compiled}", overwrite=True,
                               compile=compiled)

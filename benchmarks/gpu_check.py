@@ -53,7 +53,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from workbench import encoders, tasks  # noqa: E402
-from workbench.batches import Loader, to_device  # noqa: E402
+from workbench.batches import Loader  # noqa: E402
+from workbench.loss import losses as train_losses  # noqa: E402
 from workbench.model import GPT, preset  # noqa: E402
 from workbench.syncs import HostSyncs, optimizer_counters  # noqa: E402
 from workbench.train import TrainConfig, setup, step_batches, train_step  # noqa: E402
@@ -98,7 +99,7 @@ def config(args, size: Size, out: Path, **overrides) -> TrainConfig:
                   val_samples=8, test_samples=8, vocab_size=size.vocab, text_bpe=size.text_bpe, bf16=size.bf16,
                   device=args.device,
                   threads=0 if args.device != "cpu" else 1, tokens=1e12, out=str(out), overwrite=True)
-    return TrainConfig(**{**values, **overrides})
+    return TrainConfig.of(**{**values, **overrides})
 
 
 def synchronize(device) -> None:
@@ -133,7 +134,7 @@ class EmulatedTF32(TorchFunctionMode):
 # -- the checks: each returns (passed, one line of numbers) --------------------------------------
 def check_flex(args, size, device, tmp):
     run = setup(config(args, size, tmp / "flex", attention="dense", bf16=False, grad_accum=1))
-    batch = to_device(step_batches(run, 0)[0], device)
+    batch = step_batches(run, 0)[0].to(device)
     weights = torch.ones(len(run.cfg.tasks), device=device)
     dense = run.model
     flex = GPT(replace(dense.cfg, attention="flex"), dense.encoding, run.tok.vocab_size, run.tok.num_id,
@@ -145,7 +146,7 @@ def check_flex(args, size, device, tmp):
     for model in (dense, flex):
         model.zero_grad(set_to_none=True)
         with torch.set_grad_enabled(backward):
-            loss = model(**batch, task_weights=weights)[1]["loss"]
+            loss = train_losses(model, batch, weights)["loss"]
         if backward:
             loss.backward()
         results.append((loss.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters()
@@ -344,7 +345,6 @@ def _profiler(device):
 
 def check_generate(args, size, device, tmp):
     from workbench.evaluate import evaluate
-    from workbench.train import _evaluate
     run = setup(config(args, size, tmp / "generate", val_samples=64, grad_accum=1))
     questions = {t: f for t, f in run.val.items() if tasks.get(t).score is not None}  # text has no answers
     batch = {t: f.iloc[:64] for t, f in list(questions.items())[:1]}
@@ -359,7 +359,7 @@ def check_generate(args, size, device, tmp):
         torch.cuda.set_sync_debug_mode(0)
         syncs = sum("synchroniz" in str(w.message).lower() for w in caught)
     started = time.perf_counter()
-    answers = _evaluate(run, questions)
+    answers = run.answer(questions)
     synchronize(device)
     seconds = time.perf_counter() - started
     tokens = float(answers["output_tokens"].mean())

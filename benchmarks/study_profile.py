@@ -108,7 +108,7 @@ def profile_ops(cfg, steps: int) -> None:
                           for e in profiler.key_averages()]).sort_values("ms a step", ascending=False)
     products = table[table.op.isin(MATRIX_PRODUCTS)]["ms a step"].sum()
     print(table.head(25).to_string(index=False, formatters={"ms a step": "{:.2f}".format, "calls a step": "{:.0f}".format}))
-    print(f"\n{cfg.preset}, threads {torch.get_num_threads()}, {steps} steps after {steps} untimed: a step {step_ms:.1f} ms "
+    print(f"\n{cfg.model.preset}, threads {torch.get_num_threads()}, {steps} steps after {steps} untimed: a step {step_ms:.1f} ms "
           f"(under the profiler), its matrix products {products:.1f} ms ({products / step_ms:.0%}); with everything else "
           f"at no cost a step would be at most {step_ms / products:.2f}x faster than now")
 
@@ -128,9 +128,9 @@ def main():
     runs = {r.name: r for r in study.plan(study.PARTS)}
     if args.run not in runs:
         sys.exit(f"--run {args.run!r} is not in the study's plan; e.g. {next(iter(runs))}")
-    cfg = replace(runs[args.run].config, out=args.out, overwrite=True)
+    cfg = runs[args.run].config.updated(out=args.out, overwrite=True)
     if args.tokens:
-        cfg = replace(cfg, tokens=args.tokens)
+        cfg = cfg.updated(tokens=args.tokens)
     if args.ops < 0:
         sys.exit(f"--ops takes a number of steps >= 1, got {args.ops}")
     if args.ops:
@@ -144,7 +144,7 @@ def main():
     table = pd.DataFrame({"seconds": seconds, "calls": pd.Series(split.calls)}).fillna(0)
     table["share"] = table.seconds / wall
     table = table.sort_values("seconds", ascending=False)
-    print(f"\n{args.run}: {cfg.tokens:g} tokens, {cfg.preset}, threads {torch.get_num_threads()}; {args.clock} time {wall:.1f} s "
+    print(f"\n{args.run}: {cfg.tokens:g} tokens, {cfg.model.preset}, threads {torch.get_num_threads()}; {args.clock} time {wall:.1f} s "
           f"(imports {IMPORTS:.1f} s, once per worker process, not counted)")
     print(table.to_string(formatters={"seconds": "{:.2f}".format, "calls": "{:.0f}".format,
                                       "share": "{:.1%}".format}))

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from workbench.train import TrainConfig
+from workbench.config import OWNER, TOP
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RUNS = [f"precision-{task}-d2-{encoding}-seed0" for task in ("multiplication", "division")
@@ -42,7 +42,9 @@ from workbench import study
 from workbench.train import train
 run = {r.name: r for r in study.plan(study.PARTS)}[sys.argv[1]]
 wall, cpu = time.perf_counter(), time.process_time()
-train(replace(run.config, out=sys.argv[2], overwrite=True, **json.loads(sys.argv[3])))
+settings = dict(out=sys.argv[2], overwrite=True, **json.loads(sys.argv[3]))
+# code from before the grouped settings (config.TrainConfig.updated) takes them flat
+train(run.config.updated(**settings) if hasattr(run.config, "updated") else replace(run.config, **settings))
 print(json.dumps({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu}))
 """
 
@@ -77,7 +79,7 @@ def results(run_dir: Path) -> dict:
 
 def parse_settings(pairs: list[str]) -> dict:
     """NAME=VALUE pairs as TrainConfig settings (VALUE as JSON where it parses, else the string)."""
-    fields = TrainConfig.__dataclass_fields__
+    fields = set(TOP) | set(OWNER)
     settings = {}
     for pair in pairs:
         name, equals, value = pair.partition("=")

@@ -71,7 +71,9 @@ from workbench.curriculum import difficulty_column
 from workbench.notebooks import ROOT
 from workbench.paper_figures import results_from_summary
 from workbench.tasks import generate, with_metric
-from workbench.train import TrainConfig, load_metrics, train
+from workbench.config import TrainConfig
+from workbench.rundir import load_metrics
+from workbench.train import train
 
 os.chdir(ROOT)  # the repository root, as under the runner: relative paths mean the same in the lab
 torch.set_num_threads(threads)
@@ -83,7 +85,7 @@ settings = dict(encoding=encoding, tasks=task_list, preset=preset, tokens=tokens
                 decades=tuple(decades) if decades is not None else None, max_digits=max_digits,
                 eval_every=eval_every, checkpoint_every=eval_every, val_samples=val_samples,
                 test_samples=test_samples, out=str(out_dir or default_out))
-cfg = TrainConfig(**{**settings, **options})  # `options` win over the parameters above
+cfg = TrainConfig.of(**{**settings, **options})  # `options` win over the parameters above
 cfg
 
 # %% [markdown]
@@ -143,8 +145,8 @@ def curves(run_dir: Path, finished: bool = False) -> go.Figure:
         fig.add_annotation(x=changes[0], y=0.82, xref="x", yref="y domain", xanchor="left", yanchor="top", showarrow=False,
                            text="loss weights set (C.4)" + (", then moved at every evaluation" if len(changes) > 3 else ""))
     curricular = [t for t in task_registry.names() if task_registry.get(t).curriculum]
-    if not cfg.curriculum or not set(curricular) & set(task_list):  # the frontier panel stays empty: say why
-        why = "curriculum=False" if not cfg.curriculum else f"none of {', '.join(task_list)} has one"
+    if not cfg.difficulty.curriculum or not set(curricular) & set(task_list):  # the frontier panel stays empty: say why
+        why = "curriculum=False" if not cfg.difficulty.curriculum else f"none of {', '.join(task_list)} has one"
         panel = fig.get_subplot(2, 2)
         note = f"no curriculum in this run ({why}); the curricula of C.3 are those of {', '.join(curricular)}"
         fig.add_annotation(text="<br>".join(textwrap.wrap(note, 42)),
@@ -167,7 +169,7 @@ def bundle(fig: go.Figure) -> dict:
     return {"application/vnd.plotly.v1+json": json.loads(fig.to_json()), "text/plain": fig.layout.title.text}
 
 
-run_dir = Path(cfg.out)
+run_dir = Path(cfg.run.out)
 live = display(bundle(curves(run_dir)), raw=True, display_id=True)
 run_dir = train(cfg, on_eval=lambda row: live.update(bundle(curves(run_dir)), raw=True))
 fig = curves(run_dir, finished=True)
@@ -196,8 +198,8 @@ results
 
 # %%
 samples = pd.read_csv(run_dir / "test_samples.csv")
-difficulty = pd.concat([generate(t, cfg.test_samples, cfg.seed, "test", decades=cfg.decades,
-                                 max_digits=cfg.max_digits)[["prompt", "difficulty_sd"]].assign(task=t)
+difficulty = pd.concat([generate(t, cfg.evaluation.test_samples, cfg.seed, "test", decades=cfg.data.decades,
+                                 max_digits=cfg.data.max_digits)[["prompt", "difficulty_sd"]].assign(task=t)
                         for t in task_list if t != "text"])
 by_level = (samples.merge(difficulty.drop_duplicates(["task", "prompt"]), on=["task", "prompt"], how="left")
             .groupby(["task", "difficulty_sd"])["score"].agg(score="mean", n="size").reset_index())

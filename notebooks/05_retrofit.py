@@ -137,7 +137,7 @@ print(sorted(p.name for p in model_dir.iterdir()))
 runs = []
 for seed in seeds:
     for encoding in encodings:
-        cfg = RetrofitConfig(model=str(model if model is not None else model_dir), encoding=encoding, tasks=task_list,
+        cfg = RetrofitConfig.of(model=str(model if model is not None else model_dir), encoding=encoding, tasks=task_list,
                              tokens=tokens, batch_tokens=batch_tokens, lr=lr, head_lr=head_lr, lora=lora, seed=seed,
                              text_share=text_share, text_pool_size=min(pool_size, 1000), dtype=dtype,
                              decades=tuple(decades) if decades is not None else None, max_digits=max_digits,

@@ -922,24 +922,24 @@ def train_cases(rng, folder):
     for name, values in BAD_FIELDS.items():
         for value in values:
             def case(name=name, value=value):
-                refused(T.TrainConfig(**{**small, name: value}))
+                refused(T.TrainConfig.of(**{**small, name: value}))
             words = (name.replace("_", "-"), "unknown encoding", "encoding", "decades", "max_digits", "text source",
                      "must be one of", "no option", "preset", "tasks", "unknown task")
             yield case, (ValueError,), words
     for name, values in GOOD_FIELDS.items():
         for value in values:
-            yield (lambda name=name, value=value: T.TrainConfig(**{**small, name: value})), (), ()
+            yield (lambda name=name, value=value: T.TrainConfig.of(**{**small, name: value})), (), ()
     for k in range(10):  # a run directory: resume needs a checkpoint, an old run is never replaced
         out = Path(folder) / f"run{k}"
         out.mkdir()
         (out / rng.choice(["metrics.jsonl", "best.pt", "config.json"])).write_text("{}")
-        cfg = T.TrainConfig(**small, out=str(out))
+        cfg = T.TrainConfig.of(**small, out=str(out))
         yield (lambda cfg=cfg: refused(T._prepare_run_dir(cfg, resume=True, rank=0))), (FileNotFoundError,), ("--resume",)
         yield (lambda cfg=cfg: refused(T._prepare_run_dir(cfg, resume=False, rank=0))), (FileExistsError,), ("--overwrite",)
         bad = out / "checkpoint.pt"
         bad.write_bytes(bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 200))))
         yield (lambda bad=bad: refused(T.load_checkpoint(bad))), (ValueError,), ("corrupt",)
-    huge = T.TrainConfig(**{**small, "batch_size": 64}, context=65536)
+    huge = T.TrainConfig.of(**{**small, "batch_size": 64}, context=65536)
     yield (lambda: refused(T.check_memory(huge, 2100))), (MemoryError,), ("--batch-size",)
 
 
@@ -960,8 +960,8 @@ def writer_cases(rng, folder):
     from workbench import train as T
     small = dict(preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 2, pool_size=50, val_samples=4, test_samples=4,
                  eval_every=2, threads=1, tasks=("addition",))
-    writers = [lambda out: T.train(T.TrainConfig(**small, out=str(out))),
-               lambda out: T.train(T.TrainConfig(**small, out=str(out)), resume=True),
+    writers = [lambda out: T.train(T.TrainConfig.of(**small, out=str(out))),
+               lambda out: T.train(T.TrainConfig.of(**small, out=str(out)), resume=True),
                lambda out: study.run_study([], out, jobs=1),
                lambda out: experiments.run_protocol("cpu-tier", seeds=(0,), out=out, encodings=["bittokens"])]
     for k, write in enumerate(writers * 2):
@@ -979,14 +979,14 @@ def writer_cases(rng, folder):
                 holder.wait()
         yield case, (locks.InUse,), ("in use by process",)
     done = Path(folder) / "finished"
-    T.train(T.TrainConfig(**small, out=str(done)))
+    T.train(T.TrainConfig.of(**small, out=str(done)))
     for k in range(6):  # a resume with another configuration: refused, and not one byte changes
         changed = rng.choice([dict(seed=rng.randint(1, 9)), dict(max_digits=rng.randint(2, 5)),
                               dict(tasks=("addition", "minmax")), dict(pool_size=rng.randint(60, 90))])
         def case(changed=changed):
             before = {p.name: p.read_bytes() for p in done.iterdir() if p.is_file()}
             try:
-                refused(T.train(T.TrainConfig(**{**small, **changed}, out=str(done)), resume=True))
+                refused(T.train(T.TrainConfig.of(**{**small, **changed}, out=str(done)), resume=True))
             finally:
                 if {p.name: p.read_bytes() for p in done.iterdir() if p.is_file()} != before:
                     raise Wrong(f"a refused resume ({changed}) changed the run directory")
@@ -1000,9 +1000,9 @@ def size_of_questions_cases(rng):
     for _ in range(6):
         flag, value = rng.choice([("test_samples", 10 ** rng.randint(8, 10)), ("pool_size", 10 ** rng.randint(8, 10)),
                                   ("val_samples", 10 ** rng.randint(8, 10))])
-        cfg = T.TrainConfig(tasks=("addition", "sorting"), threads=1, **{flag: value})
+        cfg = T.TrainConfig.of(tasks=("addition", "sorting"), threads=1, **{flag: value})
         yield (lambda cfg=cfg: refused(T.check_memory(cfg, tok.vocab_size, tok))), (MemoryError,), ("--" + flag.replace("_", "-"),)
-    fits = T.TrainConfig(tasks=("addition", "sorting", "text"), threads=1)
+    fits = T.TrainConfig.of(tasks=("addition", "sorting", "text"), threads=1)
     yield (lambda: T.check_memory(fits, tok.vocab_size, tok)), (), ()
 
 

@@ -79,7 +79,7 @@ def test_generation_equals_a_full_forward_pass(tok):
         every = torch.as_tensor(np.concatenate([ids, new]))[None]
         n = every.shape[1]
         with torch.no_grad():
-            logits, _ = model(every, torch.zeros(1, n, dtype=torch.float64), torch.arange(n)[None],
+            logits = model.logits(every, torch.zeros(1, n, dtype=torch.float64), torch.arange(n)[None],
                               torch.zeros(1, n, dtype=torch.long))
         assert logits[0, len(ids) - 1:-1].argmax(-1).tolist() == new and len(set(new)) > 2
 

@@ -7,10 +7,12 @@ from dataclasses import asdict
 import pandas as pd
 import pytest
 
+from workbench.config import recorded
 from workbench import ablations, experiments
 from workbench.train import TrainConfig
+import workbench.train as train_module
 
-BASE = TrainConfig(tasks=experiments.SIX_TASKS, preset="cpu-small", batch_size=2, tokens=2 * 256 * 4,
+BASE = TrainConfig.of(tasks=experiments.SIX_TASKS, preset="cpu-small", batch_size=2, tokens=2 * 256 * 4,
                    pool_size=200, val_samples=4, test_samples=6, eval_every=4, checkpoint_every=2,
                    decades=(0, 1), max_digits=2, threads=1)
 
@@ -22,14 +24,14 @@ def test_every_table_is_one_switch_of_the_base():
     assert {by[(8, label)].encoding_options["combine"] for label in
             ("Sum", "Product", "Concat", "Zero Pad", "Weighted", "Weighted + Sum")} == \
         {"sum", "product", "concat", "zero_pad", "weighted", "weighted_sum"}
-    assert by[(9, "Layer norm")].norm == "layer" and by[(9, "Zero Pad")].norm == "rms"
+    assert by[(9, "Layer norm")].model.norm == "layer" and by[(9, "Zero Pad")].model.norm == "rms"
     assert by[(10, "xval AdamW")].optim.optimizer == "adamw" and by[(10, "xval baseline")].optim.optimizer == "muon"
     assert by[(11, "BitTokens w/o reciprocal")].encoding_options["reciprocal"] is False
     assert by[(11, "BitTokens")].tasks == ("division",)
-    assert not by[(12, "fone no curriculum")].curriculum and by[(12, "fone baseline")].curriculum
-    assert [by[(14, k)].balance_lambda for k in ("harmonic", "geometric", "arithmetic")] == [-1, 0, 1]
+    assert not by[(12, "fone no curriculum")].difficulty.curriculum and by[(12, "fone baseline")].difficulty.curriculum
+    assert [by[(14, k)].balance.balance_lambda for k in ("harmonic", "geometric", "arithmetic")] == [-1, 0, 1]
     hard = by[(15, "bittokens r_max=0.2")]
-    assert hard.max_task_ratio == 0.2 and {"exponentiation", "mean", "std", "text"} <= set(hard.tasks)
+    assert hard.balance.max_task_ratio == 0.2 and {"exponentiation", "mean", "std", "text"} <= set(hard.tasks)
     assert len(by[(15, "bittokens r_max=0.1")].tasks) == 10
     # base 10's 420 dims cannot be padded into a 256-wide model: the learned projection joins instead
     base10 = plan[(plan.table == 9) & plan.variant.str.startswith("Base 10")].iloc[0]
@@ -58,17 +60,17 @@ def test_run_writes_one_csv_and_resumes(tmp_path, monkeypatch):
     trained = []
 
     def fake_train(cfg, resume=False):
-        trained.append(cfg.out)
+        trained.append(cfg.run.out)
         from pathlib import Path
-        out = Path(cfg.out)
+        out = Path(cfg.run.out)
         out.mkdir(parents=True)
-        (out / "config.json").write_text(json.dumps(asdict(cfg)))
+        (out / "config.json").write_text(json.dumps(recorded(cfg)))
         score = 0.5 if cfg.encoding_options.get("reciprocal", True) else 0.2
         pd.DataFrame({"task": ["division"], "score": [score], "exact": [0.0], "input_tokens": [7.0],
                       "output_tokens": [2.0], "encoding": [cfg.encoding], "seed": [cfg.seed],
                       "train_seconds": [1.0]}).to_csv(out / "test_summary.csv", index=False)
         return out
-    monkeypatch.setattr(experiments, "train", fake_train)
+    monkeypatch.setattr(train_module, "train", fake_train)
     results = experiments.run_ablations([11], seeds=(0,), out=tmp_path, base=BASE)
     saved = pd.read_csv(tmp_path / "results.csv")
     assert len(trained) == 2 and len(saved) == len(results) == 4  # 2 runs x (log-sMAPE, exact match)

@@ -18,7 +18,7 @@ import gc, json, resource, sys
 from workbench.train import TrainConfig, setup, train_step, step_batches
 from workbench.allocator import keep_freed_memory
 took = keep_freed_memory() if sys.argv[1] == "kept" else None
-run = setup(TrainConfig(encoding="bittokens", tasks=("multiplication",), preset="cpu-tiny", batch_size=8,
+run = setup(TrainConfig.of(encoding="bittokens", tasks=("multiplication",), preset="cpu-tiny", batch_size=8,
                         tokens=8 * 128 * 40, pool_size=500, val_samples=8, test_samples=8, threads=1, out=sys.argv[2]))
 batches = [step_batches(run, step) for step in range(10)]
 for step, batch in enumerate(batches):
@@ -53,7 +53,7 @@ def test_training_steps_reuse_their_memory_instead_of_faulting_in_pages(tmp_path
 def test_cpu_training_keeps_freed_memory(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(train, "keep_freed_memory", lambda device: calls.append(str(device)))
-    train.train(TrainConfig(encoding="single_digit", tasks=("addition",), preset="cpu-tiny", batch_size=2,
+    train.train(TrainConfig.of(encoding="single_digit", tasks=("addition",), preset="cpu-tiny", batch_size=2,
                             tokens=2 * 128 * 2, pool_size=50, val_samples=4, test_samples=4, threads=1,
                             out=str(tmp_path / "run")))
     assert calls == ["cpu"]

@@ -181,6 +181,6 @@ def test_the_loss_reference_is_text_or_the_authors_last_task(tmp_path):
     for tasks_, rule, expected in ((("addition", "minmax"), "text", None), (("addition", "minmax"), "last", "minmax"),
                                    (("text", "addition"), "text", "text"), (("text", "addition"), "last", "addition"),
                                    (("addition",), "last", None)):
-        run = setup(TrainConfig(tasks=tasks_, loss_reference=rule, out=str(tmp_path / f"{rule}-{len(tasks_)}-{tasks_[0]}"),
+        run = setup(TrainConfig.of(tasks=tasks_, loss_reference=rule, out=str(tmp_path / f"{rule}-{len(tasks_)}-{tasks_[0]}"),
                                 **common))
         assert run.normalizer.reference == expected, (tasks_, rule)

@@ -14,6 +14,8 @@ from einops import rearrange
 from workbench import cpu_kernels, encoders, fused
 from workbench.model import GPT, preset
 from workbench.tokenizer import Tokenizer
+from workbench.batches import number_fields
+from workbench.loss import losses as train_losses
 
 ROOT = Path(__file__).resolve().parents[1]
 HAVE_COMPILER = shutil.which(os.environ.get("CC") or "cc") is not None
@@ -82,7 +84,8 @@ def test_training_steps_take_the_kernels_and_lose_no_bit(monkeypatch):
              "targets": torch.randint(12, tok.vocab_size, (4, 32), generator=g),
              "values": torch.zeros(4, 32, dtype=torch.float64), "target_values": torch.zeros(4, 32, dtype=torch.float64),
              "positions": (torch.arange(32) % 16).expand(4, -1), "doc_ids": (torch.arange(32) // 16).expand(4, -1),
-             "loss_mask": torch.ones(4, 32, dtype=torch.bool)}
+             "loss_mask": torch.ones(4, 32, dtype=torch.bool), "task_ids": torch.zeros(4, 32, dtype=torch.long),
+             "ce_count": torch.tensor(4 * 32), "number_count": torch.tensor(1)}
     assert fused._kernels_agree(64)  # the probe's own call, done before counting
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -99,7 +102,7 @@ def test_training_steps_take_the_kernels_and_lose_no_bit(monkeypatch):
             optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
             losses = []
             for _ in range(3):
-                loss = model(**batch)[1]["loss"]
+                loss = train_losses(model, number_fields(batch, model.number_head, model.num_id))["loss"]
                 loss.backward()
                 optimizer.step()
                 optimizer.zero_grad()

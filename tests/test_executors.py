@@ -16,10 +16,11 @@ import pytest
 from workbench import experiments
 from workbench.executors import Executor, RunsFailed, _minutes, run_all
 from workbench.locks import hold
-from workbench.train import TrainConfig, load_checkpoint
+from workbench.rundir import load_checkpoint
+from workbench.train import TrainConfig
 
 # 16 steps, a checkpoint every 2: long enough to be killed between its first checkpoint and its end
-TINY = TrainConfig(preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 16, pool_size=100, val_samples=4,
+TINY = TrainConfig.of(preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 16, pool_size=100, val_samples=4,
                    test_samples=4, eval_every=8, checkpoint_every=2, threads=1)
 PLAN = dict(seeds=(0,), encodings=["bittokens", "single_digit", "fone"])
 JOBS = Executor("submitit-local", array_parallelism=3, time=10)
@@ -96,7 +97,7 @@ def test_submitit_local_gives_the_local_rows_and_resumes_a_killed_job(tmp_path, 
 def test_a_job_with_two_gpus_trains_its_run_under_torchrun(tmp_path):
     """Bug: paper-tier jobs train in one process on a node of 8 GPUs. Two (CPU) processes of one
     job share the batch: the token budget of 4 steps of 2 rows is spent in 2 steps."""
-    cfg = replace(TINY, tokens=2 * 128 * 4, eval_every=2, device="cpu")
+    cfg = TINY.updated(tokens=2 * 128 * 4, eval_every=2, device="cpu")
     run_all({"run": cfg}, tmp_path, executor=Executor("submitit-local", gpus_per_job=2, time=10))
     assert len(losses(tmp_path / "run")) == 2
     assert (tmp_path / "run" / "test_summary.csv").exists()

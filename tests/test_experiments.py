@@ -8,7 +8,7 @@ import pytest
 from workbench import experiments
 from workbench.train import TrainConfig
 
-TINY = TrainConfig(tasks=("addition", "minmax"), preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4,
+TINY = TrainConfig.of(tasks=("addition", "minmax"), preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4,
                    pool_size=200, val_samples=4, test_samples=6, eval_every=4, checkpoint_every=2,
                    decades=(0, 1), max_digits=2, threads=1)
 
@@ -49,9 +49,9 @@ def test_cpu_tier_is_one_protocol_for_every_encoding():
     cpu = experiments.PROTOCOLS["cpu-tier"]
     assert set(cpu.tasks) >= {"addition", "multiplication", "division", "minmax", "sorting", "interval"}
     paper = experiments.PROTOCOLS["paper-tier"]  # appendix C.1: 117M model, 10B tokens, batch 192
-    assert (paper.preset, paper.tokens, 8 * paper.batch_size) == ("paper", 1e10, 192)  # on 8 GPUs
+    assert (paper.model.preset, paper.tokens, 8 * paper.batch_size) == ("paper", 1e10, 192)  # on 8 GPUs
     assert paper.accumulation(4) == 2 and paper.accumulation(8) == 1  # batch 192 on fewer GPUs too
-    assert (paper.text_bpe, paper.eval_every, paper.val_samples) == ("gpt2", 64, 384)  # --config paper's
+    assert (paper.model.text_bpe, paper.evaluation.eval_every, paper.evaluation.val_samples) == ("gpt2", 64, 384)  # --config paper's
     assert set(paper.tasks) >= set(cpu.tasks)
 
 
@@ -80,7 +80,7 @@ def test_a_finished_run_of_another_protocol_is_not_taken_as_this_ones(tmp_path, 
     recorded configuration differs is refused, naming the settings (in one line at the command
     line), or retrained with --overwrite."""
     experiments.run_protocol(tiny_protocol, seeds=(0,), out=tmp_path, encodings=["single_digit"])
-    monkeypatch.setitem(experiments.PROTOCOLS, "other", replace(TINY, tokens=2 * 128 * 6))
+    monkeypatch.setitem(experiments.PROTOCOLS, "other", TINY.updated(tokens=2 * 128 * 6))
     with pytest.raises(experiments.RunsFailed, match=r"another configuration \(tokens: 1024 \(recorded\) vs 1536\)"):
         experiments.run_protocol("other", seeds=(0,), out=tmp_path, encodings=["single_digit"])
     with pytest.raises(SystemExit):

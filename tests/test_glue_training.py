@@ -17,7 +17,8 @@ from workbench import tasks
 from workbench.balancing import TaskBalancer
 from workbench.model import GPT
 from workbench.optim import OptimConfig
-from workbench.train import TrainConfig, load_metrics, train
+from workbench.rundir import load_metrics
+from workbench.train import TrainConfig, train
 
 TASKS = ("addition", "multiplication")  # multiplication has a curriculum (A.3), addition not
 # Per validation round: the score of each task. Addition's answers all get it; multiplication's
@@ -59,7 +60,7 @@ def traced_run(cfg: TrainConfig, score_of):
     batch's task counts and samples, and every forward pass's task weights and losses.
     -> (steps, evals, calls, draws, forwards)"""
     calls, draws, forwards = [], [], []
-    real_next_batch, real_forward = workbench.train.next_batch, GPT.forward
+    real_next_batch, real_losses = workbench.train.next_batch, workbench.train.step_losses
 
     def fake_evaluate(model, tok, frames, max_new_tokens=None, batch_size=64):
         """exact is always False (not the score)."""
@@ -80,17 +81,16 @@ def traced_run(cfg: TrainConfig, score_of):
         draws.append((dict(task_counts), picked, pools))
         return batch
 
-    def recording_forward(model, *args, **kwargs):
-        out = real_forward(model, *args, **kwargs)
-        weights = kwargs.get("task_weights")
-        forwards.append({"weights": None if weights is None else weights.tolist(),
-                         **{k: out[1][k].detach().double().numpy().copy() for k in ("loss", "task_loss", "task_tokens")}})
+    def recording_losses(model, batch, task_weights=None, hidden=None):
+        out = real_losses(model, batch, task_weights, hidden)
+        forwards.append({"weights": None if task_weights is None else task_weights.tolist(),
+                         **{k: out[k].detach().double().numpy().copy() for k in ("loss", "task_loss", "task_tokens")}})
         return out
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(workbench.train, "evaluate", fake_evaluate)
         mp.setattr(workbench.train, "next_batch", recording_next_batch)
-        mp.setattr(GPT, "forward", recording_forward)
+        mp.setattr(workbench.train, "step_losses", recording_losses)
         out = train(cfg)
     steps, evals = load_metrics(out)
     return steps, evals.to_dict("records"), calls, draws, forwards
@@ -106,7 +106,7 @@ def run(tmp_path_factory):
         if task == "multiplication":
             return np.where(frame["difficulty_sd"] == frontier[k], STREAM[k][task], 0.0)
         return STREAM[k][task]
-    return traced_run(TrainConfig(**RUN, out=str(tmp_path_factory.mktemp("run"))), score_of)
+    return traced_run(TrainConfig.of(**RUN, out=str(tmp_path_factory.mktemp("run"))), score_of)
 
 
 def stream_means(calls) -> list[dict]:
@@ -212,7 +212,7 @@ HANDOVER = dict(RUN, encoding="bittokens", endgame_share=0.4)  # the last 2 of 5
 
 @pytest.fixture(scope="module")
 def bittokens_run(tmp_path_factory):
-    return traced_run(TrainConfig(**HANDOVER, out=str(tmp_path_factory.mktemp("bittokens"))),
+    return traced_run(TrainConfig.of(**HANDOVER, out=str(tmp_path_factory.mktemp("bittokens"))),
                       lambda k, task, frame: 0.5)
 
 
@@ -248,10 +248,11 @@ def test_token_shares_give_each_task_its_ratio_of_the_tokens():
     from workbench import train
     pools = {"addition": SimpleNamespace(mean_length=10.0), "text": SimpleNamespace(mean_length=300.0)}
     balancer = TaskBalancer(["addition", "text"])
-    run = SimpleNamespace(cfg=SimpleNamespace(tasks=("addition", "text"), balancing=True, balance_unit="tokens"),
+    balance = SimpleNamespace(balancing=True, balance_unit="tokens")
+    run = SimpleNamespace(cfg=SimpleNamespace(tasks=("addition", "text"), balance=balance),
                           balancer=balancer, pools=pools, tokens_per_step=3000, per_step=100)
     assert train._task_counts(run) == {"addition": 150, "text": 5}  # 1500 tokens each
-    run.cfg.balance_unit = "samples"
+    balance.balance_unit = "samples"
     assert train._task_counts(run) == {"addition": 50, "text": 50}
 
 
@@ -271,7 +272,7 @@ def test_the_checkpoint_choice_counts_text_unless_switched_off(tmp_path, with_te
         ppl = text_ppl[len(ppl_calls)] if len(ppl_calls) < len(text_ppl) else 100.0
         ppl_calls.append(ppl)
         return {"ppl_all": ppl, "ppl_text": ppl}
-    cfg = TrainConfig(**dict(RUN, tasks=("addition", "text"), select_with_text=with_text), out=str(tmp_path / "run"))
+    cfg = TrainConfig.of(**dict(RUN, tasks=("addition", "text"), select_with_text=with_text), out=str(tmp_path / "run"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(workbench.train, "perplexity", fake_perplexity)
         _, evals, calls, _, _ = traced_run(cfg, lambda k, task, frame: addition[k] if k < len(addition) else 0.5)
@@ -286,7 +287,7 @@ def test_the_checkpoint_choice_counts_text_unless_switched_off(tmp_path, with_te
 def test_the_balancer_can_start_at_the_warm_up_evaluation(tmp_path):
     """--balance-start warmup_evaluation: the first update is at the evaluation that ends the
     warm-up itself (one evaluation earlier than the authors')."""
-    cfg = TrainConfig(**dict(RUN, balance_start="warmup_evaluation"), out=str(tmp_path / "run"))
+    cfg = TrainConfig.of(**dict(RUN, balance_start="warmup_evaluation"), out=str(tmp_path / "run"))
     _, evals, _, _, _ = traced_run(cfg, lambda k, task, frame: [0.2, 0.6, 0.4, 0.9, 0.5, 0.5][k] if task == "addition" else 0.3)
     balancer = TaskBalancer(TASKS, floor=0.01)
     for k, row in enumerate(evals):
@@ -306,7 +307,7 @@ def test_bittokens_balance_on_the_binary_validation_set_until_the_hand_over(tmp_
         return 0.75 if binary else 0.25 if task == "multiplication" else 0.5
     validation = tasks.generate("multiplication", RUN["val_samples"], seed=0, split="val", decades=RUN["decades"],
                                 max_digits=RUN["max_digits"])
-    cfg = TrainConfig(**dict(HANDOVER, balance_active_set=active_set), out=str(tmp_path / "run"))
+    cfg = TrainConfig.of(**dict(HANDOVER, balance_active_set=active_set), out=str(tmp_path / "run"))
     _, evals, _, _, _ = traced_run(cfg, score_of)
     balancer = TaskBalancer(TASKS, floor=0.01)
     for k, row in enumerate(evals):
@@ -323,7 +324,7 @@ def test_after_the_warm_up_each_loss_weight_is_set_to_match_the_text_tasks(tmp_p
     every weight is 10 / the task's mean per-token loss since the last evaluation; after it, text's
     weight stays and each other weight is set to w_text mean_text / mean_task at every evaluation
     (not moved part of the way)."""
-    cfg = TrainConfig(**dict(RUN, tasks=("addition", "text")), out=str(tmp_path / "run"))
+    cfg = TrainConfig.of(**dict(RUN, tasks=("addition", "text")), out=str(tmp_path / "run"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(workbench.train, "perplexity", lambda *a, **k: {"ppl_all": 300.0, "ppl_text": 300.0})
         _, evals, _, _, forwards = traced_run(cfg, lambda k, task, frame: 0.5)
@@ -345,11 +346,11 @@ def test_curriculum_rule_authors_moves_the_frontier_by_their_rule(tmp_path):
     """--curriculum-rule authors: the run's curricula are the authors' (start at index int(0.15 n)
     of the held levels, here 2 … 6, so level 2; one level per evaluation while every level scores
     1.0; mastered at the top), logged like the paper's."""
-    cfg = TrainConfig(**RUN, curriculum_rule="authors", out=str(tmp_path / "authors"))
+    cfg = TrainConfig.of(**RUN, curriculum_rule="authors", out=str(tmp_path / "authors"))
     _, evals, _, _, _ = traced_run(cfg, lambda k, task, frame: 1.0)
     held = tasks.generate("multiplication", RUN["pool_size"], seed=0, split="train", decades=RUN["decades"],
                           max_digits=RUN["max_digits"])["difficulty_sd"]
     assert sorted(set(held)) == [2, 3, 4, 5, 6]
     assert [row["frontier/multiplication"] for row in evals] == [3, 4, 5, 6, 6]
     with pytest.raises(ValueError, match="curriculum-rule"):
-        TrainConfig(**RUN, curriculum_rule="fast")
+        TrainConfig.of(**RUN, curriculum_rule="fast")

@@ -10,6 +10,8 @@ from workbench.fused import attention_plan
 from workbench.tasks import Regime
 from workbench.model import GPT, KVCache, packed_mask, preset
 from workbench.tokenizer import Tokenizer
+from workbench.batches import number_fields
+from workbench.loss import losses as train_losses
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +59,7 @@ def test_attention_never_crosses_a_sample_boundary(tok, context, blocked):
         output.retain_grad()
         captured["emb"] = output
     model.wte.register_forward_hook(keep)
-    logits, _ = model(b["ids"], b["values"], b["positions"], b["doc_ids"])
+    logits = model.logits(b["ids"], b["values"], b["positions"], b["doc_ids"])
     doc = b["doc_ids"][0]
     logits[0, doc == 1].sum().backward()
     grad = captured["emb"].grad[0].abs().sum(-1)
@@ -71,7 +73,7 @@ def test_number_head_reads_positions_whose_next_token_is_num(tok):
     b = batch_of(tok, [("1.5 + 2", "3.5"), ("12 * 3", "36")])
     seen = []
     model.number_head.register_forward_hook(lambda module, inputs, output: seen.append(inputs[0].shape[0]))
-    _, losses = model(**b)
+    losses = train_losses(model, number_fields(b, model.number_head, model.num_id))
     expected = b["loss_mask"] & (b["targets"] == tok.num_id)
     assert seen == [int(expected.sum())] and expected.sum() > 0
     # every such position sits on <|eoq|> (the answer is one number) and has the answer as value
@@ -94,8 +96,8 @@ def test_the_loss_is_c1s_formula_with_task_weights(tok, loss):
     samples = [(*tok.sample(p, a), k % 2) for k, (p, a) in enumerate(pairs)] * 30
     b = pack(samples, 2, 40, tok.pad_id, tok.num_id)
     weights = torch.tensor([0.5, 2.0])
-    _, losses = model(**b, task_weights=weights)
-    logits, _ = model(b["ids"], b["values"], b["positions"], b["doc_ids"])
+    losses = train_losses(model, number_fields(b, model.number_head, model.num_id), weights)
+    logits = model.logits(b["ids"], b["values"], b["positions"], b["doc_ids"])
     hidden = model.trunk(b["ids"], b["values"], b["positions"], packed_mask(b["doc_ids"]))
     m = b["loss_mask"]
     ce = torch.nn.functional.cross_entropy(logits[m], b["targets"][m], reduction="none")
@@ -131,7 +133,7 @@ def test_the_last_block_at_the_loss_rows_gives_the_whole_blocks_loss_and_gradien
     for whole in (False, True):
         if whole:  # the plain path: every row through the last block, then the loss rows
             model._last_block_on_rows = lambda x, rows: False
-        _, losses = model(**b, task_weights=torch.tensor([0.7]))
+        losses = train_losses(model, number_fields(b, model.number_head, model.num_id), torch.tensor([0.7]))
         losses["loss"].backward()
         results.append([losses["loss"].detach()] + [p.grad for p in model.parameters()])
         model.zero_grad(set_to_none=True)
@@ -143,12 +145,12 @@ def test_packed_sample_gives_the_same_logits_as_the_sample_alone(tok):
     """Positions restart and nothing leaks in: a sample's logits do not depend on its neighbours."""
     model = tiny(tok).eval()
     b = batch_of(tok, [("1.5 + 2", "3.5"), ("12 * 3", "36"), ("<|min|>4, 2, 9", "2")], context=60)
-    logits, _ = model(b["ids"], b["values"], b["positions"], b["doc_ids"])
+    logits = model.logits(b["ids"], b["values"], b["positions"], b["doc_ids"])
     row, doc = 1, int(b["doc_ids"][1, 20])
     at = b["doc_ids"][row] == doc
     assert b["positions"][row][at][0] == 0 and at.nonzero()[0, 0] > 0
-    alone, _ = model(b["ids"][row][at][None], b["values"][row][at][None], b["positions"][row][at][None],
-                     torch.zeros(1, int(at.sum()), dtype=torch.long))
+    alone = model.logits(b["ids"][row][at][None], b["values"][row][at][None], b["positions"][row][at][None],
+                         torch.zeros(1, int(at.sum()), dtype=torch.long))
     assert torch.allclose(logits[row][at], alone[0], atol=1e-5)
 
 
@@ -163,12 +165,12 @@ def test_global_counts_make_row_slices_add_up_to_the_whole_batch(tok):
     whole batch, sum to the loss of the whole batch."""
     model = tiny(tok)
     b = batch_of(tok, [("1.5 + 2", "3.5"), ("12 * 3", "36"), ("7 - 10", "-3")], context=30, rows=4)
-    _, whole = model(**b)
-    parts = [model(**rows_of(b, rank, 2))[1] for rank in range(2)]
+    whole = train_losses(model, number_fields(b, model.number_head, model.num_id))
+    parts = [train_losses(model, number_fields(rows_of(b, rank, 2), model.number_head, model.num_id)) for rank in range(2)]
     for key in ("loss", "ce", "number"):
         assert torch.allclose(whole[key], parts[0][key] + parts[1][key], atol=1e-5)
     assert torch.allclose(whole["ce"], torch.nn.functional.cross_entropy(
-        model(b["ids"], b["values"], b["positions"], b["doc_ids"])[0][b["loss_mask"]], b["targets"][b["loss_mask"]]),
+        model.logits(b["ids"], b["values"], b["positions"], b["doc_ids"])[b["loss_mask"]], b["targets"][b["loss_mask"]]),
         atol=1e-5)
 
 

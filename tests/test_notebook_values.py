@@ -15,7 +15,7 @@ from workbench.paper_figures import read_results
 from workbench import tasks
 from workbench.tasks import generate
 from workbench.tokenizer import Tokenizer
-from workbench.train import load_metrics
+from workbench.rundir import load_metrics
 
 OFFICIAL = Path(os.environ.get("WORKBENCH_OFFICIAL_DATA") or
                 Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "official_bittokens")

@@ -12,7 +12,9 @@ import zoo_checks
 from workbench import encoders
 from workbench.model import GPT, preset
 from workbench.tokenizer import Tokenizer
-from workbench.train import load_metrics
+from workbench.rundir import load_metrics
+from workbench.batches import number_fields
+from workbench.loss import losses as train_losses
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +80,14 @@ def test_the_model_adds_it_to_the_cross_entropy(tok):
     batch = dict(ids=torch.as_tensor(ids[:-1])[None], values=torch.as_tensor(values[:-1])[None],
                  positions=torch.arange(T)[None], doc_ids=torch.zeros(1, T, dtype=torch.long),
                  targets=torch.as_tensor(ids[1:])[None], target_values=torch.as_tensor(values[1:])[None],
-                 loss_mask=torch.as_tensor(mask[1:])[None])
-    _, losses = model(**batch)
+                 loss_mask=torch.as_tensor(mask[1:])[None], task_ids=torch.zeros(1, T, dtype=torch.long))
+    batch.update(ce_count=batch["loss_mask"].sum(), number_count=torch.tensor(1))
+    losses = train_losses(model, number_fields(batch, model.number_head, model.num_id))
     assert losses["token_loss"] > 0
     assert losses["loss"].item() == pytest.approx(losses["ce"].item() + losses["token_loss"].item(), rel=1e-6)
     without = GPT(preset("cpu-tiny"), encoders.get("ntl", weight=0.0), tok.vocab_size, tok.num_id, tok.piece_ids)
     without.load_state_dict(model.state_dict())
-    assert without(**batch)[1]["token_loss"].item() == 0.0
+    assert train_losses(without, number_fields(batch, without.number_head, without.num_id))["token_loss"].item() == 0.0
 
 
 def test_bad_input(tok):

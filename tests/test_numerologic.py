@@ -11,7 +11,8 @@ import torch
 from workbench import desiderata, encoders, experiments
 from workbench.numbers import render
 from workbench.tokenizer import Tokenizer
-from workbench.train import load_metrics, main
+from workbench.rundir import load_metrics
+from workbench.train import main
 
 
 def test_digits_are_prefixed_by_their_count():

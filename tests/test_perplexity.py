@@ -57,7 +57,7 @@ def oracle(model, tok, texts, context):
         for t in range(1, len(ids)):
             start = (t - 1) // context * context
             i, v = torch.as_tensor(ids[start:t])[None], torch.as_tensor(values[start:t])[None]
-            logits, _ = model(i, v, torch.arange(t - start)[None], torch.zeros_like(i))
+            logits = model.logits(i, v, torch.arange(t - start)[None], torch.zeros_like(i))
             ce = F.cross_entropy(logits[0, -1:].double(), torch.as_tensor(ids[t:t + 1])).item()
             all_ce.append(ce)
             is_number = ids[t] == tok.num_id or len(tok.special_tokens) <= ids[t] < tok.offset

@@ -14,7 +14,9 @@ from workbench.tasks.arithmetic import score_numbers
 from workbench.tasks.base import Task
 from workbench.tasks.exact import fmt_all
 from workbench.tasks.sampling import numbers, question_hash
-from workbench.train import load_metrics, main
+from workbench.rundir import load_metrics
+from workbench.train import main
+import workbench.train as train_module
 
 
 class Raw(NumberEncoding):
@@ -131,6 +133,6 @@ def test_experiments_accept_a_new_encoding(plugins, tmp_path, monkeypatch):
                       "output_tokens": [2.0], "encoding": [cfg.encoding], "seed": [cfg.seed],
                       "train_seconds": [1.0]}).to_csv(run / "test_summary.csv", index=False)
         return run
-    monkeypatch.setattr(experiments, "train", fake_train)
+    monkeypatch.setattr(train_module, "train", fake_train)
     table = experiments.run_protocol("cpu-tier", seeds=(0,), out=tmp_path, encodings=["raw"])
     assert calls == ["raw"] and set(table.encoding) == {"raw"}

@@ -231,7 +231,7 @@ def test_an_encoding_without_a_head_is_refused(folders):
     with pytest.raises(ValueError, match="'single_digit' has no number head.*--encoding none"):
         NumberLM.from_pretrained(folders["gpt2"], "single_digit")
     with pytest.raises(ValueError, match="cannot be joined to a model"):
-        finetune.RetrofitConfig(model=str(folders["gpt2"]), encoding="triple_digit")
+        finetune.RetrofitConfig.of(model=str(folders["gpt2"]), encoding="triple_digit")
 
 
 def test_a_folder_saved_with_another_encoding_is_refused(folders, tmp_path):
@@ -331,7 +331,7 @@ def test_cpu_fine_tuning_keeps_freed_memory(folders, tmp_path, monkeypatch):
     """As workbench.train does on a CPU: freed memory stays for the next step (workbench/allocator.py)."""
     calls = []
     monkeypatch.setattr(finetune, "keep_freed_memory", lambda device: calls.append(str(device)))
-    finetune.finetune(finetune.RetrofitConfig(
+    finetune.finetune(finetune.RetrofitConfig.of(
         model=str(folders["gpt2"]), encoding="bittokens", tasks=("addition",), tokens=600, batch_tokens=300,
         eval_every=5, pool_size=50, val_samples=2, test_samples=2, text_samples=0, decades=(0, 1), max_digits=2,
         out=str(tmp_path / "run"), threads=1))

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from workbench import memory, rundir
 from workbench import train as T
 from workbench.atomic import write_atomic
 from workbench.optim import OptimConfig
@@ -25,19 +26,19 @@ TINY = dict(encoding="bittokens", tasks=("addition",), preset="cpu-tiny", batch_
 
 def test_resume_without_a_checkpoint_is_refused(tmp_path):
     with pytest.raises(FileNotFoundError, match="--resume: there is no .*checkpoint.pt"):
-        T.train(T.TrainConfig(**TINY, out=str(tmp_path / "run")), resume=True)
+        T.train(T.TrainConfig.of(**TINY, out=str(tmp_path / "run")), resume=True)
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
 
 
 def test_an_existing_run_is_never_silently_replaced(tmp_path):
     out = tmp_path / "run"
-    T.train(T.TrainConfig(**TINY, out=str(out)))
+    T.train(T.TrainConfig.of(**TINY, out=str(out)))
     before = (out / "metrics.jsonl").read_bytes()
     with pytest.raises(FileExistsError, match="--resume .* --overwrite .* new --out"):
-        T.train(T.TrainConfig(**TINY, out=str(out)))
+        T.train(T.TrainConfig.of(**TINY, out=str(out)))
     assert (out / "metrics.jsonl").read_bytes() == before and (out / "best.pt").exists()
     (out / "marker").write_text("a file of the user's")
-    T.train(T.TrainConfig(**TINY, out=str(out), overwrite=True))  # asked for: replaced
+    T.train(T.TrainConfig.of(**TINY, out=str(out), overwrite=True))  # asked for: replaced
     losses = [[json.loads(r)["loss"] for r in log.splitlines()] for log in (before.decode(), (out / "metrics.jsonl").read_text())]
     assert losses[0] == losses[1]  # the same seed gives the same curve, written afresh
     assert (out / "marker").exists()  # only the run's own files are replaced
@@ -48,30 +49,30 @@ def test_a_kill_while_the_log_is_rewritten_loses_nothing(tmp_path):
     moment (the new log written, not yet renamed) must leave the old log whole, and the next start
     removes the temporary it left."""
     out = tmp_path / "run"
-    T.train(T.TrainConfig(**TINY, out=str(out)))
+    T.train(T.TrainConfig.of(**TINY, out=str(out)))
     log = out / "metrics.jsonl"
     rows = log.read_text().splitlines()
     log.write_text("\n".join(rows) + '\n{"step": 99, "loss": 1.0}\n')  # a row after the checkpoint
     before = log.read_bytes()
-    code = ("import os, signal, sys; from pathlib import Path; from workbench import train; "
+    code = ("import os, signal, sys; from pathlib import Path; from workbench import rundir; "
             "os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL); "
-            "train._truncate_log(Path(sys.argv[1]), 4)")
+            "rundir.truncate_log(Path(sys.argv[1]), 4)")
     proc = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True)
     assert proc.returncode == -9  # killed
     assert log.read_bytes() == before  # not emptied, not half-written
     leftovers = list(out.glob(".metrics.jsonl.*"))
     assert leftovers  # the kill left its temporary behind
-    T._prepare_run_dir(T.TrainConfig(**TINY, out=str(out)), resume=True, rank=0)
+    rundir.prepare(T.TrainConfig.of(**TINY, out=str(out)), resume=True, rank=0)
     assert not list(out.glob(".metrics.jsonl.*")) and log.read_bytes() == before
 
 
 def test_sigkilled_checkpoint_temporaries_are_removed_on_the_next_start(tmp_path):
     out = tmp_path / "run"
-    T.train(T.TrainConfig(**TINY, out=str(out)))
+    T.train(T.TrainConfig.of(**TINY, out=str(out)))
     for name in (".checkpoint.pt.k2j3h4g5", ".best.pt.0a9s8d7f"):
         (out / name).write_bytes(b"half a checkpoint")
     (out / ".unrelated").write_text("not ours")
-    T.train(T.TrainConfig(**TINY, out=str(out)), resume=True)  # finished: nothing to train, cleans up
+    T.train(T.TrainConfig.of(**TINY, out=str(out)), resume=True)  # finished: nothing to train, cleans up
     assert sorted(p.name for p in out.glob(".*")) == [".lock", ".unrelated"]  # the lock file stays (harmless)
 
 
@@ -94,7 +95,7 @@ def test_a_full_disk_keeps_the_previous_checkpoint_and_says_so(full_disk):
     big = {"model": torch.ones(1_000_000)}  # 4 MB: more than the disk holds
     with pytest.raises(OSError, match="the disk is full: could not write .*checkpoint.pt .*previous checkpoint.pt.* kept"):
         write_atomic(path, lambda tmp: torch.save(big, tmp))
-    assert torch.equal(T.load_checkpoint(path)["model"], small["model"])  # the old one, whole
+    assert torch.equal(rundir.load_checkpoint(path)["model"], small["model"])  # the old one, whole
     assert [p.name for p in full_disk.iterdir()] == ["checkpoint.pt"]  # no temporary left
 
 
@@ -127,10 +128,10 @@ def test_every_bad_flag_is_refused_before_anything_runs(flags, message, tmp_path
 
 
 def test_a_configuration_that_cannot_fit_in_memory_is_refused_up_front():
-    cfg = T.TrainConfig(**{**TINY, "batch_size": 64}, context=65536)
+    cfg = T.TrainConfig.of(**{**TINY, "batch_size": 64}, context=65536)
     with pytest.raises(MemoryError, match="needs about .* GiB but .* GiB are free: .* GiB for --batch-size 64 x --context 65536"):
-        T.check_memory(cfg, vocab_size=2100)
-    assert T.check_memory(T.TrainConfig(**TINY), vocab_size=2100) < 2**30  # a small run passes
+        memory.check_memory(cfg, vocab_size=2100)
+    assert memory.check_memory(T.TrainConfig.of(**TINY), vocab_size=2100) < 2**30  # a small run passes
 
 
 def test_every_user_error_is_one_or_two_lines(tmp_path, capsys):
@@ -140,7 +141,7 @@ def test_every_user_error_is_one_or_two_lines(tmp_path, capsys):
         with pytest.raises(SystemExit):
             T.main(flags + ["--out", str(tmp_path / "x")])
         assert len(capsys.readouterr().err.strip().splitlines()) <= 2
-    T.train(T.TrainConfig(**TINY, out=str(tmp_path / "done")))
+    T.train(T.TrainConfig.of(**TINY, out=str(tmp_path / "done")))
     capsys.readouterr()
     with pytest.raises(SystemExit) as stop:
         T.main(["--encoding", "bittokens", "--tasks", "addition", "--out", str(tmp_path / "done")])
@@ -150,7 +151,7 @@ def test_every_user_error_is_one_or_two_lines(tmp_path, capsys):
 
 def test_resume_with_another_configuration_names_the_settings_that_differ_and_touches_nothing(tmp_path, capsys):
     out = tmp_path / "run"
-    T.train(T.TrainConfig(**TINY, out=str(out)))
+    T.train(T.TrainConfig.of(**TINY, out=str(out)))
     capsys.readouterr()
     (out / ".checkpoint.pt.abcd1234").write_bytes(b"another process's temporary")
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
@@ -164,8 +165,8 @@ def test_resume_with_another_configuration_names_the_settings_that_differ_and_to
 
 def test_a_resume_may_change_what_only_the_final_test_reads(tmp_path):
     out = tmp_path / "run"
-    T.train(T.TrainConfig(**TINY, out=str(out)))
-    T.train(T.TrainConfig(**{**TINY, "test_samples": 6}, out=str(out)), resume=True)
+    T.train(T.TrainConfig.of(**TINY, out=str(out)))
+    T.train(T.TrainConfig.of(**{**TINY, "test_samples": 6}, out=str(out)), resume=True)
     assert len(T.pd.read_csv(out / "test_samples.csv")) == 6
 
 
@@ -206,7 +207,7 @@ def test_two_processes_never_write_into_one_run_directory(tmp_path):
 
 
 def test_each_run_records_what_made_it(tmp_path):
-    out = T.train(T.TrainConfig(**{**TINY, "tasks": ("addition", "text")}, out=str(tmp_path / "run")))
+    out = T.train(T.TrainConfig.of(**{**TINY, "tasks": ("addition", "text")}, out=str(tmp_path / "run")))
     env = json.loads((out / "environment.json").read_text())
     assert env["python"] == ".".join(map(str, sys.version_info[:3])) and env["torch"] == torch.__version__
     assert env["threads"] == 1 and env["bpe_corpus_sha256"] == env["text_source_sha256"]
@@ -225,13 +226,13 @@ def test_each_run_records_what_made_it(tmp_path):
 
 CAPABILITY_PROBE = """
 import sys
-from workbench import train as T
+from workbench import rundir, train as T
 from workbench.optim import OptimConfig
-cfg = T.TrainConfig(encoding="bittokens", tasks=("addition",), preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4,
+cfg = T.TrainConfig.of(encoding="bittokens", tasks=("addition",), preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4,
                     pool_size=100, val_samples=4, test_samples=4, eval_every=2, checkpoint_every=2, decades=(0, 1),
                     max_digits=2, threads=1, optim=OptimConfig(newton_schulz="float32"), out=sys.argv[1],
                     same_kernels=sys.argv[2] == "1")
-print("differences:", T.recorded_differences(cfg))
+print("differences:", rundir.recorded_differences(cfg))
 try:
     T.train(cfg, resume=True)
     print("resumed")
@@ -245,7 +246,7 @@ def test_a_run_made_on_other_kernels_is_refused(tmp_path):
     torch's), would silently give other numbers: it is refused, naming both; --no-same-kernels
     lets it through."""
     out = tmp_path / "run"
-    T.train(T.TrainConfig(**TINY, out=str(out)))
+    T.train(T.TrainConfig.of(**TINY, out=str(out)))
     here = torch.backends.cpu.get_cpu_capability()
     other = "avx2" if here != "AVX2" else "default"
     env = dict(os.environ, ATEN_CPU_CAPABILITY=other)
@@ -276,7 +277,7 @@ def test_best_weights_are_written_as_they_were_when_saved(tmp_path):
     the file must hold the weights of the evaluation that chose them, not later ones."""
     weights = {"w": torch.arange(1e6, dtype=torch.float32), "b": torch.ones(3)}
     expected = {k: v.clone() for k, v in weights.items()}
-    writer = T.BestWriter()
+    writer = rundir.BestWriter()
     assert not writer.holds(tmp_path / "best.pt")
     writer.save(tmp_path / "best.pt", weights)
     assert writer.holds(tmp_path / "best.pt")
@@ -285,7 +286,7 @@ def test_best_weights_are_written_as_they_were_when_saved(tmp_path):
     writer.close()
     saved = torch.load(tmp_path / "best.pt", weights_only=True)
     assert all(torch.equal(saved[k], expected[k]) for k in expected)
-    other = T.BestWriter()
+    other = rundir.BestWriter()
     other.save(tmp_path / "elsewhere.pt", weights, write=False)  # another rank: notes it, writes nothing
     other.close()
     assert other.holds(tmp_path / "elsewhere.pt") and not (tmp_path / "elsewhere.pt").exists()

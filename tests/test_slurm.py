@@ -19,7 +19,7 @@ import pytest
 
 from workbench import experiments
 from workbench.executors import Executor, RunsFailed
-from workbench.train import load_checkpoint
+from workbench.rundir import load_checkpoint
 
 from test_executors import TINY, losses, rows
 

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from workbench.config import recorded
 from workbench import study
 
 
@@ -14,15 +15,15 @@ def test_the_plan_is_the_pre_registered_one():
     precision = [r for r in runs if r.study == "precision"]
     multitask = [r for r in runs if r.study == "multitask"]
     assert len(precision) == 2 * 4 * 5 * 2 and len(multitask) == 5 * 3
-    assert {r.config.max_digits for r in precision} == {1, 2, 3, 4}
+    assert {r.config.data.max_digits for r in precision} == {1, 2, 3, 4}
     assert all(r.config.tasks == (r.task,) and r.config.tokens == 1e6 for r in precision)
     assert {r.config.encoding for r in runs} == {"bittokens", "fone", "xval", "single_digit", "triple_digit"}
     assert all(set(r.config.tasks) == {"addition", "multiplication", "division", "minmax", "sorting", "interval",
-                                       "text"} and r.config.max_digits == 1 for r in multitask)
+                                       "text"} and r.config.data.max_digits == 1 for r in multitask)
     assert len({r.name for r in runs}) == len(runs)  # one folder per run
     # nothing but what each study varies differs from the recipe's defaults
     for r in runs:
-        assert r.config.optim == study.PRECISION.optim and r.config.activation == "gelu_tanh"
+        assert r.config.optim == study.PRECISION.optim and r.config.model.activation == "gelu_tanh"
 
 
 def test_the_exploratory_part_changes_only_the_binary_pool_and_joins_its_study_as_a_sixth_line():
@@ -32,7 +33,7 @@ def test_the_exploratory_part_changes_only_the_binary_pool_and_joins_its_study_a
     for r in runs:
         twin = twins[(r.task, r.digits, r.seed)]
         assert r.study == f"{twin.study}_{study.DECIMAL_POOL}" and r.name != twin.name
-        assert r.config == replace(twin.config, binary_pool=False) and twin.config.binary_pool
+        assert r.config == twin.config.updated(binary_pool=False) and twin.config.difficulty.binary_pool
     table = pd.DataFrame(dict(study=["precision", "precision_decimal_pool", "multitask_decimal_pool"],
                               encoding=["bittokens"] * 3, score=[0.1, 0.2, 0.3]))
     moved = study.exploratory_as_encoding(table)
@@ -47,7 +48,7 @@ def test_study_2b_is_study_2_with_the_checkpoint_chosen_without_text():
     for r in runs:
         twin = twins[(r.encoding, r.seed)]
         assert r.study == study.NUMERIC_CHECKPOINT and r.name != twin.name
-        assert r.config == replace(twin.config, select_with_text=False) and twin.config.select_with_text
+        assert r.config == twin.config.updated(select_with_text=False) and twin.config.evaluation.select_with_text
     table = pd.DataFrame(dict(study=["multitask", study.NUMERIC_CHECKPOINT], encoding="fone", task="addition",
                               metric="log_smape", score=[0.5, 0.9], seed=0, input_tokens=5.0, output_tokens=2.0))
     assert study.fig4_results(table, study.NUMERIC_CHECKPOINT).value.tolist() == [0.9]
@@ -70,7 +71,7 @@ def test_results_and_intervals_from_run_folders(tmp_path):
     for r in runs:
         folder = tmp_path / r.name
         folder.mkdir()
-        (folder / "config.json").write_text(json.dumps(asdict(r.config)))  # the run the plan asks for
+        (folder / "config.json").write_text(json.dumps(recorded(r.config)))  # the run the plan asks for
         good = r.encoding == "bittokens"
         scores = np.full(10, 0.9 if good else 0.1)
         pd.DataFrame({"task": ["multiplication"], "score": [scores.mean()], "exact": [0.5 if good else 0.0],
@@ -164,7 +165,7 @@ def test_differ_means_strictly_apart_and_the_first_difference_is_the_smallest_d(
 def fake_finished(folder, cfg):
     """A run folder as training leaves it: the configuration it recorded and a test summary."""
     folder.mkdir(parents=True)
-    (folder / "config.json").write_text(json.dumps(asdict(cfg)))
+    (folder / "config.json").write_text(json.dumps(recorded(cfg)))
     pd.DataFrame({"task": [cfg.tasks[0]], "score": [0.5], "exact": [0.5], "input_tokens": [6.0], "output_tokens": [2.0],
                   "train_seconds": [1.0]}).to_csv(folder / "test_summary.csv", index=False)
     pd.DataFrame({"task": cfg.tasks[0], "score": [0.5] * 4, "exact": [True, False] * 2}).to_csv(
@@ -176,7 +177,7 @@ def test_a_finished_run_of_another_configuration_is_refused_naming_what_differs(
     passed as Study 2b's multi-task runs. Now the study refuses, naming the run and the settings;
     the results table leaves such runs out."""
     run = study.plan([study.NUMERIC_CHECKPOINT])[0]
-    fake_finished(tmp_path / run.name, replace(study.PRECISION, tasks=("addition",)))
+    fake_finished(tmp_path / run.name, study.PRECISION.updated(tasks=("addition",)))
     with pytest.raises(ValueError, match=rf"1 run\(s\) in .* another configuration .*{run.name}: tasks: \['addition'\] "
                                          r"\(recorded\) vs \['addition', .*--overwrite retrains them"):
         study.run_study([study.NUMERIC_CHECKPOINT], tmp_path, jobs=1, encodings=[run.encoding], seeds=[run.seed])
@@ -237,11 +238,12 @@ def test_study_3_is_the_registered_budget_by_precision_grid():
     assert budgets == sorted(budgets)  # whole budgets first
     for r in core + d8 + more:
         c = r.config
-        assert c.binary_pool == (r.encoding != study.VARIANT) and c.tasks == (r.task,) and c.seed in (0, 1, 2)
+        binary_pool, decades, max_digits = c.difficulty.binary_pool, c.data.decades, c.data.max_digits
+        assert binary_pool == (r.encoding != study.VARIANT) and c.tasks == (r.task,) and c.seed in (0, 1, 2)
         paper = r.digits == study.PAPER_REGIME
-        assert (c.decades, c.max_digits) == ((None, None) if paper else ((0, 1), r.digits))
-        expected = replace(study.PRECISION, encoding=c.encoding, binary_pool=c.binary_pool, tasks=c.tasks, seed=c.seed,
-                           tokens=c.tokens, decades=c.decades, max_digits=c.max_digits, pool_size=1_000_000)
+        assert (decades, max_digits) == ((None, None) if paper else ((0, 1), r.digits))
+        expected = study.PRECISION.updated(encoding=c.encoding, binary_pool=binary_pool, tasks=c.tasks, seed=c.seed,
+                                           tokens=c.tokens, decades=decades, max_digits=max_digits, pool_size=1_000_000)
         assert c == expected
         assert r.name == f"budget_{c.tokens / 1e6:g}M-{r.task}-d{r.digits}-{r.encoding}-seed{r.seed}"
     assert len({r.name for r in core + d8 + more}) == len(core + d8 + more)

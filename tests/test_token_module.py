@@ -14,6 +14,8 @@ from workbench.encoders.base import TokenModule
 from workbench.encoders.single_digit import SingleDigit
 from workbench.model import GPT, packed_mask, preset
 from workbench.tokenizer import Tokenizer
+from workbench.batches import number_fields
+from workbench.loss import losses as train_losses
 
 
 class CountingModule(TokenModule):
@@ -73,7 +75,7 @@ def test_the_addition_reaches_the_trunk(setup):
     ids, values = tok.encode("<|bos|>12 * 34<|eoq|>408<|eos|>")
     ids, values = torch.as_tensor(ids)[None], torch.as_tensor(values)[None]
     positions, docs = torch.arange(ids.shape[1])[None], torch.zeros_like(ids)
-    logits, _ = model(ids, values, positions, docs)
+    logits = model.logits(ids, values, positions, docs)
     added = model.token_module.embed(ids, docs)
     assert added.abs().sum() > 0
     by_hand = model.lm_head(model.trunk(ids, values, positions, packed_mask(docs), added=added))
@@ -98,8 +100,8 @@ def test_generation_equals_a_full_forward_pass(setup):
         every = torch.as_tensor(np.concatenate([ids, new_ids]))[None]
         n = every.shape[1]
         with torch.no_grad():
-            logits, _ = model(every, torch.zeros(1, n, dtype=torch.float64), torch.arange(n)[None],
-                              torch.zeros(1, n, dtype=torch.long))
+            logits = model.logits(every, torch.zeros(1, n, dtype=torch.float64), torch.arange(n)[None],
+                                  torch.zeros(1, n, dtype=torch.long))
         assert logits[0, len(ids) - 1:-1].argmax(-1).tolist() == new_ids
     with torch.no_grad():
         model.lm_head.weight.copy_(keep)
@@ -114,8 +116,9 @@ def test_the_extra_loss_is_added_per_target_with_its_task_weight(setup):
                  positions=torch.arange(T)[None], doc_ids=torch.zeros(1, T, dtype=torch.long),
                  targets=torch.as_tensor(ids[1:])[None], target_values=torch.as_tensor(values[1:])[None],
                  loss_mask=torch.as_tensor(mask[1:])[None], task_ids=torch.zeros(1, T, dtype=torch.long))
+    batch.update(ce_count=batch["loss_mask"].sum(), number_count=torch.tensor(1))
     weights = torch.tensor([3.0])
-    _, losses = model(**batch, task_weights=weights)
+    losses = train_losses(model, number_fields(batch, model.number_head, model.num_id), weights)
     targets = batch["targets"][batch["loss_mask"]]
     digit_targets = [int(t) for t in targets if tok.tokens[int(t)] in "0123456789" and int(t) < tok.offset]
     extra = sum(0.5 * (t % 3) for t in digit_targets)

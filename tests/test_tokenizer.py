@@ -298,7 +298,7 @@ def test_gpt2_bpe_is_gpt2s_and_gives_the_paper_tier_its_117m_model():
     assert text_ids == [15496, 995, 11, 262, 3280, 318, 220, 13] and values[list(ids).index(tok.num_id)] == 42.0
     assert tok.bpe.get_vocab_size() == 50_257 and tok.decode(ids, values) == "Hello world, the answer is 42."
     paper = CONFIGS["paper"]
-    model = GPT(paper.model_config(), encoders.get("bittokens"), Tokenizer("bittokens", bpe=paper.text_bpe).vocab_size)
+    model = GPT(paper.model_config(), encoders.get("bittokens"), Tokenizer("bittokens", bpe=paper.model.text_bpe).vocab_size)
     assert 119e6 < sum(p.numel() for p in model.parameters()) < 121e6
     with pytest.raises(ValueError, match="text BPE must be one of"):
         Tokenizer("bittokens", bpe="gpt4")

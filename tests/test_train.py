@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from workbench.optim import OptimConfig
-from workbench.train import TrainConfig, load_checkpoint, train
+from workbench.rundir import load_checkpoint
+from workbench.train import TrainConfig, train
 
 TINY = dict(encoding="bittokens", tasks=("addition", "multiplication"), preset="cpu-tiny",
             batch_size=2, tokens=2 * 128 * 12, pool_size=300, val_samples=8, test_samples=8,
@@ -34,8 +35,8 @@ def losses(run: Path) -> list[float]:
 
 def test_same_seed_same_loss_curve_and_results(tmp_path):
     """Also with the batches built ahead on a worker thread (the GPU default)."""
-    a = train(TrainConfig(**TINY, out=str(tmp_path / "a")))
-    b = train(TrainConfig(**TINY, out=str(tmp_path / "b"), prefetch="on"))
+    a = train(TrainConfig.of(**TINY, out=str(tmp_path / "a")))
+    b = train(TrainConfig.of(**TINY, out=str(tmp_path / "b"), prefetch="on"))
     assert len(losses(a)) == 12 and losses(a) == losses(b)
     assert losses(a)[-1] < losses(a)[0]
     summary = pd.read_csv(a / "test_summary.csv")
@@ -45,7 +46,7 @@ def test_same_seed_same_loss_curve_and_results(tmp_path):
 
 def test_bf16_autocast_and_torch_compile_train_on_cpu(tmp_path):
     """The GPU paths (bf16 autocast, torch.compile), run on the CPU: the loss falls and the run ends."""
-    run = train(TrainConfig(**{**TINY, "tokens": 2 * 128 * 6, "eval_every": 3}, bf16=True, compile=True,
+    run = train(TrainConfig.of(**{**TINY, "tokens": 2 * 128 * 6, "eval_every": 3}, bf16=True, compile=True,
                             out=str(tmp_path / "run")))
     curve = losses(run)
     assert len(curve) == 6 and all(map(math.isfinite, curve)) and curve[-1] < curve[0]
@@ -53,7 +54,7 @@ def test_bf16_autocast_and_torch_compile_train_on_cpu(tmp_path):
 
 
 def test_sigkill_then_resume_gives_the_uninterrupted_curve(tmp_path):
-    reference = train(TrainConfig(**TINY, out=str(tmp_path / "ref")))
+    reference = train(TrainConfig.of(**TINY, out=str(tmp_path / "ref")))
     out = tmp_path / "killed"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "workbench.train", *ARGS, "--out", str(out)],
@@ -89,11 +90,11 @@ def test_corrupt_checkpoint_is_a_clear_error(tmp_path):
 
 def test_bad_config_is_rejected():
     with pytest.raises(ValueError, match="unknown task 'nope'"):
-        TrainConfig(tasks=("nope",))
+        TrainConfig.of(tasks=("nope",))
     with pytest.raises(ValueError, match="encoding"):
-        TrainConfig(encoding="nope")
+        TrainConfig.of(encoding="nope")
     with pytest.raises(ValueError, match="preset"):
-        TrainConfig(preset="huge")
+        TrainConfig.of(preset="huge")
 
 
 def arg(args, flag, value):
@@ -112,7 +113,7 @@ def test_ddp_two_cpu_processes_equal_one_process_with_the_whole_batch(tmp_path):
                     "-m", "workbench.train", *arg(ARGS, "--tokens", str(8 * 128 * 6)), "--grad-accum", "2",
                     "--out", str(ddp)], check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                    timeout=300)
-    train(TrainConfig(**{**TINY, "batch_size": 8, "tokens": 8 * 128 * 6}, out=str(single)))  # both: float32 Newton-Schulz
+    train(TrainConfig.of(**{**TINY, "batch_size": 8, "tokens": 8 * 128 * 6}, out=str(single)))  # both: float32 Newton-Schulz
     assert len(losses(ddp)) == len(losses(single)) == 6  # the token budget: 6 steps of 8 rows
     assert losses(ddp) == pytest.approx(losses(single), rel=1e-4)
     a, b = load_checkpoint(ddp / "checkpoint.pt")["model"], load_checkpoint(single / "checkpoint.pt")["model"]

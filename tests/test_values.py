@@ -13,7 +13,8 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 import workbench.train
 from workbench import tasks
 from workbench.optim import OptimConfig
-from workbench.train import TrainConfig, load_metrics, setup, train
+from workbench.rundir import load_metrics
+from workbench.train import TrainConfig, setup, train
 
 # Every schedule setting away from its default, so a path that drops one falls back to another value.
 OPTIM = OptimConfig(warmup_frac=0.3, lr_floor=0.001, hidden_lr=0.01, embedding_lr=0.05, head_lr=0.003,
@@ -36,7 +37,7 @@ def cosine_schedule(step: int, total: int, base: float, warmup_frac: float, floo
 def test_the_curricula_use_the_runs_lr_warm_up(tmp_path):
     """Bug: `_sampler` builds each Curriculum without the run's warmup_frac, so eq. 14's lr term
     uses the default 10 % warm-up (its warm-up steps and the lr drop L by the decay start)."""
-    run = setup(TrainConfig(**TINY, out=str(tmp_path / "run")))
+    run = setup(TrainConfig.of(**TINY, out=str(tmp_path / "run")))
     total = run.total_steps
     for curriculum in run.sampler.curricula.values():
         assert curriculum.warmup_steps == round(OPTIM.warmup_frac * total) == 3
@@ -82,7 +83,7 @@ def test_each_task_keeps_its_share_of_the_complete_samples_in_packed_rows(tmp_pa
         batch = real(pools, counts, *args, **kwargs)
         batches.append((dict(counts), batch))
         return batch
-    cfg = TrainConfig(**{**TINY, "batch_size": 8, "tokens": 8 * 128 * 40, "eval_every": 1000}, out=str(tmp_path / "r"))
+    cfg = TrainConfig.of(**{**TINY, "batch_size": 8, "tokens": 8 * 128 * 40, "eval_every": 1000}, out=str(tmp_path / "r"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(workbench.train, "next_batch", recording)
         mp.setattr(workbench.train, "final_test", lambda run, started: None)
@@ -112,13 +113,13 @@ def test_every_evaluation_receives_the_validation_split_and_the_final_test_the_t
         return pd.concat([pd.DataFrame({"task": t, "prompt": f["prompt"], "answer": f["answer"], "prediction": "0",
                                         "score": 0.5, "exact": False, "input_tokens": 5, "output_tokens": 2})
                           for t, f in frames.items()], ignore_index=True)
-    cfg = TrainConfig(**{**TINY, "eval_every": 5}, out=str(tmp_path / "r"))
+    cfg = TrainConfig.of(**{**TINY, "eval_every": 5}, out=str(tmp_path / "r"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(workbench.train, "evaluate", recording_evaluate)
         train(cfg)
     split = {s: {t: tasks.generate(t, n, seed=cfg.seed, split=s, regime=cfg.regime)
-                 for t in cfg.tasks} for s, n in (("val", cfg.val_samples), ("test", cfg.test_samples),
-                                                  ("train", cfg.pool_size))}
+                 for t in cfg.tasks} for s, n in (("val", cfg.evaluation.val_samples), ("test", cfg.evaluation.test_samples),
+                                                  ("train", cfg.data.pool_size))}
     assert len(frames_seen) == 3  # steps 5 and 10, then the final test
     for k, frames in enumerate(frames_seen):
         want = split["test" if k == 2 else "val"]
@@ -188,12 +189,12 @@ def test_resume_restores_every_state_field_by_field(tmp_path):
         mp.setattr(workbench.train, "evaluate", streamed)
         mp.setattr(workbench.train, "save_checkpoint", save)
         evaluations = iter(stream.values())
-        a = train(TrainConfig(**TINY, out=str(tmp_path / "a")))
+        a = train(TrainConfig.of(**TINY, out=str(tmp_path / "a")))
         evaluations = iter(stream.values())
         mp.setattr(workbench.train, "save_checkpoint", lambda run: save(run, kill_at=6))
         with pytest.raises(Killed):
-            train(TrainConfig(**TINY, out=str(tmp_path / "b")))
-        cfg_b = TrainConfig(**TINY, out=str(tmp_path / "b"))
+            train(TrainConfig.of(**TINY, out=str(tmp_path / "b")))
+        cfg_b = TrainConfig.of(**TINY, out=str(tmp_path / "b"))
         resumed = setup(cfg_b, resume=True)
         restored, (at_kill, clock) = live_state(resumed), snapshots[("b", 6)]
         assert same(restored, snapshots[("a", 6)][0]) == [] and restored == at_kill | {"model": restored["model"]}

@@ -6,7 +6,7 @@ configuration and its own folder, never more jobs running than allowed, and each
 read back from its folder. Submitit is replaced by an in-process stand-in (its jobs end after a
 few looks, in a scrambled order); what a job runs is the executor's own `_train_job`, with the
 training itself (`_one`) replaced by a stand-in that writes what training leaves in a finished
-run folder, so the results are read back by the real `experiments.train_once`."""
+run folder, so the results are read back by the real `executors.train_once`."""
 import json
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -16,9 +16,9 @@ import pytest
 
 from workbench import executors
 from workbench.executors import Executor, RunsFailed, run_all
-from workbench.train import TrainConfig
+from workbench.config import TrainConfig, recorded
 
-BASE = TrainConfig(preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4, pool_size=100, val_samples=4, test_samples=4,
+BASE = TrainConfig.of(preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4, pool_size=100, val_samples=4, test_samples=4,
                    threads=1)
 
 
@@ -30,7 +30,7 @@ def fake_training(cfg, run_dir: Path, overwrite: bool):
     """What a finished run leaves: its configuration and a test summary whose score names the run."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps(asdict(replace(cfg, out=str(run_dir)))))
+    (run_dir / "config.json").write_text(json.dumps(recorded(cfg.updated(out=str(run_dir)))))
     pd.DataFrame({"encoding": [cfg.encoding], "seed": [cfg.seed], "task": [cfg.tasks[0]], "score": [score_of(cfg)],
                   "exact": [0.0], "input_tokens": [6.0],
                   "output_tokens": [2.0], "train_seconds": [1.0]}).to_csv(run_dir / "test_summary.csv", index=False)
@@ -82,7 +82,7 @@ def fake_submitit(monkeypatch):
 def test_every_array_trains_its_own_runs_in_their_own_folders(fake_submitit, tmp_path, runs, parallelism, jobs):
     """Bugs: a second array given the first array's folders or configurations; the runs beyond
     the first array dropped or submitted twice; more jobs at once than the parallelism."""
-    plan = {f"run{k}": replace(BASE, seed=k) for k in range(runs)}
+    plan = {f"run{k}": BASE.updated(seed=k) for k in range(runs)}
     results = run_all(plan, tmp_path, jobs=jobs, executor=Executor("submitit-local", array_parallelism=parallelism))
     limit = parallelism or jobs
     submitted = [call for array in fake_submitit.arrays for call in array]
@@ -98,7 +98,7 @@ def test_every_array_trains_its_own_runs_in_their_own_folders(fake_submitit, tmp
 
 def test_a_failed_run_in_a_later_array_is_named_and_the_others_are_kept(fake_submitit, tmp_path, monkeypatch):
     """The run in the third array fails; the five others are read from their folders."""
-    plan = {f"run{k}": replace(BASE, seed=k) for k in range(6)}
+    plan = {f"run{k}": BASE.updated(seed=k) for k in range(6)}
     monkeypatch.setattr(executors, "_outcome", lambda job: ("failed", "job 9 failed: boom") if job.args[0].seed == 4
                         else ("finished", ""))
     with pytest.raises(RunsFailed) as err:

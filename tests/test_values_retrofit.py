@@ -50,7 +50,7 @@ def tiny_config(folder, out, **changes):
                     out=str(out), threads=1)
     if "text" in changes.get("tasks", ()) and "text_share" in RetrofitConfig.__dataclass_fields__:
         settings["text_share"] = 0.0  # text is a task: the balancer sets its share
-    return RetrofitConfig(**{**settings, **changes})
+    return RetrofitConfig.of(**{**settings, **changes})
 
 
 def schedule(step: int, steps: int, warmup_frac: float) -> float:
@@ -182,7 +182,7 @@ def test_the_saved_model_the_test_answers_and_the_after_perplexity_are_the_best_
     cfg = tiny_config(folder, tmp_path / "run", tasks=("addition", "text"), tokens=6 * 300, lr=3e-3, eval_every=1,
                       text_samples=2)
     seen, watch = snapshots_at_each_evaluation(cfg, spoil_after=3)
-    out = Path(cfg.out)
+    out = Path(cfg.run.out)
     evals = read_jsonl(out / "evals.jsonl")
     scores = [row["harmonic_mean"] for row in evals]
     best, last = evals[int(np.argmax(scores))]["step"], evals[-1]["step"]

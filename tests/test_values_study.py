@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from workbench.config import recorded
 from workbench import study
 
 Z95 = 1.959964
@@ -89,7 +90,7 @@ def test_a_seed_drawn_again_is_the_exact_discrete_distribution():
 def fake_run(folder, run, scores):
     """A finished run as training leaves it: its configuration, summary and per-question scores."""
     folder.mkdir(parents=True)
-    (folder / "config.json").write_text(json.dumps(asdict(run.config)))
+    (folder / "config.json").write_text(json.dumps(recorded(run.config)))
     pd.DataFrame({"task": [run.task], "score": [float(np.mean(scores))], "exact": [float(np.mean(scores))],
                   "input_tokens": [6.0], "output_tokens": [2.0], "train_seconds": [1.0]}
                  ).to_csv(folder / "test_summary.csv", index=False)

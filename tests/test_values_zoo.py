@@ -148,7 +148,7 @@ def oracle_split(model, tok, texts, context):
             i = torch.as_tensor(ids[start:start + context])[None]
             v = torch.as_tensor(values[start:start + context])[None]
             with torch.no_grad():
-                logits, _ = model(i, v, torch.arange(i.shape[1])[None], torch.zeros_like(i))
+                logits = model.logits(i, v, torch.arange(i.shape[1])[None], torch.zeros_like(i))
             for j in range(i.shape[1]):
                 t = start + j + 1  # the target
                 if t >= len(ids):

@@ -4,7 +4,8 @@ measured, the rest honestly n/a) and through the paper's task numbers without a 
 import pytest
 
 from workbench import desiderata, encoders, plots
-from workbench.train import _parser, TrainConfig
+from workbench.config import parser as _parser
+from workbench.train import TrainConfig
 
 ZOO = ["reversed_digits", "triple_digit_r2l", "scientific", "place_value", "abacus", "ntl", "log_xval"]
 
@@ -14,7 +15,7 @@ def test_at_least_twelve_encodings_each_with_a_label_and_a_colour():
     assert len(names) >= 12 and set(ZOO) <= set(names)
     assert all(isinstance(encoders.get(n).label, str) and encoders.get(n).label for n in ZOO)
     assert len({plots.encoding_color(n) for n in names}) == len(names)
-    parser = _parser(TrainConfig())
+    parser = _parser(TrainConfig.of())
     for name in ZOO:
         assert parser.parse_args(["--encoding", name]).encoding == name
     assert all(name in parser.epilog for name in ZOO)  # each one's options in --help

@@ -10,7 +10,8 @@ from workbench import distributed, encoders, tasks
 from workbench.evaluate import evaluate
 from workbench.model import GPT
 from workbench.tokenizer import Tokenizer
-from workbench.train import TrainConfig, load_checkpoint, train
+from workbench.rundir import load_checkpoint
+from workbench.train import TrainConfig, train
 
 TINY = dict(encoding="bittokens", tasks=("addition",), preset="cpu-tiny", batch_size=1, tokens=2 * 128 * 4,
             pool_size=100, val_samples=4, test_samples=4, eval_every=4, checkpoint_every=4, decades=(0, 1),
@@ -19,13 +20,13 @@ TINY = dict(encoding="bittokens", tasks=("addition",), preset="cpu-tiny", batch_
 out = Path(sys.argv[1])
 groups = []
 for seed in range(3):
-    train(TrainConfig(**TINY, seed=seed, out=str(out / f"run{seed}")))
+    train(TrainConfig.of(**TINY, seed=seed, out=str(out / f"run{seed}")))
     groups.append(dist.group.WORLD)
 # one group for the life of the process: a run that destroyed it would leave the next to build another
 assert dist.is_initialized() and all(group is groups[0] for group in groups), "the process group was re-created"
 
 tok = Tokenizer("bittokens")
-model = GPT(TrainConfig(**TINY).model_config(), encoders.get("bittokens"), tok.vocab_size, tok.num_id)
+model = GPT(TrainConfig.of(**TINY).model_config(), encoders.get("bittokens"), tok.vocab_size, tok.num_id)
 model.load_state_dict(load_checkpoint(out / "run0" / "best.pt"))
 frames = {"addition": tasks.generate("addition", 2 * distributed.BATCH + 5, seed=3, split="val", decades=(0, 1),
                                      max_digits=2)}

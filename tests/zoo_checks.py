@@ -21,8 +21,10 @@ from workbench import encoders, experiments, tasks
 from workbench.evaluate import answer
 from workbench.model import GPT
 from workbench.numbers import parse
-from workbench.train import TrainConfig, load_checkpoint, load_metrics, main
+from workbench.rundir import load_checkpoint, load_metrics
+from workbench.train import TrainConfig, main
 from workbench.tokenizer import Tokenizer
+import workbench.train as train_module
 
 STEPS = 30
 
@@ -46,7 +48,7 @@ def tiny_training(name: str, tmp_path, options: dict | None = None, pieces_of=No
     tok = Tokenizer(codec)
     frame = tasks.generate("addition", 40, seed=3, split="test", decades=(-2, 3), max_digits=4)
     _answers_decode(tok, frame["answer"], pieces_of)
-    model = GPT(TrainConfig(encoding=name, encoding_options=options).model_config(), codec, tok.vocab_size,
+    model = GPT(TrainConfig.of(encoding=name, encoding_options=options).model_config(), codec, tok.vocab_size,
                 tok.num_id, tok.piece_ids)
     model.load_state_dict(load_checkpoint(out / "best.pt"))
     return _generations_decode(model, tok, list(frame["prompt"][:16]), value_of)
@@ -95,7 +97,7 @@ def runs_by_name(name: str, tmp_path, monkeypatch) -> None:
                       "output_tokens": [2.0], "encoding": [cfg.encoding], "seed": [cfg.seed],
                       "train_seconds": [1.0]}).to_csv(run / "test_summary.csv", index=False)
         return run
-    monkeypatch.setattr(experiments, "train", fake_train)
+    monkeypatch.setattr(train_module, "train", fake_train)
     table = experiments.run_protocol("cpu-tier", seeds=(0,), out=tmp_path, encodings=[name])
     assert calls == [name] and set(table.encoding) == {name}
 

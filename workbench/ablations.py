@@ -23,7 +23,7 @@ import pandas as pd
 
 from . import encoders, tasks
 from .optim import OptimConfig
-from .train import TrainConfig
+from .config import TrainConfig, recorded
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def config_of(variant: Variant, base: TrainConfig, seed: int) -> TrainConfig:
     extra = changes.pop("extra_tasks", ())
     if extra:
         changes["tasks"] = tuple(changes.get("tasks", base.tasks)) + tuple(t for t in extra if t not in base.tasks)
-    return replace(base, encoding=variant.encoding, seed=seed, optim=optim, **changes)
+    return base.updated(encoding=variant.encoding, seed=seed, optim=optim, **changes)
 
 
 def fits(encoding: str, options: dict, d_model: int) -> bool:
@@ -107,7 +107,7 @@ def fits(encoding: str, options: dict, d_model: int) -> bool:
 
 def run_key(cfg: TrainConfig) -> str:
     """A name for a configuration: identical runs of different tables share it."""
-    record = {k: v for k, v in asdict(cfg).items() if k not in ("out", "overwrite", "threads", "device")}
+    record = {k: v for k, v in recorded(cfg).items() if k not in ("out", "overwrite", "threads", "device")}
     record["encoding_options"] = {**encoders.options(cfg.encoding), **cfg.encoding_options}  # defaults spelled out
     digest = hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:10]
     return f"{cfg.encoding}-seed{cfg.seed}-{digest}"

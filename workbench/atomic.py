@@ -60,3 +60,23 @@ def clean_temporaries(folder, names) -> list[Path]:
             tmp.unlink(missing_ok=True)
             removed.append(tmp)
     return removed
+
+
+def write_folder(folder: Path, fill) -> Path:
+    """A folder written atomically, as `write_atomic` writes a file: `fill(tmp)` writes a folder
+    beside `folder`, which then replaces it (the old one is removed only once the new one is in
+    place); a failure leaves `folder` as it was."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = folder.parent / f".{folder.name}.writing-{os.getpid()}"
+    old = folder.parent / f".{folder.name}.old-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        fill(tmp)
+        if folder.exists():
+            folder.rename(old)
+        tmp.rename(folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+    return folder

@@ -10,7 +10,7 @@ pass has no boolean-mask indexing, no `.any()`, no `int(...)` and no GPUâ†’CPUâ†
 (model.GPT.forward).
 
 `Loader` builds the next step's batch on a worker thread while the current step runs, into
-pinned memory, so the copy to the GPU does not block (`to_device`). It only reaches one step
+pinned memory, so the copy to the GPU does not block (`Batch.to`). It only reaches one step
 ahead where the next batch cannot depend on what the current step changes: never across an
 evaluation (the balancer and the curricula change there) or a checkpoint (which saves the data
 generator's state). The batches are the ones built in order without it, so a run's losses do not
@@ -19,13 +19,50 @@ depend on it.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields, replace
 
 import torch
+from torch import Tensor
 
 # the fields a micro-batch keeps whole (the loss denominators of all of a step's rows), not cut by rows
 GLOBAL = ("ce_count", "number_count")
-# what `number_fields` adds (a head without `features` or `loss_target` gets no such field)
-NUMBER_FIELDS = ("loss_index", "num_index", "number_index", "features", "number_targets")
+
+
+@dataclass
+class Batch:
+    """One micro-batch as a training step consumes it: `data.pack`'s rows (inputs [B, T] and their
+    next-token targets, which targets are learned, each target's task, the loss denominators) and
+    what `number_fields` computes from them on the CPU, ahead of the step: the flat positions of
+    the learned targets (`loss_index`), of the <|num|> inputs (`num_index`), which learned targets
+    are <|num|> (`number_index`), the number head's input `features` and loss targets
+    (`number_targets`). A model without a number head has none of the last four; a head without
+    `features` (or `loss_target`) reads the values themselves."""
+    ids: Tensor
+    values: Tensor
+    positions: Tensor
+    doc_ids: Tensor
+    targets: Tensor
+    target_values: Tensor
+    loss_mask: Tensor
+    task_ids: Tensor
+    ce_count: Tensor
+    number_count: Tensor
+    loss_index: Tensor
+    num_index: Tensor | None = None
+    number_index: Tensor | None = None
+    features: Tensor | None = None
+    number_targets: Tensor | None = None
+
+    def tensors(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    def pinned(self) -> "Batch":
+        """The batch in page-locked memory, from which a copy to the GPU need not block."""
+        return replace(self, **{k: v.pin_memory() for k, v in self.tensors().items()})
+
+    def to(self, device: torch.device) -> "Batch":
+        """The batch on `device`; from pinned memory without blocking the host."""
+        return replace(self, **{k: v.to(device, non_blocking=v.is_pinned()) for k, v in self.tensors().items()})
 
 
 def micro_batches(batch: dict, micro: int) -> list[dict]:
@@ -37,32 +74,20 @@ def micro_batches(batch: dict, micro: int) -> list[dict]:
     return [{k: v if k in GLOBAL else v[m * size:(m + 1) * size] for k, v in batch.items()} for m in range(micro)]
 
 
-def number_fields(batch: dict, head, num_id: int) -> dict:
-    """`batch` (CPU tensors from `data.pack`) with what the model needs to run without host syncs:
-    loss_index, and with a number head num_index, number_index, and the head's `features` and
-    `number_targets` where it has them (a head without `features` gets its values from the batch)."""
+def number_fields(batch: dict, head, num_id: int) -> Batch:
+    """The Batch of `data.pack`'s CPU tensors: with what the model needs to run without host
+    syncs, loss_index, and with a number head num_index, number_index, and the head's `features`
+    and `number_targets` where it has them (a head without `features` gets its values from the batch)."""
     loss_index = batch["loss_mask"].flatten().nonzero().squeeze(1)
-    out = {**batch, "loss_index": loss_index}
     if head is None:
-        return out
+        return Batch(**batch, loss_index=loss_index)
     num_index = (batch["ids"].flatten() == num_id).nonzero().squeeze(1)
     targets = batch["targets"].flatten()[loss_index]
     number_index = (targets == num_id).nonzero().squeeze(1)
-    out.update(num_index=num_index, number_index=number_index)
     features = head.features(batch["values"].flatten()[num_index])
     wanted = head.loss_target(batch["target_values"].flatten()[loss_index][number_index])
-    out.update({k: v for k, v in (("features", features), ("number_targets", wanted)) if v is not None})
-    return out
-
-
-def pinned(batch: dict) -> dict:
-    """The batch in page-locked memory, from which a copy to the GPU need not block."""
-    return {k: v.pin_memory() for k, v in batch.items()}
-
-
-def to_device(batch: dict, device: torch.device) -> dict:
-    """The batch on `device`; from pinned memory without blocking the host."""
-    return {k: v.to(device, non_blocking=v.is_pinned()) for k, v in batch.items()}
+    return Batch(**batch, loss_index=loss_index, num_index=num_index, number_index=number_index, features=features,
+                 number_targets=wanted)
 
 
 class Loader:

@@ -5,7 +5,7 @@ encoding comparisons all hand their runs here, so every plan resumes, reports an
     results = run_all({"fone-seed0": cfg, ...}, out=Path("runs/x"), jobs=2)
     results = run_all(runs, out, executor=Executor("slurm", partition="gpu", time=600))
 
-Each run goes to OUT/<name> through `experiments.train_once` (finished runs of the same
+Each run goes to OUT/<name> through `train_once` (finished runs of the same
 configuration are read, not retrained; a killed run resumes from its checkpoint). With a submitit
 executor a finished run is read here and never submitted; the others become jobs (logs in
 OUT/jobs/<submission>/), and when they end their results are read here the same way, so the
@@ -84,6 +84,27 @@ class Executor:
             _check_slurm(self.partition, self.time)
 
 
+def train_once(cfg, run_dir: Path, overwrite: bool = False) -> pd.DataFrame:
+    """The run's test results in the results schema, with tokens per problem and training time;
+    trains it first unless it finished before with this configuration, resuming a killed run from
+    a checkpoint of this configuration. A finished run of another configuration is an error
+    naming the settings that differ, or is retrained with `overwrite`. (Training is imported here,
+    in the process that trains: planning a study needs no torch.)"""
+    from .results import results_from_summary
+    from .rundir import finished, recorded_differences, resumable
+    from .train import train
+    cfg = cfg.updated(out=str(run_dir))
+    differ = recorded_differences(cfg) if finished(cfg) else ""
+    if differ and not overwrite:
+        raise ValueError(f"{run_dir} holds a finished run of another configuration ({differ}); --overwrite retrains it")
+    if differ or not finished(cfg):
+        resume = resumable(cfg)  # a run killed before its first checkpoint, or another's, starts over
+        train(cfg.updated(overwrite=not resume), resume=resume)
+    summary = pd.read_csv(run_dir / "test_summary.csv")
+    columns = [c for c in ("input_tokens", "output_tokens", "train_seconds") if c in summary]
+    return results_from_summary(summary).join(summary.set_index("task")[columns], on="task")
+
+
 def run_all(runs: dict, out: Path, jobs: int = 1, overwrite: bool = False, desc: str = "runs",
             executor: Executor | None = None) -> dict[str, pd.DataFrame]:
     """Train (or read) every run {name: TrainConfig} into OUT/<name>; returns {name: its results
@@ -104,7 +125,6 @@ def run_all(runs: dict, out: Path, jobs: int = 1, overwrite: bool = False, desc:
 
 
 def _one(cfg, run_dir: Path, overwrite: bool) -> pd.DataFrame:
-    from .experiments import train_once  # imported in the worker process
     return train_once(cfg, run_dir, overwrite)
 
 
@@ -132,8 +152,7 @@ def _run_as_jobs(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str, e
     """The submitit executors: finished runs read here, the others one job each; every ended job's
     run read here as the local executor reads it. ({name: results}, {name: why it failed})."""
     executor.check()  # before anything is submitted
-    from .experiments import train_once
-    from .train import finished, recorded_differences
+    from .rundir import finished, recorded_differences
     results, failed, todo = {}, {}, {}
 
     def read(name, cfg):  # a finished run's results, or why they cannot be read (another configuration)
@@ -142,7 +161,7 @@ def _run_as_jobs(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str, e
         except (ValueError, OSError) as err:
             failed[name] = f"{type(err).__name__}: {err}"
     for name, cfg in runs.items():
-        placed = replace(cfg, out=str(out / name))
+        placed = cfg.updated(out=str(out / name))
         if finished(placed) and not (overwrite and recorded_differences(placed)):
             read(name, cfg)
         else:

@@ -36,18 +36,17 @@ from .atomic import write_atomic
 from .cli import Parser, add_arguments, unknown, values_of
 from .executors import Executor, RunsFailed, run_all
 from .locks import InUse, hold
-from .paper_figures import results_from_summary
-from .train import TrainConfig, finished, recorded_differences, resumable, train
+from .config import TrainConfig
 
 # The paper's multi-task mix (section 6): the comparison and single-step tasks (plus text at scale).
 SIX_TASKS = tuple(tasks.names("single_step") + tasks.names("comparison"))
 PROTOCOLS = {
-    "cpu-tier": TrainConfig(tasks=SIX_TASKS, preset="cpu-tiny", tokens=3e6, batch_size=8,
+    "cpu-tier": TrainConfig.of(tasks=SIX_TASKS, preset="cpu-tiny", tokens=3e6, batch_size=8,
                             decades=(0, 1), max_digits=2, pool_size=50_000, val_samples=48,
                             test_samples=500, eval_every=200, checkpoint_every=200),
     # torchrun --nproc_per_node 8 -m workbench.experiments paper-tier: 8 GPUs x 24 rows = batch 192 (fewer GPUs
     # accumulate micro-batches to the same 192), --config paper's vocabulary and evaluation cadence
-    "paper-tier": TrainConfig(tasks=SIX_TASKS + tuple(tasks.names("text")), preset="paper", tokens=1e10, batch_size=24,
+    "paper-tier": TrainConfig.of(tasks=SIX_TASKS + tuple(tasks.names("text")), preset="paper", tokens=1e10, batch_size=24,
                               grad_accum=None, global_batch=192, decades=None, max_digits=None, pool_size=1_000_000,
                               val_samples=384, test_samples=10_000, eval_every=64, checkpoint_every=1000,
                               text_bpe="gpt2", bf16=True, compile=True, threads=0),
@@ -62,7 +61,7 @@ def run_protocol(name: str, seeds=(0, 1), out="runs/cpu-tier", encodings=None, j
     if name not in PROTOCOLS:
         raise ValueError(unknown("protocol", name, PROTOCOLS))
     out = Path(out)
-    runs = {f"{e}-seed{s}": replace(PROTOCOLS[name], encoding=e, seed=s) for e in encodings or encoders.names()
+    runs = {f"{e}-seed{s}": PROTOCOLS[name].updated(encoding=e, seed=s) for e in encodings or encoders.names()
             for s in seeds}
     with _writer(out):  # under torchrun every rank trains, rank 0 writes
         trained = run_all(runs, out, jobs, overwrite, desc=name, executor=executor)
@@ -81,23 +80,6 @@ def _writer(out: Path):
     return hold(out) if _rank() == 0 else nullcontext()
 
 
-def train_once(cfg: TrainConfig, run_dir: Path, overwrite: bool = False) -> pd.DataFrame:
-    """The run's test results in the results schema, with tokens per problem and training time;
-    trains it first unless it finished before with this configuration, resuming a killed run from
-    a checkpoint of this configuration. A finished run of another configuration is an error
-    naming the settings that differ, or is retrained with `overwrite`."""
-    cfg = replace(cfg, out=str(run_dir))
-    differ = recorded_differences(cfg) if finished(cfg) else ""
-    if differ and not overwrite:
-        raise ValueError(f"{run_dir} holds a finished run of another configuration ({differ}); --overwrite retrains it")
-    if differ or not finished(cfg):
-        resume = resumable(cfg)  # a run killed before its first checkpoint, or another's, starts over
-        train(replace(cfg, overwrite=not resume), resume=resume)
-    summary = pd.read_csv(run_dir / "test_summary.csv")
-    columns = [c for c in ("input_tokens", "output_tokens", "train_seconds") if c in summary]
-    return results_from_summary(summary).join(summary.set_index("task")[columns], on="task")
-
-
 def run_ablations(tables=tuple(ablations.TABLES), seeds=(0,), out="runs/ablations", base: TrainConfig | None = None,
                   smoke: bool = False, jobs: int = 1, overwrite: bool = False,
                   executor: Executor | None = None) -> pd.DataFrame:
@@ -106,7 +88,7 @@ def run_ablations(tables=tuple(ablations.TABLES), seeds=(0,), out="runs/ablation
     with the delta of each value to its table's baseline; each table printed as the paper does."""
     base = base or PROTOCOLS["cpu-tier"]
     if smoke:
-        base = replace(base, batch_size=2, tokens=2 * base.model_config().block_size * 8, pool_size=200,
+        base = base.updated(batch_size=2, tokens=2 * base.model_config().block_size * 8, pool_size=200,
                        val_samples=4, test_samples=8, eval_every=4, checkpoint_every=4)
     out = Path(out)
     runs = ablations.plan(tables, base, seeds)

@@ -7,11 +7,11 @@ Packed rows hold many samples. Attention never crosses a sample boundary (a bloc
 boolean mask built from the doc id of every token) and RoPE positions restart at every sample.
 
 Numbers enter at <|num|> positions: the encoding's number head joins the learned <|num|> embedding
-(`number_head.embed`). They leave through `number_head`, read from the final hidden state of every
-position whose next token is <|num|>. The loss (C.1) is per token: cross-entropy, plus 10 × the
-number loss where the target is <|num|>, each token weighted by its task's weight (C.4's loss
-normalisation), averaged over all target tokens. Digit encodings have no number head: their digits
-are ordinary tokens.
+(`number_head.join` of its `features`). They leave through `number_head`, read from the final
+hidden state of every position whose next token is <|num|>. `forward(batch)` gives a training
+batch's final hidden states at its loss positions; `loss.losses` applies the lm head and the number
+head there (C.1's per-token loss); `logits` serves evaluation. Digit encodings have no number head:
+their digits are ordinary tokens.
 
 `generate` decodes greedily with a KV cache; when the model writes <|num|>, the head's value is the
 number and is fed back with the token, as in training.
@@ -40,8 +40,8 @@ from torch import Tensor, nn
 
 from . import flex
 from .encoders.base import NumberEncoding
-from .fused import (attention_plan, chunk_elements, linear_at_rows, linear_cross_entropy, masked_attention,
-                    norm_rotate, relu_squared, rms_norm, rotate, scale_at_rows)
+from .fused import (attention_plan, linear_at_rows, masked_attention, norm_rotate, relu_squared, rms_norm, rotate,
+                    scale_at_rows)
 from .numbers import NUM_TOKEN
 from .tokenizer import CONTROL_TOKENS
 
@@ -362,67 +362,19 @@ class GPT(nn.Module):
             return flex.document_mask(doc_ids)
         return packed_mask(doc_ids)
 
-    def forward(self, ids, values, positions, doc_ids, targets=None, target_values=None, loss_mask=None,
-                ce_count=None, number_count=None, task_ids=None, task_weights=None, num_index=None, features=None,
-                loss_index=None, number_index=None, number_targets=None):
-        """Without targets: (logits [B, T, V], None). With targets: (None, losses): "loss" (what is
-        optimized), "ce" and "number" (unweighted means, for the log; "token_loss": the token module's
-        loss, summed over the targets / ce_count) and, with `task_ids` [B, T]
-        (the task index of every target), each task's summed unweighted per-token loss and its
-        target count ("task_loss", "task_tokens": C.4's normalisation measures them). A target's
-        weight is task_weights[its task] (1 without). The lm head runs at the loss positions only,
-        fused with the cross-entropy, so the logits are never kept. Means divide by `ce_count` /
-        `number_count` when given (the counts of the whole global batch, so data-parallel ranks
-        average to the single-process loss).
+    def forward(self, batch) -> Tensor:
+        """The final hidden states at a training batch's loss positions, [N, d] (`batch`: a
+        `batches.Batch`, its number fields computed ahead). The lm head and the number head read
+        them in `loss.losses`; the logits of every position are never formed in training."""
+        added = self.token_module.embed(batch.ids, batch.doc_ids) if self.token_module is not None else None
+        return self.trunk(batch.ids, batch.values, batch.positions, self.attention_mask(batch.doc_ids),
+                          num_index=batch.num_index, features=batch.features, added=added, rows=batch.loss_index)
 
-        Training batches (batches.py) also bring, computed where they were packed: `num_index` and
-        `features` (see `embed`), `loss_index` (the flat positions of the targets, loss_mask's),
-        `number_index` (which of those targets are <|num|>) and `number_targets` (the head's
-        `loss_target` of their values). Without them they are found here, which reads tensors on
-        the host: a GPU would wait for each (docs/gpu.md)."""
+    def logits(self, ids: Tensor, values: Tensor, positions: Tensor, doc_ids: Tensor) -> Tensor:
+        """Logits [B, T, V] of packed rows (ids and values [B, T], positions restarting at each
+        sample, doc ids): what perplexity reads. The <|num|> positions are found here."""
         added = self.token_module.embed(ids, doc_ids) if self.token_module is not None else None
-        mask = self.attention_mask(doc_ids)
-        if targets is None:
-            return self.lm_head(self.trunk(ids, values, positions, mask, num_index=num_index, features=features,
-                                           added=added)), None
-        if loss_index is None:
-            targeted = loss_mask if loss_mask is not None else torch.ones_like(targets, dtype=torch.bool)
-            loss_index = targeted.flatten().nonzero().squeeze(1)
-        ce_count = ce_count if ce_count is not None else max(1, len(loss_index))
-        hidden = self.trunk(ids, values, positions, mask, num_index=num_index, features=features, added=added,
-                            rows=loss_index)  # the loss positions only
-        targets = targets.flatten().index_select(0, loss_index)
-        tasks = task_ids.flatten().index_select(0, loss_index) if task_ids is not None else None
-        weights = task_weights[tasks] if task_weights is not None else torch.ones_like(targets, dtype=torch.float32)
-        ce_sum, ce_each = linear_cross_entropy(hidden, self.lm_head.weight, targets, weights,
-                                               chunk_elements(hidden.device))
-        per_token = ce_each.detach().clone()
-        losses = {"ce": ce_each.sum() / ce_count}
-        total = ce_sum / ce_count
-        if self.number_head is not None:
-            if number_index is None:
-                number_index = (targets == self.num_id).nonzero().squeeze(1)
-            number_count = number_count if number_count is not None else max(1, len(number_index))
-            values = None if number_targets is not None else target_values.flatten()[loss_index][number_index]
-            # with no number in the batch the head still runs (on no rows): every parameter gets a
-            # gradient, so data-parallel ranks reduce the same tensors
-            number_each = self.number_losses(hidden.index_select(0, number_index), number_targets, values)
-            number_sum = (weights.index_select(0, number_index) * number_each).sum()
-            per_token.index_add_(0, number_index, self.cfg.number_loss_weight * number_each.detach())
-            losses["number"] = number_each.detach().sum() / number_count
-            scale = ce_count if self.cfg.loss == "per_token" else number_count
-            total = total + self.cfg.number_loss_weight * number_sum / scale
-        extra = self.token_module.loss(hidden, self.lm_head.weight, targets) if self.token_module is not None else None
-        if extra is not None:  # the encoding's own per-token loss, weighted like the cross-entropy
-            total = total + (weights * extra).sum() / ce_count
-            per_token += extra.detach()
-            losses["token_loss"] = extra.detach().sum() / ce_count
-        losses["loss"] = total
-        if task_ids is not None:
-            n_tasks = len(task_weights) if task_weights is not None else int(task_ids.max()) + 1
-            losses["task_loss"] = per_token.new_zeros(n_tasks).index_add_(0, tasks, per_token)
-            losses["task_tokens"] = per_token.new_zeros(n_tasks).index_add_(0, tasks, torch.ones_like(per_token))
-        return None, losses
+        return self.lm_head(self.trunk(ids, values, positions, self.attention_mask(doc_ids), added=added))
 
     def number_outputs(self, hidden: Tensor) -> Tensor:
         """The number head on hidden states [N, d], in float32 whatever autocast says: under bf16

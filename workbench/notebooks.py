@@ -203,7 +203,7 @@ def check_parameters(name: str, nb, parameters: dict) -> None:
 
 # -- what each parameter of our notebooks may take ----------------------------------------------
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds
-FORMATS = ("html", "png", "svg")
+FORMATS = ("html", "json", "png", "svg")  # plots.save; json: the values a figure draws (tests read them)
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,7 @@ def perplexity(model: GPT, tok: Tokenizer, texts, rows: int = 8, context: int | 
     try:
         for start in tqdm(range(0, len(packed), rows), desc="perplexity", disable=not progress, leave=False):
             batch = tensors(packed[start:start + rows], context + 1, tok.pad_id)
-            logits, _ = model(*(batch[k].to(device) for k in ("ids", "values", "positions", "doc_ids")))
+            logits = model.logits(*(batch[k].to(device) for k in ("ids", "values", "positions", "doc_ids")))
             target = batch["target"].to(device)
             ce = F.cross_entropy(logits[target].double(), batch["targets"].to(device)[target], reduction="none")
             text = ~batch["numeric"].to(device)[target]

@@ -33,7 +33,8 @@ from . import encoders, tasks
 from .atomic import write_atomic
 from .executors import Executor, run_all
 from .locks import hold
-from .train import TrainConfig, finished, recorded_differences
+from .config import TrainConfig
+from .rundir import finished, recorded_differences
 
 ENCODINGS = tuple(n for n in encoders.names() if encoders.get(n).paper_label)  # the paper's five
 DIGITS = (1, 2, 3, 4)
@@ -56,8 +57,8 @@ RESULTS_FILE, INTERVALS_FILE = "cpu-study.csv", "cpu-study-intervals.csv"  # wha
 # The shared small scale: cpu-tiny, batch 8 x 128, operands of magnitude 1 ... 100.
 COMMON = dict(preset="cpu-tiny", batch_size=8, decades=(0, 1), pool_size=20_000, test_samples=500,
               eval_every=100, checkpoint_every=100, threads=1)
-PRECISION = TrainConfig(tasks=("multiplication",), tokens=1e6, val_samples=32, **COMMON)
-MULTITASK = TrainConfig(tasks=tuple(tasks.names("single_step") + tasks.names("comparison") + tasks.names("text")),
+PRECISION = TrainConfig.of(tasks=("multiplication",), tokens=1e6, val_samples=32, **COMMON)
+MULTITASK = TrainConfig.of(tasks=tuple(tasks.names("single_step") + tasks.names("comparison") + tasks.names("text")),
                         tokens=4e6, max_digits=1, val_samples=64, **COMMON)
 
 
@@ -74,7 +75,7 @@ STRONGEST_MULTI_TOKEN = "ntl"
 # Study 1's recipe and model with the paper's pool of a million questions per task: at 8-9 tokens a
 # question, a 10M-token BitTokens run draws 1.2M questions, which a 20,000-question pool would
 # repeat 60 times (Study 3 measures learning with the budget, not memorising)
-BUDGET_BASE = replace(PRECISION, pool_size=1_000_000)
+BUDGET_BASE = PRECISION.updated(pool_size=1_000_000)
 
 
 @dataclass(frozen=True)
@@ -97,13 +98,13 @@ def zoo_encodings() -> tuple[str, ...]:
 
 
 def _precision(study: str, encodings, base: TrainConfig = PRECISION, digits=DIGITS) -> list[Run]:
-    return [Run(study, e, t, d, s, replace(base, encoding=e, tasks=(t,), max_digits=d, seed=s))
+    return [Run(study, e, t, d, s, base.updated(encoding=e, tasks=(t,), max_digits=d, seed=s))
             for t in PRECISION_TASKS for d in digits for e in encodings for s in PRECISION_SEEDS]
 
 
 def _multitask(study: str, encodings, select_with_text: bool = True) -> list[Run]:
-    return [Run(study, e, "multitask", MULTITASK.max_digits, s,
-                replace(MULTITASK, encoding=e, seed=s, select_with_text=select_with_text))
+    return [Run(study, e, "multitask", MULTITASK.data.max_digits, s,
+                MULTITASK.updated(encoding=e, seed=s, select_with_text=select_with_text))
             for e in encodings for s in MULTITASK_SEEDS]
 
 
@@ -116,7 +117,7 @@ def _budget_run(encoding: str, task: str, digits: int, seed: int, tokens: float)
     pools), trained alone on `task` for `tokens`."""
     regime = dict(decades=None, max_digits=None) if digits == PAPER_REGIME else dict(max_digits=digits)
     name = "bittokens" if encoding == VARIANT else encoding
-    cfg = replace(BUDGET_BASE, encoding=name, binary_pool=encoding != VARIANT, tasks=(task,), seed=seed, tokens=tokens,
+    cfg = BUDGET_BASE.updated(encoding=name, binary_pool=encoding != VARIANT, tasks=(task,), seed=seed, tokens=tokens,
                   **regime)
     return Run(f"budget_{budget_label(tokens)}", encoding, task, digits, seed, cfg)
 
@@ -134,20 +135,20 @@ def plan(which=PREREGISTERED) -> list[Run]:
     if "multitask" in which:
         runs += _multitask("multitask", ENCODINGS)
     if DECIMAL_POOL in which:
-        solo = replace(PRECISION, encoding="bittokens", binary_pool=False)
-        runs += [Run(f"precision_{DECIMAL_POOL}", "bittokens", t, d, s, replace(solo, tasks=(t,), max_digits=d, seed=s))
+        solo = PRECISION.updated(encoding="bittokens", binary_pool=False)
+        runs += [Run(f"precision_{DECIMAL_POOL}", "bittokens", t, d, s, solo.updated(tasks=(t,), max_digits=d, seed=s))
                  for t in PRECISION_TASKS for d in DIGITS for s in PRECISION_SEEDS]
-        runs += [Run(f"multitask_{DECIMAL_POOL}", "bittokens", "multitask", MULTITASK.max_digits, s,
-                     replace(MULTITASK, encoding="bittokens", binary_pool=False, seed=s)) for s in MULTITASK_SEEDS]
+        runs += [Run(f"multitask_{DECIMAL_POOL}", "bittokens", "multitask", MULTITASK.data.max_digits, s,
+                     MULTITASK.updated(encoding="bittokens", binary_pool=False, seed=s)) for s in MULTITASK_SEEDS]
     if NUMERIC_CHECKPOINT in which:
-        runs += [replace(r, study=NUMERIC_CHECKPOINT, config=replace(r.config, select_with_text=False))
+        runs += [replace(r, study=NUMERIC_CHECKPOINT, config=r.config.updated(select_with_text=False))
                  for r in plan(["multitask"])]
     if ZOO_PRECISION in which:
         runs += _precision(ZOO_PRECISION, zoo_encodings())
     if ZOO_MULTITASK in which:
         runs += _multitask(ZOO_MULTITASK, zoo_encodings(), select_with_text=False)
     if WIDTH in which:
-        runs += _precision(WIDTH, ("bittokens", "single_digit"), replace(PRECISION, preset="cpu-tiny-wide"), digits=(2,))
+        runs += _precision(WIDTH, ("bittokens", "single_digit"), PRECISION.updated(preset="cpu-tiny-wide"), digits=(2,))
     if BUDGET in which:  # the core: BitTokens without binary pools and single digit
         runs += _budget_grid((VARIANT, "single_digit"), BUDGET_DIGITS)
     if BUDGET_D8 in which:
@@ -174,7 +175,7 @@ def stale(runs: list[Run], out: Path) -> dict[str, str]:
     """{run name: the settings in which its finished run in OUT differs from the plan}."""
     found = {}
     for r in runs:
-        cfg = replace(r.config, out=str(out / r.name))
+        cfg = r.config.updated(out=str(out / r.name))
         if finished(cfg) and (differ := recorded_differences(cfg)):
             found[r.name] = differ
     return found
@@ -195,7 +196,7 @@ def run_study(which=PREREGISTERED, out="runs/study", jobs: int = 2, overwrite: b
             shown = "; ".join(f"{name}: {d}" for name, d in list(differ.items())[:3])
             raise ValueError(f"{len(differ)} run(s) in {out} were trained with another configuration than the plan "
                              f"({shown}{' ...' if len(differ) > 3 else ''}); --overwrite retrains them")
-        todo = {r.name: r.config for r in runs if r.name in differ or not finished(replace(r.config, out=str(out / r.name)))}
+        todo = {r.name: r.config for r in runs if r.name in differ or not finished(r.config.updated(out=str(out / r.name)))}
         try:
             run_all(todo, out, jobs, overwrite, desc="study", executor=executor)
         finally:  # the finished runs are tabled even when others failed
@@ -211,7 +212,7 @@ def write_results(out: Path) -> pd.DataFrame:
     if differ:
         warnings.warn(f"left out of the results, trained with another configuration than the plan: {sorted(differ)}",
                       stacklevel=2)
-    done = [r for r in everything if r.name not in differ and finished(replace(r.config, out=str(out / r.name)))]
+    done = [r for r in everything if r.name not in differ and finished(r.config.updated(out=str(out / r.name)))]
     results = collect(done, out)
     write_atomic(out / RESULTS_FILE, lambda tmp: results.to_csv(tmp, index=False))
     intervals = bootstrap_intervals(done, out)
@@ -230,12 +231,12 @@ def official_scores(out, data=None, which=BUDGET_PARTS) -> pd.DataFrame:
     not scored again."""
     from .evaluate import evaluate
     from .frontier.official import load_test_set
-    from .train import load_run
+    from .rundir import load_run
     out = Path(out)
     path = out / OFFICIAL_FILE
     done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["run"])
     parts = [done]
-    runs = [r for r in plan(which) if finished(replace(r.config, out=str(out / r.name)))
+    runs = [r for r in plan(which) if finished(r.config.updated(out=str(out / r.name)))
             and r.name not in set(done["run"])]
     for r in runs:
         questions = load_test_set(r.task, data)
@@ -326,8 +327,8 @@ def fig4_results(table: pd.DataFrame, part: str = "multitask") -> pd.DataFrame:
     """A multi-task part's rows (Study 2 or 2b) in the results schema of `paper_figures` (Figure
     4's third row), with the regime columns that `paper_figures.describe_regime` reads."""
     rows = table[table["study"] == part].rename(columns={"score": "value"})
-    return rows.assign(preset=MULTITASK.preset, tokens=MULTITASK.tokens, decades=" ".join(map(str, MULTITASK.decades)),
-                       max_digits=MULTITASK.max_digits)[["encoding", "task", "metric", "value", "seed", "preset", "tokens",
+    return rows.assign(preset=MULTITASK.model.preset, tokens=MULTITASK.tokens, decades=" ".join(map(str, MULTITASK.data.decades)),
+                       max_digits=MULTITASK.data.max_digits)[["encoding", "task", "metric", "value", "seed", "preset", "tokens",
                                                          "decades", "max_digits", "input_tokens", "output_tokens"]]
 
 
@@ -364,7 +365,7 @@ def precision_figure(intervals: pd.DataFrame):
         subtitle=dict(text=f"cpu-tiny model, {PRECISION.tokens / 1e6:g}M tokens per run, "
                            "operands 1…100 with at most d significant digits;<br>line: mean over "
                            f"{len(PRECISION_SEEDS)} seeds, band: 95 % bootstrap interval (seeds, then "
-                           f"{PRECISION.test_samples} test questions each)"
+                           f"{PRECISION.evaluation.test_samples} test questions each)"
                            + ("; dashed: exploratory, not pre-registered" if (data.encoding == VARIANT).any() else ""))),
         legend=dict(orientation="h", y=-0.12, x=0), margin=dict(t=150))
     return fig

@@ -77,7 +77,7 @@ __all__ = ["NumberEncoding", "NumberHead", "TokenModule", "register", "registere
 
 # Importing the modules registers them: the paper's five first (order = order of `names()`), then
 # every other module of this folder, so that a new encoding is one new file and nothing else.
-from . import bittokens, fone, xval, single_digit, triple_digit  # noqa: E402,F401
+from . import bittokens, fone, xval, single_digit, triple_digit  # noqa: E402,F401,I001 (order = registry order)
 
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
     importlib.import_module(f"{__name__}.{_module}")

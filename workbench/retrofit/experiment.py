@@ -52,7 +52,7 @@ def cells(only: list[str] | None = None) -> list[tuple[str, str, int]]:
 
 def config(encoding: str, mode: str, seed: int, runs: Path = RUNS, **overrides) -> RetrofitConfig:
     settings = {**COMMON, **MODES[mode], **overrides}
-    return RetrofitConfig(encoding=encoding, seed=seed, out=str(runs / f"{encoding}-{mode}-seed{seed}"), **settings)
+    return RetrofitConfig.of(encoding=encoding, seed=seed, out=str(runs / f"{encoding}-{mode}-seed{seed}"), **settings)
 
 
 def done(run: Path) -> bool:
@@ -93,12 +93,12 @@ def main(argv=None) -> None:
         parser.exit(2, f"error: {error}\n")
     for encoding, mode, seed in todo:
         cfg = config(encoding, mode, seed, runs)
-        if done(Path(cfg.out)):
-            print(f"{cfg.out}: complete, not run again", flush=True)
+        if done(Path(cfg.run.out)):
+            print(f"{cfg.run.out}: complete, not run again", flush=True)
             continue
         started = time.time()
         finetune(_fresh(cfg))
-        print(f"{cfg.out}: {time.time() - started:.0f} s", flush=True)
+        print(f"{cfg.run.out}: {time.time() - started:.0f} s", flush=True)
     result = table(runs)
     if not result.empty:
         Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
@@ -108,8 +108,7 @@ def main(argv=None) -> None:
 
 def _fresh(cfg: RetrofitConfig) -> RetrofitConfig:
     """An interrupted run's partial folder is replaced (complete ones are skipped above)."""
-    cfg.overwrite = Path(cfg.out).exists()
-    return cfg
+    return cfg.updated(overwrite=Path(cfg.run.out).exists())
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ import math
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -51,20 +51,20 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .. import encoders, metrics, tasks
+from .. import encoders, tasks
 from ..allocator import keep_freed_memory
 from ..atomic import write_atomic
 from ..locks import InUse, hold
+from ..adapt import build_sampler, evaluate_and_adapt
 from ..balancing import LossNormalizer, TaskBalancer
-from ..cli import add_arguments, flag, setting, values_of
-from ..curriculum import ENDGAMES, Curriculum, Sampler
-from ..curriculum_authors import RULES as CURRICULUM_RULES
-from ..curriculum_authors import AuthorsCurriculum
+from ..cli import check_choices, flag, setting
+from ..config import (GROUPS, BalanceArgs, DataArgs, DifficultyArgs, EvalArgs, Grouped, RunArgs, add_flags,
+                      encoding_options, from_flags, recorded)
 from ..data import draw, make_pool
 from ..evaluate import evaluate, summarize
 from ..optim import lr_multiplier
-from ..perplexity import text_score, windows
-from ..tasks import Regime, text_sources
+from ..perplexity import windows
+from ..rundir import device_of
 from .hub import DTYPES, KNOWN, resolve_model
 from .model import BASELINE, NumberLM
 
@@ -78,7 +78,9 @@ def encoding_choices() -> list[str]:
 
 
 @dataclass
-class RetrofitConfig:
+class RetrofitConfig(Grouped):
+    """A fine-tuning run: the model and what is joined to it here, the workbench's recipe in the
+    training's groups (config.py; the same flags, the retrofit's own defaults)."""
     model: str = setting("-", f"local folder of a Hugging Face causal LM (or OUT/model of an earlier run), or a "
                          f"packaged model: {', '.join(KNOWN)}")
     encoding: str = setting("bittokens", f"number encoding joined to the model; {BASELINE}: the model's own digit "
@@ -90,11 +92,10 @@ class RetrofitConfig:
     text_share: float = setting(0.25, "share of every step's tokens that is text of --text-source's training "
                                 "documents, to keep the model's language (0: numbers only)")
     text_pool_size: int = setting(1000, "training text chunks the text share draws from")
+    text_samples: int = setting(50, "held-out text chunks whose perplexity is measured before and after (0: none)")
     dtype: str = setting("float32", "dtype of the model's body while training and when saved (auto: as stored); "
                          "a low-precision body trains on float32 master weights; the number head is float32",
                          choices=lambda: list(DTYPES))
-    out: str = setting("runs/retrofit", "run directory; the fine-tuned model goes to OUT/model")
-    overwrite: bool = setting(False, "replace a run already in the run directory")
     lora: bool = setting(False, "train LoRA adapters on every linear layer, the added tokens' rows and the number "
                          "head; the rest of the model stays frozen")
     lora_rank: int = setting(16, "rank of the LoRA adapters")
@@ -105,33 +106,19 @@ class RetrofitConfig:
     batch_tokens: int = setting(4096, "tokens per step: samples are drawn by the task ratios until they hold this many")
     context: int = setting(512, "longest sample in tokens (longer text is cut; at most the model's positions)")
     seed: int = setting(0, "seed of the data, the new weights and the sampling")
-    decades: tuple[int, int] | None = setting((0, 3), "operand magnitudes 10**LOW ... 10**(HIGH+1) (None: the "
-                                              "paper's -14 14)", metavar="LOW HIGH")
-    max_digits: int | None = setting(4, "significant digits per operand (None: the paper's 17)")
-    text_source: str = setting(text_sources.DEFAULT, text_sources.HELP)
-    pool_size: int = setting(20_000, "training questions generated per task")
-    val_samples: int = setting(64, "validation questions per task, answered every --eval-every steps")
-    test_samples: int = setting(200, "held-out test questions per task, answered at the end")
-    text_samples: int = setting(50, "held-out text chunks whose perplexity is measured before and after (0: none)")
-    eval_every: int = setting(50, "steps between evaluations (balancer, curriculum, best checkpoint)")
-    curriculum: bool = setting(True, "difficulty curriculum of C.3 for the tasks A.3 names")
-    curriculum_rule: str = setting("paper", "the curriculum of C.3 as the text gives it, or the authors' "
-                                   "(see workbench.train)", choices=CURRICULUM_RULES)
-    binary_pool: bool = setting(True, "A.3: an encoding with base-2 difficulty (BitTokens) learns multiplication "
-                                "and division from binary-significance numbers first")
-    endgame: str = setting("fixed", "hand-over from the binary pool to the decimal one (see workbench.train)",
-                           choices=ENDGAMES)
-    endgame_share: float = setting(0.1, "share of the steps at the end spent on the decimal pool (endgame fixed)")
-    balancing: bool = setting(True, "task balancing of C.4 (eq. 16); else equal shares")
-    balance_lambda: float = setting(-1.0, "lambda of eq. 15/16: -1 harmonic (C.4), 0 geometric, 1 arithmetic")
-    normalize_losses: bool = setting(True, "C.4's loss normalisation of each task's loss")
-    adapt_warmup: float = setting(0.00755, "share of the budget before the balancer starts and the loss weights settle")
-    device: str = setting("auto", "cpu, cuda, cuda:N or auto")
-    bf16: bool = setting(False, "bf16 autocast for the training steps")
-    threads: int = setting(0, "torch CPU threads (0: torch's default)")
+    data: DataArgs = field(default_factory=lambda: DataArgs(decades=(0, 3), max_digits=4))
+    difficulty: DifficultyArgs = field(default_factory=DifficultyArgs)
+    balance: BalanceArgs = field(default_factory=BalanceArgs)
+    evaluation: EvalArgs = field(default_factory=lambda: EvalArgs(val_samples=64, eval_every=50))
+    run: RunArgs = field(default_factory=lambda: RunArgs(out="runs/retrofit", threads=0))
+
+    GROUPS = {name: kind for name, kind in GROUPS.items() if name != "model"}  # the model is Hugging Face's
 
     def __post_init__(self):
         self.tasks = tuple(self.tasks)
+        for name, kind in self.GROUPS.items():
+            if isinstance(getattr(self, name), dict):
+                setattr(self, name, kind(**getattr(self, name)))
         unknown = [t for t in self.tasks if t not in tasks.names()]
         if not self.tasks or unknown or len(set(self.tasks)) != len(self.tasks):
             raise ValueError(f"--tasks must be distinct names from {tasks.names()}, got {list(self.tasks)}")
@@ -146,20 +133,23 @@ class RetrofitConfig:
             raise ValueError(f"--encoding {self.encoding!r} cannot be joined to a model: choose one of "
                              f"{encoding_choices()} (digit encodings have no number head; {BASELINE} is the "
                              "model's own digit tokens)")
-        self.regime = Regime.of(self.decades, self.max_digits, text_source=self.text_source)
+        for part in (getattr(self, g) for g in self.GROUPS):
+            check_choices(part)
+        self.regime = self.data.regime()
         if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens) and self.tokens >= 1):
             raise ValueError(f"--tokens must be a finite number >= 1, got {self.tokens}")
         for name, low in (("batch_tokens", 8), ("context", 8), ("pool_size", 1), ("val_samples", 1), ("test_samples", 1),
-                          ("text_samples", 0), ("text_pool_size", 1), ("eval_every", 1), ("lora_rank", 1), ("seed", 0), ("threads", 0)):
-            value = getattr(self, name)
+                          ("text_samples", 0), ("text_pool_size", 1), ("eval_every", 1), ("lora_rank", 1), ("seed", 0),
+                          ("threads", 0)):
+            value = self.get(name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"{flag(name)} must be an integer >= {low}, got {value!r}")
         for name in ("lr", "head_lr", "lora_alpha"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{flag(name)} must be positive, got {getattr(self, name)}")
+            if not self.get(name) > 0:
+                raise ValueError(f"{flag(name)} must be positive, got {self.get(name)}")
         for name in ("warmup_frac", "endgame_share", "adapt_warmup"):
-            if not 0 <= getattr(self, name) < 1:
-                raise ValueError(f"{flag(name)} must be in [0, 1), got {getattr(self, name)}")
+            if not 0 <= self.get(name) < 1:
+                raise ValueError(f"{flag(name)} must be in [0, 1), got {self.get(name)}")
 
 
 TEXT = "text"  # the text task the --text-share draws from
@@ -180,8 +170,31 @@ class Job:
     rng: np.random.Generator
     total_steps: int
     context: int
-    best: dict  # score and the trainable weights of the best evaluation so far
+    best: dict  # the step and the trainable weights of the best evaluation so far
     master: MasterWeights | None = None
+    state: dict = field(default_factory=lambda: {"best": -math.inf, "warm_evaluations": 0})  # adapt's
+    step: int = 0  # of the latest evaluation
+
+    # what adapt.evaluate_and_adapt asks of a trainer
+    @property
+    def tokens_per_step(self) -> int:
+        return self.cfg.batch_tokens
+
+    @property
+    def warmup_steps(self) -> int:
+        return round(self.cfg.warmup_frac * self.total_steps)
+
+    def answer(self, frames: dict) -> pd.DataFrame:
+        return evaluate(self.lm, self.lm.tok, frames, self.cfg.evaluation.max_answer_tokens or None)
+
+    def perplexity(self, texts) -> dict:
+        return perplexity(self.lm, texts, self.context)
+
+    def has_best(self) -> bool:
+        return self.best["weights"] is not None
+
+    def keep_best(self) -> None:
+        self.best = {"step": self.step + 1, "weights": trainable_state(self.lm)}
 
 
 class MasterWeights:
@@ -227,33 +240,39 @@ class MasterWeights:
 
 def load_lm(cfg: RetrofitConfig) -> NumberLM:
     """The model of --model retrofitted with --encoding (and LoRA), on --device; writes nothing."""
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+    if cfg.run.threads:
+        torch.set_num_threads(cfg.run.threads)
     torch.manual_seed(cfg.seed)  # the new token rows and the number head
     encoding = None if cfg.encoding == BASELINE else cfg.encoding
     lm = NumberLM.from_pretrained(cfg.model, encoding, cfg.encoding_options if encoding else None, dtype=cfg.dtype)
     if cfg.lora:
         lm.add_lora(cfg.lora_rank, cfg.lora_alpha)
-    return lm.to(_device(cfg.device))
+    return lm.to(device_of(cfg.run.device))
 
 
 def setup(cfg: RetrofitConfig, out: Path | None = None, lm: NumberLM | None = None) -> Job:
     """Build the pools, curricula, balancer and optimizer for `lm` (default: load_lm(cfg)); the
     run writes into `out` (default --out)."""
-    out = Path(out or cfg.out)
+    out = Path(out or cfg.run.out)
     lm = lm if lm is not None else load_lm(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "retrofit.json", lambda tmp: Path(tmp).write_text(json.dumps(asdict(cfg), indent=1)))
-    pools = {t: make_pool(t, cfg.pool_size, lm.tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
-    val = {t: make_pool(t, cfg.val_samples, lm.tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
+    write_atomic(out / "retrofit.json", lambda tmp: Path(tmp).write_text(json.dumps(recorded(cfg), indent=1)))
+    pool_size, val_samples = cfg.data.pool_size, cfg.evaluation.val_samples
+    pools = {t: make_pool(t, pool_size, lm.tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
+    val = {t: make_pool(t, val_samples, lm.tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
     total_steps = max(1, math.ceil(cfg.tokens / cfg.batch_tokens))
-    sampler = _sampler(cfg, lm.tok.encoding or OwnDigits(), lm.tok, pools, total_steps, cfg.warmup_frac, 0.0)
+    sampler = build_sampler(cfg.tasks, cfg.difficulty, cfg.regime, pool_size, val_samples, cfg.seed,
+                            lm.tok.encoding or OwnDigits(), lm.tok, pools, total_steps, cfg.warmup_frac, 0.0)
     if cfg.text_share:
         pools[TEXT] = make_pool(TEXT, cfg.text_pool_size, lm.tok, cfg.seed, "train", cfg.regime)
+    b = cfg.balance
     prose = [t for t in pools if tasks.get(t).answer == "text"]
-    normalizer = LossNormalizer(list(pools), cfg.adapt_warmup * cfg.tokens, prose[0] if prose else None,
-                                enabled=cfg.normalize_losses)
-    balancer = TaskBalancer(cfg.tasks, lam=cfg.balance_lambda)
+    reference = (prose[0] if prose else None) if b.loss_reference == "text" else \
+        (list(pools)[-1] if len(pools) > 1 else None)
+    normalizer = LossNormalizer(list(pools), b.adapt_warmup * cfg.tokens, reference, enabled=b.normalize_losses,
+                                momentum=b.loss_weight_momentum)
+    balancer = TaskBalancer(cfg.tasks, lam=b.balance_lambda, max_ratio=b.max_task_ratio, floor=b.balance_floor,
+                            cap=b.ratio_cap)
     head = list(lm.head.parameters()) if lm.head is not None else []
     body = [p for p in lm.hf.parameters() if p.requires_grad]
     low = [p for p in body if p.dtype != torch.float32]
@@ -265,54 +284,7 @@ def setup(cfg: RetrofitConfig, out: Path | None = None, lm: NumberLM | None = No
                                   betas=(0.9, 0.95), weight_decay=0.0)
     context = min(cfg.context, lm.max_positions or cfg.context)
     return Job(cfg, out, lm, optimizer, pools, val, sampler, balancer, normalizer, np.random.default_rng(cfg.seed),
-               total_steps, context, {"score": -math.inf, "weights": None}, master)
-
-
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        return torch.device(name)
-    except RuntimeError as err:
-        raise ValueError(f"--device {name!r} is not a device (cpu, cuda, cuda:N or auto): {err}") from None
-
-
-def _encoding_options(pairs: list[str]) -> dict:
-    """--encoding-option KEY=VALUE pairs: numbers and true/false as JSON reads them, else strings."""
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--encoding-option takes KEY=VALUE, got {pair!r}")
-        try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key] = value
-    return options
-
-
-def _sampler(cfg: RetrofitConfig, encoding, tok, pools: dict, total_steps: int, warmup_frac: float,
-             lr_floor: float) -> Sampler:
-    """The curricula of C.3 and, for an encoding with base-2 difficulty, A.3's binary pools of the
-    single-step curriculum tasks, as `workbench.train` builds them (here, so that the retrofit
-    does not reach into the trainer's private helpers)."""
-    from dataclasses import replace
-    curriculum_tasks = [t for t in cfg.tasks if cfg.curriculum and tasks.get(t).curriculum]
-    binary_tasks = [t for t in curriculum_tasks if cfg.binary_pool and encoding.difficulty_base == 2
-                    and tasks.get(t).family == "single_step"]
-    binary_regime = replace(cfg.regime, significance="binary")
-    binary = {t: (make_pool(t, cfg.pool_size, tok, cfg.seed, "train", binary_regime),
-                  make_pool(t, cfg.val_samples, tok, cfg.seed, "val", binary_regime).frame) for t in binary_tasks}
-    column = "difficulty" if encoding.difficulty_base == 2 else "difficulty_sd"
-    held = {t: getattr(binary[t][0] if t in binary else pools[t], column) for t in curriculum_tasks}
-    if cfg.curriculum_rule == "authors":
-        curricula = {t: AuthorsCurriculum(int(held[t].max()), total_steps, 1.0, warmup_frac=warmup_frac,
-                                          levels=held[t], hand_over=t in binary, checks=len(curriculum_tasks),
-                                          lr_floor=min(lr_floor, 0.99)) for t in curriculum_tasks}
-    else:
-        curricula = {t: Curriculum(int(held[t].max()), total_steps, 1.0, warmup_frac=warmup_frac, levels=held[t])
-                     for t in curriculum_tasks}
-    return Sampler(pools, curricula, encoding.difficulty_base, total_steps, binary, cfg.endgame, cfg.endgame_share)
+               total_steps, context, {"step": None, "weights": None}, master)
 
 
 class OwnDigits:
@@ -340,7 +312,7 @@ def train_step(job: Job, step: int) -> dict[str, float]:
     """Draw samples by the balancer's token shares (and the curricula), one AdamW step with the
     tasks' loss weights; its losses."""
     cfg, lm = job.cfg, job.lm
-    ratios = job.balancer.ratios if cfg.balancing else {t: 1 / len(cfg.tasks) for t in cfg.tasks}
+    ratios = job.balancer.ratios if cfg.balance.balancing else {t: 1 / len(cfg.tasks) for t in cfg.tasks}
     numbers = cfg.batch_tokens * (1 - cfg.text_share)
     counts = {t: math.ceil(ratios[t] * numbers / job.pools[t].mean_length) for t in cfg.tasks}
     if cfg.text_share:  # a text chunk is long: rounded at random, so the share holds on average
@@ -364,7 +336,7 @@ def train_step(job: Job, step: int) -> dict[str, float]:
     for group in groups:  # gradients accumulate: the sum over groups is the mean over the whole step
         batch = {k: v.to(lm.device) for k, v in rows(group, lm.tok.pad_id, job.context).items()}
         share = int(batch["loss_mask"].sum()) / targets
-        with torch.autocast(lm.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+        with torch.autocast(lm.device.type, dtype=torch.bfloat16, enabled=cfg.run.bf16):
             losses = lm(**batch, task_weights=weights)
         (job.master.backward if job.master is not None else torch.Tensor.backward)(losses["loss"] * share)
         for key in logged:
@@ -393,33 +365,6 @@ def length_groups(samples, context: int, batch_tokens: int) -> list[list]:
             current = []
         current.append(sample)
     return groups + [current] if current else groups
-
-
-def evaluate_and_adapt(job: Job, step: int, tokens_seen: int) -> dict:
-    """Answer the validation questions; feed the scores to the balancer and the curricula; keep
-    the trainable weights of the best harmonic mean of the scores (eq. 15)."""
-    cfg = job.cfg
-    questions = {t: f for t, f in job.val.items() if tasks.get(t).score is not None}
-    answers = evaluate(job.lm, job.lm.tok, questions) if questions else None
-    scores = summarize(answers).set_index("task")["score"].to_dict() if questions else {}
-    for task in set(job.val) - set(questions):  # prose: the authors' score of its perplexity
-        scores[task] = text_score(perplexity(job.lm, job.val[task]["answer"], job.context)["ppl_all"])
-    weights = job.normalizer.update(tokens_seen)
-    if cfg.balancing and tokens_seen >= cfg.adapt_warmup * cfg.tokens:
-        job.balancer.update(scores)
-    for task, (frame, column) in job.sampler.to_evaluate(job.val, step).items():
-        scored = answers[answers.task == task] if frame is job.val[task] else evaluate(job.lm, job.lm.tok, {task: frame})
-        per_level = pd.Series(scored["score"].to_numpy()).groupby(frame[column].to_numpy()).mean()
-        curriculum = job.sampler.curricula[task]
-        lr = lr_multiplier(step, job.total_steps, cfg.warmup_frac)
-        curriculum.update(per_level[per_level.index <= curriculum.max_difficulty].to_dict(), step + 1, lr)
-    mean = metrics.generalized_mean(scores.values(), cfg.balance_lambda)
-    if mean > job.best["score"]:
-        job.best = {"score": mean, "step": step + 1, "weights": trainable_state(job.lm)}
-    return {"step": step + 1, "tokens": tokens_seen, "harmonic_mean": mean, **{f"score/{t}": s for t, s in scores.items()},
-            **{f"ratio/{t}": r for t, r in job.balancer.ratios.items()},
-            **{f"loss_weight/{t}": float(w) for t, w in zip(cfg.tasks, weights)},
-            **{f"frontier/{t}": c.frontier for t, c in job.sampler.curricula.items()}}
 
 
 def trainable_state(lm: NumberLM) -> dict[str, torch.Tensor]:
@@ -467,8 +412,8 @@ def final_test(job: Job, texts: list[str], before: dict | None, seconds: float) 
     common = dict(encoding=cfg.encoding, lora=cfg.lora, seed=cfg.seed, best_step=job.best.get("step"))
     scored = [t for t in cfg.tasks if tasks.get(t).score is not None]
     if scored:
-        test = {t: make_pool(t, cfg.test_samples, lm.tok, cfg.seed, "test", cfg.regime).frame for t in scored}
-        samples = evaluate(lm, lm.tok, test).assign(**common)
+        test = {t: make_pool(t, cfg.evaluation.test_samples, lm.tok, cfg.seed, "test", cfg.regime).frame for t in scored}
+        samples = job.answer(test).assign(**common)
         write_atomic(job.out / "test_samples.csv", lambda tmp: samples.to_csv(tmp, index=False))
         summary = summarize(samples).assign(**common, train_seconds=seconds)
         write_atomic(job.out / "test_summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
@@ -487,16 +432,16 @@ def finetune(cfg: RetrofitConfig, on_eval=None) -> Path:
     """Fine-tune, save the best weights, test; return the run directory (--out). `on_eval(row)`
     is called with every evaluation row. The run holds --out's lock throughout; with --overwrite
     it is written inside --out beside the old run and replaces it only once it is complete."""
-    out = Path(cfg.out)
+    out = Path(cfg.run.out)
     model = resolve_model(cfg.model)  # a packaged model is converted here, once
     if out.resolve() == model.resolve() or out.resolve() in model.resolve().parents:
         raise ValueError(f"--model {cfg.model} lies inside --out {out}: the run would replace the model it starts "
                          "from; copy the model elsewhere or choose another --out")
-    _refuse_existing(out, cfg.overwrite)
+    _refuse_existing(out, cfg.run.overwrite)
     lm = load_lm(cfg)  # a model that cannot be loaded writes nothing, not even the lock
     try:
         with hold(out):
-            existing = _refuse_existing(out, cfg.overwrite)  # again, now that no other run can start
+            existing = _refuse_existing(out, cfg.run.overwrite)  # again, now that no other run can start
             if not existing:
                 return _run(cfg, out, on_eval, lm)
             # the new run is written inside the locked folder, beside the old one, and takes its
@@ -539,22 +484,15 @@ def _run(cfg: RetrofitConfig, out: Path, on_eval, lm: NumberLM) -> Path:
         seen += parts["tokens"]
         bar.set_postfix(loss=f"{parts['loss']:.3f}")
         _append(job.out / "metrics.jsonl", {"step": step + 1, **parts, "time": time.time() - started})
-        if (step + 1) % cfg.eval_every == 0 or step + 1 == job.total_steps:
-            row = evaluate_and_adapt(job, step, seen)
+        if (step + 1) % cfg.evaluation.eval_every == 0 or step + 1 == job.total_steps:
+            job.step = step
+            lr = lr_multiplier(step, job.total_steps, cfg.warmup_frac)
+            row = {**evaluate_and_adapt(job, step, lr, parts["loss"]), "tokens": seen}
             _append(job.out / "evals.jsonl", row)
             if on_eval:
                 on_eval(row)
     final_test(job, texts, before, time.time() - started)
     return job.out
-
-
-def load_metrics(run_dir) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(one row per training step, one row per evaluation) of a run directory."""
-    def read(name):
-        path = Path(run_dir) / name
-        return pd.DataFrame([json.loads(line) for line in path.read_text().splitlines() if line.strip()]) \
-            if path.exists() else pd.DataFrame()
-    return read("metrics.jsonl"), read("evals.jsonl")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -566,7 +504,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=f"Encoding options (--encoding-option KEY=VALUE) and their defaults: {options}")
     parser.add_argument("--encoding-option", action="append", default=[], metavar="KEY=VALUE",
                         help="an option of the encoding (repeatable)")
-    add_arguments(parser, RetrofitConfig, RetrofitConfig(model="-"), skip={"encoding_options"})
+    add_flags(parser, RetrofitConfig(model="-"), skip={"checkpoint_every", "compile", "prefetch", "same_kernels"})
     return parser
 
 
@@ -576,8 +514,8 @@ def main(argv=None) -> None:
     if not args["model"].strip() or args["model"] == "-":
         parser.error(f"--model is required: the local folder of a Hugging Face causal LM, or {', '.join(KNOWN)}")
     try:
-        cfg = RetrofitConfig(**values_of(args, RetrofitConfig, skip={"encoding_options"}),
-                             encoding_options=_encoding_options(args["encoding_option"]))
+        cfg = from_flags(args, RetrofitConfig(model="-"), skip={"checkpoint_every", "compile", "prefetch", "same_kernels"},
+                         encoding_options=encoding_options(args["encoding_option"]))
         out = finetune(cfg)
     except (ValueError, FileExistsError) as err:
         parser.exit(2, f"error: {err}\n")

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..locks import InUse, hold_file
+from ..atomic import write_folder
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")  # auto: as the folder's weights are stored
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model", "vocab.txt",
@@ -90,7 +91,6 @@ def resolve_model(model) -> Path:
 
 def converted(name: str) -> Path:
     """The cache folder of KNOWN[name], converted from its GGUF once (under a lock, atomically)."""
-    from .model import write_folder
     spec = KNOWN[name]
     source = packaged_file(name)
     folder = cache_dir() / f"{name}-{spec.package}-{spec.version}"

@@ -45,6 +45,7 @@ from torch import Tensor, nn
 from .. import encoders
 from ..encoders.base import NumberEncoding, NumberHead
 from ..model import true_float32
+from ..atomic import write_folder
 from .hub import KNOWN, check_vocabulary, load_folder, resolve_model
 from .tokens import RetrofitTokenizer
 
@@ -402,22 +403,3 @@ def load_head(head: NumberHead, file: Path) -> None:
     except Exception as error:  # noqa: BLE001 - a corrupt file or another head's weights
         raise ValueError(f"{file} does not hold this {head.encoding.name} head's weights: "
                          f"{str(error).splitlines()[0][:300]}") from None
-
-
-def write_folder(folder: Path, fill) -> Path:
-    """`fill(tmp)` writes a folder beside `folder`, which then replaces it (the old one is removed
-    only once the new one is in place); a failure leaves `folder` as it was."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = folder.parent / f".{folder.name}.writing-{os.getpid()}"
-    old = folder.parent / f".{folder.name}.old-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        fill(tmp)
-        if folder.exists():
-            folder.rename(old)
-        tmp.rename(folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(old, ignore_errors=True)
-    return folder

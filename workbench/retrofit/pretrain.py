@@ -25,7 +25,7 @@ from ..optim import lr_multiplier
 from ..tasks.sampling import SPLITS, question_hash, split_of
 from ..tasks.text import documents
 from ..tasks.text_sources import DEFAULT
-from .model import write_folder
+from ..atomic import write_folder
 
 EOS = "<|endoftext|>"
 ARCHITECTURES = ("gpt2", "llama", "qwen2")
