@@ -1,4 +1,5 @@
 """The nine desiderata of section 3 (D1–D9), measured for every registered number encoding.
+(One file over 500 lines: nine measurements of one concept, each short, sharing their samplers.)
 
 Each `d*` function returns a tidy DataFrame; `measure_all` runs them at one size and
 `scorecard` turns the measurements into pass / trade-off / fail with the thresholds of

@@ -1,4 +1,5 @@
 """Execute the paired notebooks with papermill and keep the .py/.ipynb twins in agreement.
+(Over 500 lines: the runner and every notebook parameter's limits, checked before a kernel starts.)
 
     python -m workbench.notebooks run                       # all five, default parameters (make figures)
     python -m workbench.notebooks run --only 04_paper_figures -p official_data=../shared/data/official_bittokens

@@ -1,6 +1,7 @@
 """The paper's figures 2-8 rebuilt from its tables, the authors' released files, our task generator
 and our own training results. Each figure is a data-preparation function (tested) and a plotting
-function (plotly); notebook 04 narrates them.
+function (plotly); notebook 04 narrates them. (Over 500 lines: seven figures, each a pair of short
+functions.)
 
 Sources: Tables 1-3 (frontier LLMs), Tables 4 and 7 (Figure 4), `combined_samples_long.csv`
 (per-sample frontier results, optional), the released 500-sample test sets (optional), and a

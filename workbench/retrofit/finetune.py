@@ -1,4 +1,5 @@
 """Fine-tuning a Hugging Face causal LM with a number encoding on the workbench's tasks.
+(Over 500 lines: the retrofit's settings, loop, low-precision master weights and command line.)
 
     python -m workbench.retrofit --model PATH --encoding bittokens --tasks multiplication --tokens 2e5 --out DIR
     python -m workbench.retrofit --model PATH --encoding none ...     # baseline: the model's own digit tokens
