@@ -33,7 +33,6 @@ tier on a GPU, cpu-tiny rows on a CPU (the dry run proves the script runs, not t
 import argparse
 import copy
 import json
-import math
 import os
 import signal
 import statistics

@@ -36,7 +36,6 @@ import functools
 import sys
 import time
 from collections import defaultdict
-from dataclasses import replace
 
 started_imports = time.perf_counter()
 import pandas as pd  # noqa: E402

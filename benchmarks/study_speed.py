@@ -124,7 +124,7 @@ def main():
     rows = []
     for name in args.runs:
         times = {side: [] for side in sides}
-        for repeat in range(args.repeats):
+        for _repeat in range(args.repeats):
             for side, tree in sides.items():
                 times[side].append(train_once(tree, name, out / f"{side}-{name}", side_settings[side]))
         before, after = results(out / f"baseline-{name}"), results(out / f"current-{name}")

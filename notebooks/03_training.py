@@ -65,14 +65,15 @@ import torch
 from IPython.display import display
 from plotly.subplots import make_subplots
 
-from workbench import encoders, plots, tasks as task_registry
+from workbench import encoders, plots
+from workbench import tasks as task_registry
 from workbench.balancing import weight_changes
+from workbench.config import TrainConfig
 from workbench.curriculum import difficulty_column
 from workbench.notebooks import ROOT
-from workbench.paper_figures import results_from_summary
-from workbench.tasks import generate, with_metric
-from workbench.config import TrainConfig
+from workbench.results import results_from_summary
 from workbench.rundir import load_metrics
+from workbench.tasks import generate, with_metric
 from workbench.train import train
 
 os.chdir(ROOT)  # the repository root, as under the runner: relative paths mean the same in the lab
@@ -174,7 +175,7 @@ live = display(bundle(curves(run_dir)), raw=True, display_id=True)
 run_dir = train(cfg, on_eval=lambda row: live.update(bundle(curves(run_dir)), raw=True))
 fig = curves(run_dir, finished=True)
 live.update(bundle(fig), raw=True)
-plots.save(fig, "03_training_curves", figures_dir, tuple(figure_formats));
+plots.save(fig, "03_training_curves", figures_dir, tuple(figure_formats));  # the semicolon keeps its return value out of the output
 
 # %% [markdown]
 # ## Results on the held-out test split

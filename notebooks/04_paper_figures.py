@@ -57,11 +57,11 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import Markdown, display
 
-from workbench import encoders, experiments
+from workbench import encoders, experiments, leaderboard, plots, study
 from workbench import paper_figures as pf
-from workbench import leaderboard, plots, study
 from workbench.frontier import answer_folders
 from workbench.notebooks import ROOT
+from workbench.results import PERPLEXITIES, read_results
 from workbench.tasks import generate
 
 os.chdir(ROOT)  # the repository root, as under the runner: relative paths mean the same in the lab
@@ -81,7 +81,7 @@ if study_dir is not None:
     source = f"{study.PART_LABELS[fig4_part]}; docs/study.md"
     intervals = study_intervals[study_intervals.study == fig4_part]
 if results_csv is not None:
-    results, intervals, source = pf.read_results(results_csv), None, results_csv
+    results, intervals, source = read_results(results_csv), None, results_csv
 samples = pf.official_samples(folder) if folder is not None else None
 formats = tuple(figure_formats)
 
@@ -161,7 +161,7 @@ else:
 
 # %%
 if results is not None:
-    display(experiments.summarize(results[~results.metric.isin(pf.PERPLEXITIES)]).round(3))
+    display(experiments.summarize(results[~results.metric.isin(PERPLEXITIES)]).round(3))
 save(pf.methods_figure(results, source=source, intervals=intervals), "04_fig4_methods")
 
 # %% [markdown]

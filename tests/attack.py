@@ -57,14 +57,13 @@ from decimal import Decimal, localcontext
 from fractions import Fraction
 from pathlib import Path
 
+import loopback  # tests/loopback.py, beside this script
 import numpy as np
 import torch
 
 from workbench import encoders, locks, metrics, notebooks, numbers
 from workbench.frontier import answer_folders, client, prompts, scoring
 from workbench.tokenizer import Tokenizer
-
-import loopback  # tests/loopback.py, beside this script
 
 OK, CLEAR, CRASH, WRONG, CODE = "ok", "clear error", "crash", "silent wrong", "code ran"
 FORMS = "forms" in inspect.signature(numbers.parse).parameters  # written forms (new API)
@@ -345,7 +344,7 @@ def metric_cases(rng, n):
         args = (weird, [1.0]) if side == "pred" else ([1.0], weird)
         yield (lambda f=fn, a=args: refused(f(*a))), (ValueError,), (side, "real", "complex")
     for lam in (math.nan, math.inf, -math.inf, "1", None):
-        yield (lambda l=lam: refused(metrics.generalized_mean([0.5, 0.2], l))), (ValueError, TypeError), ("lam",)
+        yield (lambda value=lam: refused(metrics.generalized_mean([0.5, 0.2], value))), (ValueError, TypeError), ("lam",)
     for scores in ([], [math.nan], [-0.5], [1j], [0.0, 1.0]):
         yield (lambda s=scores: refused(metrics.generalized_mean(s, -1, eps=0))), (ValueError,), ("score", "performance", "real")
     for _ in range(n // 4):
@@ -980,7 +979,7 @@ def writer_cases(rng, folder):
         yield case, (locks.InUse,), ("in use by process",)
     done = Path(folder) / "finished"
     T.train(T.TrainConfig.of(**small, out=str(done)))
-    for k in range(6):  # a resume with another configuration: refused, and not one byte changes
+    for _ in range(6):  # a resume with another configuration: refused, and not one byte changes
         changed = rng.choice([dict(seed=rng.randint(1, 9)), dict(max_digits=rng.randint(2, 5)),
                               dict(tasks=("addition", "minmax")), dict(pool_size=rng.randint(60, 90))])
         def case(changed=changed):
@@ -1192,6 +1191,7 @@ def kernel_cases(folder):
     a foreign folder refused, a broken library built again."""
     import hashlib
     import platform
+
     from workbench import cpu_kernels
     compiler = os.environ.get("CC") or "cc"
     base = Path(folder) / "kernels"
@@ -1281,6 +1281,7 @@ def job_cases(folder):
     """Result files planted under the process IDs the next jobs will get (another user's code, or
     an old job of one's own), and the job killed before it writes its own: never read."""
     import pickle
+
     from workbench import executors
     try:
         import submitit  # noqa: F401
@@ -1344,6 +1345,7 @@ def html_cases():
     import html as html_module
 
     import pandas as pd
+
     from workbench import leaderboard
     for payload in HTML_PAYLOADS:
         for column in ("digits", "task", "encoding", "study"):

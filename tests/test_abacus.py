@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 import torch
-
 import zoo_checks
 from test_reversed_digits import oracle_pieces, oracle_value
+
 from workbench import encoders
 from workbench.data import pack
 from workbench.model import GPT, preset

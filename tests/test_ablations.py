@@ -2,15 +2,14 @@
 configurations train once, finished runs are not retrained, deltas are against the table's
 baseline."""
 import json
-from dataclasses import asdict
 
 import pandas as pd
 import pytest
 
-from workbench.config import recorded
-from workbench import ablations, experiments
-from workbench.train import TrainConfig
 import workbench.train as train_module
+from workbench import ablations, experiments
+from workbench.config import recorded
+from workbench.train import TrainConfig
 
 BASE = TrainConfig.of(tasks=experiments.SIX_TASKS, preset="cpu-small", batch_size=2, tokens=2 * 256 * 4,
                    pool_size=200, val_samples=4, test_samples=6, eval_every=4, checkpoint_every=2,

@@ -2,7 +2,6 @@ from fractions import Fraction as F
 
 import numpy as np
 import pytest
-import torch
 
 from workbench.balancing import LossNormalizer, TaskBalancer, cap_ratios, update_ratios
 
@@ -164,6 +163,7 @@ def test_the_cap_bounds_eq_16s_target_before_the_mix_or_the_mixed_ratios():
 
 def test_weight_changes_mark_where_the_loss_weights_moved():
     import pandas as pd
+
     from workbench.balancing import weight_changes
     evals = pd.DataFrame({"step": [50, 100, 150, 200], "loss_weight/addition": [4.0, 4.0, 4.02, 6.0],
                           "loss_weight/minmax": [1.0, 1.0, 1.0, 1.0], "score/addition": [0.1, 0.2, 0.3, 0.4]})

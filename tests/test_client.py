@@ -16,11 +16,10 @@ import time
 
 import pandas as pd
 import pytest
+from loopback import Server
 
 from workbench.frontier import answer_folders, client, prompts, scoring
 from workbench.locks import InUse
-
-from loopback import Server
 
 KEY = "sk-test-SECRET-67890"
 REPLY = {"choices": [{"message": {"role": "assistant", "content": "42"}}], "usage": {"completion_tokens": 1}}
@@ -400,7 +399,7 @@ def test_a_second_runner_on_one_answers_file_is_refused(servers, monkeypatch, be
         stdout, stderr = first.communicate(timeout=60)
     assert first.returncode == 0, stderr
     assert "4 answered, 0 failed" in stdout
-    assert sorted(r["id"] for r in records(out)) == sorted(json.loads(l)["id"] for l in bench.read_text().splitlines())
+    assert sorted(r["id"] for r in records(out)) == sorted(json.loads(line)["id"] for line in bench.read_text().splitlines())
     assert client.run_benchmark(c, bench, out).answered == 0  # the lock went with the first runner
 
 

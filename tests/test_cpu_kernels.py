@@ -12,10 +12,10 @@ import torch
 from einops import rearrange
 
 from workbench import cpu_kernels, encoders, fused
-from workbench.model import GPT, preset
-from workbench.tokenizer import Tokenizer
 from workbench.batches import number_fields
 from workbench.loss import losses as train_losses
+from workbench.model import GPT, preset
+from workbench.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 HAVE_COMPILER = shutil.which(os.environ.get("CC") or "cc") is not None

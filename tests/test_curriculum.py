@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from workbench import encoders
-
 from workbench.curriculum import Curriculum, difficulty_column
 
 

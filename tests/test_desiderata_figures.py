@@ -4,7 +4,6 @@ import struct
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from workbench import desiderata as D
 from workbench import desiderata_figures as DF

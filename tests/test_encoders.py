@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from workbench import encoders
-from workbench.encoders.bittokens import COMBINE, HEADS, float64_bits
 from workbench.encoders import fone
+from workbench.encoders.bittokens import COMBINE, HEADS, float64_bits
 from workbench.encoders.fone import EXPONENTS, digits_at
 from workbench.numbers import render
 

@@ -7,7 +7,6 @@ import os
 import signal
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -118,6 +117,7 @@ def test_a_result_file_planted_under_a_future_job_id_is_never_read(tmp_path):
     unpickled (its code ran) and the killed job was reported finished; an old job of one's own
     under a reused process ID did the same."""
     import pickle
+
     from workbench import executors
     out, mark = tmp_path / "out", tmp_path / "planted-code-ran"
     (out / "jobs").mkdir(parents=True)

@@ -1,6 +1,5 @@
 """The encoding sweep: one results table, finished runs skipped on a rerun (resumable)."""
 import json
-from dataclasses import replace
 
 import pandas as pd
 import pytest

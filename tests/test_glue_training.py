@@ -15,7 +15,6 @@ import torch
 import workbench.train
 from workbench import tasks
 from workbench.balancing import TaskBalancer
-from workbench.model import GPT
 from workbench.optim import OptimConfig
 from workbench.rundir import load_metrics
 from workbench.train import TrainConfig, train
@@ -245,6 +244,7 @@ def test_token_shares_give_each_task_its_ratio_of_the_tokens():
     """--balance-unit tokens (the default): a task's samples are its ratio of the step's tokens
     divided by its mean sample length, so long samples (text) do not take the batch."""
     from types import SimpleNamespace
+
     from workbench import train
     pools = {"addition": SimpleNamespace(mean_length=10.0), "text": SimpleNamespace(mean_length=300.0)}
     balancer = TaskBalancer(["addition", "text"])

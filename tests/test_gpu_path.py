@@ -226,6 +226,7 @@ def test_heads_check_sees_tf32_error_without_the_fix(monkeypatch):
     """Under emulated TF32 the number heads are float32-exact with `true_float32`, and the check
     fails (errors of ~3e-4, xVal's values off by ~1e-3) when the heads run without it."""
     import contextlib
+
     from workbench import model as model_module
     check = gpu_check_module()
     args = type("Args", (), {"emulate_tf32": True})()

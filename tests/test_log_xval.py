@@ -8,8 +8,8 @@ from decimal import Decimal, localcontext
 import numpy as np
 import pytest
 import torch
-
 import zoo_checks
+
 from workbench import encoders
 
 CODEC = encoders.get("log_xval")

@@ -9,13 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workbench import metrics
+from workbench import metrics, tasks
 from workbench.notebooks import execute
-from workbench.paper_figures import read_results
-from workbench import tasks
+from workbench.results import read_results
+from workbench.rundir import load_metrics
 from workbench.tasks import generate
 from workbench.tokenizer import Tokenizer
-from workbench.rundir import load_metrics
 
 OFFICIAL = Path(os.environ.get("WORKBENCH_OFFICIAL_DATA") or
                 Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "official_bittokens")

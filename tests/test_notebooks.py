@@ -12,7 +12,7 @@ import pytest
 
 from workbench import notebooks
 from workbench.notebooks import NOTEBOOKS, NotebookError, check_pairs, execute, parameters_of
-from workbench.paper_figures import read_results
+from workbench.results import read_results
 
 OFFICIAL = Path(os.environ.get("WORKBENCH_OFFICIAL_DATA") or
                 Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "official_bittokens")
@@ -203,7 +203,7 @@ def test_only_the_default_run_writes_figures(tmp_path):
                               (NOTEBOOKS, {}, str(tmp_path / "mine"))):
         executed, run_dir, params = notebooks.plan(names, given, out, now=0)
         assert run_dir is not None and executed == run_dir and set(params) == set(names)
-        for name, p in params.items():
+        for _name, p in params.items():
             assert p["figures_dir"] == str(run_dir / "figures") and p.get("tokens") == given.get("tokens")
             assert not Path(p["figures_dir"]).resolve().is_relative_to(notebooks.FIGURES)
         if out is None:

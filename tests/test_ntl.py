@@ -7,14 +7,14 @@ from fractions import Fraction
 
 import pytest
 import torch
-
 import zoo_checks
+
 from workbench import encoders
-from workbench.model import GPT, preset
-from workbench.tokenizer import Tokenizer
-from workbench.rundir import load_metrics
 from workbench.batches import number_fields
 from workbench.loss import losses as train_losses
+from workbench.model import GPT, preset
+from workbench.rundir import load_metrics
+from workbench.tokenizer import Tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,23 @@ from decimal import Decimal
 from fractions import Fraction
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from workbench import numbers
-from workbench.numbers import (ABSOLUTE_PATTERN, NUM_TOKEN, SIGNED_PATTERN, Number, number_spans,
-                               parse, parse_parts, render, split_number, unparse, write)
+from workbench.numbers import (
+    ABSOLUTE_PATTERN,
+    NUM_TOKEN,
+    SIGNED_PATTERN,
+    Number,
+    number_spans,
+    parse,
+    parse_parts,
+    render,
+    split_number,
+    unparse,
+    write,
+)
 
 N = NUM_TOKEN
 

@@ -10,8 +10,8 @@ import torch
 
 from workbench import desiderata, encoders, experiments
 from workbench.numbers import render
-from workbench.tokenizer import Tokenizer
 from workbench.rundir import load_metrics
+from workbench.tokenizer import Tokenizer
 from workbench.train import main
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench import encoders
+from workbench import encoders, results
 from workbench import paper_figures as pf
 from workbench.frontier import paper
 from workbench.tasks import generate, numeric
@@ -159,8 +159,8 @@ def _results(**change):
 
 
 def test_valid_results_pass_with_types():
-    out = pf.validate_results(_results().assign(extra="ignored"))
-    assert list(out.columns) == pf.RESULTS_COLUMNS
+    out = results.validate_results(_results().assign(extra="ignored"))
+    assert list(out.columns) == results.RESULTS_COLUMNS
     assert out["seed"].dtype.kind == "i" and out["value"].dtype.kind == "f"
 
 
@@ -178,20 +178,20 @@ def test_valid_results_pass_with_types():
 ])
 def test_results_schema_rejects_bad_frames(frame, message):
     with pytest.raises(ValueError, match=message):
-        pf.validate_results(frame)
+        results.validate_results(frame)
 
 
 def test_read_results_names_a_missing_file(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
-        pf.read_results(tmp_path / "missing.csv")
+        results.read_results(tmp_path / "missing.csv")
     _results().to_csv(tmp_path / "r.csv", index=False)
-    assert len(pf.read_results(tmp_path / "r.csv")) == 3
+    assert len(results.read_results(tmp_path / "r.csv")) == 3
 
 
 def test_results_from_summary_names_the_metrics():
     summary = pd.DataFrame({"task": ["addition", "sorting"], "score": [0.7, 0.5], "exact": [0.1, 0.5],
                             "encoding": "fone", "seed": 2})
-    out = pf.results_from_summary(summary).set_index(["task", "metric"])["value"]
+    out = results.results_from_summary(summary).set_index(["task", "metric"])["value"]
     assert out.to_dict() == {("addition", "log_smape"): 0.7, ("sorting", "accuracy"): 0.5,
                              ("addition", "exact_match"): 0.1}
 

@@ -8,9 +8,10 @@ from fractions import Fraction
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
-
 import zoo_checks
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from workbench import encoders
 
 CODEC = encoders.get("place_value")

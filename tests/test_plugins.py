@@ -8,15 +8,15 @@ import pytest
 import torch
 from torch import nn
 
+import workbench.train as train_module
 from workbench import desiderata, encoders, experiments, tasks
 from workbench.encoders.base import NumberEncoding, NumberHead, as_float64
+from workbench.rundir import load_metrics
 from workbench.tasks.arithmetic import score_numbers
 from workbench.tasks.base import Task
 from workbench.tasks.exact import fmt_all
 from workbench.tasks.sampling import numbers, question_hash
-from workbench.rundir import load_metrics
 from workbench.train import main
-import workbench.train as train_module
 
 
 class Raw(NumberEncoding):

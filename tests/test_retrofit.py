@@ -21,8 +21,10 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast  # noqa: E402
 
 from workbench.evaluate import answer, answer_cap  # noqa: E402
-from workbench.retrofit import NumberLM  # noqa: E402
-from workbench.retrofit import finetune, model as retrofit_model  # noqa: E402
+from workbench.retrofit import (  # noqa: E402
+    NumberLM,  # noqa: E402
+    finetune,
+)
 from workbench.retrofit.finetune import rows  # noqa: E402
 from workbench.retrofit.pretrain import build_model, corpus_texts, save, train_tokenizer  # noqa: E402
 
@@ -579,8 +581,8 @@ def test_numbers_keep_the_spacing_of_pretraining(tmp_path):
     tokens with each number's digits as one <|num|>; a space-joining one writes <|num_sp|> for a
     number after a space, and decode gives the text back. Catches: a space lost or doubled, a
     GPT-2 model reading a lone "Ġ" it never saw before a number."""
-    from workbench.retrofit import RetrofitTokenizer
     from workbench.encoders import get
+    from workbench.retrofit import RetrofitTokenizer
     text = "I have 12 apples and 3.25 pears, 7 more"
     split = RetrofitTokenizer(_digit_split_tokenizer(), get("bittokens"))
     ids, values = split.encode(text)

@@ -4,7 +4,6 @@ previous checkpoint and says so; every flag is checked before anything is alloca
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time

@@ -7,7 +7,8 @@ import time
 from decimal import Decimal
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from workbench import tasks
 from workbench.frontier import answers, scoring

@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_executors import TINY, losses, rows
 
 from workbench import experiments
 from workbench.executors import Executor, RunsFailed
 from workbench.rundir import load_checkpoint
-
-from test_executors import TINY, losses, rows
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "slurm-single-node.sh"
 PLAN = dict(seeds=(0,), encodings=["bittokens", "single_digit"])

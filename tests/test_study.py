@@ -1,13 +1,12 @@
 """The study's machinery: the pre-registered plan, the results table and the bootstrap intervals."""
 import json
-from dataclasses import asdict, replace
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.config import recorded
 from workbench import study
+from workbench.config import recorded
 
 
 def test_the_plan_is_the_pre_registered_one():
@@ -204,6 +203,7 @@ def test_two_studies_never_share_a_folder(tmp_path):
     import os
     import subprocess
     import sys
+
     from workbench.locks import hold
     code = ("import sys\nfrom workbench import study\ntry:\n    study.run_study([], sys.argv[1], jobs=1)\n"
             "except Exception as e:\n    print(type(e).__name__, e)")
@@ -253,9 +253,26 @@ def test_strongest_multi_token_encoding_is_the_registered_rule_on_the_published_
     """The rule fixed at registration: the highest mean log-sMAPE over Study 1's eight cells among
     the multi-token encodings other than single digit, from results/."""
     from pathlib import Path
+
     from workbench import encoders
     table = pd.read_csv(Path(__file__).resolve().parents[1] / "results" / "cpu-study-intervals.csv")
     cells = table[table.study.isin(["precision", "zoo_precision"]) & (table.metric == "log_smape")]
     multi = [e for e in cells.encoding.unique() if e != "single_digit" and not encoders.get(e).single_token]
     means = cells[cells.encoding.isin(multi)].groupby("encoding")["mean"].mean()
     assert means.idxmax() == study.STRONGEST_MULTI_TOKEN and cells.groupby("encoding").size().min() == 8
+
+
+def test_a_gap_within_the_cross_cpu_spread_is_not_a_difference():
+    """Issue 38's rule: apart intervals with a gap of means at most DELTA (0.071, the largest change
+    of a published run's score between AVX-512 and AVX2 kernels) are not called a difference; one
+    just above it is."""
+    d = study.DELTA
+    cases = {1: ((0.50 + d, 0.50 + d - 0.01, 0.50 + d + 0.01), (0.50, 0.49, 0.50 + 0.005)),  # gap exactly delta
+             2: ((0.50 + d + 0.002, 0.50 + d - 0.008, 0.50 + d + 0.012), (0.50, 0.49, 0.505)),  # just above
+             3: ((0.50, 0.49, 0.51), (0.53, 0.515, 0.545))}  # apart intervals, gap 0.03
+    rows = [dict(study="precision", encoding=encoding, task="division", digits=k, metric="log_smape", mean=m, low=lo,
+                 high=hi) for k, pair in cases.items() for encoding, (m, lo, hi) in zip(("bittokens", "single_digit"), pair)]
+    sep = study.separation(pd.DataFrame(rows))
+    assert sep.ahead.tolist() == [study.WITHIN, "bittokens", study.WITHIN]
+    assert sep.differ.tolist() == [False, True, False]
+    assert study.separation(pd.DataFrame(rows), delta=0.0).differ.tolist() == [True, True, True]

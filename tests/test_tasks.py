@@ -1,7 +1,7 @@
 """Tasks: labels against an independent decimal oracle, sampling properties, splits, released data."""
 import os
 from dataclasses import replace
-from decimal import Decimal, localcontext, ROUND_HALF_EVEN
+from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from fractions import Fraction
 from pathlib import Path
 
@@ -166,7 +166,7 @@ def test_solve_on_released(task):
     differ = [(q, a, o) for q, a, o in zip(df.text_prompt, df.answer, ours) if Decimal_or_str(a) != Decimal_or_str(o)]
     print(f"\n{task}: {len(differ)} of {len(df)} released labels differ from solve()", *differ[:2], sep="\n  ")
     # each disagreement is checked against the independent oracle: ours must be the exact value
-    for q, theirs, o in differ:
+    for q, _theirs, o in differ:
         if task in ("minmax", "sorting", "interval"):
             continue
         row = df[df.text_prompt == q].iloc[0]
@@ -175,7 +175,7 @@ def test_solve_on_released(task):
         want = oracle(ns, task)
         assert Decimal(o) == want
     if task in ("minmax", "sorting"):  # independent check of ours: Decimal order of the printed list
-        for q, theirs, o in differ:
+        for q, _theirs, o in differ:
             items = q[q.index("[") + 1:q.index("]")].split(", ")
             desc = "descending" in q or "maximum" in q
             order = sorted(items, key=Decimal, reverse=desc)

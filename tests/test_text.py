@@ -3,9 +3,9 @@ and parquet files and `datasets` (local builders only: nothing is downloaded) gi
 documents; splits are held out by document; bad sources are refused with a clear error."""
 import hashlib
 import json
+import os
 import subprocess
 import sys
-import os
 from pathlib import Path
 
 # No test may reach the Hugging Face Hub: datasets reads these when it is first imported.

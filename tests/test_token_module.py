@@ -10,12 +10,12 @@ import torch
 from torch import nn
 
 from workbench import encoders
+from workbench.batches import number_fields
 from workbench.encoders.base import TokenModule
 from workbench.encoders.single_digit import SingleDigit
+from workbench.loss import losses as train_losses
 from workbench.model import GPT, packed_mask, preset
 from workbench.tokenizer import Tokenizer
-from workbench.batches import number_fields
-from workbench.loss import losses as train_losses
 
 
 class CountingModule(TokenModule):
@@ -96,7 +96,7 @@ def test_generation_equals_a_full_forward_pass(setup):
     prompts = [tok.encode(f"<|bos|>{p}") for p in ("12 * 3", "4 + 56789 is 1", "7")]
     generated = model.generate(prompts, 12, eos_id=-1)
     assert all(set(g) <= set(digits) and len(set(g)) > 2 for g, _ in generated)
-    for (ids, values), (new_ids, _) in zip(prompts, generated):
+    for (ids, _values), (new_ids, _) in zip(prompts, generated):
         every = torch.as_tensor(np.concatenate([ids, new_ids]))[None]
         n = every.shape[1]
         with torch.no_grad():

@@ -1,7 +1,8 @@
 """Tokenizer: text -> (ids, values) -> text for every scheme; digits never inside BPE tokens."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from workbench import encoders
 from workbench.numbers import NUM_TOKEN, render

@@ -2,7 +2,8 @@
 default, the earlier zero-padded groups of three as an option. The oracle for the default is HF
 `tokenizers` itself, matching added tokens on an empty BPE as the authors' tokenizer does."""
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tokenizers import Tokenizer, models
 
 from workbench import encoders

@@ -7,9 +7,10 @@ import struct
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
-
 import zoo_checks
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from workbench import encoders
 
 CODEC = encoders.get("triple_digit_r2l")

@@ -8,15 +8,14 @@ few looks, in a scrambled order); what a job runs is the executor's own `_train_
 training itself (`_one`) replaced by a stand-in that writes what training leaves in a finished
 run folder, so the results are read back by the real `executors.train_once`."""
 import json
-from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from workbench import executors
-from workbench.executors import Executor, RunsFailed, run_all
 from workbench.config import TrainConfig, recorded
+from workbench.executors import Executor, RunsFailed, run_all
 
 BASE = TrainConfig.of(preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4, pool_size=100, val_samples=4, test_samples=4,
                    threads=1)

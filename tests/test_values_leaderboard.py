@@ -23,8 +23,10 @@ def row(study_, encoding, task, digits, low, high, metric=None, mean=None):
                 mean=(low + high) / 2 if mean is None else mean, low=low, high=high)
 
 
-def oracle_ranks(intervals: pd.DataFrame) -> dict:
-    """{(protocol, task, digits, encoding): rank}, by enumerating the rows of each cell pair by pair."""
+def oracle_ranks(intervals: pd.DataFrame, delta: float = study.DELTA) -> dict:
+    """{(protocol, task, digits, encoding): rank}, by enumerating the rows of each cell pair by pair:
+    another encoding is above when its interval lies entirely above and its mean is more than
+    `delta` higher."""
     protocol_of = {s: "multitask" for s in MULTITASK_STUDIES} | {s: "precision" for s in PRECISION_STUDIES}
     kept = [r for r in intervals.to_dict("records")
             if r["study"] in protocol_of and r["metric"] == tasks.get(r["task"]).metric]
@@ -33,7 +35,8 @@ def oracle_ranks(intervals: pd.DataFrame) -> dict:
         cell = (protocol_of[r["study"]], r["task"], r["digits"])
         above = 0
         for other in kept:
-            if (protocol_of[other["study"]], other["task"], other["digits"]) == cell and other["low"] > r["high"]:
+            if (protocol_of[other["study"]], other["task"], other["digits"]) == cell and other["low"] > r["high"] \
+                    and other["mean"] - r["mean"] > delta:
                 above += 1
         ranks[cell + (r["encoding"],)] = 1 + above
     return ranks
@@ -55,7 +58,7 @@ def grid_intervals(seed: int) -> pd.DataFrame:
         return low / 10, (low + int(rng.integers(0, 3))) / 10  # width 0 (degenerate), 0.1 or 0.2
 
     for task in ("addition", "minmax", "division"):  # multi-task protocol: d is Study 2's, 1
-        for k, encoding in enumerate(study.ENCODINGS + study.zoo_encodings()[:3]):
+        for _k, encoding in enumerate(study.ENCODINGS + study.zoo_encodings()[:3]):
             studied = study.NUMERIC_CHECKPOINT if encoding in study.ENCODINGS else study.ZOO_MULTITASK
             rows.append(row(studied, encoding, task, 1, *interval()))
     for task in study.PRECISION_TASKS:
@@ -94,10 +97,23 @@ def test_the_boundaries_of_the_rule_by_hand():
             {"bittokens": 1, "fone": 2, "xval": 3}),  # a degenerate interval just below another
     }
     rows = [row("precision", e, "multiplication", d, lo, hi) for d, (given, _) in cases.items() for e, lo, hi in given]
-    board = leaderboard.leaderboard(pd.DataFrame(rows))
+    board = leaderboard.leaderboard(pd.DataFrame(rows), delta=0.0)  # the interval rule alone
     for d, (_, expected) in cases.items():
         cell = board[board.digits == d]
         assert dict(zip(cell.encoding, cell["rank"])) == expected, f"d={d}"
+
+
+def test_a_gap_within_the_cross_cpu_spread_shares_a_rank():
+    """Apart intervals whose means lie at most study.DELTA apart share a rank; a gap just above it
+    does not."""
+    d = study.DELTA
+    rows = [row("precision", "bittokens", "division", 1, 0.5 + d - 0.001, 0.5 + d + 0.01, mean=0.5 + d),
+            row("precision", "fone", "division", 1, 0.49, 0.5 + d - 0.002, mean=0.5),
+            row("precision", "bittokens", "division", 2, 0.5 + d - 0.001, 0.5 + d + 0.01, mean=0.5 + d + 0.002),
+            row("precision", "fone", "division", 2, 0.49, 0.5 + d - 0.002, mean=0.5)]
+    ranks = board_ranks(leaderboard.leaderboard(pd.DataFrame(rows)))
+    assert ranks == {("precision", "division", 1, "bittokens"): 1, ("precision", "division", 1, "fone"): 1,
+                     ("precision", "division", 2, "bittokens"): 1, ("precision", "division", 2, "fone"): 2}
 
 
 def test_an_encoding_far_ahead_at_one_d_does_not_push_the_others_down_at_another_d():
@@ -121,7 +137,7 @@ def test_the_tables_mean_rank_is_the_mean_of_the_protocols_ranks():
     intervals = grid_intervals(7)
     board = leaderboard.leaderboard(intervals)
     expected = {}
-    for (protocol, task, digits, encoding), rank in oracle_ranks(intervals).items():
+    for (protocol, _task, _digits, encoding), rank in oracle_ranks(intervals).items():
         if protocol == "multitask":
             expected.setdefault(encoding, []).append(rank)
     wide = leaderboard.table(board)

@@ -128,7 +128,7 @@ def test_each_group_steps_with_its_own_lr_on_the_schedule_of_the_flags(folder, t
     logged = [row["lr"] for row in read_jsonl(out / "metrics.jsonl")]
     assert logged == pytest.approx([lr * m for m in expected], rel=1e-12)
     # Adam's first step moves each weight by lr x g / (|g| + eps): the largest move is the group's lr
-    for (rate, params), changes in zip(watch.steps[0], watch.first_change):
+    for (_rate, params), changes in zip(watch.steps[0], watch.first_change):
         moved = max(float(c.abs().max()) for c in changes)
         want = (head_lr if id(params[0]) in head else lr) * expected[0]
         assert moved == pytest.approx(want, rel=0.02)

@@ -12,15 +12,14 @@ that never resamples questions drops the second; both are caught below by the ha
 95 % interval against 1.96 x the closed form's standard deviation. The criteria are checked at
 their exact thresholds."""
 import json
-from dataclasses import asdict
 from itertools import product
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.config import recorded
 from workbench import study
+from workbench.config import recorded
 
 Z95 = 1.959964
 

@@ -9,8 +9,8 @@ import torch.distributed as dist
 from workbench import distributed, encoders, tasks
 from workbench.evaluate import evaluate
 from workbench.model import GPT
-from workbench.tokenizer import Tokenizer
 from workbench.rundir import load_checkpoint
+from workbench.tokenizer import Tokenizer
 from workbench.train import TrainConfig, train
 
 TINY = dict(encoding="bittokens", tasks=("addition",), preset="cpu-tiny", batch_size=1, tokens=2 * 128 * 4,

@@ -17,14 +17,14 @@ import numpy as np
 import pandas as pd
 import torch
 
+import workbench.train as train_module
 from workbench import encoders, experiments, tasks
 from workbench.evaluate import answer
 from workbench.model import GPT
 from workbench.numbers import parse
 from workbench.rundir import load_checkpoint, load_metrics
-from workbench.train import TrainConfig, main
 from workbench.tokenizer import Tokenizer
-import workbench.train as train_module
+from workbench.train import TrainConfig, main
 
 STEPS = 30
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
 from . import encoders, tasks
-from .optim import OptimConfig
 from .config import TrainConfig, recorded
+from .optim import OptimConfig
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ def library() -> ctypes.CDLL | None:
             # not come back for another file
             try:
                 lib = ctypes.CDLL(_path(folder_fd, folder, name, fd))
-            except OSError as err:  # a damaged file: not loaded
+            except OSError:  # a damaged file: not loaded
                 os.close(fd)
                 if attempt:
                     raise

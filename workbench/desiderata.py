@@ -416,7 +416,7 @@ def d7_curves(names=None, targets=(7.0, 0.0123, 123456.0, 1e9), points: int = 40
             grid = np.array([float(f"{g:.12g}") for g in grid])
             losses = head.loss(head.ideal_output(grid, confidence), torch.full((points,), t, dtype=torch.float64))
             losses = losses.tolist()
-            rows += [dict(encoding=name, target=t, prediction=p, loss=l) for p, l in zip(grid, losses)]
+            rows += [dict(encoding=name, target=t, prediction=p, loss=cost) for p, cost in zip(grid, losses)]
     return pd.DataFrame(rows)
 
 

@@ -24,19 +24,17 @@ from __future__ import annotations
 
 import os
 from contextlib import nullcontext
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from . import ablations, encoders, study, tasks
 from .atomic import write_atomic
 from .cli import Parser, add_arguments, unknown, values_of
+from .config import TrainConfig
 from .executors import Executor, RunsFailed, run_all
 from .locks import InUse, hold
-from .config import TrainConfig
 
 # The paper's multi-task mix (section 6): the comparison and single-step tasks (plus text at scale).
 SIX_TASKS = tuple(tasks.names("single_step") + tasks.names("comparison"))

@@ -8,7 +8,9 @@ protocols, ranked by what the 95 % intervals can tell apart.
 The multi-task protocol is Study 2b's (the paper's five) and `zoo_multitask` (every other
 encoding); the precision protocol is Study 1's and `zoo_precision`, per task and d. The score is the
 task's own metric (log-sMAPE or accuracy). Rank: 1 + the number of encodings whose interval lies
-entirely above the encoding's own, so encodings whose intervals overlap can share a rank.
+entirely above the encoding's own and whose mean is more than `study.DELTA` higher (the run-to-run
+spread across CPUs: a smaller gap is not a difference), so encodings whose intervals overlap, or
+lie apart by less than the spread, share a rank.
 """
 from __future__ import annotations
 
@@ -18,13 +20,14 @@ import numpy as np
 import pandas as pd
 
 from . import encoders, tasks
-from .study import NUMERIC_CHECKPOINT, ZOO_MULTITASK, ZOO_PRECISION
+from .study import DELTA, NUMERIC_CHECKPOINT, ZOO_MULTITASK, ZOO_PRECISION
 
 PROTOCOLS = {"multitask": (NUMERIC_CHECKPOINT, ZOO_MULTITASK), "precision": ("precision", ZOO_PRECISION)}
 
 
-def leaderboard(intervals: pd.DataFrame) -> pd.DataFrame:
-    """protocol, task, digits, encoding, mean, low, high, rank (of the task's own metric)."""
+def leaderboard(intervals: pd.DataFrame, delta: float = DELTA) -> pd.DataFrame:
+    """protocol, task, digits, encoding, mean, low, high, rank (of the task's own metric; the module
+    docstring's rule, with `delta` the gap of means a difference needs)."""
     parts = []
     for protocol, studies in PROTOCOLS.items():
         rows = intervals[intervals.study.isin(studies)]
@@ -33,7 +36,8 @@ def leaderboard(intervals: pd.DataFrame) -> pd.DataFrame:
     board = pd.concat(parts, ignore_index=True)[["protocol", "task", "digits", "encoding", "mean", "low", "high"]]
     board["rank"] = 0
     for _, group in board.groupby(["protocol", "task", "digits"]):
-        board.loc[group.index, "rank"] = [1 + int((group.low > high).sum()) for high in group.high]
+        board.loc[group.index, "rank"] = [1 + int(((group.low > high) & (group["mean"] - mean > delta)).sum())
+                                          for mean, high in zip(group["mean"], group.high)]
     order = board.task.map(tasks.names().index)  # the tasks in the registry's (the paper's) order
     return board.assign(order=order).sort_values(["protocol", "order", "digits", "rank", "mean"],
                                                  ascending=[True, True, True, True, False],

@@ -40,8 +40,16 @@ from torch import Tensor, nn
 
 from . import flex
 from .encoders.base import NumberEncoding
-from .fused import (attention_plan, linear_at_rows, masked_attention, norm_rotate, relu_squared, rms_norm, rotate,
-                    scale_at_rows)
+from .fused import (
+    attention_plan,
+    linear_at_rows,
+    masked_attention,
+    norm_rotate,
+    relu_squared,
+    rms_norm,
+    rotate,
+    scale_at_rows,
+)
 from .numbers import NUM_TOKEN
 from .tokenizer import CONTROL_TOKENS
 

@@ -24,8 +24,7 @@ from plotly.subplots import make_subplots
 
 from . import encoders, plots, tasks
 from .frontier import official, paper
-from .results import (ARITHMETIC, METRICS, PERPLEXITIES, RESULTS_COLUMNS, SCORE_METRICS, read_results,
-                      results_from_summary, validate_results)
+from .results import ARITHMETIC, PERPLEXITIES, validate_results
 
 AUTO = "auto"  # official_data="auto": the documented folder of the released files, when present
 

@@ -211,12 +211,13 @@ def numpy_simd() -> list[str]:
     return sorted(k for k, on in features.items() if on and (k.startswith("AVX512") or k.startswith("X86_V")))
 
 
-def environment(cfg: TrainConfig, device: torch.device | None = None, run: "Run | None" = None) -> dict:
+def environment(cfg: TrainConfig, device: torch.device | None = None, run=None) -> dict:
     """What made a run, beside its configuration: the workbench's commit, the interpreter, the
     libraries, the machine (CPU model, torch's and NumPy's instruction sets, AMX, threads: the
     kernels decide the last bits of every sum), every "auto" setting as it resolved, and the
     checksums of the text it read (the BPE's corpus and the text task's source)."""
     from importlib.metadata import version
+
     from .fused import _kernels_agree
     from .optim import cpu_has_bf16_matrix_units, newton_schulz_dtype
     from .tasks import text_sources

@@ -40,9 +40,9 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from . import encoders, tasks
 from .atomic import write_atomic
-from .tasks import text_sources
 from .encoders.base import NumberEncoding
 from .numbers import NUM_TOKEN, number_spans, parse_parts, write
+from .tasks import text_sources
 
 CONTROL_TOKENS = ["<|pad|>", "<|bos|>", "<|eoq|>", "<|eos|>", NUM_TOKEN]
 

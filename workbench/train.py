@@ -31,7 +31,6 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from . import distributed, encoders, tasks
-from .loss import losses as step_losses
 from .adapt import build_sampler, evaluate_and_adapt
 from .allocator import keep_freed_memory
 from .atomic import write_atomic
@@ -42,6 +41,7 @@ from .curriculum import Sampler
 from .data import make_pool, next_batch, samples_per_step
 from .evaluate import evaluate, summarize
 from .locks import InUse, hold
+from .loss import losses as step_losses
 from .memory import check_memory
 from .model import GPT
 from .optim import apply_schedule, build_optimizers

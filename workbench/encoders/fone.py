@@ -135,7 +135,7 @@ def digits_to_float64(digits: np.ndarray) -> Tensor:
     integer = (d[:, 32:] * _POW10[:17]).sum(1)  # < 10^17, exact in int64
     high = (d[:, 16:32] * _POW10[:16]).sum(1)  # places 10^-1 … 10^-16
     low = (d[:, :16] * _POW10[:16]).sum(1)  # places 10^-17 … 10^-32
-    text = (f"{i}.{h:016d}{l:016d}" for i, h, l in zip(integer.tolist(), high.tolist(), low.tolist()))
+    text = (f"{i}.{h:016d}{lo:016d}" for i, h, lo in zip(integer.tolist(), high.tolist(), low.tolist()))
     # seventeen 9s before the point round up to 1e17, beyond the periods: the float64 below it
     return torch.tensor([float(t) for t in text], dtype=torch.float64).clamp(max=LARGEST)
 

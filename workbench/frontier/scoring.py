@@ -37,8 +37,7 @@ import pandas as pd
 from workbench import metrics
 
 from . import client
-from .answers import (FIRST_NUMBER, answer_kind, paper_answer, paper_letter, paper_list, parse_answer,
-                      parse_reference)
+from .answers import FIRST_NUMBER, answer_kind, paper_answer, paper_letter, paper_list, parse_answer, parse_reference
 
 MODES = ("paper", "careful")
 _TOKEN = re.compile(r"(?:^|\s)(" + FIRST_NUMBER.pattern + ")")

@@ -53,16 +53,27 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from .. import encoders, tasks
+from ..adapt import build_sampler, evaluate_and_adapt
 from ..allocator import keep_freed_memory
 from ..atomic import write_atomic
-from ..locks import InUse, hold
-from ..adapt import build_sampler, evaluate_and_adapt
 from ..balancing import LossNormalizer, TaskBalancer
 from ..cli import check_choices, flag, setting
-from ..config import (GROUPS, BalanceArgs, DataArgs, DifficultyArgs, EvalArgs, Grouped, RunArgs, add_flags,
-                      encoding_options, from_flags, recorded)
+from ..config import (
+    GROUPS,
+    BalanceArgs,
+    DataArgs,
+    DifficultyArgs,
+    EvalArgs,
+    Grouped,
+    RunArgs,
+    add_flags,
+    encoding_options,
+    from_flags,
+    recorded,
+)
 from ..data import draw, make_pool
 from ..evaluate import evaluate, summarize
+from ..locks import InUse, hold
 from ..optim import lr_multiplier
 from ..perplexity import windows
 from ..rundir import device_of

@@ -26,8 +26,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..locks import InUse, hold_file
 from ..atomic import write_folder
+from ..locks import InUse, hold_file
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")  # auto: as the folder's weights are stored
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model", "vocab.txt",

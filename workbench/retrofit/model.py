@@ -34,18 +34,16 @@ import inspect
 import json
 import math
 import os
-import shutil
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import encoders
+from ..atomic import write_folder
 from ..encoders.base import NumberEncoding, NumberHead
 from ..model import true_float32
-from ..atomic import write_folder
 from .hub import KNOWN, check_vocabulary, load_folder, resolve_model
 from .tokens import RetrofitTokenizer
 

@@ -21,11 +21,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..atomic import write_folder
 from ..optim import lr_multiplier
 from ..tasks.sampling import SPLITS, question_hash, split_of
 from ..tasks.text import documents
 from ..tasks.text_sources import DEFAULT
-from ..atomic import write_folder
 
 EOS = "<|endoftext|>"
 ARCHITECTURES = ("gpt2", "llama", "qwen2")

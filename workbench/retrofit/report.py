@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 
 
-
 def _read(run_dirs, name: str) -> pd.DataFrame:
     frames = [pd.read_csv(Path(d) / name, keep_default_na=False, dtype={"prediction": str, "answer": str})
               for d in run_dirs if (Path(d) / name).exists()]

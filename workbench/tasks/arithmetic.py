@@ -15,10 +15,21 @@ from .. import metrics
 from . import difficulty as dif
 from . import register
 from .base import ARITHMETIC_PROMPT, Task, parse_float
-from .exact import (EPS_LD, decade, fmt_all, fraction, pow10, round_fast, round_fraction, settle, to_float,
-                    value_ld)
-from .sampling import (HIGH, LOW, decades, float_pairs, numbers, operands, question_hash, round_to_bits,
-                       round_to_digits, signs, split_operands, split_total)
+from .exact import EPS_LD, decade, fmt_all, fraction, pow10, round_fast, round_fraction, settle, to_float, value_ld
+from .sampling import (
+    HIGH,
+    LOW,
+    decades,
+    float_pairs,
+    numbers,
+    operands,
+    question_hash,
+    round_to_bits,
+    round_to_digits,
+    signs,
+    split_operands,
+    split_total,
+)
 
 OPS = {"+": 0, "-": 1, "*": 2, "/": 3}
 

@@ -16,7 +16,7 @@ from decimal import Decimal, localcontext
 
 import numpy as np
 
-from .exact import floor_log10, floor_log2, round_power
+from .exact import floor_log2, floor_log10, round_power
 
 
 def _log2_10() -> float:

@@ -13,9 +13,9 @@ draw other questions on another CPU (issue 46). Exact comparisons against tables
 Python integers give every x86-64 CPU the same bits. (Long double arithmetic runs on the x87 unit
 everywhere and is never SIMD-dispatched.)
 """
+import math
 from decimal import Decimal, localcontext
 from fractions import Fraction
-import math
 
 import numpy as np
 

@@ -13,8 +13,19 @@ from . import difficulty as dif
 from . import register
 from .arithmetic import in_range, score_numbers
 from .base import ARITHMETIC_PROMPT, Task
-from .exact import (EPS_LD, decade, fmt_all, fraction, parse, pow_decimal, round_fast, round_fraction, settle,
-                    to_float, value_ld)
+from .exact import (
+    EPS_LD,
+    decade,
+    fmt_all,
+    fraction,
+    parse,
+    pow_decimal,
+    round_fast,
+    round_fraction,
+    settle,
+    to_float,
+    value_ld,
+)
 from .sampling import numbers, question_hash
 
 MAX_ROOT = 9

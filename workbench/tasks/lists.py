@@ -40,8 +40,18 @@ from . import difficulty as dif
 from . import register
 from .arithmetic import in_range, score_numbers
 from .base import ARITHMETIC_PROMPT, HEADER_LIST, NO_TOOLS, NUMERIC_ANSWER, Task, accuracy, parse_float
-from .exact import (EPS_LD, floor_log10, fmt_all, fraction, pow10, round_fast, round_fraction, round_sqrt_fraction,
-                    settle, value_ld)
+from .exact import (
+    EPS_LD,
+    floor_log10,
+    fmt_all,
+    fraction,
+    pow10,
+    round_fast,
+    round_fraction,
+    round_sqrt_fraction,
+    settle,
+    value_ld,
+)
 from .sampling import HIGH, LOW, decades, question_hash, round_to_digits
 
 MAX_LEN, CANDIDATES = 5, 32

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .exact import floor_log10, normalize, pow10, shortest_repr, value_ld
-from .text_sources import DEFAULT as DEFAULT_TEXT_SOURCE, parse as parse_text_source
+from .text_sources import DEFAULT as DEFAULT_TEXT_SOURCE
+from .text_sources import parse as parse_text_source
 
 LOW, HIGH = -14, 14  # decades: magnitudes 10**x with x in [-14, 14], i.e. numbers in [1e-14, 1e15)
 MAX_DIGITS = 17

@@ -6,7 +6,7 @@ powers); numeric answers are rounded half-even to 15 significant digits and prin
 import re
 from fractions import Fraction
 
-from .exact import fmt, parse, fraction, round_fraction, round_sqrt_fraction
+from .exact import fmt, fraction, parse, round_fraction, round_sqrt_fraction
 from .exponentiation import exact_power
 
 NUM = r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
