@@ -236,6 +236,25 @@ if study_dir is not None and (study_intervals.study == study.WIDTH).any():
     display(study.width_comparison(study_intervals).round(3))
 
 # %% [markdown]
+# ## Study 3: budget x precision (docs/study.md)
+#
+# Multiplication and division trained alone at d = 4, 8 and 15 significant digits and in the paper's
+# own regime, for 1M, 3M and 10M tokens: where along these two axes, if anywhere, do BitTokens (here
+# without A.3's binary pools) and single digit separate? A difference needs apart 95 % intervals and
+# a gap above the cross-CPU spread (`study.DELTA`). Drawn once its runs are in `study_dir`.
+
+# %%
+if study_dir is not None and study.budget_rows(study_intervals).shape[0]:
+    display(save(study.budget_figure(study_intervals), "04_study_budget"))
+    verdicts = study.budget_verdicts(study_intervals)
+    display(verdicts.round(3))
+    for (task, digits), first in study.smallest_budget(verdicts).items():
+        print(f"{task}, d = {digits}: " + (f"first differ at {first[0] / 1e6:g}M tokens ({encoders.label(first[1])} ahead)"
+                                           if first else "never differ at these budgets"))
+else:
+    print("no Study 3 runs in study_dir yet")
+
+# %% [markdown]
 # ## Figures 5 and 6: the operand exponents of the training data
 #
 # The paper's Figures 5 and 6 show the operand magnitudes of its generated data set: addition

@@ -276,3 +276,23 @@ def test_a_gap_within_the_cross_cpu_spread_is_not_a_difference():
     assert sep.ahead.tolist() == [study.WITHIN, "bittokens", study.WITHIN]
     assert sep.differ.tolist() == [False, True, False]
     assert study.separation(pd.DataFrame(rows), delta=0.0).differ.tolist() == [True, True, True]
+
+
+def test_study_3_verdicts_find_the_smallest_budget_at_which_the_encodings_differ():
+    """Per (task, d) the budgets in order: overlap at 1M, apart by less than the cross-CPU spread at
+    3M, apart beyond it at 10M: the smallest budget at which they differ is 10M; a cell that never
+    separates says None. The figure draws one panel per task and d."""
+    rows = []
+    for budget, (bt, sd) in {"1M": (0.30, 0.32), "3M": (0.40, 0.40 + study.DELTA - 0.01), "10M": (0.70, 0.50)}.items():
+        for digits, shift in ((4, 0.0), (15, None)):
+            for encoding, mean in ((study.VARIANT, bt), ("single_digit", sd)):
+                mean = mean if shift is not None else 0.1  # d = 15: both at 0.1 everywhere
+                rows.append(dict(study=f"budget_{budget}", encoding=encoding, task="division", digits=digits,
+                                 metric="log_smape", mean=mean, low=mean - 0.02, high=mean + 0.02, seeds=3, questions=500))
+    intervals = pd.DataFrame(rows)
+    verdicts = study.budget_verdicts(intervals)
+    four = verdicts[verdicts.digits == 4].set_index("budget").ahead.to_dict()
+    assert four == {1e6: "overlap", 3e6: study.WITHIN, 1e7: study.VARIANT}
+    assert study.smallest_budget(verdicts) == {("division", 4): (1e7, study.VARIANT), ("division", 15): None}
+    fig = study.budget_figure(intervals)
+    assert [a.text for a in fig.layout.annotations][:2] == ["multiplication, d = 4", "multiplication, d = 15"]

@@ -446,3 +446,76 @@ def width_comparison(intervals: pd.DataFrame, metric: str = "log_smape") -> pd.D
         rows = intervals[(intervals.study == study) & (intervals.digits == 2)].assign(study="precision")
         parts.append(separation(rows, metric=metric).assign(d_model=width))
     return pd.concat(parts, ignore_index=True).sort_values(["task", "d_model"], ignore_index=True)
+
+
+# -- Study 3: budget x precision (docs/study.md) --------------------------------------------------
+METRIC_LABELS = {"log_smape": "log-sMAPE", "exact_match": "exact match", "accuracy": "accuracy"}
+
+
+def budget_of(study_name: str) -> float:
+    """The token budget a Study 3 part's study name carries ("budget_3M" -> 3e6)."""
+    return float(study_name.removeprefix("budget_").removesuffix("M")) * 1e6
+
+
+def budget_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """Study 3's rows of a results or intervals table, with their budget in tokens."""
+    rows = table[table.study.str.match(r"budget_[0-9.]+M$")]
+    return rows.assign(budget=rows.study.map(budget_of))
+
+
+def budget_verdicts(intervals: pd.DataFrame, a: str = VARIANT, b: str = "single_digit", metric: str = "log_smape",
+                    delta: float = DELTA) -> pd.DataFrame:
+    """Per task, d and budget: both encodings' means and 95 % intervals and the registered verdict
+    (`_versus`: who is ahead, "overlap", or within the cross-CPU spread)."""
+    part = budget_rows(intervals[intervals.metric == metric])
+    return _versus(part[part.encoding == a], part[part.encoding == b], ["task", "digits", "budget"], a, b, delta)
+
+
+def smallest_budget(verdicts: pd.DataFrame) -> dict:
+    """Per (task, d): the smallest budget at which the two encodings differ and who is ahead, or None."""
+    out = {}
+    for (task, digits), part in verdicts.sort_values("budget").groupby(["task", "digits"]):
+        differ = part[part.differ]
+        out[(task, int(digits))] = None if differ.empty else (float(differ.budget.iloc[0]), differ.ahead.iloc[0])
+    return out
+
+
+def budget_figure(intervals: pd.DataFrame, metric: str = "log_smape"):
+    """Study 3: score against the training budget, one panel per task (rows) and precision
+    (columns), one line per encoding with its 95 % interval band."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from . import plots
+    data = budget_rows(intervals[intervals.metric == metric])
+    digits = sorted(data.digits.unique())
+    label = {d: "the paper's regime" if d == PAPER_REGIME else f"d = {d}" for d in digits}
+    names = {VARIANT: f"{encoders.label('bittokens')}, decimal pool", **{e: encoders.label(e) for e in
+                                                                         data.encoding.unique() if e != VARIANT}}
+    fig = make_subplots(rows=len(PRECISION_TASKS), cols=len(digits), shared_yaxes=True, horizontal_spacing=0.04,
+                        vertical_spacing=0.12, subplot_titles=[f"{t}, {label[d]}" for t in PRECISION_TASKS for d in digits])
+    for i, task in enumerate(PRECISION_TASKS, start=1):
+        for j, d in enumerate(digits, start=1):
+            for encoding in names:
+                part = data[(data.task == task) & (data.digits == d) & (data.encoding == encoding)].sort_values("budget")
+                if part.empty:
+                    continue
+                color = plots.encoding_color("bittokens" if encoding == VARIANT else encoding)
+                x = list(part.budget / 1e6)
+                fig.add_trace(go.Scatter(x=x + x[::-1], y=list(part.high) + list(part.low[::-1]), mode="lines",
+                                         fill="toself", fillcolor=color, opacity=0.18, line=dict(width=0),
+                                         hoverinfo="skip", showlegend=False, legendgroup=encoding), row=i, col=j)
+                fig.add_trace(go.Scatter(x=x, y=part["mean"], mode="lines+markers", name=names[encoding],
+                                         line=dict(color=color, width=2.5, dash="dash" if encoding == VARIANT else None),
+                                         legendgroup=encoding, showlegend=i == 1 and j == 1), row=i, col=j)
+            fig.update_xaxes(type="log", tickvals=[1, 3, 10], title_text="training tokens (millions)" if i == 2 else None,
+                             row=i, col=j)
+        fig.update_yaxes(range=[-0.02, 1.02], title_text=f"{task}, {METRIC_LABELS.get(metric, metric)} (↑)", row=i, col=1)
+    seeds = int(intervals[intervals.study.str.startswith("budget_")].seeds.max()) if "seeds" in intervals else len(BUDGET_SEEDS)
+    fig.update_layout(width=300 * len(digits) + 150, height=720, legend=dict(orientation="h", y=-0.14, x=0),
+                      title=dict(text="Study 3: score against the training budget, each encoding trained alone",
+                                 subtitle=dict(text=f"cpu-tiny, operands 1…100 with at most d significant digits, or "
+                                                    f"the paper's regime; line: mean over {seeds} seeds, band: 95 % "
+                                                    "bootstrap interval (seeds, then 500 test questions each)")),
+                      margin=dict(t=130))
+    return fig
