@@ -3,6 +3,7 @@
     python -m workbench.experiments cpu-tier [--seeds 0 1] [--out runs/cpu-tier]
     python -m workbench.experiments ablations [--tables 8 9 ...] [--smoke]    # Tables 8-15
     python -m workbench.experiments study [--jobs 2]    # docs/study.md
+    python -m workbench.experiments study --out runs/study3 --score-generator    # score Study 3, no training
     torchrun --nproc_per_node 8 -m workbench.experiments paper-tier    # on 8 GPUs
     python -m workbench.experiments paper-tier --executor slurm --partition gpu    # a job of 8 GPUs per run
 
@@ -22,6 +23,7 @@ problem (Table 5).
 """
 from __future__ import annotations
 
+import argparse
 import os
 from contextlib import nullcontext
 from pathlib import Path
@@ -29,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import ablations, encoders, study, tasks
+from . import ablations, encoders, generator, study, tasks
 from .atomic import write_atomic
 from .cli import Parser, add_arguments, unknown, values_of
 from .config import TrainConfig
@@ -128,16 +130,32 @@ def _parser() -> Parser:
     study_ = commands.add_parser("study", help="the study of docs/study.md (resumable)",
                                  description="Train the runs of the study's parts not finished yet (docs/study.md), "
                                              "then write OUT/cpu-study.csv and OUT/cpu-study-intervals.csv.")
-    study_.add_argument("--studies", nargs="+", default=list(study.PREREGISTERED), choices=study.PARTS, metavar="PART",
+    study_.add_argument("--studies", nargs="+", choices=study.PARTS, metavar="PART",
                         help=f"which parts, of {', '.join(study.PARTS)} (decimal_pool: the exploratory BitTokens runs "
                              "without binary pools; multitask_numeric: Study 2b, the checkpoint chosen without text's "
-                             f"score; default: {' '.join(study.PREREGISTERED)})")
+                             f"score; default: {' '.join(study.PREREGISTERED)}, or with --score-*: "
+                             f"{' '.join(study.BUDGET_PARTS)})")
     study_.add_argument("--encodings", nargs="+", choices=encoders.names(), metavar="ENCODING",
                         help="only these encodings' runs (default: all)")
     study_.add_argument("--seeds", nargs="+", type=int, metavar="SEED", help="only these seeds' runs (default: all)")
     study_.add_argument("--tasks", nargs="+", choices=tasks.names() + ["multitask"], metavar="TASK",
                         help="only runs of these solo tasks, or 'multitask' for the multi-task runs (default: all)")
     study_.add_argument("--digits", nargs="+", type=int, metavar="D", help="only runs at these operand digits (default: all)")
+    study_.add_argument("--budgets", nargs="+", type=_budget, metavar="TOKENS",
+                        help="only runs of these training budgets, in tokens: 1M, 3M, 10M or 1e6 ... (default: all)")
+    scoring = study_.add_argument_group(
+        "scoring without training", "answer other questions with the best checkpoint of every finished run of "
+        "--studies in --out (narrowed by the flags above); nothing is trained, runs already scored are skipped")
+    scoring.add_argument("--score-official", metavar="DATA",
+                         help="the authors' released 500-question test set of each run's task, from the released-data "
+                              f"folder DATA: OUT/{study.OFFICIAL_FILE}")
+    scoring.add_argument("--score-generator", action="store_true",
+                         help="questions of an independent generator, reasoning-gym (workbench/generator.py; needs "
+                              f"{generator.INSTALL}): OUT/{study.GENERATOR_FILE}")
+    scoring.add_argument("--generator-questions", type=int, default=500, metavar="N",
+                         help="questions per task drawn by the generator (default: 500)")
+    scoring.add_argument("--generator-seed", type=int, default=0, metavar="SEED",
+                         help="the generator's seed (default: 0)")
     ablations_ = commands.add_parser("ablations", help="Tables 8-15, each a switch of the recipe (resumable)",
                                      description="Train every variant of the ablation tables on the cpu-tier "
                                                  "protocol; print each table as the paper does (values, and deltas "
@@ -172,15 +190,55 @@ def _parser() -> Parser:
     return parser
 
 
+def _budget(text: str) -> float:
+    """A training budget in tokens: "3M" or a number ("3e6")."""
+    try:
+        tokens = float(text[:-1]) * 1e6 if text.upper().endswith("M") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a token budget: {text!r} (give 1M, 3M, 10M or a number)") from None
+    if not tokens >= 1:
+        raise argparse.ArgumentTypeError(f"a token budget must be at least 1, got {text!r}")
+    return tokens
+
+
+def _score(args, out: str) -> None:
+    """--score-official / --score-generator: score the finished runs, print the mean per cell."""
+    which = args.studies or list(study.BUDGET_PARTS)
+    selection = dict(encodings=args.encodings, seeds=args.seeds, tasks_=args.tasks, digits=args.digits,
+                     budgets=args.budgets)
+    if args.overwrite:
+        raise ValueError("--overwrite retrains runs; --score-official and --score-generator train nothing")
+    if not Path(out).is_dir():
+        raise ValueError(f"--out {out!r} is not a folder of study runs")
+    tables = {}
+    if args.score_official:
+        from .frontier.official import data_dir
+        data_dir(args.score_official)  # a missing folder stops here, before any run is loaded
+        tables["the authors' released test sets"] = study.official_scores(out, args.score_official, which, **selection)
+    if args.score_generator:
+        generator.check_draw(args.generator_questions, args.generator_seed)
+        table = study.generator_scores(out, args.generator_questions, args.generator_seed, which, **selection)
+        for task, dropped in table.attrs.get("dropped", {}).items():
+            print(f"reasoning-gym, {task}: items dropped per source and reason {dropped}")
+        tables["reasoning-gym's questions"] = table
+    for name, table in tables.items():
+        print(f"\n{name}: mean per cell" + ("" if len(table) else ": no finished run to score"))
+        if len(table):
+            print(study.scored_cells(table).round(3).to_string(index=False))
+
+
 def main(argv=None):
     parser = _parser()
     args = parser.parse_args(argv)
     out = args.out or f"runs/{args.protocol}"
     try:
         executor = Executor(**values_of(vars(args), Executor))
-        if args.protocol == "study":
-            results = study.run_study(args.studies, out, args.jobs, args.overwrite, executor, encodings=args.encodings,
-                                      seeds=args.seeds, tasks_=args.tasks, digits=args.digits)
+        if args.protocol == "study" and (args.score_official or args.score_generator):
+            _score(args, out)
+        elif args.protocol == "study":
+            results = study.run_study(args.studies or list(study.PREREGISTERED), out, args.jobs, args.overwrite, executor,
+                                      encodings=args.encodings, seeds=args.seeds, tasks_=args.tasks, digits=args.digits,
+                                      budgets=args.budgets)
             print(results.groupby(["study", "task", "digits", "encoding", "metric"])["score"].mean().round(3).to_string())
         elif args.protocol == "ablations":
             results = run_ablations(args.tables, args.seeds, out, smoke=args.smoke, jobs=args.jobs,
@@ -191,7 +249,7 @@ def main(argv=None):
             table = run_protocol(args.protocol, args.seeds, out, args.encodings, getattr(args, "jobs", 1), args.overwrite,
                                  executor)
             print(summarize(table).round(3).to_string(index=False))
-    except (ValueError, OSError, InUse, RunsFailed, MemoryError) as err:
+    except (ValueError, OSError, ImportError, InUse, RunsFailed, MemoryError) as err:
         parser.fail(err)
 
 

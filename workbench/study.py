@@ -1,4 +1,5 @@
 """The laptop-scale study of docs/study.md: where does the BitTokens advantage appear?
+(Over 500 lines: every part's plan, its registered analysis and figures, and Study 3's scorings.)
 
     python -m workbench.experiments study [--jobs 2] [--out runs/study]
     python -m workbench.experiments study --studies decimal_pool     # the exploratory part
@@ -19,6 +20,9 @@ Results: OUT/cpu-study.csv, one row per run, task and metric (study, encoding, t
 metric, score, input_tokens, output_tokens, train_seconds; perplexity rows for text), and
 OUT/cpu-study-intervals.csv, the mean and its 95 % bootstrap interval per point (resampling the
 seeds, then the test questions within each seed); both hold every finished run of every part.
+Study 3's models are also scored on questions made elsewhere, without training (`official_scores`:
+the authors' released test sets, OUT/cpu-study-official.csv; `generator_scores`: reasoning-gym's,
+workbench/generator.py, OUT/cpu-study-generator.csv).
 """
 from __future__ import annotations
 
@@ -160,14 +164,15 @@ def plan(which=PREREGISTERED) -> list[Run]:
     return runs
 
 
-def select(runs: list[Run], encodings=None, seeds=None, tasks_=None, digits=None) -> list[Run]:
-    """The runs whose encoding, seed, task ("multitask" for a multi-task run) and digits are among
-    those given (None: any)."""
+def select(runs: list[Run], encodings=None, seeds=None, tasks_=None, digits=None, budgets=None) -> list[Run]:
+    """The runs whose encoding, seed, task ("multitask" for a multi-task run), digits and token
+    budget are among those given (None: any)."""
     chosen = [r for r in runs if (encodings is None or r.encoding in encodings) and (seeds is None or r.seed in seeds)
-              and (tasks_ is None or r.task in tasks_) and (digits is None or r.digits in digits)]
+              and (tasks_ is None or r.task in tasks_) and (digits is None or r.digits in digits)
+              and (budgets is None or r.config.tokens in budgets)]
     if runs and not chosen:
-        raise ValueError("no run of the chosen parts matches --encodings/--seeds/--tasks/--digits "
-                         f"{[encodings, seeds, tasks_, digits]}")
+        raise ValueError("no run of the chosen parts matches --encodings/--seeds/--tasks/--digits/--budgets "
+                         f"{[encodings, seeds, tasks_, digits, budgets]}")
     return chosen
 
 
@@ -221,31 +226,85 @@ def write_results(out: Path) -> pd.DataFrame:
 
 
 OFFICIAL_FILE = "cpu-study-official.csv"  # Study 3's models on the authors' released test questions
+GENERATOR_FILE = "cpu-study-generator.csv"  # ... and on questions of an independent generator (generator.py)
 
 
-def official_scores(out, data=None, which=BUDGET_PARTS) -> pd.DataFrame:
-    """Every finished run of `which` in OUT answers the authors' released 500 test questions of the
-    task it was trained on (`frontier.official.load_test_set`, from the released-data folder
-    `data`): one row per run and question (the study's columns, the question, prediction, score,
-    exact match, tokens), written to OUT/cpu-study-official.csv. Runs already scored there are
-    not scored again."""
+def _unscored(out: Path, which, table: pd.DataFrame, **selection) -> list[Run]:
+    """The finished runs of `which` in OUT (narrowed by `select`'s `selection`) with no row in `table`."""
+    scored = set(table["run"]) if "run" in table else set()
+    return [r for r in select(plan(which), **selection) if finished(r.config.updated(out=str(out / r.name)))
+            and r.name not in scored]
+
+
+def _answer(out: Path, r: Run, questions: pd.DataFrame) -> pd.DataFrame:
+    """Run r's best checkpoint answers `questions` of its task, scored; the study's columns added."""
     from .evaluate import evaluate
-    from .frontier.official import load_test_set
     from .rundir import load_run
+    model, tok, _ = load_run(out / r.name)
+    answers = evaluate(model, tok, {r.task: questions[["prompt", "answer"]]})
+    return answers.assign(run=r.name, study=r.study, encoding=r.encoding, digits=r.digits, seed=r.seed)
+
+
+def official_scores(out, data=None, which=BUDGET_PARTS, **selection) -> pd.DataFrame:
+    """Every finished run of `which` in OUT (narrowed by `select`'s `selection`) answers the
+    authors' released 500 test questions of the task it was trained on
+    (`frontier.official.load_test_set`, from the released-data folder `data`): one row per run and
+    question (the study's columns, the question, prediction, score, exact match, tokens), written to
+    OUT/cpu-study-official.csv. Runs already scored there are not scored again."""
+    from .frontier.official import load_test_set
     out = Path(out)
     path = out / OFFICIAL_FILE
     done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["run"])
-    parts = [done]
-    runs = [r for r in plan(which) if finished(r.config.updated(out=str(out / r.name)))
-            and r.name not in set(done["run"])]
-    for r in runs:
-        questions = load_test_set(r.task, data)
-        model, tok, _ = load_run(out / r.name)
-        answers = evaluate(model, tok, {r.task: questions[["prompt", "answer"]]})
-        parts.append(answers.assign(run=r.name, study=r.study, encoding=r.encoding, digits=r.digits, seed=r.seed))
+    parts = [done] if len(done) else []
+    for r in _unscored(out, which, done, **selection):
+        parts.append(_answer(out, r, load_test_set(r.task, data)))
         table = pd.concat(parts, ignore_index=True)
         write_atomic(path, lambda tmp: table.to_csv(tmp, index=False))  # after every run: resumable
-    return pd.concat(parts, ignore_index=True)
+    return pd.concat(parts, ignore_index=True) if parts else done
+
+
+def generator_scores(out, n: int = 500, seed: int = 0, which=BUDGET_PARTS, **selection) -> pd.DataFrame:
+    """Every finished run of `which` in OUT (narrowed by `select`'s `selection`) answers `n`
+    questions of the task it was trained on drawn by an independent generator (reasoning-gym,
+    `generator.questions(task, n, seed)`: the same questions for every run of a task): one row per
+    run and question (the study's columns, the question, prediction, score, exact match, tokens,
+    and the question's reasoning-gym source and index), written to OUT/cpu-study-generator.csv.
+    Runs already scored there are not scored again; a file scored with another n or seed is
+    refused. `.attrs["dropped"]`: {task: the items dropped per source and reason} of the draws made."""
+    from . import generator
+    generator.check_draw(n, seed)
+    out = Path(out)
+    path = out / GENERATOR_FILE
+    done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["run", "n", "generator_seed"])
+    recorded = set(zip(done["n"], done["generator_seed"]))
+    if recorded - {(n, seed)}:
+        raise ValueError(f"{path} holds questions drawn with (n, seed) {sorted(recorded)}, not ({n}, {seed}): "
+                         "score into another folder, or move the file aside")
+    runs = _unscored(out, which, done, **selection)
+    if other := sorted({r.task for r in runs} - set(generator.OPERATIONS)):
+        raise ValueError(f"the generator asks {sorted(generator.OPERATIONS)} only; the chosen runs also train on "
+                         f"{other} (narrow them with --studies or --tasks)")
+    drawn, parts = {}, ([done] if len(done) else [])
+    for r in runs:
+        if r.task not in drawn:
+            drawn[r.task] = generator.questions(r.task, n, seed)
+        questions = drawn[r.task]
+        answers = _answer(out, r, questions)
+        parts.append(answers.assign(source=questions["source"].to_numpy(),
+                                    source_index=questions["source_index"].to_numpy(), n=n, generator_seed=seed))
+        table = pd.concat(parts, ignore_index=True)
+        write_atomic(path, lambda tmp: table.to_csv(tmp, index=False))  # after every run: resumable
+    table = pd.concat(parts, ignore_index=True) if parts else done
+    table.attrs["dropped"] = {task: q.attrs["dropped"] for task, q in drawn.items()}
+    return table
+
+
+def scored_cells(table: pd.DataFrame) -> pd.DataFrame:
+    """Per (study, task, digits, encoding) of a table of `official_scores` or `generator_scores`: the
+    mean score and exact match over every run's questions, and how many runs and answers."""
+    return table.groupby(["study", "task", "digits", "encoding"]).agg(
+        score=("score", "mean"), exact=("exact", "mean"), runs=("run", "nunique"), answers=("score", "size")
+    ).reset_index()
 
 
 def read_study(folder) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -496,26 +555,28 @@ def budget_figure(intervals: pd.DataFrame, metric: str = "log_smape"):
                         vertical_spacing=0.12, subplot_titles=[f"{t}, {label[d]}" for t in PRECISION_TASKS for d in digits])
     for i, task in enumerate(PRECISION_TASKS, start=1):
         for j, d in enumerate(digits, start=1):
-            for encoding in names:
+            for k, encoding in enumerate(names):
                 part = data[(data.task == task) & (data.digits == d) & (data.encoding == encoding)].sort_values("budget")
                 if part.empty:
                     continue
                 color = plots.encoding_color("bittokens" if encoding == VARIANT else encoding)
-                x = list(part.budget / 1e6)
+                dodge = 10 ** (0.04 * (k - (len(names) - 1) / 2))  # side by side on the log axis, not on top
+                x = list(part.budget / 1e6 * dodge)
                 fig.add_trace(go.Scatter(x=x + x[::-1], y=list(part.high) + list(part.low[::-1]), mode="lines",
                                          fill="toself", fillcolor=color, opacity=0.18, line=dict(width=0),
                                          hoverinfo="skip", showlegend=False, legendgroup=encoding), row=i, col=j)
                 fig.add_trace(go.Scatter(x=x, y=part["mean"], mode="lines+markers", name=names[encoding],
+                                         error_y=dict(type="data", symmetric=False, array=part.high - part["mean"],
+                                                      arrayminus=part["mean"] - part.low, color=color, width=4),
                                          line=dict(color=color, width=2.5, dash="dash" if encoding == VARIANT else None),
                                          legendgroup=encoding, showlegend=i == 1 and j == 1), row=i, col=j)
-            fig.update_xaxes(type="log", tickvals=[1, 3, 10], title_text="training tokens (millions)" if i == 2 else None,
-                             row=i, col=j)
+            fig.update_xaxes(type="log", tickvals=[1, 3, 10], range=[-0.15, 1.15],  # 0.7M ... 14M, every panel alike
+                             title_text="training tokens (millions)" if i == 2 else None, row=i, col=j)
         fig.update_yaxes(range=[-0.02, 1.02], title_text=f"{task}, {METRIC_LABELS.get(metric, metric)} (↑)", row=i, col=1)
     seeds = int(intervals[intervals.study.str.startswith("budget_")].seeds.max()) if "seeds" in intervals else len(BUDGET_SEEDS)
     fig.update_layout(width=300 * len(digits) + 150, height=720, legend=dict(orientation="h", y=-0.14, x=0),
                       title=dict(text="Study 3: score against the training budget, each encoding trained alone",
-                                 subtitle=dict(text=f"cpu-tiny, operands 1…100 with at most d significant digits, or "
-                                                    f"the paper's regime; line: mean over {seeds} seeds, band: 95 % "
-                                                    "bootstrap interval (seeds, then 500 test questions each)")),
+                                 subtitle=dict(text=f"cpu-tiny; operands 1…100 with at most d significant digits, or the paper's regime "
+                                                    f"(1e-14…1e15); mean of {seeds} seeds with its 95 % interval")),
                       margin=dict(t=130))
     return fig
