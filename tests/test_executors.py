@@ -187,3 +187,20 @@ def test_an_executor_that_cannot_start_is_one_line_before_anything_is_submitted(
                                             ("2-12:30:00", 2 * 1440 + 12 * 60 + 30)])
 def test_slurm_time_limits_read_as_minutes(limit, minutes):
     assert _minutes(limit) == minutes
+
+
+def test_a_failed_run_is_reported_when_it_fails_not_only_at_the_end(tmp_path, monkeypatch, capsys):
+    """Bug: a study of hours kept a failed run's reason until its end; stopped before then, it left
+    only an empty run folder and no reason. The failure is written as it happens, and the others go on."""
+    import workbench.executors as executors
+
+    def one(cfg, run_dir, overwrite):
+        if run_dir.name == "bad":
+            raise MemoryError("no room for the pools")
+        run_dir.mkdir(parents=True)
+        assert "run bad failed: MemoryError: no room for the pools" in capsys.readouterr().err  # before the next run
+        return pd.DataFrame({"run": [run_dir.name]})
+    monkeypatch.setattr(executors, "_one", one)
+    with pytest.raises(RunsFailed, match="1 of 2 runs failed"):
+        run_all({"bad": TINY, "good": TINY}, tmp_path, jobs=1)
+    assert (tmp_path / "good").is_dir()

@@ -128,6 +128,14 @@ def _one(cfg, run_dir: Path, overwrite: bool) -> pd.DataFrame:
     return train_once(cfg, run_dir, overwrite)
 
 
+def _failed(name: str, err: BaseException) -> str:
+    """Why a run failed, also written at once: a study of hours reports its failures only at its
+    end, and one stopped before then would lose them."""
+    why = f"{type(err).__name__}: {err}"
+    tqdm.write(f"run {name} failed: {why}", file=sys.stderr)
+    return why
+
+
 def _run_here(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str) -> tuple[dict, dict]:
     """The local executor: ({name: results}, {name: why it failed})."""
     results, failed = {}, {}
@@ -136,7 +144,7 @@ def _run_here(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str) -> t
             try:
                 results[name] = _one(cfg, out / name, overwrite)
             except (ValueError, OSError, RuntimeError, MemoryError) as err:
-                failed[name] = f"{type(err).__name__}: {err}"
+                failed[name] = _failed(name, err)
         return results, failed
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
         futures = {pool.submit(_one, cfg, out / name, overwrite): name for name, cfg in runs.items()}
@@ -144,7 +152,7 @@ def _run_here(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str) -> t
             try:
                 results[futures[future]] = future.result()
             except Exception as err:  # noqa: BLE001 - a worker's failure is reported with the others
-                failed[futures[future]] = f"{type(err).__name__}: {err}"
+                failed[futures[future]] = _failed(futures[future], err)
     return results, failed
 
 
