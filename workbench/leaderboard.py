@@ -2,7 +2,7 @@
 protocols, ranked by what the 95 % intervals can tell apart.
 
     board = leaderboard(intervals)            # one row per protocol, task, d and encoding
-    table(board)                              # the multi-task protocol: encodings x tasks, as the README prints it
+    table(board)                              # the multi-task protocol: encodings x tasks, as docs/leaderboard.md prints it
     figure(board)                             # notebook 04's figures/04_leaderboard
 
 The multi-task protocol is Study 2b's (the paper's five) and `zoo_multitask` (every other
