@@ -296,3 +296,21 @@ def test_study_3_verdicts_find_the_smallest_budget_at_which_the_encodings_differ
     assert study.smallest_budget(verdicts) == {("division", 4): (1e7, study.VARIANT), ("division", 15): None}
     fig = study.budget_figure(intervals)
     assert [a.text for a in fig.layout.annotations][:2] == ["multiplication, d = 4", "multiplication, d = 15"]
+
+
+def test_scored_cells_gives_each_cell_its_mean_and_a_run_level_interval():
+    """The second and third scorings of Study 3 are reported with intervals like the first: the
+    mean of the runs' means, and a 95 % interval that resamples runs, then questions."""
+    rng = np.random.default_rng(0)
+    rows = [dict(study="budget_1M", task="division", digits=4, encoding=e, run=f"{e}-{r}", score=s, exact=s > 0.9)
+            for e, centre in (("a", 0.2), ("b", 0.8)) for r in range(3)
+            for s in np.clip(rng.normal(centre + 0.05 * r, 0.1, 200), 0, 1)]
+    table = pd.DataFrame(rows)
+    cells = study.scored_cells(table, draws=500).set_index("encoding")
+    for e in ("a", "b"):
+        part = table[table.encoding == e]
+        assert cells.loc[e, "score"] == pytest.approx(part.groupby("run").score.mean().mean())
+        assert cells.loc[e, "low"] < cells.loc[e, "score"] < cells.loc[e, "high"]
+        assert cells.loc[e, "exact"] == pytest.approx(part.exact.mean())
+        assert (cells.loc[e, "runs"], cells.loc[e, "answers"]) == (3, 600)
+    assert cells.loc["a", "high"] < cells.loc["b", "low"]

@@ -299,12 +299,17 @@ def generator_scores(out, n: int = 500, seed: int = 0, which=BUDGET_PARTS, **sel
     return table
 
 
-def scored_cells(table: pd.DataFrame) -> pd.DataFrame:
+def scored_cells(table: pd.DataFrame, draws: int = 2000) -> pd.DataFrame:
     """Per (study, task, digits, encoding) of a table of `official_scores` or `generator_scores`: the
-    mean score and exact match over every run's questions, and how many runs and answers."""
-    return table.groupby(["study", "task", "digits", "encoding"]).agg(
-        score=("score", "mean"), exact=("exact", "mean"), runs=("run", "nunique"), answers=("score", "size")
-    ).reset_index()
+    mean score with its 95 % interval (the study's hierarchical bootstrap: runs, then questions),
+    exact match, and how many runs and answers."""
+    rows = []
+    for key, cell in table.groupby(["study", "task", "digits", "encoding"]):
+        per_run = [g.score.to_numpy(dtype=float) for _, g in cell.groupby("run")]
+        mean, low, high = hierarchical_bootstrap(per_run, draws)
+        rows.append(dict(zip(["study", "task", "digits", "encoding"], key), score=mean, low=low, high=high,
+                         exact=cell.exact.astype(float).mean(), runs=len(per_run), answers=len(cell)))
+    return pd.DataFrame(rows)
 
 
 def read_study(folder) -> tuple[pd.DataFrame, pd.DataFrame]:
