@@ -122,7 +122,11 @@ save(pf.radar_figure(frontier), "04_fig2_radar")
 # division, standard deviation and exponentiation are solved only with thousands of reasoning tokens:
 
 # %%
-save(pf.tokens_figure(frontier), "04_fig3_tokens")
+# Study 3's models trained in the paper's regime answered the same 500 questions (docs/study.md,
+# scoring (2)): drawn as stars where study_dir holds their cells.
+other = Path(study_dir) / study.OTHER_QUESTIONS_FILE if study_dir is not None else None
+ours = study.frontier_points(pd.read_csv(other)) if other is not None and other.exists() else None
+save(pf.tokens_figure(frontier, ours), "04_fig3_tokens")
 
 # %% [markdown]
 # ## Per-difficulty curves and Figure 8 (the released per-sample data)

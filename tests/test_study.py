@@ -314,3 +314,29 @@ def test_scored_cells_gives_each_cell_its_mean_and_a_run_level_interval():
         assert cells.loc[e, "exact"] == pytest.approx(part.exact.mean())
         assert (cells.loc[e, "runs"], cells.loc[e, "answers"]) == (3, 600)
     assert cells.loc["a", "high"] < cells.loc["b", "low"]
+
+
+def test_study3_models_join_the_frontier_figure_as_stars_on_their_tasks():
+    """Study 3's paper-regime models scored on the authors' questions are drawn in Figure 3's
+    multiplication and division panels, at their tokens per answer and score, in their
+    encoding's colour; the other regimes and the generator's scoring are not drawn."""
+    from workbench import paper_figures as pf
+    from workbench import plots
+    cells = pd.DataFrame([dict(study="budget_1M", task=t, digits=d, encoding=e, score=0.01 * (i + 1), low=0, high=1,
+                               exact=0, runs=3, answers=1500, output_tokens=2.0 if e != "single_digit" else 20.0,
+                               scoring=sc)
+                          for i, (t, d, e, sc) in enumerate(
+                              (t, d, e, sc) for t in ("multiplication", "division") for d in (4, 17)
+                              for e in ("bittokens_decimal_pool", "single_digit")
+                              for sc in ("authors_test_sets", "reasoning_gym"))])
+    ours = study.frontier_points(cells)
+    assert len(ours) == 4 and set(ours.task) == {"multiplication", "division"}
+    assert set(ours.encoding) == {"bittokens", "single_digit"}
+    fig = pf.tokens_figure(pf.frontier_from_tables(), ours)
+    stars = [t for t in fig.data if t.marker.symbol == "star"]
+    assert sum(len(t.x) for t in stars) == 4
+    drawn = {(t.name.split(",")[0], float(x), round(float(y), 6)) for t in stars for x, y in zip(t.x, t.y)}
+    expected = {(m, float(k), round(100 * s, 6)) for m, k, s in zip(ours.model, ours.tokens, ours.performance)}
+    assert drawn == expected
+    bit = next(t for t in stars if "BitTokens" in t.name)
+    assert bit.marker.color == plots.encoding_color("bittokens")

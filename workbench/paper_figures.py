@@ -185,14 +185,26 @@ def radar_figure(frontier: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def tokens_figure(frontier: pd.DataFrame) -> go.Figure:
-    """Figure 3: mean tokens per problem against score, one panel per task."""
-    data = frontier.assign(setting=_setting(frontier["reasoning"]), score=frontier["performance"] * 100,
-                           label=frontier["task"].map(TASK_LABELS))
+OURS_SETTING = "workbench model, trained"  # Study 3's models beside the frontier LLMs: their own marker
+
+
+def tokens_figure(frontier: pd.DataFrame, ours: pd.DataFrame | None = None) -> go.Figure:
+    """Figure 3: mean tokens per problem against score, one panel per task. `ours`: rows of the
+    workbench's own models on the same questions (model, task, tokens, performance in 0..1), drawn
+    with a star in the panels of their tasks."""
+    data = frontier.assign(setting=_setting(frontier["reasoning"]))
+    colors, symbols, order = dict(MODEL_COLORS), dict(SETTING_SYMBOL), list(MODELS)
+    if ours is not None and len(ours):
+        data = pd.concat([data, ours.assign(setting=OURS_SETTING, reasoning="none")], ignore_index=True)
+        extra = list(dict.fromkeys(ours["model"]))
+        colors.update({m: plots.encoding_color(e) for m, e in zip(ours["model"], ours["encoding"])})
+        symbols[OURS_SETTING] = "star"
+        order += extra
+    data = data.assign(score=data["performance"] * 100, label=data["task"].map(TASK_LABELS))
     fig = px.scatter(data, x="tokens", y="score", color="model", symbol="setting", facet_col="label",
                      facet_col_wrap=3, log_x=True, hover_data=["reasoning"], facet_row_spacing=0.08,
-                     category_orders={"label": TASK_ORDER, "model": MODELS},
-                     color_discrete_map=MODEL_COLORS, symbol_map=SETTING_SYMBOL,
+                     category_orders={"label": TASK_ORDER, "model": order},
+                     color_discrete_map=colors, symbol_map=symbols,
                      labels={"tokens": "tokens per problem", "score": "score (%)",
                              "model": "model", "setting": "setting"})
     _facet_titles(fig)
@@ -201,7 +213,9 @@ def tokens_figure(frontier: pd.DataFrame) -> go.Figure:
     fig.update_yaxes(range=[0, 105])
     fig.update_layout(title=dict(text="Figure 3: tokens generated per problem against score (Tables 1 and 3)",
                                  subtitle=dict(text="score: log-sMAPE for arithmetic, exact-match accuracy for "
-                                                    "MinMax, Interval, Sort; mean over 500 questions per task")),
+                                                    "MinMax, Interval, Sort; mean over 500 questions per task"
+                                                    + ("; stars: the workbench's models on the same questions"
+                                                       if ours is not None and len(ours) else ""))),
                       margin=dict(t=110), width=1200, height=900)
     return fig
 

@@ -308,8 +308,38 @@ def scored_cells(table: pd.DataFrame, draws: int = 2000) -> pd.DataFrame:
         per_run = [g.score.to_numpy(dtype=float) for _, g in cell.groupby("run")]
         mean, low, high = hierarchical_bootstrap(per_run, draws)
         rows.append(dict(zip(["study", "task", "digits", "encoding"], key), score=mean, low=low, high=high,
-                         exact=cell.exact.astype(float).mean(), runs=len(per_run), answers=len(cell)))
+                         exact=cell.exact.astype(float).mean(), runs=len(per_run), answers=len(cell),
+                         output_tokens=cell.output_tokens.mean() if "output_tokens" in cell else np.nan))
     return pd.DataFrame(rows)
+
+
+OTHER_QUESTIONS_FILE = "cpu-study3-other-questions.csv"  # Study 3's cells on the questions of (2) and (3)
+SCORINGS = {OFFICIAL_FILE: "authors_test_sets", GENERATOR_FILE: "reasoning_gym"}
+
+
+def other_question_cells(out) -> pd.DataFrame:
+    """Study 3's scorings (2) and (3) of the runs in OUT, one row per cell and scoring
+    (`scored_cells`, with a `scoring` column): the table published as OTHER_QUESTIONS_FILE."""
+    out = Path(out)
+    parts = [scored_cells(pd.read_csv(out / name)).assign(scoring=scoring)
+             for name, scoring in SCORINGS.items() if (out / name).exists()]
+    if not parts:
+        raise ValueError(f"{out} holds neither {' nor '.join(SCORINGS)}: score the runs first "
+                         "(python -m workbench.experiments study --out OUT --score-official DATA / --score-generator)")
+    return pd.concat(parts, ignore_index=True)
+
+
+def frontier_points(cells: pd.DataFrame, digits: int = PAPER_REGIME) -> pd.DataFrame:
+    """Study 3's models trained in the paper's regime, scored on the authors' test questions (rows
+    of `scored_cells` with scoring "authors_test_sets"), as points of the frontier figure: model
+    label, base encoding (its colour), task, output tokens per answer, score."""
+    part = cells[(cells.scoring == "authors_test_sets") & (cells.digits == digits)]
+    base = {e: "bittokens" if e == VARIANT else e for e in part.encoding.unique()}
+    return pd.DataFrame({
+        "model": [f"cpu-tiny {encoders.label(base[e])} ({s.removeprefix('budget_')} tokens)"
+                  for e, s in zip(part.encoding, part.study)],
+        "encoding": part.encoding.map(base), "task": part.task, "tokens": part.output_tokens,
+        "performance": part.score})
 
 
 def read_study(folder) -> tuple[pd.DataFrame, pd.DataFrame]:
