@@ -82,7 +82,7 @@ def median_seconds(work, repeats):
 
 def paper_samples(encoding, pool, rng):
     """(tokenizer, the samples one step draws) for the paper-tier mix, equal task shares."""
-    tok = Tokenizer(encoding, vocab_size=PAPER.vocab_size)
+    tok = Tokenizer(encoding, vocab_size=PAPER.model.vocab_size)
     pools = {t: build_pool(t, pool, tok, 0, "train", PAPER.regime) for t in tqdm(PAPER.tasks, desc=f"{encoding} pools")}
     per_task = math.ceil(samples_per_step(pools, ROWS, CONTEXT) / len(pools))
     return tok, pools, draw(pools, {t: per_task for t in pools}, rng)
@@ -265,7 +265,7 @@ def main():
         print(pd.DataFrame([attention_costs(shard["doc_ids"])]).round(1).to_string(index=False))
     if "pools" in args.sections:
         print("\n== memory of a training pool in a rank ==")
-        print(pool_memory(Tokenizer("bittokens", vocab_size=PAPER.vocab_size), 20 * args.pool).round(1).to_string(index=False))
+        print(pool_memory(Tokenizer("bittokens", vocab_size=PAPER.model.vocab_size), 20 * args.pool).round(1).to_string(index=False))
     if "compile" in args.sections:
         print("\n== --compile on this CPU ==")
         print(compile_costs(["cpu-tiny", "cpu-small"], 10).round(1).to_string(index=False))
