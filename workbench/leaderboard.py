@@ -44,7 +44,7 @@ def on_board(intervals: pd.DataFrame) -> pd.DataFrame:
     parts = []
     for protocol, studies in PROTOCOLS.items():
         rows = intervals[intervals.study.isin(studies)]
-        rows = rows[[tasks.get(t).metric == m for t, m in zip(rows.task, rows.metric)]]
+        rows = rows[np.array([tasks.get(t).metric == m for t, m in zip(rows.task, rows.metric)], dtype=bool)]
         parts.append(rows.assign(protocol=protocol))
     return pd.concat(parts, ignore_index=True)[["protocol", "task", "digits", "encoding", "mean", "low", "high"]]
 
