@@ -238,3 +238,30 @@ def test_notebook_04_takes_study_folders_and_no_study_row(own):
         notebooks.check_limits("04_paper_figures", {"study_dir": ["results", "/nowhere"]})
     with pytest.raises(ValueError, match="takes 1 to 20 items"):
         notebooks.check_limits("04_paper_figures", {"study_dir": []})
+
+
+@pytest.mark.slow
+def test_notebook_04_draws_a_study_folder_merged_over_the_published_one(tmp_path):
+    """`-p study_dir=runs/study` failed ("one of []") and fig4_part=None was refused. A kernel knows
+    only the encodings of workbench/encoders/, so the folder reruns a published cell (Abacus,
+    multiplication d = 1, 0.92 -> 0.10): merged over results/ the leaderboard draws it with the
+    oracle's rank; alone, with fig4_part=None, the notebook runs too."""
+    import json
+
+    from workbench.notebooks import execute
+    own = write_study(tmp_path / "own", [RERUN])
+    before = digest(RESULTS)
+    small = dict(figure_formats=["json"], exponent_samples=1000, generator_samples=50, bootstrap_draws=5,
+                 official_data=None)
+    for where, given in (("merged", dict(study_dir=["results", str(own)])),
+                         ("alone", dict(study_dir=str(own), fig4_part=None))):
+        execute("04_paper_figures", dict(small, figures_dir=str(tmp_path / where), **given), output_dir=tmp_path / where)
+    figure = json.loads((tmp_path / "merged" / "04_leaderboard.json").read_text())["data"][0]
+    shown = {(y, x): figure["text"][i][j] for i, y in enumerate(figure["y"]) for j, x in enumerate(figure["x"])}
+    expected = oracle(RESULTS, own)
+    assert len(figure["y"]) == 13 and expected[("precision", "multiplication", 1, "abacus")] == (0.10, 11)
+    for (p, t, d, e), (m, r) in expected.items():
+        assert shown[(encoders.label(e), column_of(p, t, d))] == f"{m:.2f}<br>#{r}"
+    alone = json.loads((tmp_path / "alone" / "04_leaderboard.json").read_text())["data"][0]
+    assert alone["y"] == ["Abacus"] and alone["text"] == [["0.10<br>#1"]]
+    assert digest(RESULTS) == before

@@ -172,7 +172,7 @@ def main(argv=None) -> None:
     parser = Parser(prog="python -m workbench.leaderboard",
                     description="Print the encoding leaderboard: the published results (results/), with the cells of "
                                 "your own study folders merged over them (read only: nothing is written into "
-                                "results/). Cell: mean [95 %% interval] (rank), rank among the encodings listed.")
+                                "results/). Cell: mean [95 % interval] (rank), rank among the encodings listed.")
     parser.add_argument("--study", nargs="+", action="extend", default=[], metavar="DIR",
                         help="study folders (python -m workbench.experiments study --out DIR), merged in this order "
                              "over results/: a cell a later folder holds replaces the same cell before it")
