@@ -28,7 +28,9 @@
 # * our task generator (Figures 5 and 6: the operand exponents of the training data);
 # * our laptop-scale study (docs/study.md; `study_dir` holds `cpu-study.csv` and
 #   `cpu-study-intervals.csv`, made by `python -m workbench.experiments study`): Study 1's precision
-#   sweep, and Study 2 or 2b as the third row of Figure 4;
+#   sweep, and Study 2 or 2b as the third row of Figure 4; a list of folders is merged in order
+#   (`["results", "runs/study"]`: your study's cells over the published ones, results/ only read),
+#   so that your own encoding joins the leaderboard;
 # * or, for Figure 4's third row, `results_csv`: a CSV in the results schema of
 #   `workbench.paper_figures` (encoding, task, metric, value, seed), e.g. the `results.csv` of
 #   notebook 03.
@@ -39,8 +41,8 @@
 
 # %% tags=["parameters"]
 official_data: str | None = "auto"  # folder of the released files; "auto": $WORKBENCH_OFFICIAL_DATA, else ../shared/data/official_bittokens, when present; None: without them
-study_dir: str | None = "results"  # folder of cpu-study.csv and cpu-study-intervals.csv (from the repo root); None: skip
-fig4_part: str = "multitask"  # Figure 4's third row: Study 2 ("multitask", the protocol's row: Study 2b met no criterion) or Study 2b ("multitask_numeric")
+study_dir: str | list[str] | None = "results"  # folder of cpu-study.csv and cpu-study-intervals.csv (from the repo root), or a list merged in order (["results", "runs/study"]: yours over the published; results/ is only read); None: skip
+fig4_part: str | None = "multitask"  # Figure 4's third row: Study 2 ("multitask", the protocol's row: Study 2b met no criterion) or Study 2b ("multitask_numeric"); None: no study row
 results_csv: str | None = None  # Figure 4's third row from your own results CSV instead of the study's
 exponent_samples = 100_000  # training questions drawn from our generator for Figures 5 and 6
 generator_samples = 2000  # test questions per task from our generator beside the released benchmark (Figure 7)
@@ -72,11 +74,15 @@ for key, value in (("exponent_samples", exponent_samples), ("generator_samples",
 folder = pf.released_folder(official_data)
 print("released data:", folder if folder is not None else "not used (official_data=None or the folder is absent)")
 results, intervals, source = None, None, None
+study_dirs = [study_dir] if isinstance(study_dir, str) else study_dir or []
 if study_dir is not None:
-    study_table, study_intervals = study.read_study(study_dir)
+    study_table, study_intervals = study.read_studies(study_dirs)  # merged in order; nothing written
     parts = [p for p in study.MULTITASK_PARTS if p in set(study_table.study)]
-    if fig4_part not in parts:
-        raise ValueError(f"fig4_part must be a multi-task part that {study_dir!r} holds, one of {parts}; got {fig4_part!r}")
+    if fig4_part is not None and fig4_part not in parts:
+        raise ValueError(f"fig4_part must be a multi-task part that study_dir {study_dir!r} holds, one of {parts}; got "
+                         f"{fig4_part!r}: fig4_part=None draws Figure 4 without a study row, and study_dir=[\"results\", "
+                         "<your folder>] puts your study's cells beside the published ones")
+if study_dir is not None and fig4_part is not None:
     results = study.fig4_results(study_table, fig4_part)
     source = f"{study.PART_LABELS[fig4_part]}; docs/study.md"
     intervals = study_intervals[study_intervals.study == fig4_part]
@@ -123,9 +129,9 @@ save(pf.radar_figure(frontier), "04_fig2_radar")
 
 # %%
 # Study 3's models trained in the paper's regime answered the same 500 questions (docs/study.md,
-# scoring (2)): drawn as stars where study_dir holds their cells.
-other = Path(study_dir) / study.OTHER_QUESTIONS_FILE if study_dir is not None else None
-ours = study.frontier_points(pd.read_csv(other)) if other is not None and other.exists() else None
+# scoring (2)): drawn as stars where study_dir holds their cells (the last folder that does).
+others = [Path(f) / study.OTHER_QUESTIONS_FILE for f in study_dirs if (Path(f) / study.OTHER_QUESTIONS_FILE).exists()]
+ours = study.frontier_points(pd.read_csv(others[-1])) if others else None
 save(pf.tokens_figure(frontier, ours), "04_fig3_tokens")
 
 # %% [markdown]
@@ -224,8 +230,10 @@ else:
 # docs/study.md, "The encoding zoo": the paper's five (from Study 1 and Study 2b, the protocols the zoo
 # registered) and every other
 # registered encoding (`zoo_precision`, `zoo_multitask`) on the same protocols. Rank: 1 + the number
-# of encodings whose 95 % interval lies entirely above the encoding's own, so encodings whose
-# intervals overlap share a rank. Then the width probe: BitTokens against single digit at d = 2 in
+# of encodings whose 95 % interval lies entirely above the encoding's own (and whose mean is more
+# than `study.DELTA` higher), so encodings whose intervals overlap share a rank; ranked among the
+# encodings drawn, every encoding with runs in `study_dir` drawn (one with runs on one protocol only
+# shows "no runs" on the other). Then the width probe: BitTokens against single digit at d = 2 in
 # a model twice as wide (exploratory).
 
 # %%

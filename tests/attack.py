@@ -413,7 +413,7 @@ SPEC = {  # what each parameter takes, from the notebooks' comments (independent
                     "max_digits": {INT, None}, "eval_every": {INT}, "val_samples": {INT},
                     "test_samples": {INT}, "out_dir": {STR, None}, "figures_dir": {STR, None},
                     "figure_formats": {"list[str]"}, "threads": {INT}, "options": {"dict"}},
-    "04_paper_figures": {"official_data": {STR, None}, "study_dir": {STR, None}, "fig4_part": {STR},
+    "04_paper_figures": {"official_data": {STR, None}, "study_dir": {STR, None, "list[str]"}, "fig4_part": {STR, None},
                          "results_csv": {STR, None}, "answers_dir": {STR, None},
                          "exponent_samples": {INT}, "generator_samples": {INT}, "bootstrap_draws": {INT},
                          "seed": {INT},
@@ -1665,6 +1665,9 @@ def within_bounds(name, key, value) -> bool:
         return len(value) == 2 and all(-14 <= v <= 14 for v in value) and value[0] <= value[1]
     if key == "encoding" and isinstance(value, str):
         return value in encoders.names()
+    if key == "study_dir" and value is not None:  # folders that exist (relative: to the checkout), 1 to 20 of them
+        folders = [value] if isinstance(value, str) else value
+        return 1 <= len(folders) <= 20 and all((notebooks.ROOT / Path(f).expanduser()).is_dir() for f in folders)
     if key == "preset" and isinstance(value, str):
         return value in ("cpu-tiny", "cpu-small", "paper")
     if key == "tasks" and isinstance(value, str):

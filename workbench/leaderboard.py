@@ -5,35 +5,55 @@ protocols, ranked by what the 95 % intervals can tell apart.
     table(board)                              # the multi-task protocol: encodings x tasks, as docs/leaderboard.md prints it
     figure(board)                             # notebook 04's figures/04_leaderboard
 
+    python -m workbench.leaderboard                        # the published board (results/), printed
+    python -m workbench.leaderboard --study runs/study     # with one's own study's cells merged in
+    python -m workbench.leaderboard --study runs/study --alone --csv runs/board.csv --figures runs/board
+
 The multi-task protocol is Study 2b's (the paper's five) and `zoo_multitask` (every other
 encoding); the precision protocol is Study 1's and `zoo_precision`, per task and d. The score is the
 task's own metric (log-sMAPE or accuracy). Rank: 1 + the number of encodings whose interval lies
 entirely above the encoding's own and whose mean is more than `study.DELTA` higher (the run-to-run
 spread across CPUs: a smaller gap is not a difference), so encodings whose intervals overlap, or
-lie apart by less than the spread, share a rank.
+lie apart by less than the spread, share a rank. Ranks count the encodings of the board only, one
+cell (protocol, task, d) at a time, and the table and the figure show every encoding of the board.
+
+One's own runs (a new encoding, say, run with `python -m workbench.experiments study --studies
+zoo_precision --encodings NAME --out runs/study`) join the board by reading: `study.read_studies`
+merges study folders over the published results/ (a cell in a later folder replaces the same cell
+before it), and nothing is written into results/.
 """
 from __future__ import annotations
 
 import html
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from . import encoders, tasks
+from . import encoders, study, tasks
+from .atomic import write_atomic
+from .cli import Parser
 from .study import DELTA, NUMERIC_CHECKPOINT, ZOO_MULTITASK, ZOO_PRECISION
 
 PROTOCOLS = {"multitask": (NUMERIC_CHECKPOINT, ZOO_MULTITASK), "precision": ("precision", ZOO_PRECISION)}
 
 
-def leaderboard(intervals: pd.DataFrame, delta: float = DELTA) -> pd.DataFrame:
-    """protocol, task, digits, encoding, mean, low, high, rank (of the task's own metric; the module
-    docstring's rule, with `delta` the gap of means a difference needs)."""
+def on_board(intervals: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `intervals` the board ranks (the protocols' studies, each task's own metric), with
+    their protocol: protocol, task, digits, encoding, mean, low, high."""
     parts = []
     for protocol, studies in PROTOCOLS.items():
         rows = intervals[intervals.study.isin(studies)]
-        rows = rows[[tasks.get(t).metric == m for t, m in zip(rows.task, rows.metric)]]
+        rows = rows[np.array([tasks.get(t).metric == m for t, m in zip(rows.task, rows.metric)], dtype=bool)]
         parts.append(rows.assign(protocol=protocol))
-    board = pd.concat(parts, ignore_index=True)[["protocol", "task", "digits", "encoding", "mean", "low", "high"]]
+    return pd.concat(parts, ignore_index=True)[["protocol", "task", "digits", "encoding", "mean", "low", "high"]]
+
+
+def leaderboard(intervals: pd.DataFrame, delta: float = DELTA) -> pd.DataFrame:
+    """protocol, task, digits, encoding, mean, low, high, rank (of the task's own metric; the module
+    docstring's rule, with `delta` the gap of means a difference needs), ranked among the encodings
+    of `intervals` in each cell (one's own runs join by merging first: `study.read_studies`)."""
+    board = on_board(intervals)
     board["rank"] = 0
     for _, group in board.groupby(["protocol", "task", "digits"]):
         board.loc[group.index, "rank"] = [1 + int(((group.low > high) & (group["mean"] - mean > delta)).sum())
@@ -46,7 +66,10 @@ def leaderboard(intervals: pd.DataFrame, delta: float = DELTA) -> pd.DataFrame:
 
 def table(board: pd.DataFrame, protocol: str = "multitask") -> pd.DataFrame:
     """Encodings (display names) x tasks (and d, for the precision protocol): "mean [low, high] (rank)",
-    and, for the multi-task protocol, the mean rank over its tasks; best mean rank first."""
+    and the mean rank over the protocol's cells; best mean rank first. Every encoding on the board
+    has a row: one without runs on this protocol (say, a new encoding run on the precision protocol
+    only) comes last, its cells "no runs" and its mean rank empty, so the figure drawn in this
+    order shows every encoding whose rows entered the ranks."""
     part = board[board.protocol == protocol]
     column = part.task if protocol == "multitask" else part.task + " d=" + part.digits.astype(str)
     cells = part.assign(column=column, cell=[f"{m:.2f} [{lo:.2f}, {hi:.2f}] ({r})" for m, lo, hi, r in
@@ -54,6 +77,13 @@ def table(board: pd.DataFrame, protocol: str = "multitask") -> pd.DataFrame:
     wide = cells.pivot(index="encoding", columns="column", values="cell")[list(dict.fromkeys(cells.column))]
     wide.insert(0, "mean rank", cells.groupby("encoding")["rank"].mean().round(2))
     wide = wide.sort_values("mean rank")
+    absent = board[~board.encoding.isin(wide.index)].groupby("encoding")["rank"].mean()
+    if len(absent):  # by their mean rank on the other protocol, then by name
+        order = sorted(absent.index, key=lambda e: (absent[e], e))
+        wide = pd.concat([wide, pd.DataFrame({"mean rank": np.nan}, index=order)]) if len(wide) else \
+            pd.DataFrame({"mean rank": np.nan}, index=order)
+    cells_ = wide.columns.drop("mean rank")
+    wide[cells_] = wide[cells_].fillna("no runs")
     wide.index = [encoders.label(e) for e in wide.index]
     return wide
 
@@ -83,8 +113,9 @@ def figure(board: pd.DataFrame):
                                text=text, texttemplate="%{text}",
                                hovertext=hover, hoverinfo="text", zmin=0, zmax=1, colorscale="Viridis",
                                colorbar=dict(title="score")))
-    fig.add_vline(x=board[board.protocol == "multitask"].column.nunique() - 0.5, line_color="white",
-                  line_width=4)
+    if board.protocol.nunique() == 2:  # between the protocols
+        fig.add_vline(x=board[board.protocol == "multitask"].column.nunique() - 0.5, line_color="white",
+                      line_width=4)
     fig.update_layout(
         width=1200, height=170 + 42 * len(order), margin=dict(t=140, l=190),
         title=dict(text="Encoding leaderboard: score and rank per task at laptop scale", subtitle=dict(
@@ -99,3 +130,85 @@ def _text(label) -> str:
     """`label` as plotly's label text shows it literally (&, < and > escaped; plotly decodes
     these three and takes quotes as they are)."""
     return html.escape(str(label), quote=False)
+
+
+# -- the command ----------------------------------------------------------------------------------
+TITLES = {"multitask": "The six tasks trained together with text (Study 2b's protocol, d = 1)",
+          "precision": "Multiplication and division trained alone (Study 1's protocol, per d)"}
+
+
+def _cells(intervals: pd.DataFrame) -> set:
+    board = on_board(intervals)
+    return set(zip(board.protocol, board.task, board.digits, board.encoding))
+
+
+def _shown(folder) -> str:
+    return "results/ (published)" if Path(folder).resolve() == study.PUBLISHED else str(folder)
+
+
+def sources(folders) -> list[str]:
+    """One line per study folder: how many cells of the board it brings, for which encodings, and
+    how many of them replace a cell of the folders before it. ValueError for a folder that brings
+    none (its studies are not the board's protocols)."""
+    lines, before = [], set()
+    for folder in folders:
+        intervals = study.read_study(folder)[1]
+        cells = _cells(intervals) if len(intervals) else set()
+        if not cells:
+            held = sorted(set(intervals.study)) if len(intervals) else []
+            wanted = sorted(s for studies in PROTOCOLS.values() for s in studies)
+            raise ValueError(f"study folder {str(folder)!r} holds no cell of the leaderboard (its studies: {held}; the "
+                             f"board reads {wanted}): run e.g. python -m workbench.experiments study --studies "
+                             f"zoo_precision --encodings NAME --out {folder}")
+        names = sorted({c[3] for c in cells})
+        labels = "; ".join(encoders.label(e) for e in names)
+        lines.append(f"{_shown(folder)}: {len(cells)} cells of {len(names)} encoding(s) ({labels})"
+                     + (f", {len(cells & before)} of them replacing the same cells above" if before else ""))
+        before |= cells
+    return lines
+
+
+def main(argv=None) -> None:
+    parser = Parser(prog="python -m workbench.leaderboard",
+                    description="Print the encoding leaderboard: the published results (results/), with the cells of "
+                                "your own study folders merged over them (read only: nothing is written into "
+                                "results/). Cell: mean [95 % interval] (rank), rank among the encodings listed.")
+    parser.add_argument("--study", nargs="+", action="extend", default=[], metavar="DIR",
+                        help="study folders (python -m workbench.experiments study --out DIR), merged in this order "
+                             "over results/: a cell a later folder holds replaces the same cell before it")
+    parser.add_argument("--alone", action="store_true", help="the --study folders only, without results/")
+    parser.add_argument("--csv", metavar="OUT", help="also write the board (one row per protocol, task, d and "
+                                                     "encoding: mean, low, high, rank) to this CSV")
+    parser.add_argument("--figures", metavar="DIR", help="also draw the leaderboard figure into DIR (HTML and PNG)")
+    args = parser.parse_args(argv)
+    try:
+        if args.alone and not args.study:
+            raise ValueError("--alone shows the --study folders without results/: give at least one --study DIR")
+        folders = ([] if args.alone else [study.PUBLISHED]) + args.study
+        if args.csv or args.figures:
+            from .notebooks import check_output_folder  # results/, figures/ and the checkout are never written
+            if args.csv:
+                check_output_folder(Path(args.csv).parent, f"--csv {args.csv!r}'s folder")
+            if args.figures:
+                check_output_folder(args.figures, "--figures")
+        lines = sources(folders)
+        board = leaderboard(study.read_studies(folders)[1])
+        print("\n".join(["encoding leaderboard from:"] + [f"  {line}" for line in lines]))
+        print(f"cell: mean [95 % interval] (rank); rank = 1 + the encodings listed whose interval lies entirely "
+              f"above and whose mean is more than {DELTA} higher, per task and d")
+        for protocol in PROTOCOLS:
+            if (board.protocol == protocol).any():
+                print(f"\n{TITLES[protocol]}\n" + table(board, protocol).rename_axis(columns=None).to_string(na_rep=""))
+        if args.csv:
+            write_atomic(args.csv, lambda tmp: board.to_csv(tmp, index=False))
+            print(f"\nboard written to {args.csv}")
+        if args.figures:
+            from . import plots
+            written = plots.save(figure(board), "leaderboard", args.figures)
+            print(f"figure written to {', '.join(map(str, written))}")
+    except (ValueError, OSError) as err:
+        parser.fail(err)
+
+
+if __name__ == "__main__":
+    main()

@@ -298,6 +298,13 @@ def _device(value) -> str:
     return "" if re.fullmatch(r"auto|cpu|cuda(:[0-9]+)?", value) else "must be cpu, cuda, cuda:N or auto"
 
 
+def _study_folder(value) -> str:
+    path = Path(value).expanduser()
+    path = path if path.is_absolute() else ROOT / path
+    return "" if path.is_dir() else (f"no folder {str(path)!r} (a relative path means the repository root; a study "
+                                     "writes one: python -m workbench.experiments study --out DIR)")
+
+
 def _retrofit_encoding(value) -> str:
     return "" if value == "none" else _encoding(value)
 
@@ -329,7 +336,8 @@ LIMITS: dict[str, dict[str, Limit]] = {
                         eval_every=Limit(1, 1_000_000), val_samples=Limit(1, 100_000), test_samples=Limit(1, 100_000),
                         threads=THREADS, figure_formats=FIGURE_FORMATS),
     "04_paper_figures": dict(exponent_samples=Limit(1, 10_000_000), generator_samples=Limit(1, 1_000_000),
-                             bootstrap_draws=Limit(1, 100_000), seed=SEED, figure_formats=FIGURE_FORMATS),
+                             bootstrap_draws=Limit(1, 100_000), seed=SEED, figure_formats=FIGURE_FORMATS,
+                             study_dir=Limit(check=_study_folder, length=(1, 20), shown="existing folders, 1-20 items")),
     "05_retrofit": dict(pretrain_tokens=Limit(1, 1e10), hidden=Limit(8, 16_384), layers=Limit(1, 128),
                         heads=Limit(1, 256), context=Limit(8, 65_536), vocab_size=Limit(257, 1_000_000),
                         pretrain_lr=Limit(1e-8, 1.0), text_share=Limit(0, 1, check=_below_one), encodings=Limit(check=_retrofit_encoding, length=(1, 20)),

@@ -342,15 +342,81 @@ def frontier_points(cells: pd.DataFrame, digits: int = PAPER_REGIME) -> pd.DataF
         "performance": part.score})
 
 
+PUBLISHED = Path(__file__).resolve().parent.parent / "results"  # the published study: read, never written by a study
+CELL = ["study", "encoding", "task", "digits"]  # one cell of a study: its seeds' rows and its intervals
+TABLE_COLUMNS = CELL + ["seed", "metric", "score"]
+INTERVAL_COLUMNS = CELL + ["metric", "mean", "low", "high"]
+
+
 def read_study(folder) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The results table and the intervals table that `run_study` wrote into `folder`."""
+    """The results table and the intervals table that `run_study` wrote into `folder`, checked:
+    their columns, registered encodings (or VARIANT) and tasks, finite intervals with low <= high."""
     folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise ValueError(f"study folder {str(folder)!r} does not exist (a study writes it: python -m "
+                         f"workbench.experiments study --out {folder})")
     paths = [folder / RESULTS_FILE, folder / INTERVALS_FILE]
     missing = [p.name for p in paths if not p.is_file()]
     if missing:
         raise ValueError(f"study folder {str(folder)!r} holds no {' or '.join(missing)} "
                          f"(made by: python -m workbench.experiments study --out {folder})")
-    return pd.read_csv(paths[0]), pd.read_csv(paths[1])
+    table, intervals = (_read_table(p) for p in paths)
+    for path, frame, columns in ((paths[0], table, TABLE_COLUMNS), (paths[1], intervals, INTERVAL_COLUMNS)):
+        _check_study_file(path, frame, columns)
+    return table, intervals
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:  # a study with no finished run writes an empty table
+        return pd.DataFrame()
+
+
+def _check_study_file(path: Path, frame: pd.DataFrame, columns: list[str]) -> None:
+    if frame.empty:
+        return
+    if lacking := [c for c in columns if c not in frame.columns]:
+        raise ValueError(f"{path} lacks column(s) {lacking}: not a study table ({RESULTS_FILE} and {INTERVALS_FILE} "
+                         "are written by python -m workbench.experiments study)")
+    for column, known, hint in (("encoding", encoders.names() + [VARIANT], "is its file in workbench/encoders/?"),
+                                ("task", tasks.names(), "is its task registered?")):
+        if unknown := sorted(set(frame[column].astype(str)) - set(known)):
+            raise ValueError(f"{path} holds rows of {column} {unknown}, which is not registered ({hint}); "
+                             f"registered: {', '.join(known)}")
+    if "mean" in columns:
+        values = frame[["mean", "low", "high"]].apply(pd.to_numeric, errors="coerce")
+        bad = ~np.isfinite(values).all(axis=1) | (values.low > values.high)
+        if bad.any():
+            raise ValueError(f"{path}: rows {list(frame.index[bad][:5])} have a mean, low or high that is not a "
+                             "finite number, or low > high")
+
+
+def read_studies(folders) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The results and intervals tables of several study folders merged, in the order given: a cell
+    (study, encoding, task, d) that a later folder holds replaces the earlier folders' rows of that
+    cell in both tables (all its seeds and metrics, so a cell's rows and its interval always come
+    from one folder); other cells are added. Nothing is written: `[PUBLISHED, "runs/study"]` puts
+    one's own runs beside the published ones without touching results/. One folder: `read_study`."""
+    folders = [folders] if isinstance(folders, (str, Path)) else list(folders)
+    if not folders:
+        raise ValueError("no study folder given")
+    tables, intervals = read_study(folders[0])
+    for folder in folders[1:]:
+        more, more_intervals = read_study(folder)
+        cells = [f[CELL] for f in (more, more_intervals) if len(f)]
+        if not cells:
+            continue
+        replaced = pd.MultiIndex.from_frame(pd.concat(cells).drop_duplicates())
+        tables, intervals = _merged(tables, more, replaced), _merged(intervals, more_intervals, replaced)
+    return tables, intervals
+
+
+def _merged(frame: pd.DataFrame, more: pd.DataFrame, cells: pd.MultiIndex) -> pd.DataFrame:
+    """`frame` less its rows of `cells` (study, encoding, task, digits), then `more`'s rows."""
+    kept = frame[~pd.MultiIndex.from_frame(frame[CELL]).isin(cells)] if len(frame) else frame
+    parts = [f for f in (kept, more) if len(f)]
+    return pd.concat(parts, ignore_index=True) if parts else more
 
 
 def collect(runs: list[Run], out: Path) -> pd.DataFrame:
