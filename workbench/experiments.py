@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -283,6 +284,11 @@ def main(argv=None):
             print(summarize(table).round(3).to_string(index=False))
     except (ValueError, OSError, ImportError, InUse, RunsFailed, MemoryError) as err:
         parser.fail(err)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback; 130, the shell's code for SIGINT
+        if _rank() == 0:
+            print(f"\ninterrupted: the finished runs in {out} are kept and a stopped run resumes from its last "
+                  "checkpoint: run the same command again to go on", file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == "__main__":
