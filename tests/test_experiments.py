@@ -1,5 +1,6 @@
 """The encoding sweep: one results table, finished runs skipped on a rerun (resumable)."""
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -89,3 +90,43 @@ def test_a_finished_run_of_another_protocol_is_not_taken_as_this_ones(tmp_path, 
     table = experiments.run_protocol("other", seeds=(0,), out=tmp_path, encodings=["single_digit"], overwrite=True)
     assert json.loads((tmp_path / "single_digit-seed0" / "config.json").read_text())["tokens"] == 1536
     assert len(table) == 3
+
+
+def test_dry_run_counts_the_plan_and_estimates_from_finished_runs(tmp_path, tiny_protocol):
+    """--dry-run: the runs, which of them OUT holds finished or resumable, the tokens left, and a
+    time from the finished runs' own throughput; nothing trained, nothing written."""
+    import torch
+
+    from workbench import dryrun
+    experiments.run_protocol(tiny_protocol, seeds=(0,), out=tmp_path, encodings=["bittokens", "single_digit"])
+    (tmp_path / "single_digit-seed0" / "test_summary.csv").unlink()  # stopped half way: 2 of its 4 steps
+    path = tmp_path / "single_digit-seed0" / "checkpoint.pt"
+    ckpt = torch.load(path, weights_only=True)
+    ckpt["state"]["step"] = 2
+    torch.save(ckpt, path)
+    before = sorted((p, p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
+    runs = experiments.protocol_runs(tiny_protocol, (0,), ["bittokens", "single_digit", "fone"])
+    text = dryrun.report("tiny", runs, tmp_path, jobs=2)
+    assert sorted((p, p.stat().st_mtime_ns) for p in tmp_path.rglob("*")) == before
+    assert "tiny: 3 runs" in text
+    counts = {m[0]: int(m[1]) for m in re.findall(r"^  (finished before|resumable|to train): +(\d+)", text, re.M)}
+    assert counts == {"finished before": 1, "resumable": 1, "to train": 1}
+    left = TINY.tokens * 1.5  # fone's budget and half of single digit's
+    assert f"tokens to train: {left / 1e6:,.1f}M of the plan's {3 * TINY.tokens / 1e6:,.1f}M" in text
+    seconds = pd.read_csv(tmp_path / "bittokens-seed0" / "test_summary.csv").train_seconds.iloc[0]
+    speed = TINY.tokens / seconds  # the oracle: the one finished run's tokens over its time
+    assert f"cpu-tiny: {speed:,.0f} tokens/s (the median of 1 finished run(s) in OUT)" in text
+    assert f"estimated time: {left / speed:.0f} s of training" in text  # a few seconds: the runs are tiny
+
+
+def test_dry_run_on_the_command_line_makes_nothing(tmp_path, capsys):
+    from workbench import ablations, study
+    out = tmp_path / "study"
+    experiments.main(["study", "--dry-run", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert f"{len(study.plan(study.PREREGISTERED))} runs in {out}" in text and "estimated time:" in text
+    assert "cpu-tiny: 7,300 tokens/s (workbench.dryrun.THROUGHPUT)" in text
+    experiments.main(["ablations", "--smoke", "--tables", "8", "9", "--dry-run", "--out", str(tmp_path / "abl")])
+    planned = ablations.plan([8, 9], experiments.PROTOCOLS["cpu-tier"], [0])
+    assert f"ablations (tables 8 9): {planned.run.nunique()} runs" in capsys.readouterr().out
+    assert not any(tmp_path.iterdir())

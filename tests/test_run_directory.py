@@ -289,3 +289,24 @@ def test_best_weights_are_written_as_they_were_when_saved(tmp_path):
     other.save(tmp_path / "elsewhere.pt", weights, write=False)  # another rank: notes it, writes nothing
     other.close()
     assert other.holds(tmp_path / "elsewhere.pt") and not (tmp_path / "elsewhere.pt").exists()
+
+
+def test_without_out_every_run_gets_a_new_folder(tmp_path, monkeypatch):
+    """A second quick `python -m workbench.train` without --out is not refused: each gets a new
+    folder under runs/ (made at once, so two started in the same second differ too); --out is kept."""
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    monkeypatch.setattr(T, "train", lambda cfg, resume=False: seen.append(cfg.run.out) or Path(cfg.run.out))
+    for _ in range(3):
+        T.main(["--tokens", "1e4"])
+    T.main(["--tokens", "1e4", "--out", "runs/mine"])
+    assert len(set(seen[:3])) == 3 and seen[3] == "runs/mine"
+    assert all(Path(p).parent == Path("runs") and Path(p).name.startswith("train-") and Path(p).is_dir()
+               for p in seen[:3])
+    # under torchrun the ranks agree on one folder, named by the launch's rendezvous id
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "0f3c9a7e-5b1d")
+    assert rundir.fresh_run_dir() == rundir.fresh_run_dir() == Path("runs/train-0f3c9a7e")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")
+    with pytest.raises(ValueError, match="--out"):
+        rundir.fresh_run_dir()

@@ -1,7 +1,9 @@
-"""Training: determinism, SIGKILL + resume, corrupt checkpoints, DDP with 2 CPU processes."""
+"""Training: determinism, SIGKILL + resume, Ctrl-C + resume, corrupt checkpoints, DDP with 2 CPU processes."""
 import json
 import math
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
+from workbench import events
 from workbench.optim import OptimConfig
 from workbench.rundir import load_checkpoint
 from workbench.train import TrainConfig, train
@@ -74,6 +77,41 @@ def test_sigkill_then_resume_gives_the_uninterrupted_curve(tmp_path):
     clock = [r["time"] for r in rows if "time" in r]
     assert all(b > a for a, b in zip(clock, clock[1:]))  # training time goes on across the restart
     assert pd.read_csv(out / "test_summary.csv").train_seconds.iloc[0] >= clock[-1]
+
+
+def test_ctrl_c_says_how_to_resume_and_the_resume_starts_its_bar_there(tmp_path):
+    """SIGINT: exit 130 and one line naming the step and the command that resumes, no traceback; the
+    resume says its step, its bar counts on from it, the loss curve is the uninterrupted one, and
+    TensorBoard shows each step once (the killed process's steps after the checkpoint purged)."""
+    reference = train(TrainConfig.of(**TINY, out=str(tmp_path / "ref")))
+    out = tmp_path / "stopped"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "workbench.train", *ARGS, "--out", str(out)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:  # interrupt between checkpoints, after a step the resume must redo
+        if (out / "checkpoint.pt").exists() and len(losses(out)) % 2 == 1:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    last = err.strip().splitlines()[-1]
+    said = re.fullmatch(r"interrupted at step (\d+) of 12; resume from the checkpoint of step (\d+) with: (.+)", last)
+    assert said, last
+    step = load_checkpoint(out / "checkpoint.pt")["state"]["step"]
+    assert int(said[2]) == step < int(said[1]) <= len(losses(out)) < 12
+    command = shlex.split(said[3])
+    assert command[:3] == ["python", "-m", "workbench.train"] and command[-1] == "--resume"
+    resumed = subprocess.run([sys.executable, *command[1:]], env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"resuming {out} from step {step} of 12" in resumed.stdout
+    assert re.search(rf"\b{step}/12 \[", resumed.stderr)  # the bar starts at the checkpoint's step, of all 12
+    assert losses(out) == losses(reference)
+    curve = events.read(out)["train/loss"]
+    assert [s for s, _ in curve] == list(range(1, 13))
+    assert [v for _, v in curve] == [float(torch.tensor(x, dtype=torch.float32)) for x in losses(reference)]
 
 
 def test_corrupt_checkpoint_is_a_clear_error(tmp_path):

@@ -365,6 +365,9 @@ def parser(defaults: TrainConfig, prog: str = "python -m workbench.train") -> ar
                      help="an option of the encoding (repeatable)")
     add_flags(out, defaults)
     add_arguments(out.add_argument_group("optimizer (appendix C.1)"), OptimConfig, defaults.optim)
+    for action in out._actions:
+        if action.dest == "out":  # left out, it is absent from the parsed flags: train.main makes a fresh folder
+            action.default, action.help = argparse.SUPPRESS, "run directory (default: a new runs/train-DATE-TIME)"
     return out
 
 

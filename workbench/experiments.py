@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -58,17 +59,22 @@ PAPER_TIER_JOBS = Executor(gpus_per_job=8, cpus_per_job=8, time=24 * 60)
 def run_protocol(name: str, seeds=(0, 1), out="runs/cpu-tier", encodings=None, jobs: int = 1,
                  overwrite: bool = False, executor: Executor | None = None) -> pd.DataFrame:
     """Train every encoding × seed under protocol `name`; return and save the results table."""
-    if name not in PROTOCOLS:
-        raise ValueError(unknown("protocol", name, PROTOCOLS))
     out = Path(out)
-    runs = {f"{e}-seed{s}": PROTOCOLS[name].updated(encoding=e, seed=s) for e in encodings or encoders.names()
-            for s in seeds}
+    runs = protocol_runs(name, seeds, encodings)
     with _writer(out):  # under torchrun every rank trains, rank 0 writes
         trained = run_all(runs, out, jobs, overwrite, desc=name, executor=executor)
         table = pd.concat([trained[n] for n in runs], ignore_index=True)
         if _rank() == 0:
             write_atomic(out / "results.csv", lambda tmp: table.to_csv(tmp, index=False))
     return table
+
+
+def protocol_runs(name: str, seeds=(0, 1), encodings=None) -> dict[str, TrainConfig]:
+    """{run name: configuration} of protocol `name`: every encoding x seed."""
+    if name not in PROTOCOLS:
+        raise ValueError(unknown("protocol", name, PROTOCOLS))
+    return {f"{e}-seed{s}": PROTOCOLS[name].updated(encoding=e, seed=s) for e in encodings or encoders.names()
+            for s in seeds}
 
 
 def _rank() -> int:
@@ -86,12 +92,8 @@ def run_ablations(tables=tuple(ablations.TABLES), seeds=(0,), out="runs/ablation
     """Every variant of the ablation `tables` (Tables 8-15) on `base` (default: the cpu-tier
     protocol; `smoke`: a few steps each, to check that every ablation runs). One CSV, results.csv,
     with the delta of each value to its table's baseline; each table printed as the paper does."""
-    base = base or PROTOCOLS["cpu-tier"]
-    if smoke:
-        base = base.updated(batch_size=2, tokens=2 * base.model_config().block_size * 8, pool_size=200,
-                       val_samples=4, test_samples=8, eval_every=4, checkpoint_every=4)
     out = Path(out)
-    runs = ablations.plan(tables, base, seeds)
+    runs = ablations.plan(tables, _ablation_base(base, smoke), seeds)
     with _writer(out):
         configs = dict(zip(runs.run, runs.config))  # a configuration shared by several tables trains once
         trained = run_all(configs, out, jobs, overwrite, desc="ablations", executor=executor)
@@ -101,6 +103,27 @@ def run_ablations(tables=tuple(ablations.TABLES), seeds=(0,), out="runs/ablation
         if _rank() == 0:
             write_atomic(out / "results.csv", lambda tmp: results.to_csv(tmp, index=False))
     return results
+
+
+def _ablation_base(base: TrainConfig | None, smoke: bool) -> TrainConfig:
+    base = base or PROTOCOLS["cpu-tier"]
+    if smoke:
+        base = base.updated(batch_size=2, tokens=2 * base.model_config().block_size * 8, pool_size=200,
+                       val_samples=4, test_samples=8, eval_every=4, checkpoint_every=4)
+    return base
+
+
+def _planned(args) -> tuple[str, dict[str, TrainConfig]]:
+    """(what the plan is, {run name: configuration}) of the command's runs, for --dry-run."""
+    if args.protocol == "study":
+        which = args.studies or list(study.PREREGISTERED)
+        runs = study.select(study.plan(which), encodings=args.encodings, seeds=args.seeds, tasks_=args.tasks,
+                            digits=args.digits, budgets=args.budgets)
+        return f"study ({', '.join(which)})", {r.name: r.config for r in runs}
+    if args.protocol == "ablations":
+        runs = ablations.plan(args.tables, _ablation_base(None, args.smoke), args.seeds)
+        return f"ablations (tables {' '.join(map(str, args.tables))})", dict(zip(runs.run, runs.config))
+    return args.protocol, protocol_runs(args.protocol, args.seeds, args.encodings)
 
 
 def summarize(table: pd.DataFrame) -> pd.DataFrame:
@@ -178,6 +201,9 @@ def _parser() -> Parser:
         sub.add_argument("--out", default=None, help="folder of the runs and the tables (default: runs/PROTOCOL)")
         sub.add_argument("--overwrite", action="store_true",
                          help="retrain finished runs whose recorded configuration differs from the plan")
+        sub.add_argument("--dry-run", action="store_true",
+                         help="print the plan (runs, how many are finished or resumable in --out, tokens, an "
+                              "estimated time) and stop: nothing is trained or written")
         if sub.prog.split()[-1] != "paper-tier":  # paper-tier runs under torchrun, one run at a time
             jobs = 2 if sub.prog.endswith("study") else 1
             sub.add_argument("--jobs", type=int, default=jobs,
@@ -233,7 +259,14 @@ def main(argv=None):
     out = args.out or f"runs/{args.protocol}"
     try:
         executor = Executor(**values_of(vars(args), Executor))
-        if args.protocol == "study" and (args.score_official or args.score_generator):
+        scoring = args.protocol == "study" and (args.score_official or args.score_generator)
+        if args.dry_run and scoring:
+            raise ValueError("--dry-run shows a plan of training; --score-official and --score-generator train nothing")
+        if args.dry_run:
+            from .dryrun import report
+            desc, runs = _planned(args)
+            print(report(desc, runs, out, getattr(args, "jobs", 1), args.overwrite, executor))
+        elif scoring:
             _score(args, out)
         elif args.protocol == "study":
             results = study.run_study(args.studies or list(study.PREREGISTERED), out, args.jobs, args.overwrite, executor,
@@ -251,6 +284,11 @@ def main(argv=None):
             print(summarize(table).round(3).to_string(index=False))
     except (ValueError, OSError, ImportError, InUse, RunsFailed, MemoryError) as err:
         parser.fail(err)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback; 130, the shell's code for SIGINT
+        if _rank() == 0:
+            print(f"\ninterrupted: the finished runs in {out} are kept and a stopped run resumes from its last "
+                  "checkpoint: run the same command again to go on", file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from (environment.json), and a finished run read back.
     OUT/metrics.jsonl       one row per step           OUT/evals.jsonl  one row per evaluation
     OUT/checkpoint.pt       all a resume needs         OUT/best.pt      the best evaluation's weights
     OUT/test_samples.csv    every test answer          OUT/test_summary.csv  per task
+    OUT/tb/                 TensorBoard's event files: the logs' numbers as scalars (events.py)
 
 Every file is written atomically. A resume, or a study counting a finished run, needs the same
 configuration (`config_differences`; the settings of PLACE_AND_PACE and RESUMABLE aside) and the
@@ -14,15 +15,17 @@ same kernels (`kernel_difference`).
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
 import torch
 
-from . import encoders, tasks
+from . import encoders, events, tasks
 from .atomic import clean_temporaries, write_atomic
 from .config import TrainConfig, from_record, recorded
 from .model import GPT
@@ -70,6 +73,7 @@ def prepare(cfg: TrainConfig, resume: bool, rank: int) -> tuple[Path, dict | Non
         if not resume:
             for name in existing:
                 (out / name).unlink()
+            events.remove(out)
     return out, ckpt
 
 
@@ -274,6 +278,28 @@ def _commit() -> str | None:
     return head + ("+changes" if changes else "")
 
 
+def fresh_run_dir(root="runs", prefix="train") -> Path:
+    """A new run directory for a run started without --out: ROOT/PREFIX-DATE-TIME, made at once
+    (-2, -3, ... when two runs start in the same second). Under torchrun every rank must name the
+    same one: ROOT/PREFIX-<the rendezvous id>, which torchrun --standalone makes unique per launch."""
+    if int(os.environ.get("WORLD_SIZE", 1)) > 1:
+        run_id = os.environ.get("TORCHELASTIC_RUN_ID", "none")
+        if run_id in ("", "none"):
+            raise ValueError("under torchrun without --standalone the ranks cannot agree on a new run directory: "
+                             "name one with --out")
+        return Path(root) / f"{prefix}-{run_id[:8]}"
+    base = Path(root) / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
+    Path(root).mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        path = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            path.mkdir()  # exclusive: two runs started at once never share a folder
+            return path
+        except FileExistsError:
+            continue
+    raise OSError(f"no free run directory {base}-N in {root}: name one with --out")
+
+
 def device_of(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -284,11 +310,14 @@ def device_of(name: str) -> torch.device:
 
 
 class Logger:
-    """Appends training rows to metrics.jsonl and evaluation rows to evals.jsonl (rank 0 only)."""
+    """Appends training rows to metrics.jsonl and evaluation rows to evals.jsonl, and their numbers
+    to TensorBoard's event files (rank 0 only); a run resumed after `start` steps, to a new event
+    file that hides what the killed process logged beyond them."""
 
-    def __init__(self, out: Path, rank: int):
+    def __init__(self, out: Path, rank: int, start: int = 0):
         self.paths = {"step": out / "metrics.jsonl", "eval": out / "evals.jsonl"}
         self.active = rank == 0
+        self.events = events.Events(out, rank, start)
 
     def _append(self, kind: str, row: dict) -> None:
         if self.active:
@@ -297,9 +326,18 @@ class Logger:
 
     def step(self, row: dict) -> None:
         self._append("step", row)
+        self.events.add("train", row, row["step"])
 
     def evaluation(self, row: dict) -> None:
         self._append("eval", row)
+        self.events.add("eval", row, row["step"])
+
+    def test(self, summary: pd.DataFrame, step: int) -> None:
+        """Each task's test score, at the last step (events only: test_summary.csv is the record)."""
+        self.events.add("test", dict(zip(summary["task"], summary["score"].astype(float))), step)
+
+    def close(self) -> None:
+        self.events.close()
 
 
 def load_metrics(run_dir) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -19,6 +19,8 @@ import gc
 import json
 import math
 import os
+import shlex
+import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
@@ -46,7 +48,7 @@ from .memory import check_memory
 from .model import GPT
 from .optim import apply_schedule, build_optimizers
 from .perplexity import perplexity, text_score
-from .rundir import BestWriter, Logger, device_of, environment, load_weights, prepare, truncate_log
+from .rundir import BestWriter, Logger, device_of, environment, fresh_run_dir, load_weights, prepare, truncate_log
 from .tokenizer import Tokenizer
 
 
@@ -285,7 +287,7 @@ def _restore(run: Run, ckpt: dict) -> None:
             truncate_log(run.out / name, run.state["step"])
 
 
-def final_test(run: Run, started: float) -> None:
+def final_test(run: Run, started: float) -> pd.DataFrame:
     """The best weights answer the held-out test split (test_samples.csv, test_summary.csv); prose
     gets its perplexity over all tokens and over the text tokens only (Table 4's two rows). Every
     rank answers its share of the questions; rank 0 writes."""
@@ -309,6 +311,7 @@ def final_test(run: Run, started: float) -> None:
                                                          train_seconds=time.time() - started)
     if run.rank == 0:
         write_atomic(run.out / "test_summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
+    return summary
 
 
 def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
@@ -318,14 +321,28 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
         return _train(cfg, resume, on_eval)
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C while a run trained: the step it reached and the checkpoint's (None before the first
+    one), for `main`'s one line on how to resume."""
+
+    def __init__(self, out: Path, step: int, total: int, checkpoint: int | None):
+        super().__init__(f"interrupted at step {step} of {total}")
+        self.out, self.step, self.total, self.checkpoint = out, step, total, checkpoint
+
+
 def _train(cfg: TrainConfig, resume: bool, on_eval) -> Path:
     run = setup(cfg, resume)
     keep_freed_memory(run.device)  # the steps reuse their memory instead of faulting in fresh pages
     gc.freeze()  # the pools' objects live all run: the cyclic collector need not walk them again and again
-    log = Logger(run.out, run.rank)
+    start = run.state["step"]
+    log = Logger(run.out, run.rank, start if resume else 0)
     if run.rank == 0:
         print(f"run directory: {run.out}")
-    bar = tqdm(range(run.state["step"], run.total_steps), desc=cfg.encoding, disable=run.rank != 0)
+        if resume:
+            print(f"resuming {run.out} from step {start} of {run.total_steps}")
+    bar = tqdm(range(start, run.total_steps), initial=start, total=run.total_steps, desc=cfg.encoding,
+               disable=run.rank != 0)
+    checkpoint = start if resume else None  # the step of the checkpoint a resume would continue from
     started = time.time() - run.state["seconds"]  # a resumed run's clock goes on
     prefetch = cfg.run.prefetch
     loader = Loader(lambda s: step_batches(run, s), ahead=prefetch == "on" or (prefetch == "auto" and run.device.type == "cuda"))
@@ -349,10 +366,17 @@ def _train(cfg: TrainConfig, resume: bool, on_eval) -> Path:
                     on_eval(row)
             if run.rank == 0 and saves:
                 save_checkpoint(run)
-        final_test(run, started)
+            if saves:
+                checkpoint = step + 1
+        summary = final_test(run, started)
+        log.test(summary, run.total_steps)
+    except KeyboardInterrupt:  # checkpoint.pt is the last one written whole (write_atomic): a resume starts there
+        raise Interrupted(run.out, run.state["step"], run.total_steps, checkpoint) from None
     finally:
+        bar.close()
         loader.close()
         run.best_writer.close()
+        log.close()
         gc.unfreeze()  # a process that trains again (a study worker, a notebook) collects this run's garbage
     distributed.barrier(run.world)  # every rank returns after rank 0 wrote the test results
     if run.rank == 0:
@@ -360,7 +384,31 @@ def _train(cfg: TrainConfig, resume: bool, on_eval) -> Path:
     return run.out
 
 
+def resume_command(argv: list[str], out, flag: str = "--resume") -> str:
+    """The command line that continues this run: the same flags (a resume needs the same
+    configuration), its run directory named, and --resume (or `flag`)."""
+    argv = [a for a in argv if a not in ("--resume", "--overwrite")]
+    if not any(a == "--out" or a.startswith("--out=") for a in argv):
+        argv += ["--out", str(out)]
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    launcher = f"torchrun --nproc_per_node {os.environ.get('LOCAL_WORLD_SIZE', world)}" if world > 1 else "python"
+    return f"{launcher} -m workbench.train {shlex.join(argv + [flag])}"
+
+
+def _stopped(stop: KeyboardInterrupt, argv: list[str], out) -> str:
+    """Ctrl-C's one line: where the run stopped and how to go on."""
+    if not isinstance(stop, Interrupted):  # before training began
+        again = resume_command(argv, out) if (Path(out) / "checkpoint.pt").exists() else None
+        return "interrupted before training began" + (f"; resume with: {again}" if again else "")
+    where = f"interrupted at step {stop.step} of {stop.total}"
+    if stop.checkpoint is None:
+        return (f"{where}, before its first checkpoint (--checkpoint-every): nothing to resume; start again "
+                f"with: {resume_command(argv, stop.out, '--overwrite')}")
+    return f"{where}; resume from the checkpoint of step {stop.checkpoint} with: {resume_command(argv, stop.out)}"
+
+
 def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
     first = argparse.ArgumentParser(add_help=False)
     first.add_argument("--config", default="cpu", choices=sorted(CONFIGS))
     defaults = CONFIGS[first.parse_known_args(argv)[0].config]
@@ -368,12 +416,18 @@ def main(argv=None):
     args = vars(flags.parse_args(argv))
     try:
         cfg = from_args(args, defaults)
+        if "out" not in args:  # no --out: a fresh folder, so that a second quick run is not refused
+            cfg = cfg.updated(out=str(fresh_run_dir()))
     except ValueError as err:
         flags.error(str(err))
     try:
         out = train(cfg, resume=args["resume"])
     except (ValueError, OSError, InUse, MemoryError) as err:  # refused before training, or a full disk
         flags.fail(err)
+    except KeyboardInterrupt as stop:  # Ctrl-C: one line, no traceback; 130, the shell's code for SIGINT
+        if int(os.environ.get("RANK", 0)) == 0:
+            print(f"\n{_stopped(stop, argv, cfg.run.out)}", file=sys.stderr)
+        sys.exit(130)
     if (out / "test_summary.csv").exists():
         print(pd.read_csv(out / "test_summary.csv").to_string(index=False))
 
