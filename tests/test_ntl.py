@@ -10,7 +10,8 @@ import torch
 import zoo_checks
 
 from workbench import encoders
-from workbench.batches import number_fields
+from workbench.batches import micro_batches, number_fields, token_count
+from workbench.data import pack
 from workbench.loss import losses as train_losses
 from workbench.model import GPT, preset
 from workbench.rundir import load_metrics
@@ -90,10 +91,67 @@ def test_the_model_adds_it_to_the_cross_entropy(tok):
     assert train_losses(without, number_fields(batch, without.number_head, without.num_id))["token_loss"].item() == 0.0
 
 
+def source_loss(logits, labels, digit_ids, weight):
+    """The authors' training loss (tum-ai/number-token-loss): `T5VanillaForNumberTokenLoss.forward`
+    adds weight x `WassersteinNumberTokenLoss.forward` to the model's mean cross-entropy over the
+    labels. That NTL: the softmax over the number tokens' logits (ordered by value), the
+    Wasserstein-1 distance of `_calculate_1d_wasserstein_dist` (the L1 distance of the two
+    cumulative distributions) to the one-hot label, averaged over the labels that are number
+    tokens. Written here from those lines, on full logits [N, V]."""
+    ce = torch.nn.functional.cross_entropy(logits, labels)
+    valid = torch.isin(labels, digit_ids)
+    p = logits[valid][:, digit_ids].softmax(-1)
+    one_hot = (labels[valid, None] == digit_ids).float()
+    return ce + weight * (p.cumsum(-1) - one_hot.cumsum(-1)).abs().sum(-1).mean()
+
+
+def ntl_batch(tok, rows=4):
+    samples = [tok.sample(f"{a} + {b}", f"{a + b}") for a, b in ((12, 34), (5.25, 7), (908, 1.5), (3, 4), (66, 7.5))]
+    samples = (samples + [tok.text_sample("twelve apples and 3 pears")]) * 3
+    return pack(samples, rows, 24, tok.pad_id, tok.num_id)
+
+
+def test_loss_source_is_the_authors_mean_over_digit_targets(tok):
+    torch.manual_seed(0)
+    model = GPT(preset("cpu-tiny"), encoders.get("ntl", loss="source"), tok.vocab_size, tok.num_id, tok.piece_ids)
+    batch = number_fields(ntl_batch(tok), model.number_head, model.num_id)
+    hidden = model(batch)
+    got = train_losses(model, batch, hidden=hidden)
+    targets = batch.targets.flatten()[batch.loss_index]
+    digit_ids = torch.tensor([tok.piece_ids[str(d)] for d in range(10)])
+    assert 0 < torch.isin(targets, digit_ids).float().mean() < 0.7  # digits and other targets: the two rules differ
+    want = source_loss(hidden.detach() @ model.lm_head.weight.detach().T, targets, digit_ids, 0.3)
+    assert got["loss"].item() == pytest.approx(want.item(), rel=1e-6)
+    ours = GPT(preset("cpu-tiny"), encoders.get("ntl"), tok.vocab_size, tok.num_id, tok.piece_ids)
+    ours.load_state_dict(model.state_dict())
+    assert train_losses(ours, batch, hidden=hidden)["loss"].item() < want.item() - 1e-3  # the default is not theirs
+
+
+def test_loss_source_takes_its_mean_over_the_whole_steps_digit_targets(tok):
+    """Micro-batches of gradient accumulation (and data-parallel ranks) each divide by the count of
+    the whole step's digit targets, so their losses add up to the whole batch's."""
+    torch.manual_seed(0)
+    model = GPT(preset("cpu-tiny"), encoders.get("ntl", loss="source"), tok.vocab_size, tok.num_id, tok.piece_ids)
+    batch = ntl_batch(tok)
+    assert token_count(batch, GPT(preset("cpu-tiny"), encoders.get("ntl"), tok.vocab_size, tok.num_id,
+                                  tok.piece_ids).token_module) is None  # the default's mean is over all targets
+    whole = train_losses(model, number_fields(batch, model.number_head, model.num_id))
+    batch["token_count"] = token_count(batch, model.token_module)
+    digits = torch.isin(batch["targets"][batch["loss_mask"]], model.token_module.digit_ids).sum()
+    assert batch["token_count"].item() == digits.item() > 0
+    parts = [train_losses(model, number_fields(m, model.number_head, model.num_id)) for m in micro_batches(batch, 2)]
+    for key in ("loss", "ce", "token_loss"):
+        assert parts[0][key].item() + parts[1][key].item() == pytest.approx(whole[key].item(), rel=1e-5)
+    ours = GPT(preset("cpu-tiny"), encoders.get("ntl"), tok.vocab_size, tok.num_id, tok.piece_ids)
+    counted = train_losses(ours, number_fields(batch, ours.number_head, ours.num_id))["loss"]
+    del batch["token_count"]
+    assert counted == train_losses(ours, number_fields(batch, ours.number_head, ours.num_id))["loss"]  # not its mean
+
+
 def test_bad_input(tok):
     zoo_checks.bad_options("ntl")
     zoo_checks.refuses(encoders.get("ntl"), math.nan, "cannot encode", "finite")
-    for bad in ({"variant": "l1"}, {"weight": -1}, {"weight": math.inf}):
+    for bad in ({"variant": "l1"}, {"weight": -1}, {"weight": math.inf}, {"loss": "mean"}):
         with pytest.raises(ValueError, match="ntl"):
             encoders.get("ntl", **bad)
 

@@ -182,6 +182,12 @@ class TokenModule(nn.Module):
         formed: a hook multiplies by the rows of lm_weight it needs."""
         return None
 
+    def averaged_over(self, targets: Tensor) -> Tensor | None:
+        """Which target tokens [N] the mean of `loss` is taken over (a bool mask on targets' device):
+        the model divides the loss's sum by their count in the whole step's batch. None (the
+        default): over all targets, as the cross-entropy."""
+        return None
+
     def extra_repr(self) -> str:
         return f"encoding={self.encoding.name!r}, d_model={self.d_model}"
 
