@@ -16,6 +16,7 @@ from workbench.loss import losses as train_losses
 from workbench.model import GPT, preset
 from workbench.rundir import load_metrics
 from workbench.tokenizer import Tokenizer
+from workbench.train import main
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +149,20 @@ def test_loss_source_takes_its_mean_over_the_whole_steps_digit_targets(tok):
     assert counted == train_losses(ours, number_fields(batch, ours.number_head, ours.num_id))["loss"]  # not its mean
 
 
+def test_loss_source_gives_a_steps_loss_whatever_its_micro_batches(tmp_path):
+    """Two micro-batches of one row each give the step the loss of one batch of both rows: each
+    divides by the step's count of digit targets, counted where the step's batch is packed."""
+    first = {}
+    for name, rows in (("whole", ["--batch-size", "2"]), ("accumulated", ["--batch-size", "1", "--grad-accum", "2"])):
+        main(["--encoding", "ntl", "--encoding-option", 'loss="source"', "--tasks", "addition", "--preset", "cpu-tiny",
+              *rows, "--tokens", str(2 * 128 * 2), "--pool-size", "200", "--val-samples", "8", "--test-samples", "8",
+              "--eval-every", "2", "--decades", "0", "1", "--max-digits", "2", "--threads", "1",
+              "--out", str(tmp_path / name)])
+        first[name] = load_metrics(tmp_path / name)[0].iloc[0]
+    for key in ("loss", "ce", "token_loss"):
+        assert first["accumulated"][key] == pytest.approx(first["whole"][key], rel=1e-5)
+
+
 def test_bad_input(tok):
     zoo_checks.bad_options("ntl")
     zoo_checks.refuses(encoders.get("ntl"), math.nan, "cannot encode", "finite")
@@ -161,4 +176,10 @@ def test_tiny_training_writes_numbers_that_mean_their_values(tmp_path, monkeypat
     assert read >= 8  # most of the 16 answers are numbers the oracle reads
     steps, _ = load_metrics(tmp_path / "ntl")
     assert (steps["token_loss"] > 0).all() and (steps["loss"] > steps["ce"]).all()
+    # near-uniform digit probabilities at the start: the NTL of a digit is 2.5 ... 4.5, so 0.3 x its
+    # mean over the digit targets is at least 0.75; the default divides by all targets instead
+    assert steps["token_loss"].iloc[0] < 0.7
+    zoo_checks.tiny_training("ntl", tmp_path / "source", {"loss": "source"}, oracle_pieces, oracle_value)
+    source, _ = load_metrics(tmp_path / "source" / "ntl")
+    assert source["token_loss"].iloc[0] > 0.7 and (source["loss"] > source["ce"]).all()
     zoo_checks.runs_by_name("ntl", tmp_path, monkeypatch)
