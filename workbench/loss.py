@@ -1,6 +1,7 @@
 """The training loss (appendix C.1, C.4): per token, cross-entropy, plus 10 × the number loss where
-the target is <|num|>, plus an encoding's own per-token loss (a token module's), each target
-weighted by its task's weight, averaged over all targets of the global batch.
+the target is <|num|> (a head's own `loss_weight` instead of 10 where it has one), plus an
+encoding's own per-token loss (a token module's), each target weighted by its task's weight,
+averaged over all targets of the global batch.
 
     hidden = model(batch)                          # final hidden states at the loss positions
     parts = losses(model, batch, task_weights, hidden)
@@ -45,10 +46,12 @@ def losses(model, batch, task_weights: Tensor | None = None, hidden: Tensor | No
         # gradient, so data-parallel ranks reduce the same tensors
         number_each = model.number_losses(hidden.index_select(0, number_index), wanted, values)
         number_sum = (weights.index_select(0, number_index) * number_each).sum()
-        per_token.index_add_(0, number_index, model.cfg.number_loss_weight * number_each.detach())
+        weight = getattr(model.number_head, "loss_weight", None)
+        weight = model.cfg.number_loss_weight if weight is None else weight  # C.1's 10, or the head's own
+        per_token.index_add_(0, number_index, weight * number_each.detach())
         out["number"] = number_each.detach().sum() / batch.number_count
         scale = ce_count if model.cfg.loss == "per_token" else batch.number_count
-        total = total + model.cfg.number_loss_weight * number_sum / scale
+        total = total + weight * number_sum / scale
     extra = model.token_module.loss(hidden, model.lm_head.weight, targets) if model.token_module is not None else None
     if extra is not None:  # the encoding's own per-token loss, weighted like the cross-entropy
         count = _token_loss_count(model.token_module, batch, targets)

@@ -83,6 +83,8 @@ class NumberHead(nn.Module):
     Parameter groups (`workbench.optim`): a submodule named `output` belongs to the head group
     (lr of the lm head); every other matrix here joins the embedding group."""
 
+    loss_weight: ClassVar[float | None] = None  # the weight of `loss` beside the CE; None: C.1's (the model's, 10)
+
     def __init__(self, encoding: NumberEncoding, d_model: int):
         super().__init__()
         if d_model < 1:
