@@ -2,7 +2,10 @@
 Python over the full softmax's digit entries), zero elsewhere, its weight in the model's loss and
 its gradient, bad input, and a tiny training run whose answers decode (single digits)."""
 import math
+import os
 import re
+import subprocess
+import sys
 from fractions import Fraction
 
 import pytest
@@ -161,6 +164,25 @@ def test_loss_source_gives_a_steps_loss_whatever_its_micro_batches(tmp_path):
         first[name] = load_metrics(tmp_path / name)[0].iloc[0]
     for key in ("loss", "ce", "token_loss"):
         assert first["accumulated"][key] == pytest.approx(first["whole"][key], rel=1e-5)
+
+
+@pytest.mark.slow
+def test_loss_source_over_two_processes_equals_one_process_with_the_whole_batch(tmp_path):
+    """torchrun, 2 processes x 2 micro-batches x 2 rows == 1 process x 8 rows: the ranks sum their
+    counts of digit targets as they sum the cross-entropy's."""
+    args = ["--encoding", "ntl", "--encoding-option", "loss=source", "--tasks", "addition,multiplication",
+            "--preset", "cpu-tiny", "--tokens", str(8 * 128 * 6), "--pool-size", "300", "--val-samples", "8",
+            "--test-samples", "8", "--eval-every", "6", "--decades", "0", "2", "--max-digits", "3", "--threads", "1",
+            "--newton-schulz", "float32"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                    "-m", "workbench.train", *args, "--batch-size", "2", "--grad-accum", "2", "--out", str(tmp_path / "ddp")],
+                   check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)
+    main([*args, "--batch-size", "8", "--out", str(tmp_path / "single")])
+    ddp, single = (load_metrics(tmp_path / name)[0] for name in ("ddp", "single"))
+    assert len(ddp) == len(single) == 6
+    for key in ("loss", "token_loss"):
+        assert ddp[key].tolist() == pytest.approx(single[key].tolist(), rel=1e-4)
 
 
 def test_bad_input(tok):
