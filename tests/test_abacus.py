@@ -46,6 +46,39 @@ def test_places_count_each_numbers_digits_in_the_order_written(tok):
     assert short.token_module.places(torch.as_tensor(tok.encode("123456")[0])[None])[0].tolist() == [1, 2, 3, 3, 3, 3]
 
 
+def source_places(ids, digit_ids):
+    """The authors' places (mcleish7/arithmetic, abacus.py, `Abacus.forward` and `Abacus.helper`,
+    before the training offset): the digit mask is the ids among the ten digit tokens; a segment
+    starts at a digit after a non-digit (`starts`); a digit's place is its index minus its
+    segment's start index, plus 1; every other token gets 0. Written here as a loop over one row."""
+    out, start = [], None
+    for t, i in enumerate(ids):
+        digit = i in digit_ids
+        start = (t if start is None else start) if digit else None
+        out.append(t - start + 1 if digit else 0)
+    return out
+
+
+SOURCE_STRINGS = ("12.5 + 3.25 = 15.75", "-7.125", "-12.5 + 307 and 4000.25", ".5 - 0.25 = 0.25", "100 * 2.5 = 250")
+
+
+def test_positions_source_are_the_authors_places(tok):
+    model = model_for(tok, positions="source")
+    digits = {tok.piece_ids[str(d)] for d in range(10)}
+    ids = [tok.encode(f"<|bos|>{text}<|eoq|>")[0] for text in SOURCE_STRINGS]
+    width = max(map(len, ids))
+    batch = torch.full((len(ids), width), tok.pad_id)
+    for row, i in zip(batch, ids):
+        row[:len(i)] = torch.as_tensor(i)
+    got = model.token_module.places(batch).tolist()
+    for row, written in zip(got, batch.tolist()):
+        assert row == source_places(written, digits)
+    # "12.5" is written 5 . 2 1: the authors' units digit is place 1 after the point, ours place 2
+    pieces = [tok.tokens[i] if i < tok.offset else "text" for i in ids[0]]
+    assert pieces[1:5] == ["5", ".", "2", "1"] and got[0][1:5] == [1, 0, 1, 2]
+    assert model_for(tok).token_module.places(batch[:1])[0, 1:5].tolist() == [1, 0, 2, 3]
+
+
 def test_training_shifts_each_samples_places_by_one_random_offset(tok):
     model = model_for(tok, max_offset=50)
     batch = pack([tok.sample(f"{a} + {a}", f"{2 * a}") for a in range(100, 160)], 2, 64, tok.pad_id, tok.num_id)
@@ -87,7 +120,7 @@ def test_generation_equals_a_full_forward_pass(tok):
 def test_bad_input(tok):
     zoo_checks.bad_options("abacus")
     zoo_checks.refuses(encoders.get("abacus"), math.nan, "cannot encode", "finite")
-    for bad in ({"max_offset": -1}, {"max_places": 0}, {"reverse": "yes"}):
+    for bad in ({"max_offset": -1}, {"max_places": 0}, {"reverse": "yes"}, {"positions": "digits"}):
         with pytest.raises(ValueError, match="abacus"):
             encoders.get("abacus", **bad)
     assert encoders.get("abacus").token_module(128, tok.piece_ids).embedding.weight.shape == (201, 128)

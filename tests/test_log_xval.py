@@ -11,6 +11,11 @@ import torch
 import zoo_checks
 
 from workbench import encoders
+from workbench.batches import number_fields
+from workbench.data import pack
+from workbench.loss import losses as train_losses
+from workbench.model import GPT, preset
+from workbench.tokenizer import Tokenizer
 
 CODEC = encoders.get("log_xval")
 
@@ -68,6 +73,64 @@ def test_the_head_z_scores_by_every_target_seen_in_training():
     assert {"count", "mean", "m2"} <= set(state)  # saved with the weights, so a resumed run keeps them
 
 
+SOURCE = encoders.get("log_xval", variant="source")
+V_MAX = 3e9  # the authors' constant (tum-ai/number-token-loss, t5_xval.py)
+
+
+def source_number_loss(preds, labels):
+    """The authors' number loss (tum-ai/number-token-loss, t5_xval.py, `T5RegressionModelXval.forward`):
+    predictions and labels z-scored by the mean and the std (torch's, unbiased) + 1e-6 of the two
+    together, then the mean squared difference. Written here from those lines."""
+    combined = torch.cat([preds, labels])
+    mean, std = combined.mean(), combined.std() + 1e-6
+    return ((preds - mean) / std - (labels - mean) / std).square().mean()
+
+
+def test_variant_source_scales_the_input_as_the_authors():
+    """Their input: sign(x) · log10(|x| + 1) / (log10(V_MAX) / 10) (`T5RegressionModelXval.forward`)."""
+    xs = values()
+    got = SOURCE.encode(torch.tensor(xs, dtype=torch.float64))[:, 0].tolist()
+    for x, s in zip(xs, got):
+        assert s == pytest.approx(oracle_scale(x, math.log10(V_MAX) / 10), rel=1e-15, abs=1e-300)
+    assert SOURCE.encode([1e30])[0, 0].item() / CODEC.encode([1e30])[0, 0].item() == pytest.approx(6.331, abs=1e-3)
+
+
+def test_variant_source_head_is_the_authors_batch_z_scored_mse():
+    torch.manual_seed(0)
+    head = SOURCE.number_head(32)
+    assert head.output[0].out_features == 1024 and head.loss_weight == 1.0
+    x = torch.tensor([3.5, -12.25, 1e6, 0.0, 7.0, 2.5e-3], dtype=torch.float64)
+    out = (torch.randn(len(x)) * 100).requires_grad_()
+    ours = head.loss(out, x)
+    ours.mean().backward()
+    theirs_out = out.detach().double().requires_grad_()
+    theirs = source_number_loss(theirs_out, x)
+    theirs.backward()
+    assert ours.mean().item() == pytest.approx(theirs.item(), rel=1e-6)
+    assert out.grad.tolist() == pytest.approx(theirs_out.grad.tolist(), rel=1e-5, abs=1e-12)  # through mean and std
+    assert head.predict(out).tolist() == out.detach().double().tolist()  # the output is the number itself
+    assert head.loss(head.ideal_output(x), x).max() < 1e-12
+    assert head.loss(torch.zeros(0, requires_grad=True), torch.zeros(0, dtype=torch.float64)).shape == (0,)
+
+
+def test_variant_source_with_separate_means_is_twice_the_authors_loss():
+    """Their loss is (CE + MSE) / 2; with --loss separate_means and the head's weight 1, ours is CE + MSE."""
+    tok = Tokenizer(SOURCE)
+    torch.manual_seed(0)
+    model = GPT(preset("cpu-tiny", loss="separate_means"), SOURCE, tok.vocab_size, tok.num_id)
+    pairs = [("1.5 + 2", "3.5"), ("12 * 3", "36"), ("7 - 10", "-3"), ("250 + 0.125", "250.125")]
+    batch = number_fields(pack([tok.sample(p, a) for p, a in pairs] * 10, 2, 40, tok.pad_id, tok.num_id),
+                          model.number_head, model.num_id)
+    hidden = model(batch)
+    got = train_losses(model, batch, hidden=hidden)["loss"]
+    targets = batch.targets.flatten()[batch.loss_index]
+    ce = torch.nn.functional.cross_entropy(hidden @ model.lm_head.weight.T, targets)
+    at = targets == tok.num_id
+    preds = model.number_outputs(hidden[at]).double()
+    labels = batch.target_values.flatten()[batch.loss_index][at]
+    assert at.sum() >= 4 and got.item() == pytest.approx(2 * ((ce + source_number_loss(preds, labels)) / 2).item(), rel=1e-6)
+
+
 def test_bad_input():
     for value in (math.nan, math.inf, -math.inf):
         zoo_checks.refuses(CODEC, value, "cannot encode", "finite")
@@ -75,6 +138,11 @@ def test_bad_input():
     for bad in (0, -1.0, math.inf, True):
         with pytest.raises(ValueError, match="log_xval.*scale"):
             encoders.get("log_xval", scale=bad)
+    for bad in ({"variant": "authors"}, {"variant": "source", "scale": 2.0}):
+        with pytest.raises(ValueError, match="log_xval.*variant"):
+            encoders.get("log_xval", **bad)
+    with pytest.raises(ValueError, match="log_xval cannot encode inf"):
+        SOURCE.number_head(8).loss(torch.zeros(1), torch.tensor([math.inf], dtype=torch.float64))
 
 
 def test_tiny_training_writes_numbers_that_mean_their_values(tmp_path, monkeypatch):

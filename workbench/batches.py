@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 # the fields a micro-batch keeps whole (the loss denominators of all of a step's rows), not cut by rows
-GLOBAL = ("ce_count", "number_count")
+GLOBAL = ("ce_count", "number_count", "token_count")
 
 
 @dataclass
@@ -52,6 +52,7 @@ class Batch:
     number_index: Tensor | None = None
     features: Tensor | None = None
     number_targets: Tensor | None = None
+    token_count: Tensor | None = None  # the denominator of a token module's own mean (`token_count`), if it has one
 
     def tensors(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
@@ -72,6 +73,14 @@ def micro_batches(batch: dict, micro: int) -> list[dict]:
         raise ValueError(f"{rows} rows do not split into {micro} micro-batches")
     size = rows // micro
     return [{k: v if k in GLOBAL else v[m * size:(m + 1) * size] for k, v in batch.items()} for m in range(micro)]
+
+
+def token_count(batch: dict, module, world: int = 1) -> Tensor | None:
+    """The count of the learned targets of `data.pack`'s rows that a token module's own mean is
+    over (`TokenModule.averaged_over`), for all the step's micro-batches, at least 1 for a whole
+    batch (world 1) as pack's counts; None where there is no such module or its mean is over all."""
+    over = module.averaged_over(batch["targets"][batch["loss_mask"]]) if module is not None else None
+    return None if over is None else torch.tensor(max(1 if world == 1 else 0, int(over.sum())))
 
 
 def number_fields(batch: dict, head, num_id: int) -> Batch:

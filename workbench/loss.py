@@ -1,10 +1,15 @@
 """The training loss (appendix C.1, C.4): per token, cross-entropy, plus 10 × the number loss where
-the target is <|num|>, plus an encoding's own per-token loss (a token module's), each target
-weighted by its task's weight, averaged over all targets of the global batch.
+the target is <|num|> (a head's own `loss_weight` instead of 10 where it has one), plus an
+encoding's own per-token loss (a token module's), each target weighted by its task's weight,
+averaged over all targets of the global batch.
 
     hidden = model(batch)                          # final hidden states at the loss positions
     parts = losses(model, batch, task_weights, hidden)
     parts["loss"].backward()
+
+An encoding's own per-token loss (a token module's) is averaged over all targets as well, or
+over the targets it names (`TokenModule.averaged_over`, e.g. the Number Token Loss's authors'
+mean over the digit targets).
 
 The lm head runs at the loss positions only, fused with the cross-entropy (`fused.py`), so the
 logits are never kept. Means divide by the batch's `ce_count` / `number_count`, the counts of the
@@ -41,17 +46,30 @@ def losses(model, batch, task_weights: Tensor | None = None, hidden: Tensor | No
         # gradient, so data-parallel ranks reduce the same tensors
         number_each = model.number_losses(hidden.index_select(0, number_index), wanted, values)
         number_sum = (weights.index_select(0, number_index) * number_each).sum()
-        per_token.index_add_(0, number_index, model.cfg.number_loss_weight * number_each.detach())
+        weight = getattr(model.number_head, "loss_weight", None)
+        weight = model.cfg.number_loss_weight if weight is None else weight  # C.1's 10, or the head's own
+        per_token.index_add_(0, number_index, weight * number_each.detach())
         out["number"] = number_each.detach().sum() / batch.number_count
         scale = ce_count if model.cfg.loss == "per_token" else batch.number_count
-        total = total + model.cfg.number_loss_weight * number_sum / scale
+        total = total + weight * number_sum / scale
     extra = model.token_module.loss(hidden, model.lm_head.weight, targets) if model.token_module is not None else None
     if extra is not None:  # the encoding's own per-token loss, weighted like the cross-entropy
-        total = total + (weights * extra).sum() / ce_count
+        count = _token_loss_count(model.token_module, batch, targets)
+        total = total + (weights * extra).sum() / count
         per_token += extra.detach()
-        out["token_loss"] = extra.detach().sum() / ce_count
+        out["token_loss"] = extra.detach().sum() / count
     out["loss"] = total
     n_tasks = len(task_weights) if task_weights is not None else int(batch.task_ids.max()) + 1
     out["task_loss"] = per_token.new_zeros(n_tasks).index_add_(0, tasks, per_token)
     out["task_tokens"] = per_token.new_zeros(n_tasks).index_add_(0, tasks, torch.ones_like(per_token))
     return out
+
+
+def _token_loss_count(module, batch, targets: Tensor) -> Tensor:
+    """What the token module's loss sum is divided by: ce_count, or the count of the targets its
+    mean is over (`averaged_over`) in the whole step's batch (`Batch.token_count`, counted where
+    the step's batch was packed), or in this batch where that was not counted (a single batch)."""
+    over = module.averaged_over(targets)
+    if over is None:
+        return batch.ce_count
+    return batch.token_count if batch.token_count is not None else over.sum().clamp(min=1)

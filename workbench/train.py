@@ -37,7 +37,7 @@ from .adapt import build_sampler, evaluate_and_adapt
 from .allocator import keep_freed_memory
 from .atomic import write_atomic
 from .balancing import LossNormalizer, TaskBalancer
-from .batches import Batch, Loader, micro_batches, number_fields
+from .batches import Batch, Loader, micro_batches, number_fields, token_count
 from .config import CONFIGS, TrainConfig, from_args, parser, recorded
 from .curriculum import Sampler
 from .data import make_pool, next_batch, samples_per_step
@@ -209,6 +209,9 @@ def step_batches(run: Run, step: int) -> list[Batch]:
     batch = next_batch(run.pools, _task_counts(run), run.rng, lambda task, n, rng: run.sampler.sample(task, n, step, rng),
                        run.cfg.batch_size * run.world * run.accum, run.model.cfg.block_size, run.tok.pad_id,
                        run.tok.num_id, part=(run.rank, run.world))
+    counted = token_count(batch, run.model.token_module, run.world)
+    if counted is not None:  # a token module's own mean, over the targets it names in the whole step
+        batch["token_count"] = counted
     micro = [number_fields(b, run.model.number_head, run.tok.num_id) for b in micro_batches(batch, run.accum)]
     return [b.pinned() for b in micro] if run.device.type == "cuda" else micro
 
@@ -216,10 +219,13 @@ def step_batches(run: Run, step: int) -> list[Batch]:
 def _global_counts(batches: list[Batch], device: torch.device) -> list[Batch]:
     """Each rank packed its own rows: the loss denominators are the sums of every rank's counts
     (an all-reduce on the device, which the host need not wait for)."""
-    counts = torch.stack([batches[0].ce_count, batches[0].number_count]).to(device)
+    token = batches[0].token_count
+    counts = torch.stack([batches[0].ce_count, batches[0].number_count] + ([token] if token is not None else []))
+    counts = counts.to(device)
     dist.all_reduce(counts)
     counts.clamp_(min=1)
-    return [replace(b, ce_count=counts[0], number_count=counts[1]) for b in batches]
+    extra = {"token_count": counts[2]} if token is not None else {}
+    return [replace(b, ce_count=counts[0], number_count=counts[1], **extra) for b in batches]
 
 
 def _loss_weights(run: Run) -> torch.Tensor:

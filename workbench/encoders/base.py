@@ -83,6 +83,8 @@ class NumberHead(nn.Module):
     Parameter groups (`workbench.optim`): a submodule named `output` belongs to the head group
     (lr of the lm head); every other matrix here joins the embedding group."""
 
+    loss_weight: ClassVar[float | None] = None  # the weight of `loss` beside the CE; None: C.1's (the model's, 10)
+
     def __init__(self, encoding: NumberEncoding, d_model: int):
         super().__init__()
         if d_model < 1:
@@ -180,6 +182,12 @@ class TokenModule(nn.Module):
         states [N, d_model] at the loss positions and the lm head's weight [V, d_model]; the model
         adds it to the cross-entropy with the target's task weight. The full logits are never
         formed: a hook multiplies by the rows of lm_weight it needs."""
+        return None
+
+    def averaged_over(self, targets: Tensor) -> Tensor | None:
+        """Which target tokens [N] the mean of `loss` is taken over (a bool mask on targets' device):
+        the model divides the loss's sum by their count in the whole step's batch. None (the
+        default): over all targets, as the cross-entropy."""
         return None
 
     def extra_repr(self) -> str:

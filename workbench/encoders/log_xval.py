@@ -11,13 +11,33 @@ target s seen in training steps so far (buffers, saved with the weights; frozen 
 when the output has no gradient), our stand-in for the training set's statistics, which the head
 never sees.
 
-Option `scale` (6: |x| up to 1e30, our tasks' range, stays within ±5, as this workbench's xVal).
+Options: `scale` (6: |x| up to 1e30, our tasks' range, stays within ±5, as this workbench's xVal),
+`variant` ("ours", or "source": the authors' scale and head, below).
 What it can represent: every finite float64 from `smallest` (the |x| whose s is float64's
 smallest normal number: ~3.1e-307 at scale 6) up, and 0, to ~1e-13 relative (decode is exact up
 to float64 rounding of s). A smaller nonzero |x| (subnormals, 5e-324) is a ValueError naming it:
 its s would underflow and it would come back as 0 or worse. -0 comes back as 0. inf and NaN are
 errors naming the encoding and the value. decode gives 0 for an s below the smallest normal, so
 what it returns always encodes again (a model's own number, fed back during generation).
+
+`variant="source"`: the authors' code (tum-ai/number-token-loss, `T5RegressionModelXval`, with
+log_scale_embeddings as their config xval.yaml sets it), where it differs from ours:
+  - the scale: s(x) = sign(x) · log10(|x| + 1) / (log10(V_MAX) / 10) with V_MAX = 3e9, i.e.
+    `scale` = log10(3e9) / 10 ≈ 0.948, 6.33 times ours (|x| = 1e30 gives s ≈ 31.7, not 5);
+  - the head: an MLP d -> 1024 -> 1 (GELU; their `dim_feedforward` default) that predicts x
+    itself, trained with the MSE between the z-scores of prediction and target, the mean and
+    the (unbiased) std + 1e-6 taken over the batch's predictions and targets together, with the
+    gradient through them; the prediction is the output as it is;
+  - the mixing: theirs is (CE + MSE) / 2 with both means; the head's loss weight is 1 (ours: C.1's
+    10), so with `--loss separate_means` the loss is CE + MSE, theirs times 2, a constant factor
+    the updates of Adam (but for its eps) and Muon do not see.
+Not switched: their head's Xavier-uniform initialisation (ours: torch's default), and the
+batch over which the statistics are taken: theirs is one device's batch, ours one micro-batch.
+The z-score is computed in float64 (theirs in float32, whose squares overflow beyond |x| ~ 1e19,
+inside our tasks' range). Ours is the default because every published run of this workbench was
+trained with it; its s stays within ±5 over our tasks' range as our xVal's, and its head
+predicts the logarithm s, with the same relative precision at every magnitude, where a head that
+predicts x itself must regress values 30 decades apart with one float32 output.
 """
 from __future__ import annotations
 
@@ -33,6 +53,10 @@ from .base import NumberEncoding, NumberHead, as_float64
 
 LN10 = math.log(10)
 TINY = torch.finfo(torch.float64).tiny  # float64's smallest normal number
+VARIANTS = ("ours", "source")
+SOURCE_SCALE = math.log10(3e9) / 10  # the authors' log10(V_MAX) / 10, V_MAX = 3e9
+SOURCE_HEAD_WIDTH = 1024  # the authors' dim_feedforward default, whatever d_model
+SOURCE_STD_EPS = 1e-6  # added to the std of the authors' per-batch z-score
 
 
 @register
@@ -40,10 +64,17 @@ class LogXVal(NumberEncoding):
     name = "log_xval"
     label = "xVal, log-scaled"
 
-    def __init__(self, scale: float = 6.0):
+    def __init__(self, scale: float = 6.0, variant: str = "ours"):
         if isinstance(scale, bool) or not isinstance(scale, Real) or not 0 < scale < math.inf:
             raise ValueError(f"{self.name}: scale must be a finite number > 0, got {scale!r}")
-        self.scale = float(scale)
+        if variant not in VARIANTS:
+            raise ValueError(f"{self.name}: variant must be one of {VARIANTS} (source: the authors' scale and head), "
+                             f"got {variant!r}")
+        if variant == "source" and scale != 6.0:
+            raise ValueError(f"{self.name}: variant=source sets the authors' scale (log10(3e9) / 10); give no scale, "
+                             f"got scale={scale!r}")
+        self.variant = variant
+        self.scale = SOURCE_SCALE if variant == "source" else float(scale)
 
     @property
     def width(self) -> int:
@@ -73,8 +104,8 @@ class LogXVal(NumberEncoding):
         s = torch.where(s.abs() < TINY, torch.zeros_like(s), s)  # no encode gives these: 0, as encode's 0
         return torch.sign(s) * torch.expm1(s.abs() * (LN10 * self.scale))
 
-    def number_head(self, d_model: int) -> LogXValHead:
-        return LogXValHead(self, d_model)
+    def number_head(self, d_model: int) -> LogXValHead | SourceLogXValHead:
+        return SourceLogXValHead(self, d_model) if self.variant == "source" else LogXValHead(self, d_model)
 
 
 class LogXValHead(NumberHead):
@@ -127,6 +158,53 @@ class LogXValHead(NumberHead):
 
     def ideal_output(self, x, confidence: float = 4.0) -> Tensor:
         """A regression head has no confidence to scale: the perfect output is the z-score itself."""
+        return self.output_of(self.target_vector(x))
+
+    def embedding_map(self, num_embedding: Tensor) -> tuple[Tensor, Tensor]:
+        return num_embedding.double().reshape(self.d_model, 1), torch.zeros(self.d_model, dtype=torch.float64)
+
+
+class SourceLogXValHead(NumberHead):
+    """variant="source": scales the [NUM] embedding by s(x) as ours; an MLP d -> 1024 -> 1 predicts
+    x itself, trained with the MSE of the z-scores over the batch's predictions and targets."""
+
+    loss_weight = 1.0  # the authors' CE and MSE weigh alike (with --loss separate_means)
+
+    def __init__(self, encoding: LogXVal, d_model: int):
+        super().__init__(encoding, d_model)
+        self.output = nn.Sequential(nn.Linear(d_model, SOURCE_HEAD_WIDTH), nn.GELU(), nn.Linear(SOURCE_HEAD_WIDTH, 1))
+
+    def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
+        return num_embedding * self.encoding.encode(x).to(device=num_embedding.device, dtype=num_embedding.dtype)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        return self.output(hidden).squeeze(-1)
+
+    def loss(self, out: Tensor, target: Tensor) -> Tensor:
+        """Each number's squared difference of z-scores; their mean is the authors' MSE. The
+        statistics are those of this batch's outputs and targets, float64 (see the module)."""
+        x = as_float64(target)
+        bad = x[~torch.isfinite(x)]
+        if len(bad):
+            raise ValueError(f"{self.encoding.name} cannot encode {bad[0].item()!r}: only finite numbers have a scale")
+        if len(x) == 0:  # no number in the batch: no statistics, nothing to add (the head still ran)
+            return out.float() * 0
+        pred, x = out.double(), x.to(out.device)
+        combined = torch.cat([pred, x])
+        mean, std = combined.mean(), combined.std() + SOURCE_STD_EPS
+        return ((pred - mean) / std - (x - mean) / std).square().float()
+
+    def predict(self, out: Tensor) -> Tensor:
+        return out.detach().cpu().double()
+
+    def target_vector(self, x) -> Tensor:
+        return as_float64(x)[:, None]
+
+    def output_of(self, vector: Tensor) -> Tensor:
+        return vector[:, 0].float()
+
+    def ideal_output(self, x, confidence: float = 4.0) -> Tensor:
+        """A regression head has no confidence to scale: the perfect output is x itself."""
         return self.output_of(self.target_vector(x))
 
     def embedding_map(self, num_embedding: Tensor) -> tuple[Tensor, Tensor]:

@@ -8,7 +8,22 @@ softmax over the ten digit tokens' logits alone and
     "mse" (NTL-MSE): (sum_i p_i i - y)^2
 
 so predicting 3 for a 4 costs less than predicting 9. Options: variant ("was"), weight (0.3, the
-authors' recommended coefficient). The digits are written as single_digit writes them.
+authors' recommended coefficient), loss ("per_token", or "source": the authors' mixing). The
+digits are written as single_digit writes them.
+
+`loss`: how the NTL joins the cross-entropy. The authors' code (tum-ai/number-token-loss,
+`T5VanillaForNumberTokenLoss.forward` with `WassersteinNumberTokenLoss.forward`) adds weight x the
+mean NTL over the digit targets to the mean cross-entropy over all targets:
+
+    "source"      CE_mean + weight x mean over digit targets of NTL
+    "per_token"   (sum over targets of CE + weight x NTL at digit targets) / all targets   (ours)
+
+so ours weighs the NTL by weight x the share of digit targets among all targets (below weight
+wherever some targets are not digits). Ours is the default because every published run of this
+workbench was trained with it, and it is C.1's rule for every other extra loss here (the number
+heads' 10 x per token): a digit target costs the same whatever else its batch holds. With
+"source" the mean is over the digit targets of the whole step's batch (all micro-batches and
+processes, as our cross-entropy's mean), each weighted by its task's weight as the cross-entropy.
 
 Why not the `ntloss` package (MIT): it takes the full [batch, length, vocabulary] logits and a
 Hugging Face tokenizer; our lm head is fused with the cross-entropy and never forms those logits,
@@ -29,6 +44,7 @@ from .base import TokenModule
 from .single_digit import SingleDigit
 
 VARIANTS = ("was", "mse")
+LOSSES = ("per_token", "source")  # ours (inside C.1's per-token mean), the authors' (a mean over the digit targets)
 
 
 @register
@@ -37,12 +53,15 @@ class NumberTokenLoss(SingleDigit):
     label = "Number Token Loss"
     paper_label = None
 
-    def __init__(self, variant: str = "was", weight: float = 0.3):
+    def __init__(self, variant: str = "was", weight: float = 0.3, loss: str = "per_token"):
         if variant not in VARIANTS:
             raise ValueError(f"{self.name}: variant must be one of {VARIANTS}, got {variant!r}")
         if isinstance(weight, bool) or not isinstance(weight, Real) or not 0 <= weight < math.inf:
             raise ValueError(f"{self.name}: weight must be a finite number >= 0, got {weight!r}")
-        self.variant, self.weight = variant, float(weight)
+        if loss not in LOSSES:
+            raise ValueError(f"{self.name}: loss must be one of {LOSSES} (source: the authors' mean over the digit "
+                             f"targets added to the mean cross-entropy), got {loss!r}")
+        self.variant, self.weight, self.loss = variant, float(weight), loss
 
     def token_module(self, d_model: int, piece_ids: dict[str, int] | None) -> NumberTokenLossModule:
         return NumberTokenLossModule(self, d_model, piece_ids)
@@ -53,7 +72,15 @@ class NumberTokenLossModule(TokenModule):
 
     def __init__(self, encoding: NumberTokenLoss, d_model: int, piece_ids: dict[str, int] | None):
         super().__init__(encoding, d_model, piece_ids)
-        self.register_buffer("digit_ids", torch.tensor([self.piece_ids[str(d)] for d in range(10)]), persistent=False)
+        self.digit_list = [self.piece_ids[str(d)] for d in range(10)]  # for targets on the host, where batches are packed
+        self.register_buffer("digit_ids", torch.tensor(self.digit_list), persistent=False)
+
+    def averaged_over(self, targets: Tensor) -> Tensor | None:
+        """loss="source": the digit targets (the authors' mean); else None, all targets."""
+        if self.encoding.loss != "source":
+            return None
+        ids = self.digit_ids if self.digit_ids.device == targets.device else torch.tensor(self.digit_list, device=targets.device)
+        return torch.isin(targets, ids)
 
     def loss(self, hidden: Tensor, lm_weight: Tensor, targets: Tensor) -> Tensor:
         out = hidden.new_zeros(len(targets), dtype=torch.float32)
