@@ -191,8 +191,8 @@ MUTATIONS = [
     # 5c. the study's statistics and what notebook 04 draws from them
     M("workbench/study.py", "low, high = np.quantile(means, [0.025, 0.975])",
       "low, high = np.quantile(means, [0.05, 0.95])", "90 % bootstrap intervals labelled 95 %", [STUDY]),
-    M("workbench/study.py", 'ahead = np.where(both[f"low_{a}"] > both[f"high_{b}"], a,',
-      'ahead = np.where(both[f"low_{a}"] >= both[f"high_{b}"], a,', "touching intervals counted as apart", [STUDY]),
+    M("workbench/study.py", 'apart = np.where(both[f"low_{a}"] > both[f"high_{b}"], a,',
+      'apart = np.where(both[f"low_{a}"] >= both[f"high_{b}"], a,', "touching intervals counted as apart", [STUDY]),
     M("workbench/study.py", "(int(differ.digits.iloc[0]), differ.ahead.iloc[0])",
       "(int(differ.digits.iloc[-1]), differ.ahead.iloc[-1])", "the first difference taken at the largest d", [STUDY]),
     M("notebooks/04_paper_figures.py", "intervals = study_intervals[study_intervals.study == fig4_part]",
