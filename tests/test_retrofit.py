@@ -484,7 +484,7 @@ def test_a_folder_that_would_run_silently_or_crash_is_refused_in_one_line_writin
     with pytest.raises(SystemExit):
         finetune.main(["--model", str(folder), "--encoding", "bittokens", "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
-    assert err.strip().splitlines()[-1].startswith("error: ") and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("python -m workbench.retrofit: error: ") and "Traceback" not in err
     assert err.count("error: ") == 1 and re.search(message, err.strip().splitlines()[-1])
     assert not (tmp_path / "run").exists()
 

@@ -341,22 +341,20 @@ class Tokenizer:
 
 def main(argv=None) -> None:
     """python -m workbench.tokenizer ENCODING TEXT [--encoding-option K=V ...]: the tokens of TEXT."""
-    import argparse
-    import json
-    parser = argparse.ArgumentParser(description="Show the tokens a model with ENCODING receives for TEXT.")
-    parser.add_argument("encoding", choices=encoders.names())
-    parser.add_argument("text")
-    parser.add_argument("--encoding-option", action="append", default=[], metavar="KEY=VALUE")
+    from .cli import Parser
+    from .config import encoding_options
+    parser = Parser(prog="python -m workbench.tokenizer",
+                    description="Show the tokens a model with ENCODING receives for TEXT.")
+    parser.add_argument("encoding", choices=encoders.names(), help="the number encoding")
+    parser.add_argument("text", help="the text to tokenize, e.g. 'x=3.14'")
+    parser.add_argument("--encoding-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of the encoding (repeatable)")
     args = parser.parse_args(argv)
-    options = {}
-    for pair in args.encoding_option:
-        key, _, value = pair.partition("=")
-        try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key] = value
-    print(" ".join(Tokenizer(encoders.get(args.encoding, **options)).tokens_of(args.text)))
-
+    try:
+        tok = Tokenizer(encoders.get(args.encoding, **encoding_options(args.encoding_option)))
+    except ValueError as err:
+        parser.fail(err)
+    print(" ".join(tok.tokens_of(args.text)))
 
 if __name__ == "__main__":
     main()

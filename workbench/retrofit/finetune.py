@@ -57,7 +57,7 @@ from ..adapt import build_sampler, evaluate_and_adapt
 from ..allocator import keep_freed_memory
 from ..atomic import write_atomic
 from ..balancing import LossNormalizer, TaskBalancer
-from ..cli import check_choices, flag, setting
+from ..cli import Parser, check_choices, flag, setting
 from ..config import (
     GROUPS,
     BalanceArgs,
@@ -509,7 +509,7 @@ def _run(cfg: RetrofitConfig, out: Path, on_eval, lm: NumberLM) -> Path:
 
 def _parser() -> argparse.ArgumentParser:
     options = "; ".join(f"{n}: {encoders.options(n) or 'none'}" for n in encoding_choices()[1:])
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m workbench.retrofit", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Fine-tune a local Hugging Face causal LM with a number encoding (or, --encoding none, with its "
                     "own digit tokens) on the workbench's tasks; the model is saved in OUT/model.",
@@ -530,7 +530,7 @@ def main(argv=None) -> None:
                          encoding_options=encoding_options(args["encoding_option"]))
         out = finetune(cfg)
     except (ValueError, FileExistsError) as err:
-        parser.exit(2, f"error: {err}\n")
+        parser.fail(err)
     except KeyboardInterrupt:
         parser.exit(130, "interrupted: --out keeps the run it held before\n")
     for name in ("test_summary.csv", "perplexity.csv"):
