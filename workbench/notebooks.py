@@ -311,6 +311,36 @@ def _below_one(value) -> str:
     return "must be below 1 (a step of text only has no numbers to fine-tune on)" if value >= 1 else ""
 
 
+def _where(value) -> Path:
+    """A path parameter's place: relative paths start at the repository root, where notebooks run."""
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else ROOT / path
+
+
+def _folder(value) -> str:
+    return "" if _where(value).is_dir() else "expected an existing folder, and there is none there" + _relative(value)
+
+
+def _file(value) -> str:
+    return "" if _where(value).is_file() else "expected an existing file, and there is none there" + _relative(value)
+
+
+def _relative(value) -> str:
+    return "" if Path(value).expanduser().is_absolute() else f" (relative paths start at the repository root, {ROOT})"
+
+
+def _released(value) -> str:
+    return "" if value == "auto" else _folder(value)
+
+
+def _model(value) -> str:
+    from .retrofit.hub import KNOWN
+    if value in KNOWN or _where(value).is_dir():
+        return ""
+    return (f"expected the folder of a Hugging Face causal LM or a packaged model ({', '.join(KNOWN)}), and there "
+            "is no folder there" + _relative(value))
+
+
 def _decades(value) -> str:
     return "" if value is None or value[0] <= value[1] else f"low {value[0]} above high {value[1]}"
 
@@ -328,9 +358,13 @@ LIMITS: dict[str, dict[str, Limit]] = {
                         tokens=Limit(1, 1e11), seed=SEED, decades=DECADES, max_digits=MAX_DIGITS,
                         eval_every=Limit(1, 1_000_000), val_samples=Limit(1, 100_000), test_samples=Limit(1, 100_000),
                         threads=THREADS, figure_formats=FIGURE_FORMATS),
-    "04_paper_figures": dict(exponent_samples=Limit(1, 10_000_000), generator_samples=Limit(1, 1_000_000),
+    "04_paper_figures": dict(official_data=Limit(check=_released, shown='"auto" or an existing folder'),
+                             study_dir=Limit(check=_folder, shown="an existing folder"),
+                             results_csv=Limit(check=_file, shown="an existing file"),
+                             answers_dir=Limit(check=_folder, shown="an existing folder"), exponent_samples=Limit(1, 10_000_000), generator_samples=Limit(1, 1_000_000),
                              bootstrap_draws=Limit(1, 100_000), seed=SEED, figure_formats=FIGURE_FORMATS),
-    "05_retrofit": dict(pretrain_tokens=Limit(1, 1e10), hidden=Limit(8, 16_384), layers=Limit(1, 128),
+    "05_retrofit": dict(model=Limit(check=_model, shown="a model folder or a packaged model's name"),
+                        pretrain_tokens=Limit(1, 1e10), hidden=Limit(8, 16_384), layers=Limit(1, 128),
                         heads=Limit(1, 256), context=Limit(8, 65_536), vocab_size=Limit(257, 1_000_000),
                         pretrain_lr=Limit(1e-8, 1.0), text_share=Limit(0, 1, check=_below_one), encodings=Limit(check=_retrofit_encoding, length=(1, 20)),
                         tasks=Limit(check=_tasks), tokens=Limit(1, 1e10), batch_tokens=Limit(1, 10_000_000),
