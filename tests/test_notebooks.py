@@ -105,11 +105,10 @@ def test_unknown_parameter_is_refused_before_running(tmp_path):
         execute("99_missing", output_dir=tmp_path)
 
 
+# what the runner cannot check before the kernel (an unknown encoding, a negative budget, a missing
+# folder are refused before it: tests/test_notebook_parameters.py)
 @pytest.mark.slow
 @pytest.mark.parametrize("name, params, message", [
-    ("03_training", {"encoding": "base64"}, "unknown encoding 'base64'"),
-    ("03_training", {"tokens": -5.0}, "--tokens must be a finite number"),
-    ("04_paper_figures", {"official_data": "/nonexistent/folder"}, "is not a directory"),
     ("04_paper_figures", {"fig4_part": "precision"}, r"fig4_part must be a multi-task part .* got 'precision'"),
 ])
 def test_wrong_parameter_fails_with_a_clear_message(name, params, message, tmp_path):
