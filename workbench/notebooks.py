@@ -60,7 +60,14 @@ NOTEBOOK_DIR = ROOT / "notebooks"
 OUTPUT_DIR = ROOT / "runs" / "notebooks"
 NOTEBOOKS = ["01_desiderata", "02_fone_locality", "03_training", "04_paper_figures", "05_retrofit"]
 # Notebook metadata a live kernel session adds; the tracked notebooks keep none of it.
-SESSION_METADATA = ("language_info", "widgets", "papermill", "execution")
+SESSION_METADATA = ("widgets", "papermill", "execution")
+# What the python3 kernel (ipykernel on the environment's Python 3.11) reports and JupyterLab writes
+# into a notebook as its kernel starts. The tracked notebooks carry it and a save in the lab keeps it
+# as it is, so opening a notebook does not mark it modified (on another patch release of Python the
+# lab still sees a new version; saving writes this one back).
+LANGUAGE_INFO = {"codemirror_mode": {"name": "ipython", "version": 3}, "file_extension": ".py",
+                 "mimetype": "text/x-python", "name": "python", "nbconvert_exporter": "python",
+                 "pygments_lexer": "ipython3", "version": "3.11.7"}
 
 
 class _KnownParameters(logging.Filter):
@@ -504,7 +511,8 @@ def parameters_text(names=NOTEBOOKS) -> str:
 
 # -- keeping outputs out of git ------------------------------------------------------------------
 def clean_notebook(nb: dict) -> dict:
-    """The notebook as it is tracked: no outputs, execution counts or session metadata (in place)."""
+    """The notebook as it is tracked: no outputs, execution counts or session metadata, the
+    kernel's language as LANGUAGE_INFO (in place)."""
     for cell in nb.get("cells", []):
         if cell.get("cell_type") == "code":
             cell["outputs"], cell["execution_count"] = [], None
@@ -512,6 +520,7 @@ def clean_notebook(nb: dict) -> dict:
             cell.get("metadata", {}).pop(key, None)
     for key in SESSION_METADATA:
         nb.get("metadata", {}).pop(key, None)
+    nb.setdefault("metadata", {})["language_info"] = dict(LANGUAGE_INFO)
     return nb
 
 
