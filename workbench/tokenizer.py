@@ -32,6 +32,7 @@ import re
 import warnings
 from itertools import groupby
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tokenizers
@@ -40,9 +41,11 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from . import encoders, tasks
 from .atomic import write_atomic
-from .encoders.base import NumberEncoding
 from .numbers import NUM_TOKEN, number_spans, parse_parts, write
 from .tasks import text_sources
+
+if TYPE_CHECKING:
+    from .encoders.base import NumberEncoding
 
 CONTROL_TOKENS = ["<|pad|>", "<|bos|>", "<|eoq|>", "<|eos|>", NUM_TOKEN]
 
