@@ -348,7 +348,7 @@ def main(argv=None) -> None:
     from .config import encoding_options
     parser = Parser(prog="python -m workbench.tokenizer",
                     description="Show the tokens a model with ENCODING receives for TEXT.")
-    parser.add_argument("encoding", choices=encoders.names(), help="the number encoding")
+    parser.add_argument("encoding", choices=encoders.known(), help="the number encoding")
     parser.add_argument("text", help="the text to tokenize, e.g. 'x=3.14'")
     parser.add_argument("--encoding-option", action="append", default=[], metavar="KEY=VALUE",
                         help="an option of the encoding (repeatable)")

@@ -43,7 +43,7 @@ from .allocator import keep_freed_memory
 from .atomic import write_atomic
 from .balancing import LossNormalizer, TaskBalancer
 from .batches import Batch, Loader, micro_batches, number_fields
-from .config import TrainConfig, command_line, from_args, recorded
+from .config import CONFIGS, TrainConfig, command_line, from_args, recorded  # noqa: F401 (CONFIGS: train.CONFIGS too)
 from .curriculum import Sampler
 from .data import make_pool, next_batch, samples_per_step
 from .evaluate import evaluate, summarize

@@ -77,7 +77,7 @@ def catalog() -> dict[str, dict[str, object]]:
     this folder's modules (a command's --help lists them), or from the registry once loaded."""
     if not _loaded:
         try:
-            return dict(_catalog_from_source())
+            return {name: options for name, options, _ in _catalog_from_source()}
         except _Unreadable:  # a module written in a way the reader below does not follow
             pass
     return {name: options(name) for name in names()}
@@ -88,6 +88,17 @@ def known() -> list[str]:
     return list(catalog())
 
 
+def single_token() -> list[str]:
+    """The encodings with one <|num|> token per number (`single_token`), in the order of `names()`,
+    without importing torch until an encoding is used (read as `catalog` reads the options)."""
+    if not _loaded:
+        try:
+            return [name for name, _, single in _catalog_from_source() if single]
+        except _Unreadable:
+            pass
+    return [name for name in names() if _class(name).single_token]
+
+
 class _Unreadable(Exception):
     pass
 
@@ -95,7 +106,7 @@ class _Unreadable(Exception):
 @functools.cache
 def _catalog_from_source() -> tuple:
     """What `_load` would register, in its order, read with `ast`: each `@register` class's
-    `name` and the keyword defaults of its (or its nearest base's) __init__."""
+    (`name`, the keyword defaults of its or its nearest base's __init__, its `single_token`)."""
     folder = Path(__file__).parent
     trees = {m.name: ast.parse((folder / f"{m.name}.py").read_text()) for m in pkgutil.iter_modules(__path__)}
     done, found = set(), []
@@ -111,7 +122,12 @@ def _catalog_from_source() -> tuple:
                         visit(target)
             elif isinstance(node, ast.ClassDef) and any(isinstance(d, ast.Name) and d.id == "register"
                                                         for d in node.decorator_list):
-                found.append((_attribute(node, "name"), _init_options(node, module)))
+                chain = lineage(node, module)
+                found.append((_attribute(node, "name"),
+                              next(_defaults(init, trees[m]) for c, m in chain for init in c.body
+                                   if isinstance(init, ast.FunctionDef) and init.name == "__init__")
+                              if any(_has(c, "__init__") for c, _ in chain) else {},
+                              next(_attribute(c, "single_token") for c, _ in chain if _has(c, "single_token"))))
 
     def class_of(name, module):
         """(the ClassDef named `name` as seen from `module`, its module)."""
@@ -123,27 +139,39 @@ def _catalog_from_source() -> tuple:
                     return class_of(name, node.module)
         raise _Unreadable(name)
 
-    def _init_options(node, module):
-        while True:
-            init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
-            if init is not None:
-                return _defaults(init, trees[module])
-            bases = [b.id for b in node.bases if isinstance(b, ast.Name)]
-            if len(bases) != len(node.bases) or len(bases) > 1:
+    def lineage(node, module):
+        """[(the class, its module), its base, ..., NumberEncoding]: single inheritance only."""
+        chain = [(node, module)]
+        while node.bases:
+            if len(node.bases) > 1 or not isinstance(node.bases[0], ast.Name):
                 raise _Unreadable(node.name)
-            if not bases or bases[0] == "NumberEncoding":
-                return {}
-            node, module = class_of(bases[0], module)
+            node, module = class_of(node.bases[0].id, module)
+            chain.append((node, module))
+        if node.name != "NumberEncoding":
+            raise _Unreadable(node.name)
+        return chain
 
     for module in (*_FIRST, *sorted(trees)):
         visit(module)
     return tuple(found)
 
 
+def _assigned(item, name: str) -> bool:
+    targets = item.targets if isinstance(item, ast.Assign) else [item.target] if isinstance(item, ast.AnnAssign) else []
+    return [t.id for t in targets if isinstance(t, ast.Name)] == [name] and getattr(item, "value", None) is not None
+
+
+def _has(node: ast.ClassDef, name: str) -> bool:
+    return any(_assigned(item, name) or (isinstance(item, ast.FunctionDef) and item.name == name) for item in node.body)
+
+
 def _attribute(node: ast.ClassDef, name: str):
     for item in node.body:
-        if isinstance(item, ast.Assign) and [t.id for t in item.targets if isinstance(t, ast.Name)] == [name]:
-            return ast.literal_eval(item.value)
+        if _assigned(item, name):
+            try:
+                return ast.literal_eval(item.value)
+            except (ValueError, TypeError, SyntaxError):
+                break
     raise _Unreadable(f"{node.name}.{name}")
 
 

@@ -44,10 +44,10 @@ from .. import encoders
 from ..atomic import write_folder
 from ..encoders.base import NumberEncoding, NumberHead
 from ..model import true_float32
+from .config import BASELINE
 from .hub import KNOWN, check_vocabulary, load_folder, quiet, resolve_model
 from .tokens import RetrofitTokenizer
 
-BASELINE = "none"  # the encoding name of the digit-token baseline: the model's own tokenizer
 NUMBER_LOSS_WEIGHT = 10.0  # C.1's 10
 HEAD_FILE, META_FILE = "number_head.safetensors", "numeracy.json"
 FORMAT = "workbench.retrofit 1"
