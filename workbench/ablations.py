@@ -23,7 +23,7 @@ import pandas as pd
 
 from . import encoders, tasks
 from .config import TrainConfig, recorded
-from .optim import OptimConfig
+from .optim_config import OptimConfig
 
 
 @dataclass(frozen=True)
