@@ -27,8 +27,9 @@ None and has no annotation, or whose annotation is another type, is not checked 
 Then the values of our notebooks' parameters are checked against `LIMITS`: every number between
 a lower and an upper bound (the upper ones keep a run to what a machine finishes: the paper's
 sizes fit, 10**12 values do not), names from their registries (encodings, tasks, presets,
-figure formats), list lengths (`seeds=[]` is refused) and what parameters ask of each other
-(notebook 05: `hidden` a multiple of `heads`). A value out of bounds is a ValueError naming the
+figure formats), list lengths (`seeds=[]` is refused), paths that must exist (notebook 04's
+`study_dir`, 05's `model`, ...) and what parameters ask of each other (notebook 05: `hidden` a
+multiple of `heads`). A value out of bounds is a ValueError naming the
 notebook, the parameter, the bounds and the value, before a kernel starts.
 
 Output folders (`out_dir`, `figures_dir`, --output-dir) may lie outside the repository or inside
