@@ -29,7 +29,7 @@ def test_the_tokenizer_refuses_a_bad_option_in_one_line():
 
 
 # -- start-up: a command's flags need neither torch nor transformers -------------------------------
-COMMANDS = ["workbench.train", "workbench.retrofit", "workbench.tokenizer", "workbench.notebooks"]
+COMMANDS = ["workbench.train", "workbench.retrofit", "workbench.tokenizer", "workbench.notebooks", "workbench.experiments"]
 PROBE = """
 import runpy, sys
 sys.argv = ["-m", *sys.argv[2:]]
@@ -57,11 +57,12 @@ def test_help_and_a_typo_are_answered_without_importing_torch(module, args):
 
 
 def test_the_encodings_listed_without_torch_are_the_registry():
-    """encoders.catalog reads the encodings' names, options and single_token from their source
+    """encoders.catalog reads the encodings' names, options and attributes from their source
     (for --help, before torch): the oracle is the registry the imported modules fill."""
     from workbench import encoders
     source = encoders._catalog_from_source()
     encoders._load()
     assert [name for name, _, _ in source] == encoders.names()
-    for name, options, single in source:
-        assert options == encoders.options(name) and single == encoders.get(name).single_token, name
+    for name, options, attributes in source:
+        assert options == encoders.options(name), name
+        assert attributes == {a: getattr(encoders.get(name), a) for a in encoders.ATTRIBUTES}, name

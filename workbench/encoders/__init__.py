@@ -88,15 +88,30 @@ def known() -> list[str]:
     return list(catalog())
 
 
-def single_token() -> list[str]:
-    """The encodings with one <|num|> token per number (`single_token`), in the order of `names()`,
-    without importing torch until an encoding is used (read as `catalog` reads the options)."""
+ATTRIBUTES = ("single_token", "paper_label")  # the class attributes `described` reads without torch
+
+
+def described(attribute: str) -> dict[str, object]:
+    """{name: its class's `attribute`} (one of ATTRIBUTES), in the order of `names()`, without
+    importing torch until an encoding is used (read as `catalog` reads the options)."""
+    if attribute not in ATTRIBUTES:
+        raise ValueError(f"described() reads {ATTRIBUTES}, not {attribute!r}")
     if not _loaded:
         try:
-            return [name for name, _, single in _catalog_from_source() if single]
+            return {name: attributes[attribute] for name, _, attributes in _catalog_from_source()}
         except _Unreadable:
             pass
-    return [name for name in names() if _class(name).single_token]
+    return {name: getattr(_class(name), attribute) for name in names()}
+
+
+def single_token() -> list[str]:
+    """The encodings with one <|num|> token per number (`single_token`), in the order of `names()`."""
+    return [name for name, single in described("single_token").items() if single]
+
+
+def in_paper() -> list[str]:
+    """The paper's encodings (a `paper_label`), in the order of `names()`."""
+    return [name for name, label in described("paper_label").items() if label]
 
 
 class _Unreadable(Exception):
@@ -106,7 +121,8 @@ class _Unreadable(Exception):
 @functools.cache
 def _catalog_from_source() -> tuple:
     """What `_load` would register, in its order, read with `ast`: each `@register` class's
-    (`name`, the keyword defaults of its or its nearest base's __init__, its `single_token`)."""
+    (`name`, the keyword defaults of its or its nearest base's __init__, {attribute: value} of
+    ATTRIBUTES as it or its nearest base sets them)."""
     folder = Path(__file__).parent
     trees = {m.name: ast.parse((folder / f"{m.name}.py").read_text()) for m in pkgutil.iter_modules(__path__)}
     done, found = set(), []
@@ -127,7 +143,7 @@ def _catalog_from_source() -> tuple:
                               next(_defaults(init, trees[m]) for c, m in chain for init in c.body
                                    if isinstance(init, ast.FunctionDef) and init.name == "__init__")
                               if any(_has(c, "__init__") for c, _ in chain) else {},
-                              next(_attribute(c, "single_token") for c, _ in chain if _has(c, "single_token"))))
+                              {a: next(_attribute(c, a) for c, _ in chain if _has(c, a)) for a in ATTRIBUTES}))
 
     def class_of(name, module):
         """(the ClassDef named `name` as seen from `module`, its module)."""
@@ -228,4 +244,4 @@ def _class(name: str):
 
 
 __all__ = ["NumberEncoding", "NumberHead", "TokenModule", "register", "registered", "names", "label", "options",
-           "get", "catalog", "known"]
+           "get", "catalog", "known", "described", "single_token", "in_paper"]
