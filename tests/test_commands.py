@@ -29,7 +29,8 @@ def test_the_tokenizer_refuses_a_bad_option_in_one_line():
 
 
 # -- start-up: a command's flags need neither torch nor transformers -------------------------------
-COMMANDS = ["workbench.train", "workbench.retrofit", "workbench.tokenizer", "workbench.notebooks", "workbench.experiments"]
+COMMANDS = ["workbench.train", "workbench.retrofit", "workbench.tokenizer", "workbench.notebooks", "workbench.experiments",
+            "workbench.retrofit.experiment"]
 PROBE = """
 import runpy, sys
 sys.argv = ["-m", *sys.argv[2:]]

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..atomic import write_atomic
 from ..cli import Parser
-from .finetune import RetrofitConfig, finetune
+from .config import RetrofitConfig
 from .report import perplexity_change, test_scores
 
 MODEL = "smollm2-135m"
@@ -97,6 +97,7 @@ def main(argv=None) -> None:
             print(f"{cfg.run.out}: complete, not run again", flush=True)
             continue
         started = time.time()
+        from .finetune import finetune  # torch and transformers: only once a cell runs
         finetune(_fresh(cfg))
         print(f"{cfg.run.out}: {time.time() - started:.0f} s", flush=True)
     result = table(runs)
