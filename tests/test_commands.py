@@ -38,7 +38,8 @@ try:
     runpy.run_module(sys.argv_module, run_name="__main__", alter_sys=True)
 except SystemExit as stop:
     print("exit", stop.code, file=sys.stderr)
-print(sorted(m for m in ("torch", "transformers", "einops", "peft") if m in sys.modules), file=sys.stderr)
+print(sorted(m for m in ("torch", "transformers", "einops", "peft", "jupytext", "papermill") if m in sys.modules),
+      file=sys.stderr)
 """
 
 
@@ -47,7 +48,8 @@ print(sorted(m for m in ("torch", "transformers", "einops", "peft") if m in sys.
 def test_help_and_a_typo_are_answered_without_importing_torch(module, args):
     """Bug: --help or a typo took 17-25 s on a busy machine (torch, einops, torch._dynamo imported
     before the flags were parsed). What keeps it fast (benchmarks/help_time.py times it): the
-    command parses its flags before any import of torch; a top-level import re-added fails here."""
+    command parses its flags before any import of torch (or transformers, peft, and for the
+    notebooks' runner jupytext and papermill); a top-level import re-added fails here."""
     probe = PROBE.replace("sys.argv_module", repr(module))
     done = _run("-c", probe, module, *args)
     *_, status, loaded = done.stderr.strip().splitlines()

@@ -50,8 +50,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import jupytext
-import papermill
 from tqdm.auto import tqdm
 
 from .cli import Parser
@@ -80,6 +78,21 @@ class _KnownParameters(logging.Filter):
 
 
 logging.getLogger("papermill").addFilter(_KnownParameters())
+
+
+def __getattr__(name):
+    """jupytext and papermill, imported on first use (seconds: nbformat's schemas): the command's
+    --help and a mistyped flag need neither."""
+    if name in ("jupytext", "papermill"):
+        import importlib
+        return importlib.import_module(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _read(path):
+    """The notebook of a jupytext .py (or .ipynb) file."""
+    import jupytext
+    return jupytext.read(path)
 
 
 class NotebookError(RuntimeError):
@@ -425,7 +438,7 @@ def execute(name: str, parameters: dict | None = None, output_dir=None, notebook
     """Run notebooks/<name>.py with `parameters` on kernel python3; return the executed .ipynb.
     `default_run`: make figures' own run, the only one that may write figures/."""
     notebook_dir = Path(notebook_dir) if notebook_dir is not None else NOTEBOOK_DIR
-    nb = jupytext.read(_source(name, notebook_dir))
+    nb = _read(_source(name, notebook_dir))
     parameters = dict(parameters or {})
     check_parameters(name, nb, parameters)
     check_limits(name, parameters, default_run)
@@ -434,6 +447,7 @@ def execute(name: str, parameters: dict | None = None, output_dir=None, notebook
     out = Path(output_dir) if output_dir is not None else OUTPUT_DIR
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"{name}.ipynb"
+    import papermill
     try:
         papermill.execute_notebook(nb, str(target), parameters=parameters, kernel_name="python3",
                                    cwd=str(ROOT), progress_bar=False, log_output=False)
@@ -449,7 +463,7 @@ def execute(name: str, parameters: dict | None = None, output_dir=None, notebook
 
 
 def _cells(path: Path) -> list[tuple[str, str]]:
-    return [(c.cell_type, c.source.strip()) for c in jupytext.read(path).cells]
+    return [(c.cell_type, c.source.strip()) for c in _read(path).cells]
 
 
 def check_pairs(notebook_dir=None) -> list[str]:
@@ -486,7 +500,7 @@ def _parse_parameter(text: str) -> tuple[str, object]:
 # -- what a notebook takes ---------------------------------------------------------------------
 def describe_parameters(name: str, notebook_dir=None) -> list[tuple[str, str, str, str]]:
     """(name, default, type, the comment written beside it) of each parameter of notebook `name`."""
-    nb = jupytext.read(_source(name, Path(notebook_dir) if notebook_dir is not None else NOTEBOOK_DIR))
+    nb = _read(_source(name, Path(notebook_dir) if notebook_dir is not None else NOTEBOOK_DIR))
     cell = next(c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", []))
     lines = cell.source.splitlines()
     types, rows = parameter_types(nb), []
@@ -548,7 +562,7 @@ def plan(names: list[str], parameters: dict, output_dir=None, now=None) -> tuple
         executed = run_dir
     params = {}
     for name in names:
-        known = parameters_of(jupytext.read(_source(name, NOTEBOOK_DIR)))
+        known = parameters_of(_read(_source(name, NOTEBOOK_DIR)))
         given = dict(parameters)
         if "figures_dir" in known:
             given.setdefault("figures_dir", str(FIGURES if default else run_dir / "figures"))
@@ -563,10 +577,24 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
+class _Parser(Parser):
+    """A parser whose epilog is written when its help is shown (`epilog_of`): listing the notebooks'
+    parameters reads them with jupytext, which a mistyped flag should not wait for."""
+
+    def __init__(self, *args, epilog_of=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.epilog_of = epilog_of
+
+    def format_help(self):
+        if self.epilog_of is not None:
+            self.epilog = self.epilog_of()
+        return super().format_help()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = Parser(prog="python -m workbench.notebooks", description=__doc__.split("\n\n")[0],
                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser(
         "run", formatter_class=argparse.RawDescriptionHelpFormatter,
         help="execute the notebooks (default: all five with default parameters, writing figures/)",
@@ -574,7 +602,7 @@ def _parser() -> argparse.ArgumentParser:
                     "notebooks, default parameters, figures written into figures/. With --only, -p or "
                     "--output-dir the run gets its own directory (printed at the start and the end) and "
                     "figures/ is left alone.",
-        epilog="parameters of each notebook (name = default  (type) meaning):\n" + parameters_text())
+        epilog_of=lambda: "parameters of each notebook (name = default  (type) meaning):\n" + parameters_text())
     run.add_argument("--only", action="append", choices=NOTEBOOKS, metavar="NAME",
                      help=f"run just this notebook; repeatable (choices: {', '.join(NOTEBOOKS)}; default: all)")
     run.add_argument("-p", "--parameter", action="append", default=[], metavar="KEY=VALUE",
@@ -616,7 +644,7 @@ def _run(parser, args) -> None:
     if parameters and len(names) > 1:
         parser.error("-p applies to one notebook; add --only NAME")
     for name in names:  # refuse a bad value before anything runs
-        check_parameters(name, jupytext.read(_source(name, NOTEBOOK_DIR)), parameters)
+        check_parameters(name, _read(_source(name, NOTEBOOK_DIR)), parameters)
         check_limits(name, parameters)
     if args.output_dir is not None:
         check_output_folder(args.output_dir, "--output-dir")
