@@ -10,7 +10,10 @@ SERVER_CONFIG := $(VENV)/etc/jupyter/jupyter_server_config.json
 
 .PHONY: install browser figures test test-fast lint lab
 
-# The pre-save hook keeps outputs out of the tracked notebooks when they are saved in the lab.
+# The pre-save hook keeps outputs out of the tracked notebooks when they are saved in the lab. The
+# lab lists each notebook of notebooks/ once, as its .ipynb (jupytext keeps the hidden .py twin in
+# step); hide_globs matches names in every folder, so it names the twins' pattern, NN_name.py, beside
+# Jupyter's own defaults.
 $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements.txt
@@ -18,7 +21,8 @@ $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml Makefile
 	$(BIN)/pip install -q --no-deps -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 > /dev/null
 	mkdir -p $(dir $(SERVER_CONFIG))
-	printf '{"ContentsManager": {"pre_save_hook": "workbench.notebooks.pre_save_hook"}}\n' > $(SERVER_CONFIG)
+	printf '{"ContentsManager": {"pre_save_hook": "workbench.notebooks.pre_save_hook", "hide_globs": %s}}\n' \
+	  '["__pycache__", "*.pyc", "*.pyo", ".DS_Store", "*~", "[0-9][0-9]_*.py"]' > $(SERVER_CONFIG)
 	touch $@
 
 install: $(STAMP)

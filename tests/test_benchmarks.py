@@ -17,6 +17,7 @@ SMALLEST = {
     "cpu_kernels.py": (["--preset", "cpu-tiny", "--batch", "1", "--repeats", "1"], "outputs and gradients identical"),
     "encode.py": (["--n", "1000", "--repeats", "1"], "ratio"),
     "gpu.py": (["--pool", "200", "--repeats", "1"], "== memory of a training pool"),
+    "help_time.py": (["--repeats", "1", "--commands", "tokenizer"], "python -m workbench.tokenizer"),
     "gpu_check.py": (["--device", "cpu", "--checks", "heads", "--emulate-tf32"], "gpu_check: 1 of 1 checks passed"),
     "parse_answers.py": (["--scale", "0.01", "--repeats", "1"], "digit run"),
     "parse_numbers.py": (["--sizes", "100", "--old-limit", "100", "--repeats", "1"], "old/new"),

@@ -1,5 +1,8 @@
 """Notebook parameters are checked against the parameters cell before anything runs: a bad value
 is a ValueError naming the parameter and the type it takes, and papermill is never started."""
+import subprocess
+import sys
+
 import jupytext
 import papermill
 import pytest
@@ -147,6 +150,14 @@ def test_notebook_names_resolve_inside_the_notebook_folder_only(ran, tmp_path, n
     ("03_training", {"decades": [0, 99]}, r"decades=\[0, 99\]: item 99: must be between -14 and 14"),
     ("03_training", {"figure_formats": ["pdf"]}, "unknown value 'pdf'"),
     ("04_paper_figures", {"bootstrap_draws": 0}, "bootstrap_draws=0: must be between 1 and 100_000"),
+    ("04_paper_figures", {"study_dir": "/no/such/dir"}, "study_dir='/no/such/dir': expected an existing folder"),
+    ("04_paper_figures", {"study_dir": "README.md"}, "study_dir='README.md': expected an existing folder.* repository "
+                                                     "root"),  # a file is not a folder; relative: from the root
+    ("04_paper_figures", {"official_data": "/no/such"}, "official_data='/no/such': expected an existing folder"),
+    ("04_paper_figures", {"results_csv": "results"}, "results_csv='results': expected an existing file"),
+    ("04_paper_figures", {"answers_dir": "/no/such"}, "answers_dir='/no/such': expected an existing folder"),
+    ("05_retrofit", {"model": "/no/such/model"}, r"model='/no/such/model': expected the folder of a Hugging Face "
+                                                 r"causal LM or a packaged model \(smollm2-135m\)"),
 ])
 def test_values_out_of_bounds_are_refused_before_the_kernel_starts(ran, tmp_path, name, params, message):
     """Bugs: 9 of 27 bad values failed late or unclearly inside the kernel, and three had no upper
@@ -192,3 +203,20 @@ def test_every_default_is_within_its_limits_and_every_number_has_one():
         notebooks.check_limits(name, defaults, default_run=True)
         numeric = [k for k, t in parameter_types(nb).items() if t and ("int" in t or "float" in t)]
         assert set(numeric) <= set(notebooks.LIMITS[name]), f"{name}: no limit for {set(numeric) - set(notebooks.LIMITS[name])}"
+
+
+@pytest.mark.parametrize("name, argument, message", [
+    ("04_paper_figures", "study_dir=/no/such/dir", "parameter study_dir='/no/such/dir': expected an existing folder"),
+    ("05_retrofit", "model=/no/such/model", "parameter model='/no/such/model': expected the folder of a Hugging Face "
+                                            "causal LM"),
+    ("04_paper_figures", "seed=notanint", "parameter seed takes int, got 'notanint' (str)"),
+])
+def test_the_command_refuses_a_bad_path_or_type_before_a_kernel_starts(name, argument, message):
+    """Bugs: a missing study_dir or model failed only inside the kernel (~50 s, the model as a raw
+    [Errno 2]). Now one line naming the parameter, the value and what it takes, and nothing run:
+    no run directory announced (the runner prints it before the first kernel starts)."""
+    done = subprocess.run([sys.executable, "-m", "workbench.notebooks", "run", "--only", name, "-p", argument],
+                          cwd=notebooks.ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"python -m workbench.notebooks: error: notebook {name}: {message}"), line

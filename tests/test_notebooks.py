@@ -3,6 +3,7 @@ parameters fail with a message that says what is wrong."""
 import asyncio
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -105,11 +106,10 @@ def test_unknown_parameter_is_refused_before_running(tmp_path):
         execute("99_missing", output_dir=tmp_path)
 
 
+# what the runner cannot check before the kernel (an unknown encoding, a negative budget, a missing
+# folder are refused before it: tests/test_notebook_parameters.py)
 @pytest.mark.slow
 @pytest.mark.parametrize("name, params, message", [
-    ("03_training", {"encoding": "base64"}, "unknown encoding 'base64'"),
-    ("03_training", {"tokens": -5.0}, "--tokens must be a finite number"),
-    ("04_paper_figures", {"official_data": "/nonexistent/folder"}, "is not a directory"),
     ("04_paper_figures", {"fig4_part": "precision"}, r"fig4_part must be a multi-task part .* got 'precision'"),
 ])
 def test_wrong_parameter_fails_with_a_clear_message(name, params, message, tmp_path):
@@ -145,6 +145,39 @@ def test_tracked_notebooks_hold_no_outputs():
         dirty = [i for i, c in enumerate(nb["cells"]) if c.get("outputs") or c.get("execution_count") is not None]
         assert not dirty, f"{path.name}: cells {dirty} hold outputs; clear them (the lab's pre-save hook does)"
         assert not set(nb["metadata"]) & set(notebooks.SESSION_METADATA), f"{path.name}: session metadata"
+        assert nb["metadata"]["language_info"] == notebooks.LANGUAGE_INFO, f"{path.name}: language_info"
+
+
+def test_the_tracked_notebooks_carry_what_the_kernel_reports():
+    """Bug: every notebook showed as modified right after opening in the lab. JupyterLab writes the
+    kernel's language_info into the notebook as the kernel starts (a change, so the notebook is
+    dirty, unless the notebook holds it already, deep-equal). The oracle: a python3 kernel's own
+    kernel_info reply (the patch release of Python may differ on another machine)."""
+    from jupyter_client.manager import start_new_kernel
+    manager, client = start_new_kernel(kernel_name="python3")
+    try:
+        reported = client.kernel_info(reply=True, timeout=120)["content"]["language_info"]
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    ours = dict(notebooks.LANGUAGE_INFO)
+    assert ours.pop("version").rsplit(".", 1)[0] == reported.pop("version").rsplit(".", 1)[0]
+    assert ours == reported
+
+
+def test_the_lab_lists_each_notebook_once():
+    """Bug: the file browser showed every notebook twice (.py and .ipynb). The install step's
+    hide_globs hide the .py twins of notebooks/ and nothing else of ours."""
+    makefile = (notebooks.ROOT / "Makefile").read_text()
+    globs = json.loads(re.search(r"'(\[[^']*\])' > \$\(SERVER_CONFIG\)", makefile)[1])
+    manager = _lab_contents_manager(notebooks.ROOT)
+    manager.hide_globs = globs
+
+    def listed(path):
+        return sorted(c["name"] for c in asyncio.run(manager.get(path, content=True))["content"])
+    assert listed("notebooks") == [f"{name}.ipynb" for name in NOTEBOOKS]
+    assert "notebooks.py" in listed("workbench") and "plots.py" in listed("workbench")
+    assert "__pycache__" not in listed("workbench")
 
 
 def _lab_contents_manager(root: Path):

@@ -484,7 +484,7 @@ def test_a_folder_that_would_run_silently_or_crash_is_refused_in_one_line_writin
     with pytest.raises(SystemExit):
         finetune.main(["--model", str(folder), "--encoding", "bittokens", "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
-    assert err.strip().splitlines()[-1].startswith("error: ") and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("python -m workbench.retrofit: error: ") and "Traceback" not in err
     assert err.count("error: ") == 1 and re.search(message, err.strip().splitlines()[-1])
     assert not (tmp_path / "run").exists()
 
@@ -720,3 +720,28 @@ def test_smollm2_loads_offline_reads_numbers_as_it_was_pretrained_and_learns_thr
     overfit(lm, [("12 + 30", "42")], steps=25, lr=3e-3)
     texts, _, _ = answer(lm, lm.tok, ["12 + 30"], 4)
     assert _is_number(texts[0]) and abs(float(texts[0]) - 42) / 42 < 0.05, texts
+
+
+def test_loading_resizing_lora_and_saving_print_no_library_noise(folders, tmp_path, capfd):
+    """Bug: notebook 05 showed stray "Loading weights 0%" bars and transformers/peft notices about
+    their own internals. They are gone; any other warning still shows, and the progress bars of
+    transformers are on again afterwards."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    from workbench.retrofit.hub import quiet
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lm = NumberLM.from_pretrained(folders["gpt2"], "bittokens")
+        lm.add_lora()
+        lm.save_pretrained(tmp_path / "model")
+        NumberLM.from_pretrained(tmp_path / "model")
+        with quiet():
+            warnings.warn("a warning of our own", UserWarning, stacklevel=1)
+    err = capfd.readouterr().err
+    for noise in ("Loading weights", "Writing model shards", "multivariate normal", "save_embedding_layers",
+                  "fan_in_fan_out", "is_gradient_checkpointing"):
+        assert noise not in err, err
+    assert [str(w.message) for w in caught] == ["a warning of our own"]
+    assert hf_logging.is_progress_bar_enabled()

@@ -23,7 +23,7 @@ import pandas as pd
 
 from . import encoders, tasks
 from .config import TrainConfig, recorded
-from .optim import OptimConfig
+from .optim_config import OptimConfig
 
 
 @dataclass(frozen=True)
@@ -42,15 +42,13 @@ def _bittokens(label, baseline=False, **changes):
 def _zero_pad(name) -> dict:
     """The authors' released configs join by zero_pad: the baseline of Tables 9, 10, 13 and 14 for
     every encoding that has a `combine` option (BitTokens)."""
-    return {"encoding_options": {"combine": "zero_pad"}} if "combine" in encoders.options(name) else {}
+    return {"encoding_options": {"combine": "zero_pad"}} if "combine" in encoders.catalog()[name] else {}
 
 
 def _each_encoding(label, **changes):
     """The variant for every paper encoding, and each one's baseline (zero_pad where it applies)."""
     out = []
-    for name in encoders.names():
-        if encoders.get(name).paper_label is None:
-            continue
+    for name in encoders.in_paper():
         base_changes = _zero_pad(name)
         out.append(Variant(f"{name} baseline", name, base_changes, baseline=True))
         out.append(Variant(f"{name} {label}", name, {**base_changes, **changes}))
@@ -69,7 +67,7 @@ TABLES = {
     10: _each_encoding("AdamW", optim={"optimizer": "adamw"}),
     11: [_bittokens("BitTokens", baseline=True, tasks=("division",)),
          _bittokens("BitTokens w/o reciprocal", tasks=("division",), encoding_options={"reciprocal": False})],
-    12: [v for name in encoders.names() if encoders.get(name).paper_label
+    12: [v for name in encoders.in_paper()
          for v in (Variant(f"{name} baseline", name, baseline=True),
                    Variant(f"{name} no curriculum", name, {"curriculum": False}))],
     13: [_bittokens(label, encoding_options={"head": head}) for label, head in

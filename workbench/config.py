@@ -23,8 +23,8 @@ from .balancing import CAPS
 from .cli import Parser, add_arguments, check_choices, flag, setting, values_of
 from .curriculum import ENDGAMES
 from .curriculum_authors import RULES as CURRICULUM_RULES
-from .model import ACTIVATIONS, ATTENTIONS, INITS, LOSSES, NORMS, PRESETS, preset
-from .optim import OptimConfig
+from .gpt_config import ACTIVATION_NAMES, ATTENTIONS, INITS, LOSSES, NORMS, PRESETS, preset
+from .optim_config import OptimConfig
 from .tasks import Regime, text_sources
 from .tokenizer import TEXT_BPES
 
@@ -35,7 +35,7 @@ class ModelArgs:
     preset: str = setting("cpu-tiny", "model size", choices=tuple(PRESETS))
     context: int | None = setting(None, "tokens per row (None: the preset's block size)")
     activation: str = setting("gelu_tanh", "MLP activation: GPT-2's tanh GELU (the authors'), exact GELU or "
-                              "modded nanoGPT's ReLU^2", choices=tuple(ACTIVATIONS))
+                              "modded nanoGPT's ReLU^2", choices=ACTIVATION_NAMES)
     bias: bool = setting(True, "biases in the attention and MLP layers (GPT-2's)")
     norm: str = setting("rms", "RMSNorm (C.1) or LayerNorm (Table 9)", choices=NORMS)
     norm_weight: bool = setting(True, "learnable gains in the norms (the authors' nn.RMSNorm)")
@@ -227,7 +227,7 @@ GROUPS = {"model": ModelArgs, "data": DataArgs, "difficulty": DifficultyArgs, "b
 @dataclass
 class TrainConfig(Grouped):
     """A training run: what it learns and for how long here, the rest in its groups."""
-    encoding: str = setting("bittokens", "number encoding", choices=encoders.names)
+    encoding: str = setting("bittokens", "number encoding", choices=encoders.known)
     encoding_options: dict = setting({}, "options of the encoding, e.g. combine=sum (see --help's list)")
     tasks: tuple[str, ...] = setting(("addition",), "tasks to train on, e.g. addition,division,text",
                                      choices=tasks.names)
@@ -255,7 +255,9 @@ class TrainConfig(Grouped):
             tasks.get(task)  # raises for an unknown task, with the nearest names
         if not self.tasks or len(set(self.tasks)) != len(self.tasks):
             raise ValueError(f"--tasks must be distinct task names, got {list(self.tasks)}")
-        encoders.get(self.encoding, **self.encoding_options)  # raises for a bad name or option
+        if self.encoding_options or self.encoding not in encoders.known():
+            encoders.get(self.encoding, **self.encoding_options)  # raises for a bad name or option
+        # (an encoding at its defaults is checked by name only: the flags' defaults need no torch)
         for part in (self, *(getattr(self, g) for g in GROUPS)):
             check_choices(part)
         self.regime = self.data.regime()  # raises for bad values
@@ -354,7 +356,7 @@ def from_flags(args: dict, defaults: Grouped, skip=(), **extra) -> Grouped:
 
 def parser(defaults: TrainConfig, prog: str = "python -m workbench.train") -> argparse.ArgumentParser:
     """The flags of every setting, in their groups, with `defaults`' values."""
-    encodings = "; ".join(f"{n}: {encoders.options(n) or 'none'}" for n in encoders.names())
+    encodings = "; ".join(f"{n}: {options or 'none'}" for n, options in encoders.catalog().items())
     out = Parser(prog=prog, description="Train a GPT with a number encoding on the numeracy tasks (appendix C).",
                  formatter_class=argparse.ArgumentDefaultsHelpFormatter,
                  epilog=f"Encoding options (--encoding-option KEY=VALUE) and their defaults: {encodings}")
@@ -369,6 +371,16 @@ def parser(defaults: TrainConfig, prog: str = "python -m workbench.train") -> ar
         if action.dest == "out":  # left out, it is absent from the parsed flags: train.main makes a fresh folder
             action.default, action.help = argparse.SUPPRESS, "run directory (default: a new runs/train-DATE-TIME)"
     return out
+
+
+def command_line(argv=None, prog: str = "python -m workbench.train") -> tuple[argparse.ArgumentParser, dict, TrainConfig]:
+    """(the parser, the parsed flags, the named configuration they override) of the training
+    command; --help and a bad flag exit here. Needs no torch: train.py calls it before its imports."""
+    first = argparse.ArgumentParser(add_help=False)
+    first.add_argument("--config", default="cpu", choices=sorted(CONFIGS))
+    defaults = CONFIGS[first.parse_known_args(argv)[0].config]
+    flags = parser(defaults, prog)
+    return flags, vars(flags.parse_args(argv)), defaults
 
 
 def from_args(args: dict, defaults: TrainConfig) -> TrainConfig:

@@ -158,7 +158,7 @@ def _parser() -> Parser:
                              "without binary pools; multitask_numeric: Study 2b, the checkpoint chosen without text's "
                              f"score; default: {' '.join(study.PREREGISTERED)}, or with --score-*: "
                              f"{' '.join(study.BUDGET_PARTS)})")
-    study_.add_argument("--encodings", nargs="+", choices=encoders.names(), metavar="ENCODING",
+    study_.add_argument("--encodings", nargs="+", choices=encoders.known(), metavar="ENCODING",
                         help="only these encodings' runs (default: all)")
     study_.add_argument("--seeds", nargs="+", type=int, metavar="SEED", help="only these seeds' runs (default: all)")
     study_.add_argument("--tasks", nargs="+", choices=tasks.names() + ["multitask"], metavar="TASK",
@@ -193,7 +193,7 @@ def _parser() -> Parser:
                         ("paper-tier", "the same protocol at the paper's scale (8 GPUs: torchrun --nproc_per_node 8, "
                                       "or one 8-GPU job per run with --executor slurm)")):
         tier = commands.add_parser(name, help=about, description=f"Train {about}; one results table.")
-        tier.add_argument("--encodings", nargs="+", choices=encoders.names(), metavar="ENCODING",
+        tier.add_argument("--encodings", nargs="+", choices=encoders.known(), metavar="ENCODING",
                           help="encodings (default: all)")
         tier.add_argument("--seeds", type=int, nargs="+", default=[0, 1], metavar="SEED",
                           help="seeds of every encoding (default: 0 1)")

@@ -27,8 +27,9 @@ None and has no annotation, or whose annotation is another type, is not checked 
 Then the values of our notebooks' parameters are checked against `LIMITS`: every number between
 a lower and an upper bound (the upper ones keep a run to what a machine finishes: the paper's
 sizes fit, 10**12 values do not), names from their registries (encodings, tasks, presets,
-figure formats), list lengths (`seeds=[]` is refused) and what parameters ask of each other
-(notebook 05: `hidden` a multiple of `heads`). A value out of bounds is a ValueError naming the
+figure formats), list lengths (`seeds=[]` is refused), paths that must exist (notebook 04's
+`study_dir`, 05's `model`, ...) and what parameters ask of each other (notebook 05: `hidden` a
+multiple of `heads`). A value out of bounds is a ValueError naming the
 notebook, the parameter, the bounds and the value, before a kernel starts.
 
 Output folders (`out_dir`, `figures_dir`, --output-dir) may lie outside the repository or inside
@@ -49,8 +50,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import jupytext
-import papermill
 from tqdm.auto import tqdm
 
 from .cli import Parser
@@ -60,7 +59,14 @@ NOTEBOOK_DIR = ROOT / "notebooks"
 OUTPUT_DIR = ROOT / "runs" / "notebooks"
 NOTEBOOKS = ["01_desiderata", "02_fone_locality", "03_training", "04_paper_figures", "05_retrofit"]
 # Notebook metadata a live kernel session adds; the tracked notebooks keep none of it.
-SESSION_METADATA = ("language_info", "widgets", "papermill", "execution")
+SESSION_METADATA = ("widgets", "papermill", "execution")
+# What the python3 kernel (ipykernel on the environment's Python 3.11) reports and JupyterLab writes
+# into a notebook as its kernel starts. The tracked notebooks carry it and a save in the lab keeps it
+# as it is, so opening a notebook does not mark it modified (on another patch release of Python the
+# lab still sees a new version; saving writes this one back).
+LANGUAGE_INFO = {"codemirror_mode": {"name": "ipython", "version": 3}, "file_extension": ".py",
+                 "mimetype": "text/x-python", "name": "python", "nbconvert_exporter": "python",
+                 "pygments_lexer": "ipython3", "version": "3.11.7"}
 
 
 class _KnownParameters(logging.Filter):
@@ -72,6 +78,21 @@ class _KnownParameters(logging.Filter):
 
 
 logging.getLogger("papermill").addFilter(_KnownParameters())
+
+
+def __getattr__(name):
+    """jupytext and papermill, imported on first use (seconds: nbformat's schemas): the command's
+    --help and a mistyped flag need neither."""
+    if name in ("jupytext", "papermill"):
+        import importlib
+        return importlib.import_module(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _read(path):
+    """The notebook of a jupytext .py (or .ipynb) file."""
+    import jupytext
+    return jupytext.read(path)
 
 
 class NotebookError(RuntimeError):
@@ -299,10 +320,8 @@ def _device(value) -> str:
 
 
 def _study_folder(value) -> str:
-    path = Path(value).expanduser()
-    path = path if path.is_absolute() else ROOT / path
-    return "" if path.is_dir() else (f"no folder {str(path)!r} (a relative path means the repository root; a study "
-                                     "writes one: python -m workbench.experiments study --out DIR)")
+    return "" if _where(value).is_dir() else ("expected an existing folder, and there is none there" + _relative(value)
+                                              + "; a study writes one: python -m workbench.experiments study --out DIR")
 
 
 def _retrofit_encoding(value) -> str:
@@ -316,6 +335,36 @@ def _unknown(kind, value, choices) -> str:
 
 def _below_one(value) -> str:
     return "must be below 1 (a step of text only has no numbers to fine-tune on)" if value >= 1 else ""
+
+
+def _where(value) -> Path:
+    """A path parameter's place: relative paths start at the repository root, where notebooks run."""
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else ROOT / path
+
+
+def _folder(value) -> str:
+    return "" if _where(value).is_dir() else "expected an existing folder, and there is none there" + _relative(value)
+
+
+def _file(value) -> str:
+    return "" if _where(value).is_file() else "expected an existing file, and there is none there" + _relative(value)
+
+
+def _relative(value) -> str:
+    return "" if Path(value).expanduser().is_absolute() else f" (relative paths start at the repository root, {ROOT})"
+
+
+def _released(value) -> str:
+    return "" if value == "auto" else _folder(value)
+
+
+def _model(value) -> str:
+    from .retrofit.hub import KNOWN
+    if value in KNOWN or _where(value).is_dir():
+        return ""
+    return (f"expected the folder of a Hugging Face causal LM or a packaged model ({', '.join(KNOWN)}), and there "
+            "is no folder there" + _relative(value))
 
 
 def _decades(value) -> str:
@@ -335,10 +384,14 @@ LIMITS: dict[str, dict[str, Limit]] = {
                         tokens=Limit(1, 1e11), seed=SEED, decades=DECADES, max_digits=MAX_DIGITS,
                         eval_every=Limit(1, 1_000_000), val_samples=Limit(1, 100_000), test_samples=Limit(1, 100_000),
                         threads=THREADS, figure_formats=FIGURE_FORMATS),
-    "04_paper_figures": dict(exponent_samples=Limit(1, 10_000_000), generator_samples=Limit(1, 1_000_000),
-                             bootstrap_draws=Limit(1, 100_000), seed=SEED, figure_formats=FIGURE_FORMATS,
-                             study_dir=Limit(check=_study_folder, length=(1, 20), shown="existing folders, 1-20 items")),
-    "05_retrofit": dict(pretrain_tokens=Limit(1, 1e10), hidden=Limit(8, 16_384), layers=Limit(1, 128),
+    "04_paper_figures": dict(official_data=Limit(check=_released, shown='"auto" or an existing folder'),
+                             study_dir=Limit(check=_study_folder, length=(1, 20), shown="existing folders, 1-20 items"),
+                             results_csv=Limit(check=_file, shown="an existing file"),
+                             answers_dir=Limit(check=_folder, shown="an existing folder"),
+                             exponent_samples=Limit(1, 10_000_000), generator_samples=Limit(1, 1_000_000),
+                             bootstrap_draws=Limit(1, 100_000), seed=SEED, figure_formats=FIGURE_FORMATS),
+    "05_retrofit": dict(model=Limit(check=_model, shown="a model folder or a packaged model's name"),
+                        pretrain_tokens=Limit(1, 1e10), hidden=Limit(8, 16_384), layers=Limit(1, 128),
                         heads=Limit(1, 256), context=Limit(8, 65_536), vocab_size=Limit(257, 1_000_000),
                         pretrain_lr=Limit(1e-8, 1.0), text_share=Limit(0, 1, check=_below_one), encodings=Limit(check=_retrofit_encoding, length=(1, 20)),
                         tasks=Limit(check=_tasks), tokens=Limit(1, 1e10), batch_tokens=Limit(1, 10_000_000),
@@ -391,7 +444,7 @@ def execute(name: str, parameters: dict | None = None, output_dir=None, notebook
     """Run notebooks/<name>.py with `parameters` on kernel python3; return the executed .ipynb.
     `default_run`: make figures' own run, the only one that may write figures/."""
     notebook_dir = Path(notebook_dir) if notebook_dir is not None else NOTEBOOK_DIR
-    nb = jupytext.read(_source(name, notebook_dir))
+    nb = _read(_source(name, notebook_dir))
     parameters = dict(parameters or {})
     check_parameters(name, nb, parameters)
     check_limits(name, parameters, default_run)
@@ -400,6 +453,7 @@ def execute(name: str, parameters: dict | None = None, output_dir=None, notebook
     out = Path(output_dir) if output_dir is not None else OUTPUT_DIR
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"{name}.ipynb"
+    import papermill
     try:
         papermill.execute_notebook(nb, str(target), parameters=parameters, kernel_name="python3",
                                    cwd=str(ROOT), progress_bar=False, log_output=False)
@@ -415,7 +469,7 @@ def execute(name: str, parameters: dict | None = None, output_dir=None, notebook
 
 
 def _cells(path: Path) -> list[tuple[str, str]]:
-    return [(c.cell_type, c.source.strip()) for c in jupytext.read(path).cells]
+    return [(c.cell_type, c.source.strip()) for c in _read(path).cells]
 
 
 def check_pairs(notebook_dir=None) -> list[str]:
@@ -452,7 +506,7 @@ def _parse_parameter(text: str) -> tuple[str, object]:
 # -- what a notebook takes ---------------------------------------------------------------------
 def describe_parameters(name: str, notebook_dir=None) -> list[tuple[str, str, str, str]]:
     """(name, default, type, the comment written beside it) of each parameter of notebook `name`."""
-    nb = jupytext.read(_source(name, Path(notebook_dir) if notebook_dir is not None else NOTEBOOK_DIR))
+    nb = _read(_source(name, Path(notebook_dir) if notebook_dir is not None else NOTEBOOK_DIR))
     cell = next(c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", []))
     lines = cell.source.splitlines()
     types, rows = parameter_types(nb), []
@@ -478,7 +532,8 @@ def parameters_text(names=NOTEBOOKS) -> str:
 
 # -- keeping outputs out of git ------------------------------------------------------------------
 def clean_notebook(nb: dict) -> dict:
-    """The notebook as it is tracked: no outputs, execution counts or session metadata (in place)."""
+    """The notebook as it is tracked: no outputs, execution counts or session metadata, the
+    kernel's language as LANGUAGE_INFO (in place)."""
     for cell in nb.get("cells", []):
         if cell.get("cell_type") == "code":
             cell["outputs"], cell["execution_count"] = [], None
@@ -486,6 +541,7 @@ def clean_notebook(nb: dict) -> dict:
             cell.get("metadata", {}).pop(key, None)
     for key in SESSION_METADATA:
         nb.get("metadata", {}).pop(key, None)
+    nb.setdefault("metadata", {})["language_info"] = dict(LANGUAGE_INFO)
     return nb
 
 
@@ -512,7 +568,7 @@ def plan(names: list[str], parameters: dict, output_dir=None, now=None) -> tuple
         executed = run_dir
     params = {}
     for name in names:
-        known = parameters_of(jupytext.read(_source(name, NOTEBOOK_DIR)))
+        known = parameters_of(_read(_source(name, NOTEBOOK_DIR)))
         given = dict(parameters)
         if "figures_dir" in known:
             given.setdefault("figures_dir", str(FIGURES if default else run_dir / "figures"))
@@ -527,10 +583,24 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
+class _Parser(Parser):
+    """A parser whose epilog is written when its help is shown (`epilog_of`): listing the notebooks'
+    parameters reads them with jupytext, which a mistyped flag should not wait for."""
+
+    def __init__(self, *args, epilog_of=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.epilog_of = epilog_of
+
+    def format_help(self):
+        if self.epilog_of is not None:
+            self.epilog = self.epilog_of()
+        return super().format_help()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = Parser(prog="python -m workbench.notebooks", description=__doc__.split("\n\n")[0],
                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser(
         "run", formatter_class=argparse.RawDescriptionHelpFormatter,
         help="execute the notebooks (default: all five with default parameters, writing figures/)",
@@ -538,7 +608,7 @@ def _parser() -> argparse.ArgumentParser:
                     "notebooks, default parameters, figures written into figures/. With --only, -p or "
                     "--output-dir the run gets its own directory (printed at the start and the end) and "
                     "figures/ is left alone.",
-        epilog="parameters of each notebook (name = default  (type) meaning):\n" + parameters_text())
+        epilog_of=lambda: "parameters of each notebook (name = default  (type) meaning):\n" + parameters_text())
     run.add_argument("--only", action="append", choices=NOTEBOOKS, metavar="NAME",
                      help=f"run just this notebook; repeatable (choices: {', '.join(NOTEBOOKS)}; default: all)")
     run.add_argument("-p", "--parameter", action="append", default=[], metavar="KEY=VALUE",
@@ -580,7 +650,7 @@ def _run(parser, args) -> None:
     if parameters and len(names) > 1:
         parser.error("-p applies to one notebook; add --only NAME")
     for name in names:  # refuse a bad value before anything runs
-        check_parameters(name, jupytext.read(_source(name, NOTEBOOK_DIR)), parameters)
+        check_parameters(name, _read(_source(name, NOTEBOOK_DIR)), parameters)
         check_limits(name, parameters)
     if args.output_dir is not None:
         check_output_folder(args.output_dir, "--output-dir")

@@ -38,9 +38,8 @@ from .atomic import write_atomic
 from .config import TrainConfig
 from .executors import Executor, run_all
 from .locks import hold
-from .rundir import finished, recorded_differences
 
-ENCODINGS = tuple(n for n in encoders.names() if encoders.get(n).paper_label)  # the paper's five
+ENCODINGS = tuple(encoders.in_paper())  # the paper's five
 DIGITS = (1, 2, 3, 4)
 PRECISION_TASKS = ("multiplication", "division")
 PRECISION_SEEDS = (0, 1)
@@ -176,8 +175,15 @@ def select(runs: list[Run], encodings=None, seeds=None, tasks_=None, digits=None
     return chosen
 
 
+def finished(cfg: TrainConfig) -> bool:
+    """rundir.finished (the study needs it before torch is imported: experiments' --help)."""
+    from .rundir import finished as done
+    return done(cfg)
+
+
 def stale(runs: list[Run], out: Path) -> dict[str, str]:
     """{run name: the settings in which its finished run in OUT differs from the plan}."""
+    from .rundir import recorded_differences  # torch: not at import (the commands' --help)
     found = {}
     for r in runs:
         cfg = r.config.updated(out=str(out / r.name))

@@ -32,6 +32,7 @@ import re
 import warnings
 from itertools import groupby
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tokenizers
@@ -40,9 +41,11 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from . import encoders, tasks
 from .atomic import write_atomic
-from .encoders.base import NumberEncoding
 from .numbers import NUM_TOKEN, number_spans, parse_parts, write
 from .tasks import text_sources
+
+if TYPE_CHECKING:
+    from .encoders.base import NumberEncoding
 
 CONTROL_TOKENS = ["<|pad|>", "<|bos|>", "<|eoq|>", "<|eos|>", NUM_TOKEN]
 
@@ -341,22 +344,20 @@ class Tokenizer:
 
 def main(argv=None) -> None:
     """python -m workbench.tokenizer ENCODING TEXT [--encoding-option K=V ...]: the tokens of TEXT."""
-    import argparse
-    import json
-    parser = argparse.ArgumentParser(description="Show the tokens a model with ENCODING receives for TEXT.")
-    parser.add_argument("encoding", choices=encoders.names())
-    parser.add_argument("text")
-    parser.add_argument("--encoding-option", action="append", default=[], metavar="KEY=VALUE")
+    from .cli import Parser
+    from .config import encoding_options
+    parser = Parser(prog="python -m workbench.tokenizer",
+                    description="Show the tokens a model with ENCODING receives for TEXT.")
+    parser.add_argument("encoding", choices=encoders.known(), help="the number encoding")
+    parser.add_argument("text", help="the text to tokenize, e.g. 'x=3.14'")
+    parser.add_argument("--encoding-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of the encoding (repeatable)")
     args = parser.parse_args(argv)
-    options = {}
-    for pair in args.encoding_option:
-        key, _, value = pair.partition("=")
-        try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key] = value
-    print(" ".join(Tokenizer(encoders.get(args.encoding, **options)).tokens_of(args.text)))
-
+    try:
+        tok = Tokenizer(encoders.get(args.encoding, **encoding_options(args.encoding_option)))
+    except ValueError as err:
+        parser.fail(err)
+    print(" ".join(tok.tokens_of(args.text)))
 
 if __name__ == "__main__":
     main()

@@ -14,7 +14,14 @@ run and on a CPU gives the same loss curve.
 """
 from __future__ import annotations
 
-import argparse
+import sys
+
+if __name__ == "__main__":
+    # As a command, --help and a mistyped flag are answered from config.py's flags before the
+    # imports below load torch and the training code (seconds; benchmarks/help_time.py).
+    from workbench.config import command_line
+    command_line(sys.argv[1:])
+
 import gc
 import json
 import math
@@ -38,7 +45,7 @@ from .allocator import keep_freed_memory
 from .atomic import write_atomic
 from .balancing import LossNormalizer, TaskBalancer
 from .batches import Batch, Loader, micro_batches, number_fields, token_count
-from .config import CONFIGS, TrainConfig, from_args, parser, recorded
+from .config import CONFIGS, TrainConfig, command_line, from_args, recorded  # noqa: F401 (CONFIGS: train.CONFIGS too)
 from .curriculum import Sampler
 from .data import make_pool, next_batch, samples_per_step
 from .evaluate import evaluate, summarize
@@ -415,11 +422,7 @@ def _stopped(stop: KeyboardInterrupt, argv: list[str], out) -> str:
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    first = argparse.ArgumentParser(add_help=False)
-    first.add_argument("--config", default="cpu", choices=sorted(CONFIGS))
-    defaults = CONFIGS[first.parse_known_args(argv)[0].config]
-    flags = parser(defaults)
-    args = vars(flags.parse_args(argv))
+    flags, args, defaults = command_line(argv)
     try:
         cfg = from_args(args, defaults)
         if "out" not in args:  # no --out: a fresh folder, so that a second quick run is not refused

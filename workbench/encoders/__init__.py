@@ -10,18 +10,45 @@
 """
 from __future__ import annotations
 
+import ast
+import functools
 import importlib
 import inspect
 import pkgutil
 from contextlib import contextmanager
+from pathlib import Path
 
-from .base import NumberEncoding, NumberHead, TokenModule
+_REGISTRY: dict = {}  # name -> the NumberEncoding subclass
+_loaded = False
+# The paper's five first (order = order of `names()`), then every other module of this folder, so
+# that a new encoding is one new file and nothing else.
+_FIRST = ("bittokens", "fone", "xval", "single_digit", "triple_digit")
 
-_REGISTRY: dict[str, type[NumberEncoding]] = {}
+
+def _load() -> None:
+    """Import the encodings' modules (torch with them), once: they register themselves."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in (*_FIRST, *sorted(m.name for m in pkgutil.iter_modules(__path__))):
+        importlib.import_module(f"{__name__}.{module}")
 
 
-def register(cls: type[NumberEncoding]) -> type[NumberEncoding]:
+def __getattr__(name):
+    """NumberEncoding, NumberHead, TokenModule and the encodings' modules, imported on first use."""
+    _load()
+    if name in ("NumberEncoding", "NumberHead", "TokenModule"):
+        from . import base
+        return getattr(base, name)
+    if name in globals():
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def register(cls):
     """Class decorator: make an encoding available under `cls.name`."""
+    _load()
     if cls.name in _REGISTRY:
         raise ValueError(f"encoding {cls.name!r} is registered twice")
     _REGISTRY[cls.name] = cls
@@ -29,7 +56,7 @@ def register(cls: type[NumberEncoding]) -> type[NumberEncoding]:
 
 
 @contextmanager
-def registered(cls: type[NumberEncoding]):
+def registered(cls):
     """Register `cls` for the duration of a `with` block (an encoding defined in a test)."""
     register(cls)
     try:
@@ -40,22 +67,165 @@ def registered(cls: type[NumberEncoding]):
 
 def names() -> list[str]:
     """Names of all registered encodings, in registration order."""
+    _load()
     return list(_REGISTRY)
+
+
+def catalog() -> dict[str, dict[str, object]]:
+    """{name: its options with their defaults} of every encoding, as `names()` and `options()`
+    give them, but without importing torch until an encoding is used: read from the source of
+    this folder's modules (a command's --help lists them), or from the registry once loaded."""
+    if not _loaded:
+        try:
+            return {name: options for name, options, _ in _catalog_from_source()}
+        except _Unreadable:  # a module written in a way the reader below does not follow
+            pass
+    return {name: options(name) for name in names()}
+
+
+def known() -> list[str]:
+    """`names()`, without importing torch until an encoding is used (`catalog`)."""
+    return list(catalog())
+
+
+ATTRIBUTES = ("single_token", "paper_label")  # the class attributes `described` reads without torch
+
+
+def described(attribute: str) -> dict[str, object]:
+    """{name: its class's `attribute`} (one of ATTRIBUTES), in the order of `names()`, without
+    importing torch until an encoding is used (read as `catalog` reads the options)."""
+    if attribute not in ATTRIBUTES:
+        raise ValueError(f"described() reads {ATTRIBUTES}, not {attribute!r}")
+    if not _loaded:
+        try:
+            return {name: attributes[attribute] for name, _, attributes in _catalog_from_source()}
+        except _Unreadable:
+            pass
+    return {name: getattr(_class(name), attribute) for name in names()}
+
+
+def single_token() -> list[str]:
+    """The encodings with one <|num|> token per number (`single_token`), in the order of `names()`."""
+    return [name for name, single in described("single_token").items() if single]
+
+
+def in_paper() -> list[str]:
+    """The paper's encodings (a `paper_label`), in the order of `names()`."""
+    return [name for name, label in described("paper_label").items() if label]
+
+
+class _Unreadable(Exception):
+    pass
+
+
+@functools.cache
+def _catalog_from_source() -> tuple:
+    """What `_load` would register, in its order, read with `ast`: each `@register` class's
+    (`name`, the keyword defaults of its or its nearest base's __init__, {attribute: value} of
+    ATTRIBUTES as it or its nearest base sets them)."""
+    folder = Path(__file__).parent
+    trees = {m.name: ast.parse((folder / f"{m.name}.py").read_text()) for m in pkgutil.iter_modules(__path__)}
+    done, found = set(), []
+
+    def visit(module):
+        if module in done:
+            return
+        done.add(module)
+        for node in trees[module].body:
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                for target in ([node.module] if node.module else [a.name for a in node.names]):
+                    if target in trees:
+                        visit(target)
+            elif isinstance(node, ast.ClassDef) and any(isinstance(d, ast.Name) and d.id == "register"
+                                                        for d in node.decorator_list):
+                chain = lineage(node, module)
+                found.append((_attribute(node, "name"),
+                              next(_defaults(init, trees[m]) for c, m in chain for init in c.body
+                                   if isinstance(init, ast.FunctionDef) and init.name == "__init__")
+                              if any(_has(c, "__init__") for c, _ in chain) else {},
+                              {a: next(_attribute(c, a) for c, _ in chain if _has(c, a)) for a in ATTRIBUTES}))
+
+    def class_of(name, module):
+        """(the ClassDef named `name` as seen from `module`, its module)."""
+        for node in trees[module].body:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                return node, module
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module in trees:
+                if any((a.asname or a.name) == name for a in node.names):
+                    return class_of(name, node.module)
+        raise _Unreadable(name)
+
+    def lineage(node, module):
+        """[(the class, its module), its base, ..., NumberEncoding]: single inheritance only."""
+        chain = [(node, module)]
+        while node.bases:
+            if len(node.bases) > 1 or not isinstance(node.bases[0], ast.Name):
+                raise _Unreadable(node.name)
+            node, module = class_of(node.bases[0].id, module)
+            chain.append((node, module))
+        if node.name != "NumberEncoding":
+            raise _Unreadable(node.name)
+        return chain
+
+    for module in (*_FIRST, *sorted(trees)):
+        visit(module)
+    return tuple(found)
+
+
+def _assigned(item, name: str) -> bool:
+    targets = item.targets if isinstance(item, ast.Assign) else [item.target] if isinstance(item, ast.AnnAssign) else []
+    return [t.id for t in targets if isinstance(t, ast.Name)] == [name] and getattr(item, "value", None) is not None
+
+
+def _has(node: ast.ClassDef, name: str) -> bool:
+    return any(_assigned(item, name) or (isinstance(item, ast.FunctionDef) and item.name == name) for item in node.body)
+
+
+def _attribute(node: ast.ClassDef, name: str):
+    for item in node.body:
+        if _assigned(item, name):
+            try:
+                return ast.literal_eval(item.value)
+            except (ValueError, TypeError, SyntaxError):
+                break
+    raise _Unreadable(f"{node.name}.{name}")
+
+
+def _defaults(init: ast.FunctionDef, tree: ast.Module) -> dict:
+    """The keyword defaults of an __init__ (literals or the module's literal constants)."""
+    args = init.args
+    if args.posonlyargs or args.vararg or args.kwarg:
+        raise _Unreadable(init.name)
+    named = args.args[1:]
+    if len(args.defaults) != len(named):
+        raise _Unreadable("an option without a default")
+    constants = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+                 if isinstance(t, ast.Name)}
+    out = {}
+    for arg, default in zip(named, args.defaults):
+        value = constants.get(default.id) if isinstance(default, ast.Name) else default
+        try:
+            out[arg.arg] = ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError):
+            raise _Unreadable(arg.arg) from None
+    return out
 
 
 def label(name: str) -> str:
     """The display name of encoding `name` in figures and tables (its class's `label`; a class
     without one, e.g. defined in a test, is shown by its registry name)."""
+    _load()
     return getattr(_class(name), "label", name)
 
 
 def options(name: str) -> dict[str, object]:
     """The options `get(name, ...)` accepts, with their defaults."""
+    _load()
     params = inspect.signature(_class(name)).parameters.values()
     return {p.name: p.default for p in params if p.kind is p.POSITIONAL_OR_KEYWORD}
 
 
-def get(name: str, **chosen) -> NumberEncoding:
+def get(name: str, **chosen):
     """Build the encoding `name` with the options `chosen` (see `options(name)`)."""
     accepted = options(name)
     unknown = sorted(set(chosen) - set(accepted))
@@ -64,7 +234,8 @@ def get(name: str, **chosen) -> NumberEncoding:
     return _class(name)(**chosen)
 
 
-def _class(name: str) -> type[NumberEncoding]:
+def _class(name: str):
+    _load()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -73,11 +244,4 @@ def _class(name: str) -> type[NumberEncoding]:
 
 
 __all__ = ["NumberEncoding", "NumberHead", "TokenModule", "register", "registered", "names", "label", "options",
-           "get"]
-
-# Importing the modules registers them: the paper's five first (order = order of `names()`), then
-# every other module of this folder, so that a new encoding is one new file and nothing else.
-from . import bittokens, fone, xval, single_digit, triple_digit  # noqa: E402,F401,I001 (order = registry order)
-
-for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
-    importlib.import_module(f"{__name__}.{_module}")
+           "get", "catalog", "known", "described", "single_token", "in_paper"]

@@ -13,7 +13,17 @@ local folder, and fine-tunes it with the workbench's tasks, curriculum, balancin
     python -m workbench.retrofit --model PATH --encoding bittokens --tasks multiplication --tokens 2e5 --out DIR
     python -m workbench.retrofit --model PATH --encoding none ...   # the same budget with its own digit tokens
 """
-from .model import BASELINE, NumberLM
-from .tokens import RetrofitTokenizer
 
 __all__ = ["BASELINE", "NumberLM", "RetrofitTokenizer"]
+
+
+def __getattr__(name):
+    """The package's names, imported on first use: `python -m workbench.retrofit --help` and the
+    notebook runner's check of a model name (`hub.KNOWN`) need neither torch nor transformers."""
+    if name in ("BASELINE", "NumberLM"):
+        from . import model
+        return getattr(model, name)
+    if name == "RetrofitTokenizer":
+        from .tokens import RetrofitTokenizer
+        return RetrofitTokenizer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

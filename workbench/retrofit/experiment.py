@@ -17,14 +17,14 @@ The settings below are the registered ones; they are not to be changed after res
 """
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
 import pandas as pd
 
 from ..atomic import write_atomic
-from .finetune import RetrofitConfig, finetune
+from ..cli import Parser
+from .config import RetrofitConfig
 from .report import perplexity_change, test_scores
 
 MODEL = "smollm2-135m"
@@ -80,7 +80,7 @@ def table(runs: Path = RUNS, draws: int = BOOTSTRAP_DRAWS) -> pd.DataFrame:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m workbench.retrofit.experiment", description=__doc__.split("\n")[0])
+    parser = Parser(prog="python -m workbench.retrofit.experiment", description=__doc__.split("\n")[0])
     parser.add_argument("--only", action="append", metavar="ENCODING:MODE", help="run these cells only (repeatable)")
     parser.add_argument("--runs", default=str(RUNS), help="folder of the runs")
     parser.add_argument("--csv", default=str(CSV), help="the results table")
@@ -90,13 +90,14 @@ def main(argv=None) -> None:
     try:
         todo = [] if args.table else cells(args.only)
     except ValueError as error:
-        parser.exit(2, f"error: {error}\n")
+        parser.fail(error)
     for encoding, mode, seed in todo:
         cfg = config(encoding, mode, seed, runs)
         if done(Path(cfg.run.out)):
             print(f"{cfg.run.out}: complete, not run again", flush=True)
             continue
         started = time.time()
+        from .finetune import finetune  # torch and transformers: only once a cell runs
         finetune(_fresh(cfg))
         print(f"{cfg.run.out}: {time.time() - started:.0f} s", flush=True)
     result = table(runs)

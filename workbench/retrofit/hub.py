@@ -22,12 +22,56 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import logging
 import os
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import write_folder
 from ..locks import InUse, hold_file
+
+# What transformers and peft print while a model is loaded, resized, wrapped in LoRA or saved that
+# tells a user of the workbench nothing: the progress bars of reading and writing a few files
+# ("Loading weights 0%"), notes on choices made here on purpose (the mean-initialised new rows,
+# peft saving the resized embedding, LoRA on GPT-2's Conv1D layers) and peft reading a property
+# transformers deprecated. Silenced inside `quiet()` only, message by message; anything else shows.
+QUIET_LOGS = {"transformers.modeling_utils": ("The new embeddings will be initialized from a multivariate normal",
+                                               "The new lm_head weights will be initialized from a multivariate")}
+QUIET_WARNINGS = ((FutureWarning, r"`is_gradient_checkpointing` is deprecated"),
+                  (UserWarning, r"Setting `save_embedding_layers` to `True` as the embedding layer has been resized"),
+                  (UserWarning, r"fan_in_fan_out is set to False but the target module is `Conv1D`"))
+
+
+class _Known(logging.Filter):
+    def __init__(self, starts: tuple[str, ...]):
+        super().__init__()
+        self.starts = starts
+
+    def filter(self, record) -> bool:
+        return not record.getMessage().startswith(self.starts)
+
+
+@contextmanager
+def quiet():
+    """transformers' progress bars off and the known notices above dropped, for the `with` block."""
+    from transformers.utils import logging as hf_logging
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    filters = [(logging.getLogger(name), _Known(starts)) for name, starts in QUIET_LOGS.items()]
+    for logger, known in filters:
+        logger.addFilter(known)
+    try:
+        with warnings.catch_warnings():
+            for category, message in QUIET_WARNINGS:
+                warnings.filterwarnings("ignore", message=message, category=category)
+            yield
+    finally:
+        for logger, known in filters:
+            logger.removeFilter(known)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")  # auto: as the folder's weights are stored
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model", "vocab.txt",
@@ -104,8 +148,9 @@ def converted(name: str) -> Path:
 
             def fill(tmp: Path) -> None:
                 model, tokenizer = _from_gguf(source)
-                model.save_pretrained(tmp)
-                tokenizer.save_pretrained(tmp)
+                with quiet():
+                    model.save_pretrained(tmp)
+                    tokenizer.save_pretrained(tmp)
                 (tmp / "workbench_source.json").write_text(json.dumps(
                     {"name": name, "package": spec.package, "version": spec.version, "file": spec.file,
                      "sha256": digest, "description": spec.description}, indent=1))
@@ -245,8 +290,9 @@ def load_folder(weights: Path, tokenizer_folder: Path | None = None, dtype: str 
     check_vocabulary(tok, skeleton, tokenizer_folder)  # before any weight is read
     del skeleton
     try:
-        model, info = AutoModelForCausalLM.from_pretrained(
-            weights, dtype=dtype, device_map=device_map, output_loading_info=True, **common)
+        with quiet():
+            model, info = AutoModelForCausalLM.from_pretrained(
+                weights, dtype=dtype, device_map=device_map, output_loading_info=True, **common)
     except Exception as error:  # noqa: BLE001 - corrupt weights, shape mismatches, ...
         raise ValueError(f"cannot load the model weights of {weights}: {_line(error)}") from None
     missing = [k for k in info.get("missing_keys", ()) if "rotary" not in k]

@@ -44,10 +44,10 @@ from .. import encoders
 from ..atomic import write_folder
 from ..encoders.base import NumberEncoding, NumberHead
 from ..model import true_float32
-from .hub import KNOWN, check_vocabulary, load_folder, resolve_model
+from .config import BASELINE
+from .hub import KNOWN, check_vocabulary, load_folder, quiet, resolve_model
 from .tokens import RetrofitTokenizer
 
-BASELINE = "none"  # the encoding name of the digit-token baseline: the model's own tokenizer
 NUMBER_LOSS_WEIGHT = 10.0  # C.1's 10
 HEAD_FILE, META_FILE = "number_head.safetensors", "numeracy.json"
 FORMAT = "workbench.retrofit 1"
@@ -127,7 +127,8 @@ class NumberLM(nn.Module):
         tok = RetrofitTokenizer(tokenizer, codec, name)
         if model.get_input_embeddings().num_embeddings < tok.vocab_size:  # only now is anything changed
             # the new rows (and an untied lm head's) at the mean of the old ones, not random
-            model.resize_token_embeddings(tok.vocab_size, mean_resizing=True)
+            with quiet():
+                model.resize_token_embeddings(tok.vocab_size, mean_resizing=True)
         if head is not None:  # float32 on the device of the embedding, whatever the body's dtype
             head = head.to(device=model.get_input_embeddings().weight.device, dtype=torch.float32)
         self.hf, self.head, self.tok, self.name, self.source = model, head, tok, name, source
@@ -286,7 +287,8 @@ class NumberLM(nn.Module):
         layers = {names[self.hf.get_input_embeddings()]: rows, names[self.hf.get_output_embeddings()]: rows}
         config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules="all-linear",
                             trainable_token_indices=layers)
-        self.hf = get_peft_model(self.hf, config)
+        with quiet():
+            self.hf = get_peft_model(self.hf, config)
         self.lora = {"rank": rank, "alpha": alpha, "dropout": dropout}
 
     # -- saving and loading -------------------------------------------------------------------
@@ -303,8 +305,9 @@ class NumberLM(nn.Module):
                 "lora": self.lora, "base_model": base, "dtype": str(self.dtype).removeprefix("torch.")}
 
         def fill(tmp: Path) -> None:
-            self.hf.save_pretrained(tmp)  # a peft model writes its adapter only
-            self.tok.hf.save_pretrained(tmp)
+            with quiet():
+                self.hf.save_pretrained(tmp)  # a peft model writes its adapter only
+                self.tok.hf.save_pretrained(tmp)
             if self.lora:  # peft writes the base's absolute path: the machine's, not the folder's
                 adapter = tmp / "adapter_config.json"
                 config = json.loads(adapter.read_text())
@@ -363,7 +366,8 @@ class NumberLM(nn.Module):
         if meta and meta["lora"]:
             from peft import PeftModel
             try:
-                lm.hf = PeftModel.from_pretrained(lm.hf, str(path), is_trainable=True)
+                with quiet():
+                    lm.hf = PeftModel.from_pretrained(lm.hf, str(path), is_trainable=True)
             except Exception as error:  # noqa: BLE001 - a missing or corrupt adapter
                 raise ValueError(f"cannot load the LoRA adapter of {path}: {str(error).splitlines()[0][:300]}") from None
             lm.lora = meta["lora"]

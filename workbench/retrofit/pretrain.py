@@ -26,6 +26,7 @@ from ..optim import lr_multiplier
 from ..tasks.sampling import SPLITS, question_hash, split_of
 from ..tasks.text import documents
 from ..tasks.text_sources import DEFAULT
+from .hub import quiet
 
 EOS = "<|endoftext|>"
 ARCHITECTURES = ("gpt2", "llama", "qwen2")
@@ -112,6 +113,7 @@ def pretrain(model, tokenizer, texts: list[str], tokens: float, context: int = 2
 def save(model, tokenizer, folder) -> Path:
     """save_pretrained of model and tokenizer into `folder` (written beside it, then renamed)."""
     def fill(tmp: Path) -> None:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        with quiet():
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
     return write_folder(Path(folder), fill)

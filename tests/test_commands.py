@@ -1,0 +1,71 @@
+"""Every `python -m workbench.X` command reads the same: argparse with the prog a user types, and the
+house's short errors (`cli.Parser`): one line naming what was wrong, no usage dump."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_the_tokenizer_refuses_an_unknown_encoding_as_the_other_commands_do():
+    done = _run("-m", "workbench.tokenizer", "foo", "x=1")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and "usage:" not in done.stderr, done.stderr
+    assert lines[0].startswith("python -m workbench.tokenizer: error: argument encoding: unknown value 'foo'")
+    assert lines[1:] == ["(`python -m workbench.tokenizer --help` lists every option)"]
+
+
+def test_the_tokenizer_refuses_a_bad_option_in_one_line():
+    done = _run("-m", "workbench.tokenizer", "bittokens", "x=1", "--encoding-option", "combine=nonsense")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("python -m workbench.tokenizer: error: combine must be one of") and "'nonsense'" in line
+
+
+# -- start-up: a command's flags need neither torch nor transformers -------------------------------
+COMMANDS = ["workbench.train", "workbench.retrofit", "workbench.tokenizer", "workbench.notebooks", "workbench.experiments",
+            "workbench.retrofit.experiment"]
+PROBE = """
+import runpy, sys
+sys.argv = ["-m", *sys.argv[2:]]
+try:
+    runpy.run_module(sys.argv_module, run_name="__main__", alter_sys=True)
+except SystemExit as stop:
+    print("exit", stop.code, file=sys.stderr)
+print(sorted(m for m in ("torch", "transformers", "einops", "peft", "jupytext", "papermill") if m in sys.modules),
+      file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--tokenz", "1"]], ids=["help", "typo"])
+@pytest.mark.parametrize("module", COMMANDS)
+def test_help_and_a_typo_are_answered_without_importing_torch(module, args):
+    """Bug: --help or a typo took 17-25 s on a busy machine (torch, einops, torch._dynamo imported
+    before the flags were parsed). What keeps it fast (benchmarks/help_time.py times it): the
+    command parses its flags before any import of torch (or transformers, peft, and for the
+    notebooks' runner jupytext and papermill); a top-level import re-added fails here."""
+    probe = PROBE.replace("sys.argv_module", repr(module))
+    done = _run("-c", probe, module, *args)
+    *_, status, loaded = done.stderr.strip().splitlines()
+    assert status == f"exit {0 if args == ['--help'] else 2}", done.stderr
+    assert loaded == "[]", f"{module} {' '.join(args)} imported {loaded}"
+    if args == ["--help"]:
+        assert done.stdout.startswith(f"usage: python -m {module}"), done.stdout[:200]
+
+
+def test_the_encodings_listed_without_torch_are_the_registry():
+    """encoders.catalog reads the encodings' names, options and attributes from their source
+    (for --help, before torch): the oracle is the registry the imported modules fill."""
+    from workbench import encoders
+    source = encoders._catalog_from_source()
+    encoders._load()
+    assert [name for name, _, _ in source] == encoders.names()
+    for name, options, attributes in source:
+        assert options == encoders.options(name), name
+        assert attributes == {a: getattr(encoders.get(name), a) for a in encoders.ATTRIBUTES}, name

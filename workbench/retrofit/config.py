@@ -1,0 +1,122 @@
+"""The retrofit's settings and command line: `RetrofitConfig` (the training's groups of config.py
+with the retrofit's own defaults, and what is joined to the model) and its flags. Apart from
+finetune.py, which runs it, so that `python -m workbench.retrofit --help` and a mistyped flag are
+answered without importing torch or transformers.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass, field
+
+from .. import encoders, tasks
+from ..cli import Parser, check_choices, flag, setting
+from ..config import GROUPS, BalanceArgs, DataArgs, DifficultyArgs, EvalArgs, Grouped, RunArgs, add_flags
+from .hub import DTYPES, KNOWN
+
+BASELINE = "none"  # the encoding name of the digit-token baseline: the model's own tokenizer
+SKIPPED = {"checkpoint_every", "compile", "prefetch", "same_kernels"}  # run settings a fine-tuning does not use
+
+
+def encoding_choices() -> list[str]:
+    """The encodings a model can be retrofitted with (one <|num|> token and a head), and the baseline."""
+    return [BASELINE] + encoders.single_token()
+
+
+@dataclass
+class RetrofitConfig(Grouped):
+    """A fine-tuning run: the model and what is joined to it here, the workbench's recipe in the
+    training's groups (config.py; the same flags, the retrofit's own defaults)."""
+    model: str = setting("-", f"local folder of a Hugging Face causal LM (or OUT/model of an earlier run), or a "
+                         f"packaged model: {', '.join(KNOWN)}")
+    encoding: str = setting("bittokens", f"number encoding joined to the model; {BASELINE}: the model's own digit "
+                            "tokens (the baseline)", choices=encoding_choices)
+    encoding_options: dict = setting({}, "options of the encoding")
+    tasks: tuple[str, ...] = setting(("multiplication",), "tasks to fine-tune on, e.g. multiplication,addition",
+                                     choices=tasks.names)
+    tokens: float = setting(2e5, "fine-tuning budget: tokens of the samples drawn (padding not counted)")
+    text_share: float = setting(0.25, "share of every step's tokens that is text of --text-source's training "
+                                "documents, to keep the model's language (0: numbers only)")
+    text_pool_size: int = setting(1000, "training text chunks the text share draws from")
+    text_samples: int = setting(50, "held-out text chunks whose perplexity is measured before and after (0: none)")
+    dtype: str = setting("float32", "dtype of the model's body while training and when saved (auto: as stored); "
+                         "a low-precision body trains on float32 master weights; the number head is float32",
+                         choices=lambda: list(DTYPES))
+    lora: bool = setting(False, "train LoRA adapters on every linear layer, the added tokens' rows and the number "
+                         "head; the rest of the model stays frozen")
+    lora_rank: int = setting(16, "rank of the LoRA adapters")
+    lora_alpha: float = setting(32.0, "LoRA scale alpha (the update is alpha / rank x B A)")
+    lr: float = setting(1e-4, "AdamW learning rate of the model's weights (of the adapters with --lora)")
+    head_lr: float = setting(1e-3, "AdamW learning rate of the number head (new, so it learns faster)")
+    warmup_frac: float = setting(0.05, "share of the steps of linear lr warm-up before the cosine decay")
+    batch_tokens: int = setting(4096, "tokens per step: samples are drawn by the task ratios until they hold this many")
+    context: int = setting(512, "longest sample in tokens (longer text is cut; at most the model's positions)")
+    seed: int = setting(0, "seed of the data, the new weights and the sampling")
+    data: DataArgs = field(default_factory=lambda: DataArgs(decades=(0, 3), max_digits=4))
+    difficulty: DifficultyArgs = field(default_factory=DifficultyArgs)
+    balance: BalanceArgs = field(default_factory=BalanceArgs)
+    evaluation: EvalArgs = field(default_factory=lambda: EvalArgs(val_samples=64, eval_every=50))
+    run: RunArgs = field(default_factory=lambda: RunArgs(out="runs/retrofit", threads=0))
+
+    GROUPS = {name: kind for name, kind in GROUPS.items() if name != "model"}  # the model is Hugging Face's
+
+    def __post_init__(self):
+        self.tasks = tuple(self.tasks)
+        for name, kind in self.GROUPS.items():
+            if isinstance(getattr(self, name), dict):
+                setattr(self, name, kind(**getattr(self, name)))
+        unknown = [t for t in self.tasks if t not in tasks.names()]
+        if not self.tasks or unknown or len(set(self.tasks)) != len(self.tasks):
+            raise ValueError(f"--tasks must be distinct names from {tasks.names()}, got {list(self.tasks)}")
+        if not 0 <= self.text_share < 1:
+            raise ValueError(f"--text-share must be in [0, 1), got {self.text_share}")
+        if self.text_share and "text" in self.tasks:
+            raise ValueError("--tasks holds text and --text-share is not 0: the balancer sets the text's share "
+                             "when it is a task; pass --text-share 0, or leave text out of --tasks")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"--dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if self.encoding not in encoding_choices():
+            raise ValueError(f"--encoding {self.encoding!r} cannot be joined to a model: choose one of "
+                             f"{encoding_choices()} (digit encodings have no number head; {BASELINE} is the "
+                             "model's own digit tokens)")
+        for part in (getattr(self, g) for g in self.GROUPS):
+            check_choices(part)
+        self.regime = self.data.regime()
+        if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens) and self.tokens >= 1):
+            raise ValueError(f"--tokens must be a finite number >= 1, got {self.tokens}")
+        for name, low in (("batch_tokens", 8), ("context", 8), ("pool_size", 1), ("val_samples", 1), ("test_samples", 1),
+                          ("text_samples", 0), ("text_pool_size", 1), ("eval_every", 1), ("lora_rank", 1), ("seed", 0),
+                          ("threads", 0)):
+            value = self.get(name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"{flag(name)} must be an integer >= {low}, got {value!r}")
+        for name in ("lr", "head_lr", "lora_alpha"):
+            if not self.get(name) > 0:
+                raise ValueError(f"{flag(name)} must be positive, got {self.get(name)}")
+        for name in ("warmup_frac", "endgame_share", "adapt_warmup"):
+            if not 0 <= self.get(name) < 1:
+                raise ValueError(f"{flag(name)} must be in [0, 1), got {self.get(name)}")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The fine-tuning command's flags (python -m workbench.retrofit --help)."""
+    catalog = encoders.catalog()
+    options = "; ".join(f"{n}: {catalog[n] or 'none'}" for n in encoding_choices()[1:])
+    parser = Parser(
+        prog="python -m workbench.retrofit", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Fine-tune a local Hugging Face causal LM with a number encoding (or, --encoding none, with its "
+                    "own digit tokens) on the workbench's tasks; the model is saved in OUT/model.",
+        epilog=f"Encoding options (--encoding-option KEY=VALUE) and their defaults: {options}")
+    parser.add_argument("--encoding-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of the encoding (repeatable)")
+    add_flags(parser, RetrofitConfig(model="-"), skip=SKIPPED)
+    return parser
+
+
+def command_line(argv=None) -> tuple[argparse.ArgumentParser, dict]:
+    """(the parser, the parsed flags); --help, a bad flag and a missing --model exit here."""
+    flags = parser()
+    args = vars(flags.parse_args(argv))
+    if not args["model"].strip() or args["model"] == "-":
+        flags.error(f"--model is required: the local folder of a Hugging Face causal LM, or {', '.join(KNOWN)}")
+    return flags, args
