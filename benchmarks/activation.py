@@ -6,6 +6,7 @@ and again in GELU's backward: that, not the matrix products, is where the tanh G
 
     python benchmarks/activation.py [--preset cpu-small] [--batch 16] [--repeats 15] [--threads 1]
 """
+
 import argparse
 import statistics
 import time
@@ -36,12 +37,16 @@ def main():
                 times[name].append(time.perf_counter() - start)
             x.grad = None
     base = statistics.median(times["gelu_tanh"])
-    print(f"{args.preset}: activation [{shape[0]} x {shape[1]}], {args.threads} thread(s), forward + backward, "
-          f"median of {args.repeats}; a training step runs it in each of the {cfg.n_layer} blocks")
+    print(
+        f"{args.preset}: activation [{shape[0]} x {shape[1]}], {args.threads} thread(s), forward + backward, "
+        f"median of {args.repeats}; a training step runs it in each of the {cfg.n_layer} blocks"
+    )
     for name, ts in times.items():
         median = statistics.median(ts)
-        print(f"  {name:10s} {median * 1e3:7.1f} ms   x{cfg.n_layer} blocks {median * cfg.n_layer * 1e3:7.1f} ms/step"
-              f"   tanh GELU / this {base / median:5.2f}x")
+        print(
+            f"  {name:10s} {median * 1e3:7.1f} ms   x{cfg.n_layer} blocks {median * cfg.n_layer * 1e3:7.1f} ms/step"
+            f"   tanh GELU / this {base / median:5.2f}x"
+        )
 
 
 if __name__ == "__main__":

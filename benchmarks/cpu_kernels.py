@@ -4,6 +4,7 @@ outputs and gradients checked bit for bit first. One thread: the kernels run onl
 
     python benchmarks/cpu_kernels.py [--preset cpu-small] [--batch 16] [--repeats 50]
 """
+
 import argparse
 import statistics
 import time
@@ -31,8 +32,10 @@ def main():
     angles = torch.rand(B, 1, T, D // 2, generator=g) * 100
     cos, sin = angles.cos(), angles.sin()
     grad = torch.randn(B, H, T, D, generator=g)
-    paths = {"PyTorch": lambda x: fused.rotate(fused.rms_norm(x), cos, sin),
-             "C kernels": lambda x: fused._NormRotate.apply(x, cos, sin)}
+    paths = {
+        "PyTorch": lambda x: fused.rotate(fused.rms_norm(x), cos, sin),
+        "C kernels": lambda x: fused._NormRotate.apply(x, cos, sin),
+    }
 
     def forward_backward(path):
         x = rearrange(qkv, "b t (qkv h d) -> b h qkv t d", qkv=3, h=H).unbind(2)[0].detach().requires_grad_()
@@ -49,13 +52,17 @@ def main():
             forward_backward(path)
             times[path].append(time.perf_counter() - start)
     median = {path: statistics.median(t) * 1e3 for path, t in times.items()}
-    print(f"{args.preset}: queries [{B}, {H}, {T}, {D}], one thread, median of {args.repeats}; "
-          f"outputs and gradients {'identical' if same else 'DIFFERENT'}")
+    print(
+        f"{args.preset}: queries [{B}, {H}, {T}, {D}], one thread, median of {args.repeats}; "
+        f"outputs and gradients {'identical' if same else 'DIFFERENT'}"
+    )
     for path, ms in median.items():
         print(f"  {path:10s} {ms:6.2f} ms forward + backward   {median['PyTorch'] / ms:5.2f}x")
     layers = cfg.n_layer * 2
-    print(f"  a training step ({cfg.n_layer} layers, queries and keys): {median['PyTorch'] * layers:.0f} vs "
-          f"{median['C kernels'] * layers:.0f} ms")
+    print(
+        f"  a training step ({cfg.n_layer} layers, queries and keys): {median['PyTorch'] * layers:.0f} vs "
+        f"{median['C kernels'] * layers:.0f} ms"
+    )
 
 
 if __name__ == "__main__":

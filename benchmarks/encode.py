@@ -6,6 +6,7 @@ repeats) and the ratio, measured in one run.
 
     python benchmarks/encode.py [--n 1000000] [--repeats 7] [--threads 1]
 """
+
 import argparse
 import math
 import statistics
@@ -20,8 +21,10 @@ SHIFTS = torch.arange(63, -1, -1, dtype=torch.int64)
 
 def paper_snippet(x: torch.Tensor) -> torch.Tensor:
     """The project page's reference: int64 view, one shift-and-mask per bit, cat, scale to ±1."""
+
     def bits(t):
         return (t.view(torch.int64).unsqueeze(-1) >> SHIFTS) & 1
+
     return torch.cat([bits(x), bits(x.reciprocal())], dim=-1).to(torch.float32) * 2 - 1
 
 
@@ -44,10 +47,13 @@ def main():
     torch.set_num_threads(args.threads)
     gen = torch.Generator().manual_seed(0)
     x = (torch.rand(args.n, generator=gen, dtype=torch.float64) - 0.5) * 10 ** torch.randint(
-        -14, 16, (args.n,), generator=gen).double()
+        -14, 16, (args.n,), generator=gen
+    ).double()
     ours = encoders.get("bittokens").encode
-    specials = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324, -2.2250738585072014e-308,
-                             1.7976931348623157e308], dtype=torch.float64)
+    specials = torch.tensor(
+        [0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324, -2.2250738585072014e-308, 1.7976931348623157e308],
+        dtype=torch.float64,
+    )
     for values in (x, specials):
         if not torch.equal(ours(values), paper_snippet(values)):
             raise SystemExit("outputs differ: the lookup table is wrong")

@@ -19,6 +19,7 @@ in one run on this CPU: the parts a GPU leaves to the host, which are the same w
     python benchmarks/gpu.py [--encodings bittokens fone] [--repeats 5] [--pool 5000]
                              [--sections batch syncs loss attention pools compile]
 """
+
 import argparse
 import math
 import statistics
@@ -65,10 +66,18 @@ def pack_one_by_one(samples, rows, context, pad_id, num_id):
         row, col = (row + 1, 0) if col == width else (row, col)
     loss_mask = mask[:, 1:] & (doc[:, 1:] == doc[:, :-1])
     t = torch.from_numpy
-    return {"ids": t(ids[:, :-1]), "values": t(values[:, :-1]), "positions": t(pos[:, :-1]),
-            "doc_ids": t(doc[:, :-1]), "targets": t(ids[:, 1:]), "target_values": t(values[:, 1:]),
-            "loss_mask": t(loss_mask), "task_ids": t(task[:, 1:]), "ce_count": torch.tensor(int(loss_mask.sum())),
-            "number_count": torch.tensor(int((loss_mask & (ids[:, 1:] == num_id)).sum()))}
+    return {
+        "ids": t(ids[:, :-1]),
+        "values": t(values[:, :-1]),
+        "positions": t(pos[:, :-1]),
+        "doc_ids": t(doc[:, :-1]),
+        "targets": t(ids[:, 1:]),
+        "target_values": t(values[:, 1:]),
+        "loss_mask": t(loss_mask),
+        "task_ids": t(task[:, 1:]),
+        "ce_count": torch.tensor(int(loss_mask.sum())),
+        "number_count": torch.tensor(int((loss_mask & (ids[:, 1:] == num_id)).sum())),
+    }
 
 
 def median_seconds(work, repeats):
@@ -91,33 +100,83 @@ def paper_samples(encoding, pool, rng):
 def batch_costs(encoding, tok, samples, repeats):
     head = encoders.get(encoding).number_head(D)
     whole = pack_one_by_one(samples, ROWS, CONTEXT, tok.pad_id, tok.num_id)
-    rank_rows = {k: v if v.ndim == 0 else v[:ROWS // RANKS] for k, v in whole.items()}
+    rank_rows = {k: v if v.ndim == 0 else v[: ROWS // RANKS] for k, v in whole.items()}
     at = rank_rows["ids"].flatten() == tok.num_id
     targets = rank_rows["target_values"].flatten()[rank_rows["loss_mask"].flatten()]
     is_number = rank_rows["targets"].flatten()[rank_rows["loss_mask"].flatten()] == tok.num_id
 
     def in_forward():
         return head.features(rank_rows["values"].flatten()[at]), head.loss_target(targets[is_number])
-    return pd.DataFrame([
-        {"encoding": encoding, "part": "pack the batch", "when": "before", "where": "every rank, in the step",
-         "ms": 1e3 * median_seconds(lambda: pack_one_by_one(samples, ROWS, CONTEXT, tok.pad_id, tok.num_id), repeats)},
-        {"encoding": encoding, "part": "number features + loss targets", "when": "before",
-         "where": "in forward (GPU->CPU->GPU)",
-         "ms": 1e3 * median_seconds(in_forward, repeats) if head is not None else "— (no number head)"},
-        {"encoding": encoding, "part": "pack this rank's rows + number fields", "when": "after",
-         "where": "loader thread, a step ahead", "ms": 1e3 * median_seconds(lambda: number_fields(
-             pack(samples, ROWS, CONTEXT, tok.pad_id, tok.num_id, part=(0, RANKS)), head, tok.num_id), repeats)},
-        {"encoding": encoding, "part": "pack all 192 rows + number fields", "when": "after",
-         "where": "one GPU: the loader thread, a step ahead", "ms": 1e3 * median_seconds(lambda: number_fields(
-             pack(samples, ROWS, CONTEXT, tok.pad_id, tok.num_id), head, tok.num_id), repeats)},
-        {"encoding": encoding, "part": "rows / numbers / targets of one rank", "when": "", "where": "",
-         "ms": f"{ROWS // RANKS} / {int(at.sum())} / {int(rank_rows['loss_mask'].sum())}"}])
+
+    return pd.DataFrame(
+        [
+            {
+                "encoding": encoding,
+                "part": "pack the batch",
+                "when": "before",
+                "where": "every rank, in the step",
+                "ms": 1e3
+                * median_seconds(lambda: pack_one_by_one(samples, ROWS, CONTEXT, tok.pad_id, tok.num_id), repeats),
+            },
+            {
+                "encoding": encoding,
+                "part": "number features + loss targets",
+                "when": "before",
+                "where": "in forward (GPU->CPU->GPU)",
+                "ms": 1e3 * median_seconds(in_forward, repeats) if head is not None else "— (no number head)",
+            },
+            {
+                "encoding": encoding,
+                "part": "pack this rank's rows + number fields",
+                "when": "after",
+                "where": "loader thread, a step ahead",
+                "ms": 1e3
+                * median_seconds(
+                    lambda: number_fields(
+                        pack(samples, ROWS, CONTEXT, tok.pad_id, tok.num_id, part=(0, RANKS)), head, tok.num_id
+                    ),
+                    repeats,
+                ),
+            },
+            {
+                "encoding": encoding,
+                "part": "pack all 192 rows + number fields",
+                "when": "after",
+                "where": "one GPU: the loader thread, a step ahead",
+                "ms": 1e3
+                * median_seconds(
+                    lambda: number_fields(pack(samples, ROWS, CONTEXT, tok.pad_id, tok.num_id), head, tok.num_id),
+                    repeats,
+                ),
+            },
+            {
+                "encoding": encoding,
+                "part": "rows / numbers / targets of one rank",
+                "when": "",
+                "where": "",
+                "ms": f"{ROWS // RANKS} / {int(at.sum())} / {int(rank_rows['loss_mask'].sum())}",
+            },
+        ]
+    )
 
 
 def sync_counts(encoding, folder):
-    cfg = TrainConfig.of(encoding=encoding, tasks=("addition", "multiplication", "minmax", "text"), preset="cpu-tiny",
-                      batch_size=8, tokens=1e5, pool_size=300, val_samples=8, test_samples=8, threads=1,
-                      decades=(0, 2), max_digits=3, attention="dense", out=str(folder), overwrite=True)
+    cfg = TrainConfig.of(
+        encoding=encoding,
+        tasks=("addition", "multiplication", "minmax", "text"),
+        preset="cpu-tiny",
+        batch_size=8,
+        tokens=1e5,
+        pool_size=300,
+        val_samples=8,
+        test_samples=8,
+        threads=1,
+        decades=(0, 2),
+        max_digits=3,
+        attention="dense",
+        out=str(folder),
+        overwrite=True,
+    )
     run = setup(cfg)
     train_step(run, 0)
     counts = {}
@@ -134,11 +193,21 @@ def loss_costs(targets):
         linear_cross_entropy(hidden, weight, torch.randint(0, 1000, (64,)), chunk_elements=8 * 1000)
     ops_per_chunk = sum(1 for e in prof.events() if e.name.startswith("aten::")) / 8
     rows = []
-    for when, elements in (("CPU (2^21)", 1 << 21), ("GPU before (2^28)", 1 << 28),
-                           ("GPU now (2^26)", chunk_elements(torch.device("cuda")))):
+    for when, elements in (
+        ("CPU (2^21)", 1 << 21),
+        ("GPU before (2^28)", 1 << 28),
+        ("GPU now (2^26)", chunk_elements(torch.device("cuda"))),
+    ):
         chunks = math.ceil(targets / (elements // V))
-        rows.append({"when": when, "rows a chunk": elements // V, "chunks": chunks,
-                     "ops (est.)": round(chunks * ops_per_chunk), "weight-gradient traffic GB": chunks * 2 * V * D * 4 / 1e9})
+        rows.append(
+            {
+                "when": when,
+                "rows a chunk": elements // V,
+                "chunks": chunks,
+                "ops (est.)": round(chunks * ops_per_chunk),
+                "weight-gradient traffic GB": chunks * 2 * V * D * 4 / 1e9,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -162,14 +231,26 @@ def loss_peak_memory(rows=8192, vocab=V):
     """Peak memory of the fused loss above what its inputs hold (the process's high-water mark, in a
     fresh process each), at the paper's vocabulary: the logits of one chunk dominate it."""
     out = []
-    for when, elements in (("CPU chunk (2^21)", 1 << 21), ("GPU chunk, before (2^28)", 1 << 28),
-                           ("GPU chunk, now (2^26)", chunk_elements(torch.device("cuda"))),
-                           ("no chunking", rows * vocab)):
-        done = subprocess.run([sys.executable, "-c", PEAK_PROBE, str(rows), str(vocab), str(elements)],
-                              capture_output=True, text=True, check=True)
-        out.append({"chunk": when, "logits a chunk": min(elements // vocab, rows) * vocab,
-                    "peak MiB": int(done.stdout.split()[-1]) / 2**20,
-                    "one chunk's fp32 logits MiB": min(elements // vocab, rows) * vocab * 4 / 2**20})
+    for when, elements in (
+        ("CPU chunk (2^21)", 1 << 21),
+        ("GPU chunk, before (2^28)", 1 << 28),
+        ("GPU chunk, now (2^26)", chunk_elements(torch.device("cuda"))),
+        ("no chunking", rows * vocab),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-c", PEAK_PROBE, str(rows), str(vocab), str(elements)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        out.append(
+            {
+                "chunk": when,
+                "logits a chunk": min(elements // vocab, rows) * vocab,
+                "peak MiB": int(done.stdout.split()[-1]) / 2**20,
+                "one chunk's fp32 logits MiB": min(elements // vocab, rows) * vocab * 4 / 2**20,
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -178,8 +259,11 @@ def attention_costs(doc_ids, tile=128):
     B, T, _ = mask.shape
     tiles = mask.view(B, T // tile, tile, T // tile, tile).any(-1).any(2)
     causal = torch.ones(T, T, dtype=torch.bool).tril().view(T // tile, tile, T // tile, tile).any(-1).any(1)
-    return {"allowed pairs %": 100 * mask.float().mean().item(), "non-empty tiles %": 100 * tiles.float().mean().item(),
-            "causal tiles %": 100 * causal.float().mean().item()}
+    return {
+        "allowed pairs %": 100 * mask.float().mean().item(),
+        "non-empty tiles %": 100 * tiles.float().mean().item(),
+        "causal tiles %": 100 * causal.float().mean().item(),
+    }
 
 
 def anonymous_bytes():
@@ -201,18 +285,36 @@ def pool_memory(tok, n):
         sum(len(s[0]) for s in mapped.samples)  # touch every page
         mapped_bytes = anonymous_bytes() - before
         disk = sum(f.stat().st_size for f in (Path(folder) / "pool").iterdir())
-    return pd.DataFrame([{"pool": f"multiplication, {n:,} samples", "built by the rank MB": built_bytes / 2**20,
-                          "mapped (private) MB": mapped_bytes / 2**20, "one shared copy MB": disk / 2**20}])
+    return pd.DataFrame(
+        [
+            {
+                "pool": f"multiplication, {n:,} samples",
+                "built by the rank MB": built_bytes / 2**20,
+                "mapped (private) MB": mapped_bytes / 2**20,
+                "one shared copy MB": disk / 2**20,
+            }
+        ]
+    )
 
 
 def compile_costs(presets, steps):
     rows = []
     for name in presets:
         for compiled in (False, True):
-            cfg = TrainConfig.of(encoding="bittokens", tasks=("addition", "multiplication", "minmax", "text"), preset=name,
-                              batch_size=16 if name == "cpu-small" else 8, tokens=1e7, pool_size=2000, threads=1,
-                              decades=(0, 2), max_digits=3, out=f"/tmp/benchmark-gpu-{name}-{compiled}", overwrite=True,
-                              compile=compiled)
+            cfg = TrainConfig.of(
+                encoding="bittokens",
+                tasks=("addition", "multiplication", "minmax", "text"),
+                preset=name,
+                batch_size=16 if name == "cpu-small" else 8,
+                tokens=1e7,
+                pool_size=2000,
+                threads=1,
+                decades=(0, 2),
+                max_digits=3,
+                out=f"/tmp/benchmark-gpu-{name}-{compiled}",
+                overwrite=True,
+                compile=compiled,
+            )
             run = setup(cfg)
             start = time.perf_counter()
             for step in range(3):
@@ -224,8 +326,14 @@ def compile_costs(presets, steps):
                 start = time.perf_counter()
                 train_step(run, step, batches)
                 times.append(time.perf_counter() - start)
-            rows.append({"preset": name, "compile": compiled, "ms a step": 1e3 * statistics.median(times),
-                         "first 3 steps s": warmup})
+            rows.append(
+                {
+                    "preset": name,
+                    "compile": compiled,
+                    "ms a step": 1e3 * statistics.median(times),
+                    "first 3 steps s": warmup,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -234,23 +342,37 @@ def main():
     parser.add_argument("--encodings", nargs="+", default=["bittokens", "fone"])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pool", type=int, default=5000, help="samples per task pool (the paper: 1M)")
-    parser.add_argument("--sections", nargs="+", default=["batch", "syncs", "loss", "attention", "pools"],
-                        choices=["batch", "syncs", "loss", "attention", "pools", "compile"])
+    parser.add_argument(
+        "--sections",
+        nargs="+",
+        default=["batch", "syncs", "loss", "attention", "pools"],
+        choices=["batch", "syncs", "loss", "attention", "pools", "compile"],
+    )
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     pd.set_option("display.width", 200)
     rng = np.random.default_rng(0)
-    drawn = {e: paper_samples(e, args.pool, rng) for e in args.encodings} if {"batch", "loss", "attention"} & set(
-        args.sections) else {}
+    drawn = (
+        {e: paper_samples(e, args.pool, rng) for e in args.encodings}
+        if {"batch", "loss", "attention"} & set(args.sections)
+        else {}
+    )
     if "batch" in args.sections:
         print("\n== one rank's batch at 8 ranks (median ms) ==")
-        print(pd.concat([batch_costs(e, tok, samples, args.repeats) for e, (tok, _, samples) in drawn.items()])
-              .to_string(index=False))
+        print(
+            pd.concat([batch_costs(e, tok, samples, args.repeats) for e, (tok, _, samples) in drawn.items()]).to_string(
+                index=False
+            )
+        )
     if "syncs" in args.sections:
         print("\n== host syncs of one training step ==")
         with TemporaryDirectory() as folder:
-            print(pd.DataFrame([sync_counts(e, Path(folder) / e) for e in ("bittokens", "fone", "xval")]).to_string(index=False))
+            print(
+                pd.DataFrame([sync_counts(e, Path(folder) / e) for e in ("bittokens", "fone", "xval")]).to_string(
+                    index=False
+                )
+            )
     shard = None
     if {"loss", "attention"} & set(args.sections):
         tok, _, samples = next(iter(drawn.values()))
@@ -265,7 +387,11 @@ def main():
         print(pd.DataFrame([attention_costs(shard["doc_ids"])]).round(1).to_string(index=False))
     if "pools" in args.sections:
         print("\n== memory of a training pool in a rank ==")
-        print(pool_memory(Tokenizer("bittokens", vocab_size=PAPER.model.vocab_size), 20 * args.pool).round(1).to_string(index=False))
+        print(
+            pool_memory(Tokenizer("bittokens", vocab_size=PAPER.model.vocab_size), 20 * args.pool)
+            .round(1)
+            .to_string(index=False)
+        )
     if "compile" in args.sections:
         print("\n== --compile on this CPU ==")
         print(compile_costs(["cpu-tiny", "cpu-small"], 10).round(1).to_string(index=False))

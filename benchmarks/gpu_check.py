@@ -30,6 +30,7 @@
 The last line is the verdict: "gpu_check: N of M checks passed". Sizes follow --device: the paper
 tier on a GPU, cpu-tiny rows on a CPU (the dry run proves the script runs, not the speed).
 """
+
 import argparse
 import copy
 import json
@@ -93,11 +94,26 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def config(args, size: Size, out: Path, **overrides) -> TrainConfig:
-    values = dict(preset=size.preset, tasks=PAPER_TASKS, batch_size=size.rows,
-                  grad_accum=size.accum, context=size.context, decades=None, max_digits=None, pool_size=size.pool,
-                  val_samples=8, test_samples=8, vocab_size=size.vocab, text_bpe=size.text_bpe, bf16=size.bf16,
-                  device=args.device,
-                  threads=0 if args.device != "cpu" else 1, tokens=1e12, out=str(out), overwrite=True)
+    values = dict(
+        preset=size.preset,
+        tasks=PAPER_TASKS,
+        batch_size=size.rows,
+        grad_accum=size.accum,
+        context=size.context,
+        decades=None,
+        max_digits=None,
+        pool_size=size.pool,
+        val_samples=8,
+        test_samples=8,
+        vocab_size=size.vocab,
+        text_bpe=size.text_bpe,
+        bf16=size.bf16,
+        device=args.device,
+        threads=0 if args.device != "cpu" else 1,
+        tokens=1e12,
+        out=str(out),
+        overwrite=True,
+    )
     return TrainConfig.of(**{**values, **overrides})
 
 
@@ -117,16 +133,27 @@ def to_tf32(t: torch.Tensor) -> torch.Tensor:
 class EmulatedTF32(TorchFunctionMode):
     """While torch.backends.cuda.matmul.allow_tf32 is on, float32 products see TF32 inputs, as
     cuBLAS's would on a GPU (the factors rounded, the sums in float32)."""
-    FACTORS = {torch.nn.functional.linear: (0, 1), torch.matmul: (0, 1), torch.Tensor.matmul: (0, 1),
-               torch.Tensor.__matmul__: (0, 1), torch.mm: (0, 1), torch.Tensor.mm: (0, 1), torch.bmm: (0, 1),
-               torch.addmm: (1, 2), torch.baddbmm: (1, 2)}
+
+    FACTORS = {
+        torch.nn.functional.linear: (0, 1),
+        torch.matmul: (0, 1),
+        torch.Tensor.matmul: (0, 1),
+        torch.Tensor.__matmul__: (0, 1),
+        torch.mm: (0, 1),
+        torch.Tensor.mm: (0, 1),
+        torch.bmm: (0, 1),
+        torch.addmm: (1, 2),
+        torch.baddbmm: (1, 2),
+    }
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         factors = self.FACTORS.get(func)
         if factors and torch.backends.cuda.matmul.allow_tf32:
-            args = tuple(to_tf32(a) if k in factors and isinstance(a, torch.Tensor) and a.dtype == torch.float32
-                         else a for k, a in enumerate(args))
+            args = tuple(
+                to_tf32(a) if k in factors and isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a
+                for k, a in enumerate(args)
+            )
         return func(*args, **kwargs)
 
 
@@ -136,8 +163,9 @@ def check_flex(args, size, device, tmp):
     batch = step_batches(run, 0)[0].to(device)
     weights = torch.ones(len(run.cfg.tasks), device=device)
     dense = run.model
-    flex = GPT(replace(dense.cfg, attention="flex"), dense.encoding, run.tok.vocab_size, run.tok.num_id,
-               run.tok.piece_ids).to(device)
+    flex = GPT(
+        replace(dense.cfg, attention="flex"), dense.encoding, run.tok.vocab_size, run.tok.num_id, run.tok.piece_ids
+    ).to(device)
     flex.load_state_dict(dense.state_dict())
     backward = device.type == "cuda"
     results = []
@@ -148,8 +176,9 @@ def check_flex(args, size, device, tmp):
             loss = train_losses(model, batch, weights)["loss"]
         if backward:
             loss.backward()
-        results.append((loss.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters()
-                                        if p.grad is not None}))
+        results.append(
+            (loss.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None})
+        )
     torch.backends.cuda.matmul.allow_tf32 = device.type == "cuda"
     loss_error = relative(results[1][0], results[0][0])
     line = f"loss {results[0][0].item():.6f}, relative difference {loss_error:.1e}"
@@ -160,8 +189,9 @@ def check_flex(args, size, device, tmp):
     grad_error = relative(flat[1], flat[0])
     worst = max(names, key=lambda n: relative(results[1][1][n], results[0][1][n]))
     worst_error = relative(results[1][1][worst], results[0][1][worst])
-    return loss_error < 1e-5 and grad_error < 1e-4, (f"{line}; gradients {grad_error:.1e} over all parameters, "
-                                                     f"worst {worst} {worst_error:.1e}")
+    return loss_error < 1e-5 and grad_error < 1e-4, (
+        f"{line}; gradients {grad_error:.1e} over all parameters, worst {worst} {worst_error:.1e}"
+    )
 
 
 def check_heads(args, size, device, tmp):
@@ -206,8 +236,16 @@ class _nothing:
 def check_syncs(args, size, device, tmp):
     counts = []
     for encoding in ("bittokens", "fone", "xval", "single_digit"):
-        run = setup(config(args, size, tmp / f"syncs-{encoding}", encoding=encoding, grad_accum=1,
-                           attention="auto" if device.type == "cuda" else "dense"))
+        run = setup(
+            config(
+                args,
+                size,
+                tmp / f"syncs-{encoding}",
+                encoding=encoding,
+                grad_accum=1,
+                attention="auto" if device.type == "cuda" else "dense",
+            )
+        )
         for step in range(2):
             train_step(run, step)
         batches = step_batches(run, 2)
@@ -230,6 +268,7 @@ def check_syncs(args, size, device, tmp):
 
 def check_recompile(args, size, device, tmp):
     from torch._dynamo.utils import counters
+
     run = setup(config(args, size, tmp / "compile", compile=True, grad_accum=1))
     if size.compile_backend != "inductor":
         run.model.compile_layers(backend=size.compile_backend)
@@ -247,17 +286,27 @@ def check_recompile(args, size, device, tmp):
         train_step(run, step, batches)
         synchronize(device)
         times.append(time.perf_counter() - t)
-    new = {f"{k}.{n}": v - before.get(k, {}).get(n, 0) for k, group in counters.items() for n, v in group.items()
-           if v != before.get(k, {}).get(n, 0) and k in ("stats", "frames", "recompiles")}
+    new = {
+        f"{k}.{n}": v - before.get(k, {}).get(n, 0)
+        for k, group in counters.items()
+        for n, v in group.items()
+        if v != before.get(k, {}).get(n, 0) and k in ("stats", "frames", "recompiles")
+    }
     graphs = new.get("stats.unique_graphs", 0)
     model, micro = run.model, statistics.median(times)
     matmul_params = sum(p.numel() for n, p in model.named_parameters() if n != "wte.weight")
     flops = size.rows * size.context * (6 * matmul_params + 12 * model.cfg.n_layer * model.cfg.d_model * size.context)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
     datasheet = next((v for k, v in DATASHEET_BF16.items() if k in name), None)
-    mfu = "" if datasheet is None else f" (MFU {flops / micro / datasheet:.1%} of the datasheet's bf16, optimizer included)"
-    return graphs == 0, (f"{graphs} new graphs over 12 new batches after warm-up ({warm:.0f} s: compile + 2 steps); "
-                         f"a compiled step of one micro-batch {1e3 * micro:.0f} ms{mfu}; counter changes {new or 'none'}")
+    mfu = (
+        ""
+        if datasheet is None
+        else f" (MFU {flops / micro / datasheet:.1%} of the datasheet's bf16, optimizer included)"
+    )
+    return graphs == 0, (
+        f"{graphs} new graphs over 12 new batches after warm-up ({warm:.0f} s: compile + 2 steps); "
+        f"a compiled step of one micro-batch {1e3 * micro:.0f} ms{mfu}; counter changes {new or 'none'}"
+    )
 
 
 def peak_bf16(device) -> float | None:
@@ -265,7 +314,10 @@ def peak_bf16(device) -> float | None:
     if device.type != "cuda":
         return None
     n = 8192
-    a, b = torch.randn(n, n, device=device, dtype=torch.bfloat16), torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    a, b = (
+        torch.randn(n, n, device=device, dtype=torch.bfloat16),
+        torch.randn(n, n, device=device, dtype=torch.bfloat16),
+    )
     times = []
     for k in range(13):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -327,23 +379,33 @@ def check_speed(args, size, device, tmp):
         h, g, w = (statistics.median(x) for x in (host, device_times, loop))
         keeps_up &= h < g and w <= 1.1 * g
         mfu = "" if datasheet is None else f", MFU {flops / g / datasheet:.1%} of the datasheet's bf16"
-        mfu += "" if measured is None else f", {flops / g / measured:.1%} of a measured matmul ({measured / 1e12:.0f} TFLOP/s)"
+        mfu += (
+            ""
+            if measured is None
+            else f", {flops / g / measured:.1%} of a measured matmul ({measured / 1e12:.0f} TFLOP/s)"
+        )
         switch = ", ".join(f"{1e3 * v:.0f} ms at a {1e3 * k:g} ms GIL switch interval" for k, v in loops.items())
-        parts.append(f"{encoding}: host batch {1e3 * h:.0f} ms, device step {1e3 * g:.0f} ms, loop step {switch}"
-                     f" ({tokens / w:,.0f} tokens/s){mfu}" + ("" if busy is None else f", GPU busy {busy:.0%}"))
-    return keeps_up, (f"{size.rows * size.accum} rows x {size.context} a step, eager; the loop keeps up when it takes at "
-                      "most 1.1 x the device step; " + "; ".join(parts))
+        parts.append(
+            f"{encoding}: host batch {1e3 * h:.0f} ms, device step {1e3 * g:.0f} ms, loop step {switch}"
+            f" ({tokens / w:,.0f} tokens/s){mfu}" + ("" if busy is None else f", GPU busy {busy:.0%}")
+        )
+    return keeps_up, (
+        f"{size.rows * size.accum} rows x {size.context} a step, eager; the loop keeps up when it takes at "
+        "most 1.1 x the device step; " + "; ".join(parts)
+    )
 
 
 def _profiler(device):
     if device.type != "cuda":
         return _nothing()
     from torch.profiler import ProfilerActivity, profile
+
     return profile(activities=[ProfilerActivity.CUDA])
 
 
 def check_generate(args, size, device, tmp):
     from workbench.evaluate import evaluate
+
     run = setup(config(args, size, tmp / "generate", val_samples=64, grad_accum=1))
     questions = {t: f for t, f in run.val.items() if tasks.get(t).score is not None}  # text has no answers
     batch = {t: f.iloc[:64] for t, f in list(questions.items())[:1]}
@@ -362,8 +424,10 @@ def check_generate(args, size, device, tmp):
     synchronize(device)
     seconds = time.perf_counter() - started
     tokens = float(answers["output_tokens"].mean())
-    line = (f"{len(answers)} questions of {len(questions)} tasks in {seconds:.1f} s ({1e3 * seconds / len(answers):.1f} "
-            f"ms a question, {tokens:.1f} tokens an answer)")
+    line = (
+        f"{len(answers)} questions of {len(questions)} tasks in {seconds:.1f} s ({1e3 * seconds / len(answers):.1f} "
+        f"ms a question, {tokens:.1f} tokens an answer)"
+    )
     if syncs is not None:
         line += f"; host syncs generating one batch of 64: {syncs}"
     return len(answers) == sum(len(f) for f in questions.values()), line
@@ -373,14 +437,49 @@ def check_resume(args, size, device, tmp):
     out = tmp / "resume"
     steps = 4
     tokens = steps * size.rows * size.accum * size.context
-    command = [sys.executable, "-m", "workbench.train", "--config", "paper", "--tasks", "addition,division,text",
-               "--tokens", str(tokens), "--pool-size", str(size.pool), "--val-samples", "16", "--test-samples", "16",
-               "--eval-every", "2", "--checkpoint-every", "2", "--device", args.device, "--out", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "workbench.train",
+        "--config",
+        "paper",
+        "--tasks",
+        "addition,division,text",
+        "--tokens",
+        str(tokens),
+        "--pool-size",
+        str(size.pool),
+        "--val-samples",
+        "16",
+        "--test-samples",
+        "16",
+        "--eval-every",
+        "2",
+        "--checkpoint-every",
+        "2",
+        "--device",
+        args.device,
+        "--out",
+        str(out),
+    ]
     if device.type != "cuda":
-        command += ["--text-bpe", size.text_bpe,
-                    "--preset", size.preset, "--context", str(size.context), "--batch-size", str(size.rows),
-                    "--global-batch", str(size.rows * size.accum), "--no-bf16", "--vocab-size", str(size.vocab),
-                    "--threads", "1"]
+        command += [
+            "--text-bpe",
+            size.text_bpe,
+            "--preset",
+            size.preset,
+            "--context",
+            str(size.context),
+            "--batch-size",
+            str(size.rows),
+            "--global-batch",
+            str(size.rows * size.accum),
+            "--no-bf16",
+            "--vocab-size",
+            str(size.vocab),
+            "--threads",
+            "1",
+        ]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     started = time.time()
     first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -388,17 +487,25 @@ def check_resume(args, size, device, tmp):
         time.sleep(0.2)
     killed_at = time.time() - started
     if first.poll() is not None:
-        return False, f"the run ended (exit {first.returncode}) before its first checkpoint: " \
-                      f"{first.stdout.read().decode()[-400:]}"
+        return (
+            False,
+            f"the run ended (exit {first.returncode}) before its first checkpoint: "
+            f"{first.stdout.read().decode()[-400:]}",
+        )
     first.send_signal(signal.SIGKILL)
     first.wait()
     second = subprocess.run(command + ["--resume"], cwd=ROOT, env=env, capture_output=True, text=True)
     total = time.time() - started
-    logged = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] \
-        if (out / "metrics.jsonl").exists() else []
+    logged = (
+        [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+        if (out / "metrics.jsonl").exists()
+        else []
+    )
     finished = second.returncode == 0 and (out / "test_summary.csv").exists()
-    line = (f"killed at {killed_at:.0f} s after its first checkpoint, resumed: exit {second.returncode}, steps "
-            f"logged {logged} (want 1..{steps} once), {total:.0f} s in all")
+    line = (
+        f"killed at {killed_at:.0f} s after its first checkpoint, resumed: exit {second.returncode}, steps "
+        f"logged {logged} (want 1..{steps} once), {total:.0f} s in all"
+    )
     if not finished:
         line += f"; {second.stdout[-300:]} {second.stderr[-600:]}"
     return finished and logged == list(range(1, steps + 1)), line
@@ -406,17 +513,51 @@ def check_resume(args, size, device, tmp):
 
 def check_retrofit(args, size, device, tmp):
     from workbench.retrofit.pretrain import build_model, corpus_texts, save, train_tokenizer
+
     tokenizer = train_tokenizer(corpus_texts("train")[:8], vocab_size=400)
     model = build_model("llama", tokenizer, hidden=128, layers=2, heads=2, context=128).to(torch.bfloat16)
     folder = save(model, tokenizer, tmp / "llama-bf16")
     out = tmp / "retrofit"
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-    done = subprocess.run([sys.executable, "-m", "workbench.retrofit", "--model", str(folder), "--encoding",
-                           "bittokens", "--tasks", "addition", "--tokens", "2e4", "--bf16", "--device", args.device,
-                           "--pool-size", "400", "--val-samples", "8", "--test-samples", "8", "--text-samples", "2",
-                           "--eval-every", "4", "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workbench.retrofit",
+            "--model",
+            str(folder),
+            "--encoding",
+            "bittokens",
+            "--tasks",
+            "addition",
+            "--tokens",
+            "2e4",
+            "--bf16",
+            "--device",
+            args.device,
+            "--pool-size",
+            "400",
+            "--val-samples",
+            "8",
+            "--test-samples",
+            "8",
+            "--text-samples",
+            "2",
+            "--eval-every",
+            "4",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
-        return False, f"fine-tuning exit {done.returncode}: {(done.stderr or done.stdout).strip().splitlines()[-1][:300]}"
+        return (
+            False,
+            f"fine-tuning exit {done.returncode}: {(done.stderr or done.stdout).strip().splitlines()[-1][:300]}",
+        )
     reload = """
 import sys, torch
 from workbench.evaluate import answer
@@ -433,29 +574,46 @@ texts = answer(lm, lm.tok, ["3 + 4"], 4)[0]
 print(f"body {lm.hf.dtype}, head {next(lm.head.parameters()).dtype}, head's number {float(value[0]):.6g}, "
       f"answer to '3 + 4': {texts[0]!r}")
 """
-    again = subprocess.run([sys.executable, "-c", reload, str(out / "model"), args.device], cwd=ROOT, env=env,
-                           capture_output=True, text=True)
+    again = subprocess.run(
+        [sys.executable, "-c", reload, str(out / "model"), args.device],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if again.returncode != 0:
         return False, f"reload exit {again.returncode}: {again.stderr.strip().splitlines()[-1][:300]}"
     return "head torch.float32" in again.stdout, f"fine-tuned and reloaded: {again.stdout.strip()}"
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cuda or cpu")
     parser.add_argument("--checks", nargs="+", default=list(CHECKS), choices=CHECKS, help="which checks")
     parser.add_argument("--encodings", nargs="+", default=["bittokens", "fone"], help="encodings the speed check times")
-    parser.add_argument("--switch-intervals", nargs="+", type=float, default=[0.005, 0.0005],
-                        help="GIL switch intervals (s) the speed check's loop runs under (Python's default: 0.005)")
-    parser.add_argument("--emulate-tf32", action="store_true",
-                        help="on a CPU, round float32 products' inputs to TF32 while the TF32 flag is on")
+    parser.add_argument(
+        "--switch-intervals",
+        nargs="+",
+        type=float,
+        default=[0.005, 0.0005],
+        help="GIL switch intervals (s) the speed check's loop runs under (Python's default: 0.005)",
+    )
+    parser.add_argument(
+        "--emulate-tf32",
+        action="store_true",
+        help="on a CPU, round float32 products' inputs to TF32 while the TF32 flag is on",
+    )
     parser.add_argument("--log", help="also append the lines to this file")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     size = GPU if device.type == "cuda" else CPU
-    environment = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-                   "torch": torch.__version__, "python": sys.version.split()[0]}
+    environment = {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+    }
     log(f"gpu_check on {environment}")
     results = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -8,6 +8,7 @@ an export of an older commit) with this interpreter, for a before/after on the s
 
     python benchmarks/help_time.py [--repeats 5] [--commands train tokenizer] [--root DIR]
 """
+
 import argparse
 import os
 import re

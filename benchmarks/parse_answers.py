@@ -10,6 +10,7 @@ timed on the same full-size inputs, each in a subprocess cut off after `--timeou
 
 `--scale` multiplies every input's full size (0.01: a quick check that the script runs).
 """
+
 import argparse
 import statistics
 import subprocess
@@ -28,8 +29,8 @@ INPUTS = {
     "digit run, 1 MB": ('"7" * n', 1_000_000),
     '{"answer": + 1 MB digits': ("'{\"answer\": ' + '7' * n", 1_000_000),
     "'\"' * n": ("'\"' * n", 200_000),
-    '\'{"answer": "\' * n': ("'{\"answer\": \"' * n", 50_000),
-    '\'"answer": [\' * n': ("'\"answer\": [' * n", 50_000),
+    '\'{"answer": "\' * n': ('\'{"answer": "\' * n', 50_000),
+    "'\"answer\": [' * n": ("'\"answer\": [' * n", 50_000),
     '"<thought>" * n': ('"<thought>" * n', 50_000),
     '"answer is " * n': ('"answer is " * n', 50_000),
     '"\\\\boxed{" * n': ('"\\\\boxed{" * n', 50_000),
@@ -55,16 +56,23 @@ def slowest(read, text, repeats):
 
 def time_revision(rev, expression, n, timeout):
     """Seconds of `rev`'s parse_answer on one input (slowest task family), or None after timeout."""
-    source = subprocess.run(["git", "show", f"{rev}:workbench/frontier/answers.py"], capture_output=True,
-                            text=True, check=True, cwd=Path(__file__).resolve().parents[1]).stdout
+    source = subprocess.run(
+        ["git", "show", f"{rev}:workbench/frontier/answers.py"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    ).stdout
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "old_answers.py").write_text(source)
-        code = (f"import sys, time; sys.path.insert(0, {tmp!r}); from old_answers import parse_answer\n"
-                f"n = {n}; text = {expression}; worst = 0.0\n"
-                f"for task in {TASKS!r}:\n"
-                f"    start = time.perf_counter(); parse_answer(text, task)\n"
-                f"    worst = max(worst, time.perf_counter() - start)\n"
-                f"print(worst)")
+        code = (
+            f"import sys, time; sys.path.insert(0, {tmp!r}); from old_answers import parse_answer\n"
+            f"n = {n}; text = {expression}; worst = 0.0\n"
+            f"for task in {TASKS!r}:\n"
+            f"    start = time.perf_counter(); parse_answer(text, task)\n"
+            f"    worst = max(worst, time.perf_counter() - start)\n"
+            f"print(worst)"
+        )
         try:
             out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -8,6 +8,7 @@ the repository.
 
     python benchmarks/parse_numbers.py [--sizes 1000 10000 100000 1000000] [--old-limit 100000]
 """
+
 import argparse
 import random
 import subprocess
@@ -22,8 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def old_numbers() -> types.ModuleType:
-    source = subprocess.run(["git", "show", f"{OLD_COMMIT}:workbench/numbers.py"], cwd=ROOT,
-                            check=True, capture_output=True, text=True).stdout
+    source = subprocess.run(
+        ["git", "show", f"{OLD_COMMIT}:workbench/numbers.py"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
     module = types.ModuleType("old_numbers")
     exec(compile(source, f"{OLD_COMMIT}:workbench/numbers.py", "exec"), module.__dict__)
     return module
@@ -43,8 +45,12 @@ def best_seconds(parse, text, repeats, clear=None):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
-    parser.add_argument("--old-limit", type=int, default=100_000,
-                        help="largest run given to the old code (1M digits would take ~20 minutes)")
+    parser.add_argument(
+        "--old-limit",
+        type=int,
+        default=100_000,
+        help="largest run given to the old code (1M digits would take ~20 minutes)",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     old = old_numbers()

@@ -31,6 +31,7 @@ more under torch.profiler, printed op by op (self CPU time a step), with the mat
 share of a step and the bound that share sets: the most a step can speed up while its matrix
 products stay as they are (a speed-up that keeps every bit cannot change them).
 """
+
 import argparse
 import functools
 import sys
@@ -70,20 +71,29 @@ class Split:
                 self.calls[label] += 1
                 if self._nested:
                     self._nested[-1] += elapsed
+
         setattr(owner, name, timed)
 
 
 def instrument(split: Split) -> None:
     for owner, name, label in [
-        (train, "setup", "set-up"), (train, "Tokenizer", "tokenizer"), (train, "GPT", "model"),
-        (data, "generate", "pool generation"), (train, "make_pool", "tokenization"),
+        (train, "setup", "set-up"),
+        (train, "Tokenizer", "tokenizer"),
+        (train, "GPT", "model"),
+        (data, "generate", "pool generation"),
+        (train, "make_pool", "tokenization"),
         (train, "next_batch", "data"),
-        (model.GPT, "forward", "forward"), (torch.Tensor, "backward", "backward"),
-        (Float32Muon, "step", "Muon"), (torch.optim.Adam, "step", "Adam"),
+        (model.GPT, "forward", "forward"),
+        (torch.Tensor, "backward", "backward"),
+        (Float32Muon, "step", "Muon"),
+        (torch.optim.Adam, "step", "Adam"),
         (torch.optim.Optimizer, "zero_grad", "zero_grad"),
-        (model.GPT, "generate", "generation"), (evaluate, "score", "scoring"),
-        (train, "evaluate", "evaluation other"), (train, "evaluate_and_adapt", "adapt"),
-        (train, "write_atomic", "files"), (train, "final_test", "final test other"),
+        (model.GPT, "generate", "generation"),
+        (evaluate, "score", "scoring"),
+        (train, "evaluate", "evaluation other"),
+        (train, "evaluate_and_adapt", "adapt"),
+        (train, "write_atomic", "files"),
+        (train, "final_test", "final test other"),
     ]:
         split.wrap(owner, name, label)
 
@@ -103,26 +113,48 @@ def profile_ops(cfg, steps: int) -> None:
         for s in range(steps, 2 * steps):
             train.train_step(run, s, batches[s])
         step_ms = (time.perf_counter() - start) / steps * 1e3
-    table = pd.DataFrame([{"op": e.key, "ms a step": e.self_cpu_time_total / 1e3 / steps, "calls a step": e.count / steps}
-                          for e in profiler.key_averages()]).sort_values("ms a step", ascending=False)
+    table = pd.DataFrame(
+        [
+            {"op": e.key, "ms a step": e.self_cpu_time_total / 1e3 / steps, "calls a step": e.count / steps}
+            for e in profiler.key_averages()
+        ]
+    ).sort_values("ms a step", ascending=False)
     products = table[table.op.isin(MATRIX_PRODUCTS)]["ms a step"].sum()
-    print(table.head(25).to_string(index=False, formatters={"ms a step": "{:.2f}".format, "calls a step": "{:.0f}".format}))
-    print(f"\n{cfg.model.preset}, threads {torch.get_num_threads()}, {steps} steps after {steps} untimed: a step {step_ms:.1f} ms "
-          f"(under the profiler), its matrix products {products:.1f} ms ({products / step_ms:.0%}); with everything else "
-          f"at no cost a step would be at most {step_ms / products:.2f}x faster than now")
+    print(
+        table.head(25).to_string(
+            index=False, formatters={"ms a step": "{:.2f}".format, "calls a step": "{:.0f}".format}
+        )
+    )
+    print(
+        f"\n{cfg.model.preset}, threads {torch.get_num_threads()}, {steps} steps after {steps} untimed: a step {step_ms:.1f} ms "
+        f"(under the profiler), its matrix products {products:.1f} ms ({products / step_ms:.0%}); with everything else "
+        f"at no cost a step would be at most {step_ms / products:.2f}x faster than now"
+    )
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run", default="precision-multiplication-d2-bittokens-seed0",
-                        help="a run name of workbench.study.plan (Study 1: precision-TASK-dD-ENCODING-seedS)")
+    parser.add_argument(
+        "--run",
+        default="precision-multiplication-d2-bittokens-seed0",
+        help="a run name of workbench.study.plan (Study 1: precision-TASK-dD-ENCODING-seedS)",
+    )
     parser.add_argument("--out", default="/tmp/study-profile", help="run directory (replaced)")
     parser.add_argument("--tokens", type=float, default=None, help="override the run's token budget")
-    parser.add_argument("--clock", default="wall", choices=("wall", "cpu"),
-                        help="wall time, or this process's CPU time (steadier on a shared machine)")
-    parser.add_argument("--ops", type=int, default=0, metavar="STEPS",
-                        help="instead of a whole run: STEPS training steps op by op (torch.profiler) after as many "
-                             "untimed ones, the matrix products' share and the speed-up bound it sets")
+    parser.add_argument(
+        "--clock",
+        default="wall",
+        choices=("wall", "cpu"),
+        help="wall time, or this process's CPU time (steadier on a shared machine)",
+    )
+    parser.add_argument(
+        "--ops",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="instead of a whole run: STEPS training steps op by op (torch.profiler) after as many "
+        "untimed ones, the matrix products' share and the speed-up bound it sets",
+    )
     args = parser.parse_args()
     runs = {r.name: r for r in study.plan(study.PARTS)}
     if args.run not in runs:
@@ -143,10 +175,11 @@ def main():
     table = pd.DataFrame({"seconds": seconds, "calls": pd.Series(split.calls)}).fillna(0)
     table["share"] = table.seconds / wall
     table = table.sort_values("seconds", ascending=False)
-    print(f"\n{args.run}: {cfg.tokens:g} tokens, {cfg.model.preset}, threads {torch.get_num_threads()}; {args.clock} time {wall:.1f} s "
-          f"(imports {IMPORTS:.1f} s, once per worker process, not counted)")
-    print(table.to_string(formatters={"seconds": "{:.2f}".format, "calls": "{:.0f}".format,
-                                      "share": "{:.1%}".format}))
+    print(
+        f"\n{args.run}: {cfg.tokens:g} tokens, {cfg.model.preset}, threads {torch.get_num_threads()}; {args.clock} time {wall:.1f} s "
+        f"(imports {IMPORTS:.1f} s, once per worker process, not counted)"
+    )
+    print(table.to_string(formatters={"seconds": "{:.2f}".format, "calls": "{:.0f}".format, "share": "{:.1%}".format}))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 
 Reference: the authors' generator, single process on this machine (figures given in our brief).
 """
+
 import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -26,6 +26,7 @@ smaller step count: CPUs without bf16 matrix units run it ~25x slower.
                                [--preset cpu-small] [--batch 16] [--steps 12] [--bf16-steps 3]
                                [--warmup 1] [--precisions fp32 bf16] [--threads N] [--malloc kept]
 """
+
 import argparse
 import math
 import os
@@ -76,8 +77,12 @@ class ReferenceGPT(nn.Module):
 
     def param_groups(self):
         """The groups of workbench.optim: Muon for the blocks' matrices, Adam for the rest."""
-        groups = {"hidden": [], "embedding": [self.wte.weight, self.wpe.weight], "head": [self.head.weight],
-                  "scalar": []}
+        groups = {
+            "hidden": [],
+            "embedding": [self.wte.weight, self.wpe.weight],
+            "head": [self.head.weight],
+            "scalar": [],
+        }
         for p in [*self.blocks.parameters(), *self.ln.parameters()]:
             groups["hidden" if p.ndim == 2 else "scalar"].append(p)
         return groups
@@ -106,12 +111,20 @@ def synthetic_batches(vocab, num_id, rows, context, n, seed=0):
         ids = torch.randint(12, vocab, (rows, context + 1), generator=gen)
         ids[:, ::9] = num_id  # the number encoding and head do real work
         targets = ids[:, 1:]
-        out.append({"ids": ids[:, :-1], "values": torch.rand(rows, context, dtype=torch.float64, generator=gen) * 1e3,
-                    "positions": positions, "doc_ids": doc,
-                    "targets": targets, "target_values": torch.rand(rows, context, dtype=torch.float64, generator=gen),
-                    "loss_mask": torch.ones(rows, context, dtype=torch.bool),
-                    "task_ids": torch.zeros(rows, context, dtype=torch.long),
-                    "ce_count": torch.tensor(rows * context), "number_count": torch.tensor(int((targets == num_id).sum()))})
+        out.append(
+            {
+                "ids": ids[:, :-1],
+                "values": torch.rand(rows, context, dtype=torch.float64, generator=gen) * 1e3,
+                "positions": positions,
+                "doc_ids": doc,
+                "targets": targets,
+                "target_values": torch.rand(rows, context, dtype=torch.float64, generator=gen),
+                "loss_mask": torch.ones(rows, context, dtype=torch.bool),
+                "task_ids": torch.zeros(rows, context, dtype=torch.long),
+                "ce_count": torch.tensor(rows * context),
+                "number_count": torch.tensor(int((targets == num_id).sum())),
+            }
+        )
     return out
 
 
@@ -141,9 +154,13 @@ def main():
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps per model first")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
-    parser.add_argument("--malloc", default="kept", choices=["kept", "default"],
-                        help="kept: freed memory stays for the next step, as workbench.train sets it on a CPU "
-                             "(workbench/allocator.py); default: glibc's own thresholds")
+    parser.add_argument(
+        "--malloc",
+        default="kept",
+        choices=["kept", "default"],
+        help="kept: freed memory stays for the next step, as workbench.train sets it on a CPU "
+        "(workbench/allocator.py); default: glibc's own thresholds",
+    )
     args = parser.parse_args()
     if args.malloc == "kept":
         keep_freed_memory()
@@ -161,16 +178,21 @@ def main():
     }
     runs = {**references, OURS: (ours, build_optimizers(ours), our_loss)}
     tokens = args.batch * cfg.block_size
-    print(f"{args.encoding}, preset {args.preset}, malloc {args.malloc}: ours {sum(p.numel() for p in ours.parameters()) / 1e6:.2f}M "
-          f"params, reference {sum(p.numel() for p in ref_adamw.parameters()) / 1e6:.2f}M; batch {args.batch} x "
-          f"{cfg.block_size}; threads {torch.get_num_threads()}; load average "
-          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs (a shared machine slows "
-          "all three alike, but more threads than free cores stall)")
+    print(
+        f"{args.encoding}, preset {args.preset}, malloc {args.malloc}: ours {sum(p.numel() for p in ours.parameters()) / 1e6:.2f}M "
+        f"params, reference {sum(p.numel() for p in ref_adamw.parameters()) / 1e6:.2f}M; batch {args.batch} x "
+        f"{cfg.block_size}; threads {torch.get_num_threads()}; load average "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs (a shared machine slows "
+        "all three alike, but more threads than free cores stall)"
+    )
     for i, name in enumerate(args.data):
         for precision in args.precisions if i == 0 else ["fp32"]:
             n = args.warmup + (args.steps if precision == "fp32" else args.bf16_steps)
-            batches = synthetic_batches(tok.vocab_size, tok.num_id, args.batch, cfg.block_size, n) \
-                if name == "synthetic" else training_batches(MIXES[name], tok, args.batch, cfg.block_size, n)
+            batches = (
+                synthetic_batches(tok.vocab_size, tok.num_id, args.batch, cfg.block_size, n)
+                if name == "synthetic"
+                else training_batches(MIXES[name], tok, args.batch, cfg.block_size, n)
+            )
             autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
             t = measure({run: training_step(*parts, autocast) for run, parts in runs.items()}, batches, args.warmup)
             rate = {run: tokens / sum(parts) for run, parts in t.items()}
@@ -179,7 +201,9 @@ def main():
             print(f"      {'':24s} tokens/s   forward+backward   optimizer   ours / this")
             for run, (forward_backward, optimizer) in t.items():
                 ratio = f"{rate[OURS] / rate[run]:10.3f}x" if run in references else ""
-                print(f"      {run:24s} {rate[run]:8,.0f} {forward_backward * 1e3:15.0f} ms {optimizer * 1e3:8.0f} ms{ratio}")
+                print(
+                    f"      {run:24s} {rate[run]:8,.0f} {forward_backward * 1e3:15.0f} ms {optimizer * 1e3:8.0f} ms{ratio}"
+                )
 
 
 _TYPED = {}
@@ -197,6 +221,7 @@ def reference_loss(model, batch):
 
 def training_step(model, optimizers, loss_of, autocast):
     """(forward + backward of a batch, optimizer step) of one run, for `measure`."""
+
     def forward_backward(batch):
         apply_schedule(optimizers, 10, 100)
         with autocast:
@@ -207,6 +232,7 @@ def training_step(model, optimizers, loss_of, autocast):
         for optimizer in optimizers:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+
     return forward_backward, optimizer_step
 
 

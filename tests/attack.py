@@ -33,6 +33,7 @@ and the table counts them per category; the first few crashes and wrong results 
 it. Runs against older checkouts too (PYTHONPATH=old/checkout): where `parse`/`encode` have no
 written forms, round trips are checked the old way.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,8 +81,10 @@ class Hang(BaseException):
 
 def run_case(fn, errors=(ValueError,), words=(), budget=10.0):
     """Classify one input: fn() returns when right, raises Wrong when the oracle disagrees."""
+
     def alarm(*_):
         raise Hang()
+
     signal.signal(signal.SIGALRM, alarm)
     signal.setitimer(signal.ITIMER_REAL, budget)
     try:
@@ -111,9 +114,24 @@ def refused(result):
 
 
 # -- numbers in text -------------------------------------------------------------------------
-SPECIAL_NUMBERS = [".5", "1.50", "007", "-.5", "-0.0", "0.000", "00.70", "-00", "0", "-0",
-                   "9007199254740993", "1" + "0" * 400, "0." + "0" * 400 + "1",
-                   "17976931348623159" + "0" * 292, "0.30000000000000004", "0." + "0" * 323 + "5"]
+SPECIAL_NUMBERS = [
+    ".5",
+    "1.50",
+    "007",
+    "-.5",
+    "-0.0",
+    "0.000",
+    "00.70",
+    "-00",
+    "0",
+    "-0",
+    "9007199254740993",
+    "1" + "0" * 400,
+    "0." + "0" * 400 + "1",
+    "17976931348623159" + "0" * 292,
+    "0.30000000000000004",
+    "0." + "0" * 323 + "5",
+]
 SEPARATORS = [" ", ", ", " = ", " (", "; ", "\n", " + ", " * ", " x ", ": "]
 
 
@@ -121,7 +139,9 @@ def written_number(rng: random.Random) -> str:
     if rng.random() < 0.15:
         return rng.choice(SPECIAL_NUMBERS)
     digits = "0123456789"
-    integer = "0" * rng.choice([0, 0, 1, 2]) + "".join(rng.choice(digits) for _ in range(rng.choice([0, 1, 2, 5, 9, 16, 25])))
+    integer = "0" * rng.choice([0, 0, 1, 2]) + "".join(
+        rng.choice(digits) for _ in range(rng.choice([0, 1, 2, 5, 9, 16, 25]))
+    )
     fraction = "".join(rng.choice(digits) for _ in range(rng.choice([0, 0, 1, 3, 8, 17, 30])))
     fraction += "0" * rng.choice([0, 0, 1, 3])
     if not integer and not fraction:
@@ -164,7 +184,7 @@ def check_number_values(values, written, signed):
     for w in written:
         w = w if signed else w.lstrip("-")
         count = len(numbers.parse(" " + w, signed)[1])
-        chunk = values[at:at + count]
+        chunk = values[at : at + count]
         at += count
         expected = reader_value(w)
         if expected is not None and (chunk != [expected] or math.copysign(1, chunk[0]) != math.copysign(1, expected)):
@@ -194,7 +214,7 @@ def hostile_runs(quick):
     rng = random.Random(1)
     for n in sizes:
         run = "".join(rng.choice("0123456789") for _ in range(n))
-        for shape in ("1" + run[1:], "0." + run, "1" + "0" * n, "-" + "9" * n, ".".join([run[:n // 2]] * 2)):
+        for shape in ("1" + run[1:], "0." + run, "1" + "0" * n, "-" + "9" * n, ".".join([run[: n // 2]] * 2)):
             yield shape, 2.0 + 5e-5 * len(shape)
 
 
@@ -244,8 +264,13 @@ def tokenizer_cases(rng, n, tokenizers):
         for tok in tokenizers:
             yield (lambda k=tok, t=bad: refused(k.encode(t))), (ValueError,), ("surrogate",)
     tok = tokenizers[0]
-    for ids, values in [([tok.vocab_size], None), ([-1], None), ([tok.num_id], [math.nan]),
-                        ([tok.num_id], [math.inf]), ([tok.num_id, tok.num_id], [1.0])]:
+    for ids, values in [
+        ([tok.vocab_size], None),
+        ([-1], None),
+        ([tok.num_id], [math.nan]),
+        ([tok.num_id], [math.inf]),
+        ([tok.num_id, tok.num_id], [1.0]),
+    ]:
         yield (lambda i=ids, v=values: refused(tok.decode(i, v))), (ValueError,), ("vocabulary", "finite", "values")
 
 
@@ -303,6 +328,7 @@ def oracle_exact(p, t):
         if f == 0:
             return (0,)
         return (f < 0, oracle_round(abs(x), 15))
+
     return math.isfinite(p) and key(p) == key(t)
 
 
@@ -318,8 +344,10 @@ def check_metrics(p, t):
 
 
 def random_values(rng, shape, specials=()):
-    values = [rng.choice([rng.uniform(-1e6, 1e6), 10 ** rng.uniform(-300, 300), rng.randint(-50, 50)])
-              for _ in range(int(np.prod(shape)))]
+    values = [
+        rng.choice([rng.uniform(-1e6, 1e6), 10 ** rng.uniform(-300, 300), rng.randint(-50, 50)])
+        for _ in range(int(np.prod(shape)))
+    ]
     for i in range(len(values)):
         if specials and rng.random() < 0.3:
             values[i] = rng.choice(specials)
@@ -331,7 +359,11 @@ def metric_cases(rng, n):
         shape = rng.choice([(), (1,), (3,), (2, 2)])
         t = random_values(rng, shape)
         p = t * rng.choice([1.0, 1 + 1e-9, 1 + 1e-16, -1.0]) if rng.random() < 0.5 else random_values(rng, shape)
-        p = np.where(np.random.default_rng(rng.getrandbits(32)).random(shape) < 0.2, rng.choice([math.nan, math.inf, -math.inf]), p)
+        p = np.where(
+            np.random.default_rng(rng.getrandbits(32)).random(shape) < 0.2,
+            rng.choice([math.nan, math.inf, -math.inf]),
+            p,
+        )
         yield (lambda a=p, b=t: check_metrics(a, b)), (ValueError,), ()
         bad_t = random_values(rng, shape if shape else (1,), specials=(math.nan, math.inf))
         if not np.isfinite(bad_t).all():
@@ -344,15 +376,25 @@ def metric_cases(rng, n):
         args = (weird, [1.0]) if side == "pred" else ([1.0], weird)
         yield (lambda f=fn, a=args: refused(f(*a))), (ValueError,), (side, "real", "complex")
     for lam in (math.nan, math.inf, -math.inf, "1", None):
-        yield (lambda value=lam: refused(metrics.generalized_mean([0.5, 0.2], value))), (ValueError, TypeError), ("lam",)
+        yield (
+            (lambda value=lam: refused(metrics.generalized_mean([0.5, 0.2], value))),
+            (ValueError, TypeError),
+            ("lam",),
+        )
     for scores in ([], [math.nan], [-0.5], [1j], [0.0, 1.0]):
-        yield (lambda s=scores: refused(metrics.generalized_mean(s, -1, eps=0))), (ValueError,), ("score", "performance", "real")
+        yield (
+            (lambda s=scores: refused(metrics.generalized_mean(s, -1, eps=0))),
+            (ValueError,),
+            ("score", "performance", "real"),
+        )
     for _ in range(n // 4):
         scores = [rng.random() for _ in range(rng.randint(1, 6))]
+
         def mean_ok(s=scores):
             want = len(s) / sum(1 / (x + 1e-6) for x in s)
             if not math.isclose(metrics.generalized_mean(s), want, rel_tol=1e-12):
                 raise Wrong("harmonic mean")
+
         yield mean_ok, (ValueError,), ()
 
 
@@ -360,7 +402,7 @@ def metric_cases(rng, n):
 def check_nan_decodes(codec, enc):
     """A NaN among the dims decode reads (BitTokens: the value bits, not the reciprocal) -> NaN."""
     back = codec.decode(enc)
-    read = enc[:, :getattr(codec, "bits", codec.width)]
+    read = enc[:, : getattr(codec, "bits", codec.width)]
     bad = [float(v) for v, row in zip(back, read) if torch.isnan(row).any() and not math.isnan(v)]
     if bad:
         raise Wrong(f"{codec.name}: an encoding with NaN decoded to {bad[0]!r}")
@@ -371,31 +413,58 @@ def encoder_cases(rng, n):
     for _ in range(n):
         x = struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0]
         if rng.random() < 0.3:
-            x = rng.choice([math.nan, math.inf, -math.inf, 0.0, -0.0, 5e-324, 1.7976931348623157e308,
-                            -1.7976931348623157e308, 1e-15, 1e15, 1e17 + 1])
+            x = rng.choice(
+                [
+                    math.nan,
+                    math.inf,
+                    -math.inf,
+                    0.0,
+                    -0.0,
+                    5e-324,
+                    1.7976931348623157e308,
+                    -1.7976931348623157e308,
+                    1e-15,
+                    1e15,
+                    1e17 + 1,
+                ]
+            )
         for name, codec in codecs.items():
             if math.isfinite(x) or name == "bittokens":  # an encoding of bounded range may refuse, saying so
                 yield (lambda m=name, c=codec, v=x: check_range(m, c, v)), (ValueError,), ("cannot encode",)
             else:
-                yield (lambda c=codec, v=x: refused(c.encode(torch.tensor([v])))), (ValueError,), ("finite", "nan", "inf")
+                yield (
+                    (lambda c=codec, v=x: refused(c.encode(torch.tensor([v])))),
+                    (ValueError,),
+                    ("finite", "nan", "inf"),
+                )
     for name, codec in codecs.items():
         if codec.width:
             for _ in range(max(1, n // 20)):
                 low = -1e3 if codec.signed else 0.0  # an unsigned encoding takes |x| (its sign is text)
-                enc = codec.encode(torch.tensor([rng.uniform(low, 1e3) for _ in range(4)], dtype=torch.float64)).double()
-                mask = torch.rand(enc.shape, generator=torch.Generator().manual_seed(rng.getrandbits(31))) < rng.choice([0.01, 0.5, 1.0])
+                enc = codec.encode(
+                    torch.tensor([rng.uniform(low, 1e3) for _ in range(4)], dtype=torch.float64)
+                ).double()
+                mask = torch.rand(enc.shape, generator=torch.Generator().manual_seed(rng.getrandbits(31))) < rng.choice(
+                    [0.01, 0.5, 1.0]
+                )
                 enc[mask] = math.nan
                 yield (lambda c=codec, e=enc: check_nan_decodes(c, e)), (ValueError,), ("nan",)
         else:
             yield (lambda c=codec: refused(c.decode(torch.tensor([[math.nan]])))), (ValueError,), ("nan", "piece")
         for value in (2**53 + 1, -(2**53 + 1), 2**63 - 1, 10**30):
-            for wrap in (lambda v: [v], lambda v: np.array([v], dtype=object if abs(v) >= 2**63 else np.int64),
-                         lambda v: torch.tensor([v]) if abs(v) < 2**63 else [1.5, v]):
+            for wrap in (
+                lambda v: [v],
+                lambda v: np.array([v], dtype=object if abs(v) >= 2**63 else np.int64),
+                lambda v: torch.tensor([v]) if abs(v) < 2**63 else [1.5, v],
+            ):
                 yield (lambda c=codec, v=wrap(value): refused(c.encode(v))), (ValueError,), (str(value),)
         for value in (2**53, -(2**60), 12345):
             for given in ([value], np.array([value]), torch.tensor([value]), value):
-                yield (lambda m=name, c=codec, v=value, g=given: check_range(m, c, float(v), g)), (ValueError,), \
-                    ("cannot encode",)
+                yield (
+                    (lambda m=name, c=codec, v=value, g=given: check_range(m, c, float(v), g)),
+                    (ValueError,),
+                    ("cannot encode",),
+                )
         for bad in ([1 + 2j], "abc", [None]):
             yield (lambda c=codec, v=bad: refused(c.encode(v))), (ValueError,), ("real", "complex")
 
@@ -403,30 +472,112 @@ def encoder_cases(rng, n):
 # -- notebook runner --------------------------------------------------------------------------
 NUMBER, INT, BOOL, STR = "number", "int", "bool", "str"
 SPEC = {  # what each parameter takes, from the notebooks' comments (independent of the runner)
-    "01_desiderata": {"n_values": {INT}, "full": {BOOL}, "seed": {INT}, "d9_steps": {INT, None},
-                      "out_dir": {STR, None}, "figures_dir": {STR, None}, "figure_formats": {"list[str]"},
-                      "threads": {INT}},
-    "02_fone_locality": {"n_pairs": {INT}, "grid_digits": {INT}, "precision": {INT}, "probe_steps": {INT},
-                         "seed": {INT}, "figures_dir": {STR, None}, "figure_formats": {"list[str]"}, "threads": {INT}},
-    "03_training": {"encoding": {STR}, "tasks": {STR}, "preset": {STR}, "tokens": {NUMBER}, "seed": {INT},
-                    "curriculum": {BOOL}, "balancing": {BOOL}, "decades": {"list[int]", None},
-                    "max_digits": {INT, None}, "eval_every": {INT}, "val_samples": {INT},
-                    "test_samples": {INT}, "out_dir": {STR, None}, "figures_dir": {STR, None},
-                    "figure_formats": {"list[str]"}, "threads": {INT}, "options": {"dict"}},
-    "04_paper_figures": {"official_data": {STR, None}, "study_dir": {STR, None, "list[str]"}, "fig4_part": {STR, None},
-                         "results_csv": {STR, None}, "answers_dir": {STR, None},
-                         "exponent_samples": {INT}, "generator_samples": {INT}, "bootstrap_draws": {INT},
-                         "seed": {INT},
-                         "figures_dir": {STR, None}, "figure_formats": {"list[str]"}},
+    "01_desiderata": {
+        "n_values": {INT},
+        "full": {BOOL},
+        "seed": {INT},
+        "d9_steps": {INT, None},
+        "out_dir": {STR, None},
+        "figures_dir": {STR, None},
+        "figure_formats": {"list[str]"},
+        "threads": {INT},
+    },
+    "02_fone_locality": {
+        "n_pairs": {INT},
+        "grid_digits": {INT},
+        "precision": {INT},
+        "probe_steps": {INT},
+        "seed": {INT},
+        "figures_dir": {STR, None},
+        "figure_formats": {"list[str]"},
+        "threads": {INT},
+    },
+    "03_training": {
+        "encoding": {STR},
+        "tasks": {STR},
+        "preset": {STR},
+        "tokens": {NUMBER},
+        "seed": {INT},
+        "curriculum": {BOOL},
+        "balancing": {BOOL},
+        "decades": {"list[int]", None},
+        "max_digits": {INT, None},
+        "eval_every": {INT},
+        "val_samples": {INT},
+        "test_samples": {INT},
+        "out_dir": {STR, None},
+        "figures_dir": {STR, None},
+        "figure_formats": {"list[str]"},
+        "threads": {INT},
+        "options": {"dict"},
+    },
+    "04_paper_figures": {
+        "official_data": {STR, None},
+        "study_dir": {STR, None, "list[str]"},
+        "fig4_part": {STR, None},
+        "results_csv": {STR, None},
+        "answers_dir": {STR, None},
+        "exponent_samples": {INT},
+        "generator_samples": {INT},
+        "bootstrap_draws": {INT},
+        "seed": {INT},
+        "figures_dir": {STR, None},
+        "figure_formats": {"list[str]"},
+    },
 }
 INJECTION = "\\\"+str(__import__('os').getpid())+\\\""  # what papermill once wrote into the code unescaped
-VALUES = [True, False, 0, 5, -3, 2.5, 1e6, math.nan, math.inf, "abc", "", "png", None, [0, 3],
-          [0.5, 3], ["png"], ["html", 2], [], {"a": 1}, (0, 3), "abc\udcff", b"png", {0, 3},
-          {"seed": (INJECTION,)}, {("seed",): 1}, {"seed": [b"1"]}, {"seed": {"a": [1, {"b": (2,)}]}},
-          {"seed": math.inf}, {"seed": "x\udcff"}, {1: "a"}, {"seed": 1, "encoding_options": {"combine": "sum"}},
-          {"tasks": ["addition"], "decades": [0, 3], "curriculum": False, "max_digits": None}]
-CLI_VALUES = ["abc", "", "5", "1e6", "True", "[0, 3]", "0,3", "png", "None", "inf", "['png']",
-              "{'seed': ('x',)}", "{('a',): 1}", "{'seed': b'x'}", "{'seed': {1, 2}}", "{'a': [1, (2, 3)]}"]
+VALUES = [
+    True,
+    False,
+    0,
+    5,
+    -3,
+    2.5,
+    1e6,
+    math.nan,
+    math.inf,
+    "abc",
+    "",
+    "png",
+    None,
+    [0, 3],
+    [0.5, 3],
+    ["png"],
+    ["html", 2],
+    [],
+    {"a": 1},
+    (0, 3),
+    "abc\udcff",
+    b"png",
+    {0, 3},
+    {"seed": (INJECTION,)},
+    {("seed",): 1},
+    {"seed": [b"1"]},
+    {"seed": {"a": [1, {"b": (2,)}]}},
+    {"seed": math.inf},
+    {"seed": "x\udcff"},
+    {1: "a"},
+    {"seed": 1, "encoding_options": {"combine": "sum"}},
+    {"tasks": ["addition"], "decades": [0, 3], "curriculum": False, "max_digits": None},
+]
+CLI_VALUES = [
+    "abc",
+    "",
+    "5",
+    "1e6",
+    "True",
+    "[0, 3]",
+    "0,3",
+    "png",
+    "None",
+    "inf",
+    "['png']",
+    "{'seed': ('x',)}",
+    "{('a',): 1}",
+    "{'seed': b'x'}",
+    "{'seed': {1, 2}}",
+    "{'a': [1, (2, 3)]}",
+]
 
 
 def same_json(a, b) -> bool:
@@ -454,12 +605,18 @@ def takes(kinds, value) -> bool:
     if not is_json(value):
         return False
     is_int = isinstance(value, int) and not isinstance(value, bool)
-    return ((value is None and None in kinds) or (BOOL in kinds and isinstance(value, bool))
-            or ("dict" in kinds and isinstance(value, dict))
-            or (INT in kinds and is_int) or (STR in kinds and isinstance(value, str))
-            or (NUMBER in kinds and (is_int or (isinstance(value, float) and math.isfinite(value))))
-            or (isinstance(value, list) and any(k and k.startswith("list[") and
-                                                all(takes({k[5:-1]}, v) for v in value) for k in kinds)))
+    return (
+        (value is None and None in kinds)
+        or (BOOL in kinds and isinstance(value, bool))
+        or ("dict" in kinds and isinstance(value, dict))
+        or (INT in kinds and is_int)
+        or (STR in kinds and isinstance(value, str))
+        or (NUMBER in kinds and (is_int or (isinstance(value, float) and math.isfinite(value))))
+        or (
+            isinstance(value, list)
+            and any(k and k.startswith("list[") and all(takes({k[5:-1]}, v) for v in value) for k in kinds)
+        )
+    )
 
 
 def notebook_cases(rng, out_dir):
@@ -483,7 +640,11 @@ def notebook_cases(rng, out_dir):
             values = VALUES + [notebooks._parse_parameter(f"{key}={v}")[1] for v in CLI_VALUES]
             for value in values:
                 yield (lambda m=name, k=key, v=value: attempt(m, k, v)), (ValueError,), (key,)
-        yield (lambda m=name: refused(notebooks.execute(m, {"budget": 10}, output_dir=out_dir))), (ValueError,), ("budget",)
+        yield (
+            (lambda m=name: refused(notebooks.execute(m, {"budget": 10}, output_dir=out_dir))),
+            (ValueError,),
+            ("budget",),
+        )
 
 
 # -- frontier client --------------------------------------------------------------------------
@@ -523,32 +684,46 @@ def client_cases(rng, log_lines):
             answer.seen.clear()
             result = ask(home.url, KEY, log_lines)
             raise Wrong(f"followed the redirect and took {result!r}; the other host saw {answer.seen}")
+
         return case
 
     for code in (301, 302, 303, 307, 308):
-        for location in (answer.url + "/v1/chat/completions", f"{answer.url}/?key={KEY}",
-                         "/v2/chat/completions", "http://localhost:9/v1/chat/completions"):
+        for location in (
+            answer.url + "/v1/chat/completions",
+            f"{answer.url}/?key={KEY}",
+            "/v2/chat/completions",
+            "http://localhost:9/v1/chat/completions",
+        ):
             yield redirect(code, location), (client.LLMError,), ("redirect",)
     safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~"
     around, inside = [], []
     for _ in range(25):
         key = KEY + "".join(rng.choice(safe) for _ in range(rng.randint(0, 12)))
-        around.append("".join(rng.choice(" \t\r\n") for _ in range(rng.randint(0, 3))) + key
-                      + "".join(rng.choice(" \t\r\n") for _ in range(rng.randint(1, 3))))
+        around.append(
+            "".join(rng.choice(" \t\r\n") for _ in range(rng.randint(0, 3)))
+            + key
+            + "".join(rng.choice(" \t\r\n") for _ in range(rng.randint(1, 3)))
+        )
         at = rng.randint(1, len(key) - 1)
         inside.append(key[:at] + rng.choice([" ", "\t", "\r", "\n", "é", "\x7f", "\u2028"]) + key[at:])
     for raw in around:
+
         def stripped(k=raw):
             answer.seen.clear()
             ask(answer.url, k, log_lines)
             if [r["auth"] for r in answer.seen] != [f"Bearer {k.strip()}"]:
                 raise Wrong(f"sent {answer.seen}")
+
         yield stripped, (ValueError, client.LLMError), ()
     for raw in inside:
         yield (lambda k=raw: refused(ask(answer.url, k, log_lines))), (ValueError,), (client.API_KEY_ENV,)
     for status, body in ((500, f"broken, key {KEY}"), (200, f"<html>{KEY}</html>"), (401, KEY), (429, "slow")):
         server = serve(lambda path, s=status, b=body: (s, {}, b.encode()))
-        yield (lambda u=server.url: refused(ask(u, KEY + "\r\n", log_lines, retries=1))), (client.LLMError,), ("HTTP", "chat completion")
+        yield (
+            (lambda u=server.url: refused(ask(u, KEY + "\r\n", log_lines, retries=1))),
+            (client.LLMError,),
+            ("HTTP", "chat completion"),
+        )
     closed = serve(lambda path: (200, {}, REPLY))
     closed.close()
     yield (lambda: refused(ask(closed.url, KEY, log_lines, retries=1))), (client.LLMError,), ("no answer",)
@@ -574,11 +749,12 @@ def answers_cases(rng, n, folder):
                 raise Wrong(f"a damaged line was accepted: {sorted(done)}")
             if done != {f"q{i}" for i in range(5)} or not p.read_text().endswith("\n"):
                 raise Wrong(f"read {sorted(done)}")
+
         yield case, (ValueError,), ("is not an answer record",)
 
 
 # -- reply shapes, sizes and timing, two runners on one answers file ----------------------------
-TEXT = list("0123456789.-+ ,e[]{}\":ax\n") + ["é", "数", "\u2028", "\x00", "\\", "😀"]
+TEXT = list('0123456789.-+ ,e[]{}":ax\n') + ["é", "数", "\u2028", "\x00", "\\", "😀"]
 
 
 def random_text(rng, surrogates=0.1):
@@ -608,19 +784,40 @@ def random_content(rng):
             parts.append({"type": "thinking", "thinking": random_text(rng, 0)})
         else:
             broken = True
-            parts.append({"type": "refusal", "refusal": "no"} if pick == "refusal" else rng.choice(
-                [None, 5, "x", {"type": "text"}, {"type": "text", "text": 5}, {"text": "x"}, {"type": 5}]))
+            parts.append(
+                {"type": "refusal", "refusal": "no"}
+                if pick == "refusal"
+                else rng.choice(
+                    [None, 5, "x", {"type": "text"}, {"type": "text", "text": 5}, {"text": "x"}, {"type": 5}]
+                )
+            )
     answer = "".join(texts)
     return parts, None if broken or not texts or has_surrogate(answer) else answer
 
 
 def random_usage(rng):
     """(usage, whether the client takes it); None as usage: the field is absent."""
-    usage = rng.choice([None, "null", {}, {"completion_tokens": rng.randint(0, 10**6)}, {"prompt_tokens": 3},
-                        [1], "x", 5, {"completion_tokens": "7"}, {"completion_tokens": -3},
-                        {"completion_tokens": 2.0}, {"completion_tokens": True}, {"completion_tokens": None}])
+    usage = rng.choice(
+        [
+            None,
+            "null",
+            {},
+            {"completion_tokens": rng.randint(0, 10**6)},
+            {"prompt_tokens": 3},
+            [1],
+            "x",
+            5,
+            {"completion_tokens": "7"},
+            {"completion_tokens": -3},
+            {"completion_tokens": 2.0},
+            {"completion_tokens": True},
+            {"completion_tokens": None},
+        ]
+    )
     tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    fine = usage in (None, "null") or (isinstance(usage, dict) and (tokens is None or (type(tokens) is int and tokens >= 0)))
+    fine = usage in (None, "null") or (
+        isinstance(usage, dict) and (tokens is None or (type(tokens) is int and tokens >= 0))
+    )
     return usage, fine
 
 
@@ -628,10 +825,22 @@ def damaged_body(rng, good):
     """A body that is no chat completion: empty, the wrong JSON, truncated, deep, invalid UTF-8."""
     kind = rng.choice(["json", "truncated", "deep", "utf8", "bom"])
     if kind == "json":
-        return rng.choice([b"", b"null", b"[]", b"42", b'{"choices": null}', b'{"choices": [{}]}', b'{"choices": [[]]}',
-                           b'{"choices": [{"message": null}]}', b'{"error": {"message": "quota"}}', b"<html>"])
+        return rng.choice(
+            [
+                b"",
+                b"null",
+                b"[]",
+                b"42",
+                b'{"choices": null}',
+                b'{"choices": [{}]}',
+                b'{"choices": [[]]}',
+                b'{"choices": [{"message": null}]}',
+                b'{"error": {"message": "quota"}}',
+                b"<html>",
+            ]
+        )
     if kind == "truncated":
-        return good[:rng.randint(0, len(good) - 1)]
+        return good[: rng.randint(0, len(good) - 1)]
     if kind == "deep":
         depth = rng.choice([1000, 10_000, 100_000, 300_000])
         return b'{"choices": ' + rng.choice([b"[", b'{"a": ']) * depth
@@ -664,12 +873,28 @@ def expect(chat, answer):
 
 
 def retry_after_value(rng):
-    return rng.choice([
-        str(rng.randint(-10**6, 10**6)), repr(rng.uniform(-1e4, 1e4)), "-5", "nan", "-nan", "inf", "-inf", "1e400",
-        "9" * rng.randint(1, 5000), "", " 7 ", "1_0", "0x10",
-        email.utils.formatdate(time.time() + rng.uniform(-1e9, 1e9), usegmt=True),
-        "Fri, 31 Dec 9999 23:59:59 GMT", "Mon, 01 Jan 0001 00:00:00 GMT", "Wed, 21 Oct 2015 25:61:00 GMT",
-        "".join(chr(rng.randint(0x20, 0xFF)) for _ in range(rng.randint(1, 30)))])
+    return rng.choice(
+        [
+            str(rng.randint(-(10**6), 10**6)),
+            repr(rng.uniform(-1e4, 1e4)),
+            "-5",
+            "nan",
+            "-nan",
+            "inf",
+            "-inf",
+            "1e400",
+            "9" * rng.randint(1, 5000),
+            "",
+            " 7 ",
+            "1_0",
+            "0x10",
+            email.utils.formatdate(time.time() + rng.uniform(-1e9, 1e9), usegmt=True),
+            "Fri, 31 Dec 9999 23:59:59 GMT",
+            "Mon, 01 Jan 0001 00:00:00 GMT",
+            "Wed, 21 Oct 2015 25:61:00 GMT",
+            "".join(chr(rng.randint(0x20, 0xFF)) for _ in range(rng.randint(1, 30))),
+        ]
+    )
 
 
 def check_retry_after(url, replies, value):
@@ -707,6 +932,7 @@ def shape_cases(rng, n):
         def case(b=body, a=answer):
             replies[:] = [(200, {}, b)]
             expect(lambda: replying_client(server.url).chat("s", "u"), a)
+
         yield case, (client.LLMError,), ("chat completion",)
     for _ in range(n // 4):
         yield (lambda v=retry_after_value(rng): check_retry_after(server.url, replies, v)), (), ()
@@ -715,11 +941,17 @@ def shape_cases(rng, n):
 def raw_reply(body, framing, stop, every=0.0, length=None):
     """A raw HTTP reply writing `body` framed by Content-Length (`length` if given, else the true
     one), chunks or the end of the connection; with `every` > 0 a byte at a time, that far apart."""
+
     def write(wfile):
         if framing == "chunked":
             head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-            data = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 65536]), body[i:i + 65536])
-                            for i in range(0, len(body), 65536)) + b"0\r\n\r\n"
+            data = (
+                b"".join(
+                    b"%x\r\n%s\r\n" % (len(body[i : i + 65536]), body[i : i + 65536])
+                    for i in range(0, len(body), 65536)
+                )
+                + b"0\r\n\r\n"
+            )
         else:
             size = length if length is not None else len(body)
             head = b"HTTP/1.0 200 OK\r\n" + (b"Content-Length: %d\r\n" % size if framing == "length" else b"") + b"\r\n"
@@ -731,6 +963,7 @@ def raw_reply(body, framing, stop, every=0.0, length=None):
             if stop.wait(every):
                 return
             wfile.write(bytes([byte]))
+
     return write
 
 
@@ -756,6 +989,7 @@ def size_cases(rng, n):
         def run():
             reply[:] = [write]
             timed(lambda: replying_client(server.url, **settings).chat("s", "u"), answer, limit)
+
         return run, (client.LLMError,), words
 
     for _ in range(n):  # bodies around the cap, in each framing: the cap, never more, never less
@@ -773,9 +1007,11 @@ def size_cases(rng, n):
         if part == "head":
             yield case(slow, None, ("deadline",), limit=3.0, timeout=1)
         else:
+
             def write(wfile):
                 wfile.write(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(REPLY))
                 raw_reply(REPLY, "close", server.stop, every=0.05)(wfile)
+
             yield case(write, None, ("deadline",), limit=3.0, timeout=1)
     yield case(raw_reply(REPLY, "length", server.stop, every=0.001), "42", ())  # slow but in time
     yield case(lambda wfile: server.stop.wait(30), None, ("deadline",), limit=3.0, timeout=1)  # silence
@@ -809,8 +1045,13 @@ def two_runners(server, gate, bench, out, kill):
     runner on the same file: refused naming the first (or, once the first is killed, it resumes).
     Either way every question ends answered exactly once."""
     env = {**os.environ, client.BASE_URL_ENV: server.url + "/v1", client.API_KEY_ENV: KEY, "no_proxy": "127.0.0.1"}
-    first = subprocess.Popen([sys.executable, "-c", RUNNER, str(bench), str(out)], env=env, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(bench), str(out)],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         wait_until(lambda: len(server.seen) >= 2, 60)
         if kill:
@@ -838,8 +1079,9 @@ def failing_then_fine(rng, server, plan, bench, out):
     again, and the loaded table holds each question once, never an empty answer."""
     bad = [rng.choice([{"content": None}, {"content": 7}, {"content": []}, {"content": "4\ud8002"}]) for _ in range(4)]
     fails = [rng.random() < 0.5 for _ in range(4)]
-    plan[:] = [json.dumps({"choices": [{"message": b if f else {"content": "42"}}]}).encode()
-               for b, f in zip(bad, fails)] + [REPLY] * sum(fails)
+    plan[:] = [
+        json.dumps({"choices": [{"message": b if f else {"content": "42"}}]}).encode() for b, f in zip(bad, fails)
+    ] + [REPLY] * sum(fails)
     summary = client.run_benchmark(replying_client(server.url), bench, out)
     again = client.run_benchmark(replying_client(server.url), bench, out)
     if (summary.failed, again.answered, again.failed) != (sum(fails), sum(fails), 0):
@@ -882,15 +1124,18 @@ def concurrency_cases(rng, n, folder):
         if len(held.seen) >= 2:  # the first runner's second question waits for the gate
             gate.wait(60)
         return 200, {}, REPLY
+
     held = serve(respond)
     bench = Path(folder) / "frontier_bench"
     prompts.export_benchmark(bench, n_per_task=2, seed=0, task_list=["addition", "sorting"])
     bench = bench.with_suffix(".jsonl")
     for k, kill in enumerate([False, True, False]):
+
         def case(k=k, kill=kill):
             held.seen.clear()
             gate.clear()
             two_runners(held, gate, bench, Path(folder) / f"runners{k}.jsonl", kill)
+
         yield case, (), (), 90.0
     for k in range(n):
         yield (lambda k=k: failing_then_fine(rng, held, plan, bench, Path(folder) / f"failing{k}.jsonl")), (), ()
@@ -902,28 +1147,66 @@ def concurrency_cases(rng, n, folder):
 
 # -- training flags and run directories --------------------------------------------------------
 BAD_FIELDS = {  # field -> values that must be refused, naming the flag
-    "checkpoint_every": [0, -1, 2.5, True], "eval_every": [0, -3], "test_samples": [0, -1],
-    "val_samples": [0], "pool_size": [0, -10], "batch_size": [0, -2], "tokens": [math.inf, math.nan, 0, -1e6],
-    "context": [0, 4, 100_000, -8], "out": ["", "   "], "threads": [-1], "seed": [-1],
-    "encoding": ["base64", ""], "tasks": [(), ("nope",), ("addition", "addition")], "preset": ["huge"],
-    "decades": [(3, 1), (-20, 0), (0, 99)], "max_digits": [0, 18], "adapt_warmup": [-0.1, 2.0],
-    "balance_floor": [1.0, -0.5], "balance_lambda": [2.0], "max_task_ratio": [0.01, 1.5],
-    "max_answer_tokens": [-1], "text_source": ["ftp:x", ""], "activation": ["swish"], "norm": ["batch"],
+    "checkpoint_every": [0, -1, 2.5, True],
+    "eval_every": [0, -3],
+    "test_samples": [0, -1],
+    "val_samples": [0],
+    "pool_size": [0, -10],
+    "batch_size": [0, -2],
+    "tokens": [math.inf, math.nan, 0, -1e6],
+    "context": [0, 4, 100_000, -8],
+    "out": ["", "   "],
+    "threads": [-1],
+    "seed": [-1],
+    "encoding": ["base64", ""],
+    "tasks": [(), ("nope",), ("addition", "addition")],
+    "preset": ["huge"],
+    "decades": [(3, 1), (-20, 0), (0, 99)],
+    "max_digits": [0, 18],
+    "adapt_warmup": [-0.1, 2.0],
+    "balance_floor": [1.0, -0.5],
+    "balance_lambda": [2.0],
+    "max_task_ratio": [0.01, 1.5],
+    "max_answer_tokens": [-1],
+    "text_source": ["ftp:x", ""],
+    "activation": ["swish"],
+    "norm": ["batch"],
     "encoding_options": [{"combine": "glue"}, {"nope": 1}],
 }
-GOOD_FIELDS = {"checkpoint_every": [1, 500], "tokens": [1.0, 3e6], "context": [8, 1024], "decades": [(0, 1), None],
-               "max_digits": [1, 17, None], "tasks": [("addition", "text")], "encoding": ["xval", "numerologic"]}
+GOOD_FIELDS = {
+    "checkpoint_every": [1, 500],
+    "tokens": [1.0, 3e6],
+    "context": [8, 1024],
+    "decades": [(0, 1), None],
+    "max_digits": [1, 17, None],
+    "tasks": [("addition", "text")],
+    "encoding": ["xval", "numerologic"],
+}
 
 
 def train_cases(rng, folder):
     from workbench import train as T  # the training loop's checks, imported only for this category
+
     small = dict(preset="cpu-tiny", batch_size=2, tokens=1024.0, threads=1)
     for name, values in BAD_FIELDS.items():
         for value in values:
+
             def case(name=name, value=value):
                 refused(T.TrainConfig.of(**{**small, name: value}))
-            words = (name.replace("_", "-"), "unknown encoding", "encoding", "decades", "max_digits", "text source",
-                     "must be one of", "no option", "preset", "tasks", "unknown task")
+
+            words = (
+                name.replace("_", "-"),
+                "unknown encoding",
+                "encoding",
+                "decades",
+                "max_digits",
+                "text source",
+                "must be one of",
+                "no option",
+                "preset",
+                "tasks",
+                "unknown task",
+            )
             yield case, (ValueError,), words
     for name, values in GOOD_FIELDS.items():
         for value in values:
@@ -933,8 +1216,16 @@ def train_cases(rng, folder):
         out.mkdir()
         (out / rng.choice(["metrics.jsonl", "best.pt", "config.json"])).write_text("{}")
         cfg = T.TrainConfig.of(**small, out=str(out))
-        yield (lambda cfg=cfg: refused(T._prepare_run_dir(cfg, resume=True, rank=0))), (FileNotFoundError,), ("--resume",)
-        yield (lambda cfg=cfg: refused(T._prepare_run_dir(cfg, resume=False, rank=0))), (FileExistsError,), ("--overwrite",)
+        yield (
+            (lambda cfg=cfg: refused(T._prepare_run_dir(cfg, resume=True, rank=0))),
+            (FileNotFoundError,),
+            ("--resume",),
+        )
+        yield (
+            (lambda cfg=cfg: refused(T._prepare_run_dir(cfg, resume=False, rank=0))),
+            (FileExistsError,),
+            ("--overwrite",),
+        )
         bad = out / "checkpoint.pt"
         bad.write_bytes(bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 200))))
         yield (lambda bad=bad: refused(T.load_checkpoint(bad))), (ValueError,), ("corrupt",)
@@ -957,14 +1248,27 @@ def writer_cases(rng, folder):
     another process is refused at once naming its PID; a refused resume changes no file."""
     from workbench import experiments, study
     from workbench import train as T
-    small = dict(preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 2, pool_size=50, val_samples=4, test_samples=4,
-                 eval_every=2, threads=1, tasks=("addition",))
-    writers = [lambda out: T.train(T.TrainConfig.of(**small, out=str(out))),
-               lambda out: T.train(T.TrainConfig.of(**small, out=str(out)), resume=True),
-               lambda out: study.run_study([], out, jobs=1),
-               lambda out: experiments.run_protocol("cpu-tier", seeds=(0,), out=out, encodings=["bittokens"])]
+
+    small = dict(
+        preset="cpu-tiny",
+        batch_size=2,
+        tokens=2 * 128 * 2,
+        pool_size=50,
+        val_samples=4,
+        test_samples=4,
+        eval_every=2,
+        threads=1,
+        tasks=("addition",),
+    )
+    writers = [
+        lambda out: T.train(T.TrainConfig.of(**small, out=str(out))),
+        lambda out: T.train(T.TrainConfig.of(**small, out=str(out)), resume=True),
+        lambda out: study.run_study([], out, jobs=1),
+        lambda out: experiments.run_protocol("cpu-tier", seeds=(0,), out=out, encodings=["bittokens"]),
+    ]
     for k, write in enumerate(writers * 2):
         out = Path(folder) / f"held{k}"
+
         def case(write=write, out=out):
             holder = held_by_another_process(out)
             try:
@@ -976,12 +1280,20 @@ def writer_cases(rng, folder):
             finally:
                 holder.kill()
                 holder.wait()
+
         yield case, (locks.InUse,), ("in use by process",)
     done = Path(folder) / "finished"
     T.train(T.TrainConfig.of(**small, out=str(done)))
     for _ in range(6):  # a resume with another configuration: refused, and not one byte changes
-        changed = rng.choice([dict(seed=rng.randint(1, 9)), dict(max_digits=rng.randint(2, 5)),
-                              dict(tasks=("addition", "minmax")), dict(pool_size=rng.randint(60, 90))])
+        changed = rng.choice(
+            [
+                dict(seed=rng.randint(1, 9)),
+                dict(max_digits=rng.randint(2, 5)),
+                dict(tasks=("addition", "minmax")),
+                dict(pool_size=rng.randint(60, 90)),
+            ]
+        )
+
         def case(changed=changed):
             before = {p.name: p.read_bytes() for p in done.iterdir() if p.is_file()}
             try:
@@ -989,18 +1301,29 @@ def writer_cases(rng, folder):
             finally:
                 if {p.name: p.read_bytes() for p in done.iterdir() if p.is_file()} != before:
                     raise Wrong(f"a refused resume ({changed}) changed the run directory")
+
         yield case, (ValueError,), ("another configuration",)
 
 
 def size_of_questions_cases(rng):
     """A run whose questions cannot fit in memory is refused before its first step, naming them."""
     from workbench import train as T
+
     tok = Tokenizer("bittokens")
     for _ in range(6):
-        flag, value = rng.choice([("test_samples", 10 ** rng.randint(8, 10)), ("pool_size", 10 ** rng.randint(8, 10)),
-                                  ("val_samples", 10 ** rng.randint(8, 10))])
+        flag, value = rng.choice(
+            [
+                ("test_samples", 10 ** rng.randint(8, 10)),
+                ("pool_size", 10 ** rng.randint(8, 10)),
+                ("val_samples", 10 ** rng.randint(8, 10)),
+            ]
+        )
         cfg = T.TrainConfig.of(tasks=("addition", "sorting"), threads=1, **{flag: value})
-        yield (lambda cfg=cfg: refused(T.check_memory(cfg, tok.vocab_size, tok))), (MemoryError,), ("--" + flag.replace("_", "-"),)
+        yield (
+            (lambda cfg=cfg: refused(T.check_memory(cfg, tok.vocab_size, tok))),
+            (MemoryError,),
+            ("--" + flag.replace("_", "-"),),
+        )
     fits = T.TrainConfig.of(tasks=("addition", "sorting", "text"), threads=1)
     yield (lambda: T.check_memory(fits, tok.vocab_size, tok)), (), ()
 
@@ -1013,9 +1336,11 @@ class CodeRan(Exception):
 def train_module():
     """workbench.train, and where a run's folder helpers live (train, or rundir where it exists)."""
     from workbench import train as T
+
     if hasattr(T, "load_run") and hasattr(T, "resumable"):
         return T, T
     from workbench import rundir as R
+
     return T, R
 
 
@@ -1024,8 +1349,18 @@ def train_config(**settings):
     return T.TrainConfig.of(**settings) if hasattr(T.TrainConfig, "of") else T.TrainConfig(**settings)
 
 
-TINY_RUN = dict(preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4, pool_size=50, val_samples=4, test_samples=4,
-                eval_every=2, checkpoint_every=2, threads=1, tasks=("addition",))
+TINY_RUN = dict(
+    preset="cpu-tiny",
+    batch_size=2,
+    tokens=2 * 128 * 4,
+    pool_size=50,
+    val_samples=4,
+    test_samples=4,
+    eval_every=2,
+    checkpoint_every=2,
+    threads=1,
+    tasks=("addition",),
+)
 PRECIOUS = b"precious bytes the attack must find unchanged\n"
 
 
@@ -1033,8 +1368,17 @@ def snapshot(paths):
     """What each path is now: its bytes, 'link -> target', 'missing' or 'folder' (nothing followed)."""
     state = {}
     for p in map(Path, paths):
-        state[p] = (f"link -> {os.readlink(p)}" if p.is_symlink() else "missing" if not p.exists() else
-                    "folder" if p.is_dir() else "fifo" if p.is_fifo() else p.read_bytes())
+        state[p] = (
+            f"link -> {os.readlink(p)}"
+            if p.is_symlink()
+            else "missing"
+            if not p.exists()
+            else "folder"
+            if p.is_dir()
+            else "fifo"
+            if p.is_fifo()
+            else p.read_bytes()
+        )
     return state
 
 
@@ -1066,6 +1410,7 @@ def lock_cases(rng, folder):
     a lock removed or a folder moved under a live holder; two threads of one process."""
     from workbench import study
     from workbench.atomic import write_atomic
+
     T, _ = train_module()
     base = Path(folder) / "locks"
     base.mkdir()
@@ -1078,8 +1423,10 @@ def lock_cases(rng, folder):
         "hold_file": (lambda t: t.parent / f".{t.name}.lock", lambda t: locks.hold_file(t).__enter__()),
         "study": (lambda t: t / ".lock", lambda t: study.run_study([], t, jobs=1)),
         "train": (lambda t: t / ".lock", lambda t: T.train(train_config(**TINY_RUN, out=str(t)))),
-        "answers": (lambda t: t.parent / f".{t.name}.lock",
-                    lambda t: client.run_benchmark(replying_client(answer.url), bench, t)),
+        "answers": (
+            lambda t: t.parent / f".{t.name}.lock",
+            lambda t: client.run_benchmark(replying_client(answer.url), bench, t),
+        ),
     }
     k = 0
     for kind in ("symlink", "dangling link", "hard link", "fifo", "folder"):
@@ -1089,15 +1436,18 @@ def lock_cases(rng, folder):
             victim, ghost = base / f"victim{k}.txt", base / f"ghost{k}.txt"
             victim.write_bytes(PRECIOUS)
             plant_lock(kind, lock_of(target), victim, ghost)
+
             def case(target=target, command=command, watch=(victim, ghost, lock_of(target))):
                 before = snapshot(watch)
                 try:
                     refused(command(target))
                 finally:
                     nothing_lost(before)
+
             yield case, (locks.InUse,), ("symbolic link", "names", "not a plain file", "cannot be opened")
     for k in range(2):  # .lock removed under a live holder in another process: nobody else gets in
         run = base / f"removed{k}"
+
         def case(run=run, k=k):
             holder = held_by_another_process(run)
             try:
@@ -1106,9 +1456,11 @@ def lock_cases(rng, folder):
             finally:
                 holder.kill()
                 holder.wait()
+
         yield case, (locks.InUse,), ("in use by process",)
     for k, change in enumerate(("moved", "moved", "removed", "replaced")):
         run = base / f"{change}{k}"
+
         def case(run=run, change=change):
             with locks.hold(run):
                 write_atomic(run / "a.txt", lambda tmp: Path(tmp).write_text("mine"))
@@ -1129,8 +1481,10 @@ def lock_cases(rng, folder):
                         second.wait()
                     if (run / "b.txt").exists():
                         raise Wrong("the write went through")
+
         yield case, (locks.InUse,), ("while this process held its lock",)
     for kind in ("hold", "hold_file"):  # a second thread of the holding process
+
         def case(kind=kind):
             take = locks.hold if kind == "hold" else locks.hold_file
             path, outcome = base / f"threads-{kind}", []
@@ -1141,6 +1495,7 @@ def lock_cases(rng, folder):
                         outcome.append("held")
                 except locks.InUse as err:
                     outcome.append(err)
+
             with take(path):
                 thread = threading.Thread(target=second)
                 thread.start()
@@ -1148,9 +1503,11 @@ def lock_cases(rng, folder):
             if outcome and isinstance(outcome[0], Exception):
                 raise outcome[0]
             raise Wrong("a second thread took the lock the first held")
+
         yield case, (locks.InUse,), ("another thread of this process",)
     slow = serve(lambda path: (time.sleep(0.05), (200, {}, REPLY))[1])
     for trial in range(5):  # two frontier runners in one process, one answers file
+
         def case(trial=trial):
             out, errors = base / f"runners{trial}.jsonl", []
 
@@ -1159,6 +1516,7 @@ def lock_cases(rng, folder):
                     client.run_benchmark(replying_client(slow.url), bench, out)
                 except locks.InUse as err:
                     errors.append(err)
+
             threads = [threading.Thread(target=runner) for _ in range(2)]
             for t in threads:
                 t.start()
@@ -1170,6 +1528,7 @@ def lock_cases(rng, folder):
             if len(errors) != 1:
                 raise Wrong(f"{len(errors)} runners refused, one should be")
             raise errors[0]
+
         yield case, (locks.InUse,), ("another thread of this process",)
 
 
@@ -1182,8 +1541,10 @@ __attribute__((constructor)) static void planted(void) {
     if (f) { fputs("ran", f); fclose(f); }
 }
 """
-LOAD_KERNELS = ("import warnings; warnings.simplefilter('always')\n"
-                "from workbench import cpu_kernels\nprint('LOADED' if cpu_kernels.library() is not None else 'OFF')")
+LOAD_KERNELS = (
+    "import warnings; warnings.simplefilter('always')\n"
+    "from workbench import cpu_kernels\nprint('LOADED' if cpu_kernels.library() is not None else 'OFF')"
+)
 
 
 def kernel_cases(folder):
@@ -1193,6 +1554,7 @@ def kernel_cases(folder):
     import platform
 
     from workbench import cpu_kernels
+
     compiler = os.environ.get("CC") or "cc"
     base = Path(folder) / "kernels"
     base.mkdir()
@@ -1201,9 +1563,14 @@ def kernel_cases(folder):
     (base / "planted.c").write_text(PLANTED_C)
     (base / "empty.c").write_text("int nothing_here(void) { return 0; }\n")
     for name in ("planted", "empty"):
-        subprocess.run([compiler, "-shared", "-fPIC", "-o", str(base / f"{name}.so"), str(base / f"{name}.c")], check=True)
-    key = hashlib.sha256("\0".join([cpu_kernels.SOURCE.read_text(), compiler, *cpu_kernels.FLAGS, platform.machine(),
-                                    platform.node()]).encode()).hexdigest()[:16]
+        subprocess.run(
+            [compiler, "-shared", "-fPIC", "-o", str(base / f"{name}.so"), str(base / f"{name}.c")], check=True
+        )
+    key = hashlib.sha256(
+        "\0".join(
+            [cpu_kernels.SOURCE.read_text(), compiler, *cpu_kernels.FLAGS, platform.machine(), platform.node()]
+        ).encode()
+    ).hexdigest()[:16]
     lib = f"cpu_kernels-{key}.so"
 
     def sha(p):
@@ -1240,18 +1607,29 @@ def kernel_cases(folder):
             os.chown(private, 65534, 65534)
         return "refused" if how.startswith("folder") else "rebuilt"
 
-    hows = ["folder open to all", "folder open to the group", "folder a link", "no record", "wrong record",
-            "library a link", "group-writable library", "no kernels in it", "empty file"]
+    hows = [
+        "folder open to all",
+        "folder open to the group",
+        "folder a link",
+        "no record",
+        "wrong record",
+        "library a link",
+        "group-writable library",
+        "no kernels in it",
+        "empty file",
+    ]
     if os.getuid() == 0:
         hows.append("folder of another user")
     for k, how in enumerate(hows):
+
         def case(k=k, how=how):
             cache, mark = base / f"cache{k}", base / f"ran{k}"
             expected = setup(cache, how)
             env = {**os.environ, "WORKBENCH_CACHE": str(cache), "PLANTED_MARK": str(mark)}
             env.pop("WORKBENCH_CPU_KERNELS", None)
-            done = subprocess.run([sys.executable, "-c", LOAD_KERNELS], env=env, capture_output=True, text=True,
-                                  timeout=300)
+            done = subprocess.run(
+                [sys.executable, "-c", LOAD_KERNELS], env=env, capture_output=True, text=True, timeout=300
+            )
             if mark.exists():
                 raise CodeRan(f"{how}: the planted library's constructor ran")
             said = done.stdout.strip().splitlines()[-1:] or ["nothing"]
@@ -1264,6 +1642,7 @@ def kernel_cases(folder):
             if said != ["OFF"]:
                 raise Wrong(f"{how}: loaded from a folder that is not private")
             raise ValueError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no warning")
+
         yield case, (ValueError,), ("private to you",)
 
 
@@ -1283,6 +1662,7 @@ def job_cases(folder):
     import pickle
 
     from workbench import executors
+
     try:
         import submitit  # noqa: F401
     except ImportError:
@@ -1290,6 +1670,7 @@ def job_cases(folder):
     base = Path(folder) / "jobs"
     jobs = executors.Executor("submitit-local", array_parallelism=1, time=10)
     for k, kind in enumerate(["planted code"] * 3 + ["an old result of one's own"] * 2):
+
         def case(k=k, kind=kind):
             out, mark = base / f"out{k}", base / f"ran{k}"
             (out / "jobs").mkdir(parents=True)
@@ -1302,10 +1683,13 @@ def job_cases(folder):
 
             def submit():
                 try:
-                    result = executors._submit_and_wait({"run": train_config(**TINY_RUN)}, out, 1, False, "attack", jobs)
+                    result = executors._submit_and_wait(
+                        {"run": train_config(**TINY_RUN)}, out, 1, False, "attack", jobs
+                    )
                     ended.update(result[0] if isinstance(result, tuple) else result)
                 except Exception as err:  # noqa: BLE001 - reported as this input's crash
                     errors.append(err)
+
             thread = threading.Thread(target=submit, daemon=True)
             thread.start()
             wait_until(lambda: list((out / "jobs").rglob("*_submitted.pkl")) or errors, 120)
@@ -1321,22 +1705,55 @@ def job_cases(folder):
                 raise errors[0]
             if ended.get("run", ("",))[0] != "killed":
                 raise Wrong(f"a killed job was reported {ended.get('run')}")
+
         yield case, (), (), 200.0
 
 
-HTML_PAYLOADS = ['<a href="https://evil.example">2</a>', "<b>bold</b>", "<script>alert(1)</script>",
-                 "<img src=x onerror=alert(1)>", "&lt;b&gt;", "a<br>b", "<span style='font-size:90px'>x</span>",
-                 "</text><svg onload=alert(1)>", "<i>", "x & y > z"]
+HTML_PAYLOADS = [
+    '<a href="https://evil.example">2</a>',
+    "<b>bold</b>",
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "&lt;b&gt;",
+    "a<br>b",
+    "<span style='font-size:90px'>x</span>",
+    "</text><svg onload=alert(1)>",
+    "<i>",
+    "x & y > z",
+]
 
 
 def leaderboard_intervals():
     rows = []
-    for study, encoding, mean in [("multitask_numeric", "bittokens", 0.9), ("multitask_numeric", "xval", 0.1),
-                                  ("zoo_multitask", "abacus", 0.5)]:
-        rows.append(dict(study=study, encoding=encoding, task="addition", digits=1, metric="log_smape", mean=mean,
-                         low=mean - 0.05, high=mean + 0.05))
-    rows.append(dict(study="zoo_precision", encoding="abacus", task="division", digits=2, metric="log_smape",
-                     mean=0.5, low=0.4, high=0.6))
+    for study, encoding, mean in [
+        ("multitask_numeric", "bittokens", 0.9),
+        ("multitask_numeric", "xval", 0.1),
+        ("zoo_multitask", "abacus", 0.5),
+    ]:
+        rows.append(
+            dict(
+                study=study,
+                encoding=encoding,
+                task="addition",
+                digits=1,
+                metric="log_smape",
+                mean=mean,
+                low=mean - 0.05,
+                high=mean + 0.05,
+            )
+        )
+    rows.append(
+        dict(
+            study="zoo_precision",
+            encoding="abacus",
+            task="division",
+            digits=2,
+            metric="log_smape",
+            mean=0.5,
+            low=0.4,
+            high=0.6,
+        )
+    )
     return rows
 
 
@@ -1347,29 +1764,38 @@ def html_cases():
     import pandas as pd
 
     from workbench import leaderboard
+
     for payload in HTML_PAYLOADS:
         for column in ("digits", "task", "encoding", "study"):
+
             def case(payload=payload, column=column):
                 rows = pd.DataFrame(leaderboard_intervals())
                 rows[column] = rows[column].astype(object)
                 rows.loc[rows.study == "zoo_precision", column] = payload
                 heat = leaderboard.figure(leaderboard.leaderboard(rows)).data[0]
-                shown = [str(s) for s in list(heat.x) + list(heat.y)] + \
-                        [str(s) for row in heat.hovertext for s in row] + [str(s) for row in heat.text for s in row]
+                shown = (
+                    [str(s) for s in list(heat.x) + list(heat.y)]
+                    + [str(s) for row in heat.hovertext for s in row]
+                    + [str(s) for row in heat.text for s in row]
+                )
                 raw = [s for s in shown if "<" in s.replace("<br>", "") or ">" in s.replace("<br>", "")]
                 if raw:
                     raise Wrong(f"markup from the data in a label: {raw[0][:80]!r}")
                 if column == "digits" and not any(html_module.unescape(s).endswith(payload) for s in heat.x):
                     raise Wrong(f"the label does not show {payload!r} as text")
+
             yield case, (ValueError,), ("unknown",)
 
 
 def tokenizer_cache_edits():
     """(label, "json" or "raw", the edit of the parsed JSON) of every change made to a cached BPE."""
+
     def merges(f):
         def edit(d):
             f(d["model"]["merges"])
+
         return edit
+
     yield "one pair of merges swapped", "json", merges(lambda m: m.__setitem__(slice(0, 2), m[1::-1]))
     yield "ten merges swapped", "json", merges(lambda m: m.__setitem__(slice(5, 15), m[14:4:-1]))
     yield "200 merges reordered", "json", merges(lambda m: m.__setitem__(slice(0, 200), m[199::-1]))
@@ -1377,8 +1803,16 @@ def tokenizer_cache_edits():
     yield "the last merge dropped", "json", merges(lambda m: m.pop())
     yield "a vocabulary id changed", "json", lambda d: d["model"]["vocab"].update({"Ġthe": 3})
     yield "a token added", "json", lambda d: d["model"]["vocab"].update({"Ġzzz": len(d["model"]["vocab"])})
-    for label in ("cut in half", "empty", "not JSON", "another corpus's BPE", "a link to another BPE",
-                  "record removed", "record garbage", "file and record rewritten"):
+    for label in (
+        "cut in half",
+        "empty",
+        "not JSON",
+        "another corpus's BPE",
+        "a link to another BPE",
+        "record removed",
+        "record garbage",
+        "file and record rewritten",
+    ):
         yield label, "raw", None
 
 
@@ -1387,22 +1821,26 @@ def tokenizer_cache_cases(rng, folder):
     record was rewritten too, a different checksum, which a run records; never other tokens under
     the same record. And the cache key holds the tokenizers version."""
     import hashlib
+
     base = Path(folder) / "bpe"
     base.mkdir()
     corpus, other = base / "corpus.txt", base / "other.txt"
     words = ["alpha", "beta", "gamma", "delta", "number", "value", "the", "and", "of", "result", "sum"]
-    corpus.write_text("\n".join(" ".join(rng.choice(words) for _ in range(12)) + f" {rng.randint(0, 999)}"
-                                for _ in range(400)))
+    corpus.write_text(
+        "\n".join(" ".join(rng.choice(words) for _ in range(12)) + f" {rng.randint(0, 999)}" for _ in range(400))
+    )
     other.write_text("zebra quokka xylophone " * 300)
     probe = "the sum of alpha and beta is 12, the value of gamma 3.5"
 
     def make(cache, text=corpus):
         return Tokenizer("bittokens", vocab_size=320, corpus_files=[text], cache_dir=cache)
+
     reference = make(base / "reference")
     want_ids, want_sum = reference.encode(probe)[0].tolist(), getattr(reference, "checksum", None)
     make(base / "foreign", other)
     [foreign] = (base / "foreign").glob("*.json")
     for k, (label, how, edit) in enumerate(tokenizer_cache_edits()):
+
         def case(k=k, label=label, how=how, edit=edit):
             cache = base / f"edit{k}"
             shutil.copytree(base / "reference", cache, symlinks=True)
@@ -1437,10 +1875,12 @@ def tokenizer_cache_cases(rng, folder):
             if checksum is not None and checksum != want_sum:
                 return  # another tokenizer, and the run's record says so
             raise Wrong(f"{label}: other tokens under the same record (checksum {checksum})")
+
         yield case, (ValueError, OSError), ("tokenizer",)
 
     def version_key():
         import tokenizers
+
         real, cache = tokenizers.__version__, base / "versions"
         make(cache)
         tokenizers.__version__ = "0.0.0-another"
@@ -1450,6 +1890,7 @@ def tokenizer_cache_cases(rng, folder):
             tokenizers.__version__ = real
         if len(list(cache.glob("*.json"))) != 2:
             raise Wrong("a BPE trained by another tokenizers version was taken from the cache")
+
     yield version_key, (), ()
 
 
@@ -1510,10 +1951,41 @@ def decoded_encodes(codec, outputs):
         raise Wrong(f"{codec.name}: decode gave a number encode refuses: {err}") from None
 
 
-RANGE_EDGES = [1e20, 1e17, 9.999999999999998e16, 1.5e17, 1e16, 1e-32, 1.5e-32, 1e-33, 1e-40, 1.2345678901234567e-20,
-               1e-15, 9.9e-15, 1e-14, 1.0000000000000001e-14, -1e-20, 5e-324, -5e-324, 2.2250738585072014e-308,
-               3.1e-307, 1e-300, 1.7976931348623157e308, -1.7976931348623157e308, -2.5, -0.0, 0.0, 123.456, 1e15,
-               1.2345678901234567e-14, 9.87654321e14, -1e-14, 3e-307, 0.1, 7.0]
+RANGE_EDGES = [
+    1e20,
+    1e17,
+    9.999999999999998e16,
+    1.5e17,
+    1e16,
+    1e-32,
+    1.5e-32,
+    1e-33,
+    1e-40,
+    1.2345678901234567e-20,
+    1e-15,
+    9.9e-15,
+    1e-14,
+    1.0000000000000001e-14,
+    -1e-20,
+    5e-324,
+    -5e-324,
+    2.2250738585072014e-308,
+    3.1e-307,
+    1e-300,
+    1.7976931348623157e308,
+    -1.7976931348623157e308,
+    -2.5,
+    -0.0,
+    0.0,
+    123.456,
+    1e15,
+    1.2345678901234567e-14,
+    9.87654321e14,
+    -1e-14,
+    3e-307,
+    0.1,
+    7.0,
+]
 
 
 def range_cases(rng, n):
@@ -1530,8 +2002,12 @@ def range_cases(rng, n):
         for k in range(5):
             gen = torch.Generator().manual_seed(rng.getrandbits(31))
             if name in ("xval", "log_xval"):
-                outputs = torch.cat([torch.randn(2000, 1, generator=gen, dtype=torch.float64) * 10 ** k,
-                                     torch.randn(200, 1, generator=gen, dtype=torch.float64) * 10.0 ** (-300 - k)])
+                outputs = torch.cat(
+                    [
+                        torch.randn(2000, 1, generator=gen, dtype=torch.float64) * 10**k,
+                        torch.randn(200, 1, generator=gen, dtype=torch.float64) * 10.0 ** (-300 - k),
+                    ]
+                )
             else:
                 outputs = torch.randn(2000, codec.width, generator=gen, dtype=torch.float64)
                 if name == "fone" and k == 0:  # seventeen 9s before the point
@@ -1540,6 +2016,7 @@ def range_cases(rng, n):
             yield (lambda c=codec, o=outputs: decoded_encodes(c, o)), (ValueError,), ()
     tok = Tokenizer("scientific")
     for text in ["1,000,000", "x 007", "-00 and 1.50", "1.2.3", ".5", "0.50", "12 and 3.25", "-4", "1e5", "100"]:
+
         def case(text=text):
             if not FORMS:
                 return
@@ -1547,6 +2024,7 @@ def range_cases(rng, n):
             back = tok.decode(ids, values_, forms)
             if back != text:
                 raise Wrong(f"scientific: {text!r} came back as {back!r}")
+
         yield case, (ValueError,), ("keeps a number's value, not its written form",)
 
 
@@ -1554,6 +2032,7 @@ def crafted_checkpoint_cases(folder):
     """Checkpoints that load with weights_only=True but are no checkpoint of this run: a resume
     and a model load refuse each in one clear error naming the file, or take it harmlessly."""
     import copy
+
     T, R = train_module()
     base = Path(folder) / "checkpoints"
     done = base / "done"
@@ -1566,9 +2045,13 @@ def crafted_checkpoint_cases(folder):
         ckpt = copy.deepcopy(real)
         change(ckpt)
         return ckpt
+
     resumes = {
-        "a list": [1, 2], "an empty dict": {}, "a tensor": torch.zeros(3),
-        "config a list": variant(lambda c: c.update(config=[1])), "no model": variant(lambda c: c.pop("model")),
+        "a list": [1, 2],
+        "an empty dict": {},
+        "a tensor": torch.zeros(3),
+        "config a list": variant(lambda c: c.update(config=[1])),
+        "no model": variant(lambda c: c.pop("model")),
         "model a tensor": variant(lambda c: c.update(model=torch.zeros(2))),
         "a weight of another shape": variant(lambda c: c["model"].update({first: torch.zeros(3, 3)})),
         "a weight missing": variant(lambda c: c["model"].pop(first)),
@@ -1577,24 +2060,30 @@ def crafted_checkpoint_cases(folder):
         "rng not JSON": variant(lambda c: c.update(rng="not json")),
         "rng of another generator": variant(lambda c: c.update(rng=json.dumps({"bit_generator": "MT19937"}))),
         "torch_rng too short": variant(lambda c: c.update(torch_rng=torch.zeros(3, dtype=torch.uint8))),
-        "state without step": variant(lambda c: c.update(state={})), "state a list": variant(lambda c: c.update(state=[1])),
+        "state without step": variant(lambda c: c.update(state={})),
+        "state a list": variant(lambda c: c.update(state=[1])),
         "curricula of an unknown task": variant(lambda c: c.update(curricula={"nope": {}})),
         "balancer a string": variant(lambda c: c.update(balancer="x")),
         "normalizer empty": variant(lambda c: c.update(normalizer={})),
         "step beyond the run": variant(lambda c: c["state"].update(step=10**9)),
     }
     harmless = {"a weight of another dtype", "a NaN weight"}  # loaded as this model's weights, cast
-    weights = {"a list": [1], "an empty dict": {}, "a tensor": torch.zeros(2),
-               "a weight of another shape": {**best, first: torch.zeros(3, 3)},
-               "a weight missing": {k: v for k, v in best.items() if k != first},
-               "an extra weight": {**best, "x.weight": torch.zeros(1)},
-               "a weight of another dtype": {**best, first: best[first].double()},
-               "a NaN weight": {**best, first: best[first] * float("nan")}}
+    weights = {
+        "a list": [1],
+        "an empty dict": {},
+        "a tensor": torch.zeros(2),
+        "a weight of another shape": {**best, first: torch.zeros(3, 3)},
+        "a weight missing": {k: v for k, v in best.items() if k != first},
+        "an extra weight": {**best, "x.weight": torch.zeros(1)},
+        "a weight of another dtype": {**best, first: best[first].double()},
+        "a NaN weight": {**best, first: best[first] * float("nan")},
+    }
 
     def copy_run(k):
         out = base / f"run{k}"
         shutil.copytree(done, out)
         return out
+
     k = 0
     for label, ckpt in resumes.items():
         k += 1
@@ -1613,6 +2102,7 @@ def crafted_checkpoint_cases(folder):
 
         def resumable(out=out):  # True or False (a True is followed by the resume above: a clear error)
             R.resumable(train_config(**TINY_RUN, out=str(out)))
+
         yield resume, (ValueError, OSError, locks.InUse), ("checkpoint.pt",)
         yield resumable, (), ()
     for label, state in weights.items():
@@ -1629,6 +2119,7 @@ def crafted_checkpoint_cases(folder):
                 raise
             if label not in harmless:
                 raise Wrong(f"{label}: loaded as the run's model")
+
         yield load, (ValueError, OSError), ("best.pt",)
 
 
@@ -1636,12 +2127,29 @@ def crafted_checkpoint_cases(folder):
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 BOUNDS = {
     "01_desiderata": {"n_values": (100, 10**6), "seed": (0, 2**32 - 1), "d9_steps": (1, 10**5), "threads": (1, CORES)},
-    "02_fone_locality": {"n_pairs": (1, 10**6), "grid_digits": (1, 3), "precision": (2, 1000), "probe_steps": (1, 10**4),
-                         "seed": (0, 2**32 - 1), "threads": (1, CORES)},
-    "03_training": {"tokens": (1, 1e11), "seed": (0, 2**32 - 1), "max_digits": (1, 17), "eval_every": (1, 10**6),
-                    "val_samples": (1, 10**5), "test_samples": (1, 10**5), "threads": (1, CORES)},
-    "04_paper_figures": {"exponent_samples": (1, 10**7), "generator_samples": (1, 10**6), "bootstrap_draws": (1, 10**5),
-                         "seed": (0, 2**32 - 1)},
+    "02_fone_locality": {
+        "n_pairs": (1, 10**6),
+        "grid_digits": (1, 3),
+        "precision": (2, 1000),
+        "probe_steps": (1, 10**4),
+        "seed": (0, 2**32 - 1),
+        "threads": (1, CORES),
+    },
+    "03_training": {
+        "tokens": (1, 1e11),
+        "seed": (0, 2**32 - 1),
+        "max_digits": (1, 17),
+        "eval_every": (1, 10**6),
+        "val_samples": (1, 10**5),
+        "test_samples": (1, 10**5),
+        "threads": (1, CORES),
+    },
+    "04_paper_figures": {
+        "exponent_samples": (1, 10**7),
+        "generator_samples": (1, 10**6),
+        "bootstrap_draws": (1, 10**5),
+        "seed": (0, 2**32 - 1),
+    },
 }
 OUTPUT_KEYS = ("out_dir", "figures_dir")
 
@@ -1672,6 +2180,7 @@ def within_bounds(name, key, value) -> bool:
         return value in ("cpu-tiny", "cpu-small", "paper")
     if key == "tasks" and isinstance(value, str):
         from workbench import tasks as registry
+
         names = [t.strip() for t in value.split(",")]
         return all(t in registry.names() for t in names) and len(set(names)) == len(names)
     return True
@@ -1705,20 +2214,49 @@ def bound_cases(out_dir):
             for value in (low - 1, low, high, high + 1, 10**12, -(10**6)):
                 value = float(value) if key == "tokens" else int(value)
                 yield (lambda m=name, k=key, v=value: attempt(m, {k: v}, within_bounds(m, k, v))), (ValueError,), (key,)
-    folders = [".", "notebooks", "figures", "workbench", "docs", "results", "tests", "runs/attack", "runs",
-               str(root), str(root / "notebooks" / "x"), "notebooks/../runs/y", "../" + root.name + "/docs",
-               str(inside), str(Path(out_dir) / "elsewhere"), "figures/../runs/z"]
+    folders = [
+        ".",
+        "notebooks",
+        "figures",
+        "workbench",
+        "docs",
+        "results",
+        "tests",
+        "runs/attack",
+        "runs",
+        str(root),
+        str(root / "notebooks" / "x"),
+        "notebooks/../runs/y",
+        "../" + root.name + "/docs",
+        str(inside),
+        str(Path(out_dir) / "elsewhere"),
+        "figures/../runs/z",
+    ]
     for name in BOUNDS:
         for key in OUTPUT_KEYS:
             if key not in notebooks.parameters_of(notebooks.jupytext.read(notebooks.NOTEBOOK_DIR / f"{name}.py")):
                 continue
             for folder in folders:
                 yield (lambda m=name, k=key, f=folder: attempt(m, {k: f}, writable_folder(f))), (ValueError,), (key,)
-    retrofit = [({"heads": 0}, False), ({"heads": 3}, False), ({"hidden": 96, "heads": 3}, True), ({"seeds": []}, False),
-                ({"seeds": [0, 1]}, True), ({"hidden": 0}, False), ({"layers": 0}, False), ({"context": 0}, False),
-                ({"vocab_size": 10}, False), ({"lr": 0.0}, False), ({"tokens": 0.0}, False),
-                ({"encodings": []}, False), ({"encodings": ["none", "bitoken"]}, False), ({"device": "gpu"}, False),
-                ({"threads": CORES + 1}, False), ({"pretrain_tokens": 1e12}, False), ({"batch_tokens": 0}, False)]
+    retrofit = [
+        ({"heads": 0}, False),
+        ({"heads": 3}, False),
+        ({"hidden": 96, "heads": 3}, True),
+        ({"seeds": []}, False),
+        ({"seeds": [0, 1]}, True),
+        ({"hidden": 0}, False),
+        ({"layers": 0}, False),
+        ({"context": 0}, False),
+        ({"vocab_size": 10}, False),
+        ({"lr": 0.0}, False),
+        ({"tokens": 0.0}, False),
+        ({"encodings": []}, False),
+        ({"encodings": ["none", "bitoken"]}, False),
+        ({"device": "gpu"}, False),
+        ({"threads": CORES + 1}, False),
+        ({"pretrain_tokens": 1e12}, False),
+        ({"batch_tokens": 0}, False),
+    ]
     for params, valid in retrofit:
         yield (lambda p=params, v=valid: attempt("05_retrofit", p, v)), (ValueError,), tuple(params)
 
@@ -1728,8 +2266,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="fewer inputs, no 1M-digit runs")
-    parser.add_argument("--only", action="append", metavar="NAME",
-                        help="run only the categories whose name holds NAME (repeatable)")
+    parser.add_argument(
+        "--only", action="append", metavar="NAME", help="run only the categories whose name holds NAME (repeatable)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     n = 80 if args.quick else 400
@@ -1775,8 +2314,10 @@ def main():
             counts[category][label] += 1
             if label in (CRASH, WRONG, CODE) and len(examples[category]) < 4:
                 examples[category].append(f"{label}: {detail}")
-        print(f"  {category}: {sum(counts[category].values())} inputs, {time.perf_counter() - started:.1f} s",
-              file=sys.stderr)
+        print(
+            f"  {category}: {sum(counts[category].values())} inputs, {time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+        )
     for server in SERVERS:
         server.close()
     header = ["category", "inputs tried", OK, "clear errors", "crashes", "silent wrong results", "code ran"]

@@ -1,4 +1,5 @@
 """A loopback HTTP server in a thread, for the frontier client's tests and tests/attack.py."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ class Server:
             def handle_any(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 outer.bodies.append(json.loads(self.rfile.read(length) or b"null"))
-                outer.seen.append({"method": self.command, "path": self.path,
-                                   "auth": self.headers.get("Authorization")})
+                outer.seen.append(
+                    {"method": self.command, "path": self.path, "auth": self.headers.get("Authorization")}
+                )
                 reply = respond(self.path)
                 try:
                     if callable(reply):
@@ -45,8 +47,7 @@ class Server:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_port}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     def close(self):

@@ -1,6 +1,7 @@
 """Abacus: each digit's place within its number (hand-counted oracle), the random offset per
 sample in training only, generation with the place embeddings equal to a full forward pass, bad
 input, and a tiny training run whose answers decode (reversed digits' oracle)."""
+
 import math
 
 import numpy as np
@@ -69,7 +70,7 @@ def test_positions_source_are_the_authors_places(tok):
     width = max(map(len, ids))
     batch = torch.full((len(ids), width), tok.pad_id)
     for row, i in zip(batch, ids):
-        row[:len(i)] = torch.as_tensor(i)
+        row[: len(i)] = torch.as_tensor(i)
     got = model.token_module.places(batch).tolist()
     for row, written in zip(got, batch.tolist()):
         assert row == source_places(written, digits)
@@ -112,9 +113,13 @@ def test_generation_equals_a_full_forward_pass(tok):
         every = torch.as_tensor(np.concatenate([ids, new]))[None]
         n = every.shape[1]
         with torch.no_grad():
-            logits = model.logits(every, torch.zeros(1, n, dtype=torch.float64), torch.arange(n)[None],
-                              torch.zeros(1, n, dtype=torch.long))
-        assert logits[0, len(ids) - 1:-1].argmax(-1).tolist() == new and len(set(new)) > 2
+            logits = model.logits(
+                every,
+                torch.zeros(1, n, dtype=torch.float64),
+                torch.arange(n)[None],
+                torch.zeros(1, n, dtype=torch.long),
+            )
+        assert logits[0, len(ids) - 1 : -1].argmax(-1).tolist() == new and len(set(new)) > 2
 
 
 def test_bad_input(tok):

@@ -53,20 +53,32 @@ def test_training_steps_reuse_their_memory_instead_of_faulting_in_pages(tmp_path
 def test_cpu_training_keeps_freed_memory(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(train, "keep_freed_memory", lambda device: calls.append(str(device)))
-    train.train(TrainConfig.of(encoding="single_digit", tasks=("addition",), preset="cpu-tiny", batch_size=2,
-                            tokens=2 * 128 * 2, pool_size=50, val_samples=4, test_samples=4, threads=1,
-                            out=str(tmp_path / "run")))
+    train.train(
+        TrainConfig.of(
+            encoding="single_digit",
+            tasks=("addition",),
+            preset="cpu-tiny",
+            batch_size=2,
+            tokens=2 * 128 * 2,
+            pool_size=50,
+            val_samples=4,
+            test_samples=4,
+            threads=1,
+            out=str(tmp_path / "run"),
+        )
+    )
     assert calls == ["cpu"]
 
 
 def test_settings_are_within_what_glibc_accepts():
     assert allocator.MMAP_BYTES <= 32 << 20  # glibc refuses larger mmap thresholds on 64-bit machines
-    assert allocator.TRIM_BYTES < 2 ** 31  # mallopt takes a C int
+    assert allocator.TRIM_BYTES < 2**31  # mallopt takes a C int
 
 
 def test_steps_on_a_gpu_leave_malloc_alone(monkeypatch):
     def no_libc(*args):
         raise AssertionError("mallopt was looked up for a GPU run")
+
     monkeypatch.setattr(allocator.ctypes, "CDLL", no_libc)
     assert allocator.keep_freed_memory.__wrapped__("cuda:0") is False
     assert allocator.keep_freed_memory.__wrapped__(torch.device("cuda")) is False

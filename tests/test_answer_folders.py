@@ -1,5 +1,6 @@
 """Folders of raw model answers: the authors' per-answer CSVs and our client's JSONL, loaded,
 rescored under both readings, Tables 1 and 2 side by side, and notebook 04's section on them."""
+
 import json
 
 import pandas as pd
@@ -8,24 +9,46 @@ import pytest
 from workbench.frontier import answer_folders, client, prompts
 
 # the test set's columns (a few), then the answer columns of the authors' result files
-ADDITION = pd.DataFrame({
-    "num1": ["9954149258100", "0.07224792217", "1", "2"], "operator": ["+", "+", "+", "+"],
-    "text_prompt": ["What is 9954149258100 + -0.025620339106536?", "What is 0.07224792217 + -372646.7311831?",
-                    "What is 1 + 1.5?", "What is 2 + 2?"],
-    "answer": ["9954149258099.97", "-372646.658935178", "2.5", "4"],
-    "difficulty": ["27", "36", "1", "0"], "difficulty_sd": ["12", "14", "1", "0"],
-    "tokens": ["34", "23", "", "9"], "reasoning": ["", "", "", ""], "usage.completion_tokens": ["34", "23", "", "9"],
-    "raw_response": ['{"answer": 9954149258099.974379660893464}', '{"answer": -372646.65893517783}',
-                     "The sum is 2.5", None]})
-MINMAX = pd.DataFrame({
-    "list1": ["['0.00000000102', '0.5']", "['3', '7']"], "text_prompt": ["min?", "max?"],
-    "answer": ["0.00000000102", "7"], "difficulty_sd": ["3", "0"], "tokens": ["12", "10"],
-    "raw_response": ['{"answer": 1.02e-9}', '{"answer": 7}']})
+ADDITION = pd.DataFrame(
+    {
+        "num1": ["9954149258100", "0.07224792217", "1", "2"],
+        "operator": ["+", "+", "+", "+"],
+        "text_prompt": [
+            "What is 9954149258100 + -0.025620339106536?",
+            "What is 0.07224792217 + -372646.7311831?",
+            "What is 1 + 1.5?",
+            "What is 2 + 2?",
+        ],
+        "answer": ["9954149258099.97", "-372646.658935178", "2.5", "4"],
+        "difficulty": ["27", "36", "1", "0"],
+        "difficulty_sd": ["12", "14", "1", "0"],
+        "tokens": ["34", "23", "", "9"],
+        "reasoning": ["", "", "", ""],
+        "usage.completion_tokens": ["34", "23", "", "9"],
+        "raw_response": [
+            '{"answer": 9954149258099.974379660893464}',
+            '{"answer": -372646.65893517783}',
+            "The sum is 2.5",
+            None,
+        ],
+    }
+)
+MINMAX = pd.DataFrame(
+    {
+        "list1": ["['0.00000000102', '0.5']", "['3', '7']"],
+        "text_prompt": ["min?", "max?"],
+        "answer": ["0.00000000102", "7"],
+        "difficulty_sd": ["3", "0"],
+        "tokens": ["12", "10"],
+        "raw_response": ['{"answer": 1.02e-9}', '{"answer": 7}'],
+    }
+)
 NAME = "{}_decimal_uniform_test_500_shuffle_{}_re_{}.csv"
 
 
 class FakeClient:
     """Duck-types client.ChatClient: answers each question with a canned response."""
+
     model = "our/model"
 
     def __init__(self, responses):
@@ -86,8 +109,14 @@ def test_rescore_and_tables(folder):
     assert t1.loc[("GPT 5", "minimal"), ("MinMax", "paper")] == 50.0
     assert t1.loc[("GPT 5", "minimal"), ("MinMax", "careful")] == 100.0
     assert t1.loc[("GPT 5", "minimal"), ("Add", "paper")] == 75.0
-    assert list(t1.columns) == [("Add", "paper"), ("Add", "careful"), ("MinMax", "paper"), ("MinMax", "careful"),
-                                ("Sort", "paper"), ("Sort", "careful")]
+    assert list(t1.columns) == [
+        ("Add", "paper"),
+        ("Add", "careful"),
+        ("MinMax", "paper"),
+        ("MinMax", "careful"),
+        ("Sort", "paper"),
+        ("Sort", "careful"),
+    ]
     t2 = answer_folders.side_by_side(scored, 2)
     assert list(t2.columns) == [("Add", "paper"), ("Add", "careful")]
     assert t2.loc[("GPT 5", "minimal"), ("Add", "paper")] == 50.0
@@ -101,9 +130,13 @@ def test_rescore_and_tables(folder):
 
 def test_identical_readings_say_so(tmp_path):
     pd.DataFrame({"answer": ["4"], "raw_response": ['{"answer": 4}']}).to_csv(
-        tmp_path / NAME.format("Addition", "m", "none"), index=False)
+        tmp_path / NAME.format("Addition", "m", "none"), index=False
+    )
     scored = answer_folders.rescore(answer_folders.load_answer_folder(tmp_path))
-    assert answer_folders.differences(scored) == "The careful reading scores 0 of 1 answers differently; no table cell moves."
+    assert (
+        answer_folders.differences(scored)
+        == "The careful reading scores 0 of 1 answers differently; no table cell moves."
+    )
 
 
 def test_bad_folders_are_clear_errors(folder, tmp_path):
@@ -118,7 +151,9 @@ def test_bad_folders_are_clear_errors(folder, tmp_path):
         answer_folders.load_answer_folder(folder)
     assert len(answer_folders.load_answer_folder(folder, benchmark=tmp_path / "elsewhere.jsonl")) == 10
     with pytest.raises(ValueError, match="not in the benchmark"):
-        answer_folders.load_answer_folder(folder, benchmark=pd.DataFrame({"id": ["x"], "task": ["mean"], "answer": ["1"]}))
+        answer_folders.load_answer_folder(
+            folder, benchmark=pd.DataFrame({"id": ["x"], "task": ["mean"], "answer": ["1"]})
+        )
     pd.DataFrame({"answer": ["1"], "response": ["1"]}).to_csv(folder / NAME.format("Std", "m", "none"), index=False)
     with pytest.raises(ValueError, match=r"lacks columns \['raw_response'\]"):
         answer_folders.load_answer_folder(folder, benchmark=tmp_path / "elsewhere.jsonl")
@@ -127,9 +162,16 @@ def test_bad_folders_are_clear_errors(folder, tmp_path):
 @pytest.mark.slow
 def test_notebook_rescores_a_folder(folder, tmp_path):
     from workbench.notebooks import execute
-    params = {"official_data": None, "exponent_samples": 2000, "generator_samples": 200, "bootstrap_draws": 20,
-              "figures_dir": str(tmp_path / "figures"),
-              "figure_formats": ["html"], "answers_dir": str(folder)}
+
+    params = {
+        "official_data": None,
+        "exponent_samples": 2000,
+        "generator_samples": 200,
+        "bootstrap_draws": 20,
+        "figures_dir": str(tmp_path / "figures"),
+        "figure_formats": ["html"],
+        "answers_dir": str(folder),
+    }
     path = execute("04_paper_figures", params, output_dir=tmp_path)
     outputs = json.dumps([c.get("outputs", []) for c in json.loads(path.read_text())["cells"]])
     assert "Table 1, paper vs careful reading" in outputs and "Table 2, paper vs careful reading" in outputs

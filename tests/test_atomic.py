@@ -1,4 +1,5 @@
 """write_atomic: the old file or the new one, never half of one, and no temporary left behind."""
+
 import stat
 
 import pytest

@@ -32,9 +32,14 @@ def test_alpha_is_momentum():
     close(update_ratios(old, p, alpha=1.0), old)  # all momentum: nothing changes
     close(update_ratios(old, p, alpha=0.0), [F(4, 21), F(1, 21), F(16, 21)])  # no memory: target
     # alpha = 0.8: 4/5 * old + 1/5 * target
-    close(update_ratios(old, p, alpha=0.8),
-          [F(4, 5) * F(1, 2) + F(1, 5) * F(4, 21), F(4, 5) * F(1, 4) + F(1, 5) * F(1, 21),
-           F(4, 5) * F(1, 4) + F(1, 5) * F(16, 21)])
+    close(
+        update_ratios(old, p, alpha=0.8),
+        [
+            F(4, 5) * F(1, 2) + F(1, 5) * F(4, 21),
+            F(4, 5) * F(1, 4) + F(1, 5) * F(1, 21),
+            F(4, 5) * F(1, 4) + F(1, 5) * F(16, 21),
+        ],
+    )
     # repeated updates converge to the target
     r = np.array(old)
     for _ in range(60):
@@ -152,11 +157,15 @@ def test_the_cap_bounds_eq_16s_target_before_the_mix_or_the_mixed_ratios():
     (0.419, 0.272, 0.154, 0.154), then capped: 0.3, and 0.7 split 0.272 : 0.154 : 0.154 puts the
     second at 0.328 > 0.3, so it is capped too: (0.3, 0.3, 0.2, 0.2)."""
     p, start = [0.0, 0.5, 0.9, 0.9], [F(1, 4)] * 4
-    close(update_ratios(start, p, lam=0, alpha=0.5, max_ratio=0.3, cap="target"),
-          [F(11, 40), F(11, 40), F(9, 40), F(9, 40)])
+    close(
+        update_ratios(start, p, lam=0, alpha=0.5, max_ratio=0.3, cap="target"),
+        [F(11, 40), F(11, 40), F(9, 40), F(9, 40)],
+    )
     mixed = [(a + F(w, 17)) / 2 for a, w in zip(start, (10, 5, 1, 1))]
     assert mixed[1] / sum(mixed[1:]) * F(7, 10) > F(3, 10)  # the cascade
-    close(update_ratios(start, p, lam=0, alpha=0.5, max_ratio=0.3, cap="ratios"), [F(3, 10), F(3, 10), F(1, 5), F(1, 5)])
+    close(
+        update_ratios(start, p, lam=0, alpha=0.5, max_ratio=0.3, cap="ratios"), [F(3, 10), F(3, 10), F(1, 5), F(1, 5)]
+    )
     with pytest.raises(ValueError, match="cap"):
         update_ratios(start, p, max_ratio=0.3, cap="mixed")
 
@@ -165,8 +174,15 @@ def test_weight_changes_mark_where_the_loss_weights_moved():
     import pandas as pd
 
     from workbench.balancing import weight_changes
-    evals = pd.DataFrame({"step": [50, 100, 150, 200], "loss_weight/addition": [4.0, 4.0, 4.02, 6.0],
-                          "loss_weight/minmax": [1.0, 1.0, 1.0, 1.0], "score/addition": [0.1, 0.2, 0.3, 0.4]})
+
+    evals = pd.DataFrame(
+        {
+            "step": [50, 100, 150, 200],
+            "loss_weight/addition": [4.0, 4.0, 4.02, 6.0],
+            "loss_weight/minmax": [1.0, 1.0, 1.0, 1.0],
+            "score/addition": [0.1, 0.2, 0.3, 0.4],
+        }
+    )
     # from 1 to 4 at step 50; 4 -> 4.02 is within 1 %; 4.02 -> 6 at step 200
     assert weight_changes(evals) == [50, 200]
     assert weight_changes(evals.assign(**{"loss_weight/addition": 1.0})) == []  # balancing off: never moved
@@ -177,10 +193,18 @@ def test_the_loss_reference_is_text_or_the_authors_last_task(tmp_path):
     """--loss-reference text matches every task to the text task and, without one, keeps the warm-up's
     weights; last (the authors' training/loss_and_task_weighting.py) matches to the last of --tasks."""
     from workbench.train import TrainConfig, setup
+
     common = dict(preset="cpu-tiny", batch_size=2, tokens=1e4, pool_size=50, val_samples=4, test_samples=4, threads=1)
-    for tasks_, rule, expected in ((("addition", "minmax"), "text", None), (("addition", "minmax"), "last", "minmax"),
-                                   (("text", "addition"), "text", "text"), (("text", "addition"), "last", "addition"),
-                                   (("addition",), "last", None)):
-        run = setup(TrainConfig.of(tasks=tasks_, loss_reference=rule, out=str(tmp_path / f"{rule}-{len(tasks_)}-{tasks_[0]}"),
-                                **common))
+    for tasks_, rule, expected in (
+        (("addition", "minmax"), "text", None),
+        (("addition", "minmax"), "last", "minmax"),
+        (("text", "addition"), "text", "text"),
+        (("text", "addition"), "last", "addition"),
+        (("addition",), "last", None),
+    ):
+        run = setup(
+            TrainConfig.of(
+                tasks=tasks_, loss_reference=rule, out=str(tmp_path / f"{rule}-{len(tasks_)}-{tasks_[0]}"), **common
+            )
+        )
         assert run.normalizer.reference == expected, (tasks_, rule)

@@ -1,6 +1,7 @@
 """Every script in benchmarks/ runs to its end at its smallest size: a benchmark that no longer
 runs against the package (a renamed function, a changed signature) fails here, not when someone
 needs its numbers. Nothing is timed; each script's own output is its result."""
+
 import os
 import subprocess
 import sys
@@ -23,22 +24,72 @@ SMALLEST = {
     "parse_numbers.py": (["--sizes", "100", "--old-limit", "100", "--repeats", "1"], "old/new"),
     "study_profile.py": (["--tokens", "2e4", "--out", "{tmp}/profile"], "backward"),
     "study_profile.py --ops": (["--ops", "2", "--out", "{tmp}/ops"], "at most"),
-    "study_speed.py": (["--baseline", "HEAD", "--current", "HEAD", "--runs", STUDY_RUN, "--repeats", "1",
-                        "--tokens", "2e4", "--out", "{tmp}/speed"], "every result identical: True"),
+    "study_speed.py": (
+        [
+            "--baseline",
+            "HEAD",
+            "--current",
+            "HEAD",
+            "--runs",
+            STUDY_RUN,
+            "--repeats",
+            "1",
+            "--tokens",
+            "2e4",
+            "--out",
+            "{tmp}/speed",
+        ],
+        "every result identical: True",
+    ),
     # a setting that changes neither the training nor its results: both sides retrace
-    "study_speed.py --set": (["--set", "checkpoint_every=7", "--runs", STUDY_RUN, "--repeats", "1", "--tokens", "2e4",
-                              "--out", "{tmp}/setting"], "every result identical: True"),
+    "study_speed.py --set": (
+        [
+            "--set",
+            "checkpoint_every=7",
+            "--runs",
+            STUDY_RUN,
+            "--repeats",
+            "1",
+            "--tokens",
+            "2e4",
+            "--out",
+            "{tmp}/setting",
+        ],
+        "every result identical: True",
+    ),
     "tasks.py": (["--n", "200", "--repeats", "1"], "multiplication"),
-    "train.py": (["--preset", "cpu-tiny", "--batch", "2", "--steps", "1", "--warmup", "0", "--precisions", "fp32",
-                  "--threads", "1", "--data", "addition", "synthetic"], "ours / this"),
+    "train.py": (
+        [
+            "--preset",
+            "cpu-tiny",
+            "--batch",
+            "2",
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--precisions",
+            "fp32",
+            "--threads",
+            "1",
+            "--data",
+            "addition",
+            "synthetic",
+        ],
+        "ours / this",
+    ),
 }
 # scripts that read a git revision of this repository: skipped where it is not at hand (a copy, a shallow clone)
 REVISION = {"parse_numbers.py": "56144dc", "study_speed.py": "HEAD"}
 
 
 def has_revision(revision: str) -> bool:
-    return subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{revision}^{{commit}}"],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["git", "-C", str(ROOT), "cat-file", "-e", f"{revision}^{{commit}}"], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 def test_every_benchmark_script_is_listed():
@@ -53,14 +104,24 @@ def test_benchmark_runs_at_its_smallest_size(name, tmp_path):
     if name in REVISION and not has_revision(REVISION[name]):
         pytest.skip(f"{name} reads git revision {REVISION[name]}, which this copy of the repository lacks")
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script),
-                           *(a.format(tmp=tmp_path) for a in arguments)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *(a.format(tmp=tmp_path) for a in arguments)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert expected in done.stdout, done.stdout[-3000:]
 
 
 def test_study_speed_names_a_setting_it_does_not_know():
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "study_speed.py"), "--set", "learning_rate=1"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "study_speed.py"), "--set", "learning_rate=1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0 and "'learning_rate=1'" in done.stderr and "NAME a training setting" in done.stderr

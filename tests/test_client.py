@@ -6,6 +6,7 @@ lone surrogate, JSON too deep, bad usage) is the client's own error, recorded as
 that a rerun asks again; Retry-After of any form gives a bounded wait; one deadline bounds a whole
 request; a size cap bounds the body; one runner per answers file; repeated answers are dropped on
 load. Loopback only; every wait is bounded."""
+
 import email.utils
 import json
 import logging
@@ -35,6 +36,7 @@ def servers(monkeypatch):
     def start(respond):
         started.append(Server(respond))
         return started[-1]
+
     yield start
     for server in started:
         server.close()
@@ -65,8 +67,9 @@ def test_a_redirect_to_another_host_is_refused_and_the_key_stays_home(servers, m
 
 
 def test_a_redirect_on_the_same_host_is_refused_too(servers, monkeypatch):
-    home = servers(lambda path: (302, {"Location": "/v2/chat/completions"}, b"")
-                   if path.startswith("/v1") else answer(path))
+    home = servers(
+        lambda path: (302, {"Location": "/v2/chat/completions"}, b"") if path.startswith("/v1") else answer(path)
+    )
     c = make_client(monkeypatch, home.url)
     with pytest.raises(client.LLMError, match="redirects to .*/v2/chat/completions"):
         c.chat("s", "u")
@@ -111,6 +114,7 @@ def test_no_error_log_or_repr_holds_the_key(servers, monkeypatch, caplog):
 
 # ---- reply shapes: an answer, or the client's own error (never an empty answer) ---------------
 
+
 def completion(message, **extra):
     return json.dumps({"choices": [{"message": {"role": "assistant", **message}}], **extra}).encode()
 
@@ -119,36 +123,49 @@ def replying(body, status=200):
     return lambda path: (status, {"Content-Type": "application/json"}, body)
 
 
-@pytest.mark.parametrize("message, text", [
-    ({"content": "42"}, "42"),
-    ({"content": ""}, ""),  # a string is the model's answer, even an empty one
-    ({"content": [{"type": "text", "text": "4"}, {"type": "text", "text": "2"}]}, "42"),
-    ({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "7?"}]},
-                  {"type": "text", "text": "42"}]}, "42"),  # reasoning parts are not the answer
-    ({"content": "é数 \u2028"}, "é数 \u2028"),
-])
+@pytest.mark.parametrize(
+    "message, text",
+    [
+        ({"content": "42"}, "42"),
+        ({"content": ""}, ""),  # a string is the model's answer, even an empty one
+        ({"content": [{"type": "text", "text": "4"}, {"type": "text", "text": "2"}]}, "42"),
+        (
+            {
+                "content": [
+                    {"type": "thinking", "thinking": [{"type": "text", "text": "7?"}]},
+                    {"type": "text", "text": "42"},
+                ]
+            },
+            "42",
+        ),  # reasoning parts are not the answer
+        ({"content": "é数 \u2028"}, "é数 \u2028"),
+    ],
+)
 def test_content_a_string_or_text_parts_joined(servers, monkeypatch, message, text):
     c = make_client(monkeypatch, servers(replying(completion(message))).url)
     assert c.chat("s", "u") == (text, {})
 
 
-@pytest.mark.parametrize("message, says", [
-    ({"content": None}, "content is null"),
-    ({}, "content is null"),
-    ({"content": 42}, "content is a number"),
-    ({"content": 4.2}, "content is a number"),
-    ({"content": True}, "content is a boolean"),
-    ({"content": {"text": "42"}}, "content is an object"),
-    ({"content": None, "refusal": "I cannot help with that"}, "the model refused: I cannot help"),
-    ({"content": []}, "without a text part"),
-    ({"content": [{"type": "thinking", "thinking": "hm"}]}, "without a text part"),
-    ({"content": [{"type": "refusal", "refusal": "no"}]}, "the model refused: no"),
-    ({"content": [{"type": "text"}]}, "part 0 is an object without a type and text"),
-    ({"content": [{"type": "text", "text": 42}]}, "part 0"),
-    ({"content": [{"type": "text", "text": "4"}, "2"]}, "part 1 is a string"),
-    ({"content": [{"text": "42"}]}, "part 0"),
-    ({"content": [None]}, "part 0 is null"),
-])
+@pytest.mark.parametrize(
+    "message, says",
+    [
+        ({"content": None}, "content is null"),
+        ({}, "content is null"),
+        ({"content": 42}, "content is a number"),
+        ({"content": 4.2}, "content is a number"),
+        ({"content": True}, "content is a boolean"),
+        ({"content": {"text": "42"}}, "content is an object"),
+        ({"content": None, "refusal": "I cannot help with that"}, "the model refused: I cannot help"),
+        ({"content": []}, "without a text part"),
+        ({"content": [{"type": "thinking", "thinking": "hm"}]}, "without a text part"),
+        ({"content": [{"type": "refusal", "refusal": "no"}]}, "the model refused: no"),
+        ({"content": [{"type": "text"}]}, "part 0 is an object without a type and text"),
+        ({"content": [{"type": "text", "text": 42}]}, "part 0"),
+        ({"content": [{"type": "text", "text": "4"}, "2"]}, "part 1 is a string"),
+        ({"content": [{"text": "42"}]}, "part 0"),
+        ({"content": [None]}, "part 0 is null"),
+    ],
+)
 def test_a_reply_without_an_answer_is_an_error_not_an_empty_answer(servers, monkeypatch, message, says):
     c = make_client(monkeypatch, servers(replying(completion(message))).url)
     with pytest.raises(client.LLMError, match="not a usable chat completion") as error:
@@ -159,25 +176,37 @@ def test_a_reply_without_an_answer_is_an_error_not_an_empty_answer(servers, monk
 DEEP = b"[" * 100_000 + b"]" * 100_000
 
 
-@pytest.mark.parametrize("body, says", [
-    (DEEP, "nested too deep"),
-    (b'{"choices": ' + DEEP + b"}", "nested too deep"),
-    (b'{"choices": [{"message": {"content": "4\xff2"}}]}', "invalid UTF-8 at byte 39"),
-    (completion({"content": "4\ud8002"}), "lone surrogate at position 1"),
-    (completion({"content": [{"type": "text", "text": "\udfff"}]}), "lone surrogate at position 0"),
-    (completion({"content": "42"}, usage=[1]), "usage is a list, not an object"),
-    (completion({"content": "42"}, usage="lots"), "usage is a string"),
-    (completion({"content": "42"}, usage={"completion_tokens": "7"}), "completion_tokens is a string"),
-    (completion({"content": "42"}, usage={"completion_tokens": -1}), "not a count"),
-    (completion({"content": "42"}, usage={"completion_tokens": 7.5}), "not a count"),
-    (b'{"choices": [{"message": {"content": "42"}}], "usage": {"completion_tokens": NaN}}', "not a count"),
-    (b"", "not JSON"), (b"null", "no choices[0].message"), (b"[1]", "no choices[0].message"),
-    (b'{"choices": []}', "no choices[0].message"), (b'{"choices": [1]}', "no choices[0].message"),
-    (b'{"choices": [{"message": "42"}]}', "no choices[0].message"),
-    (b'{"error": {"message": "quota"}}', "no choices[0].message"),
-    (b'{"choices": [{"message": {"content": "' + b"9" * 5000 + b'"}}], "usage": {"completion_tokens": '
-     + b"9" * 5000 + b"}}", "not JSON"),  # an integer past Python's digit limit
-])
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        (DEEP, "nested too deep"),
+        (b'{"choices": ' + DEEP + b"}", "nested too deep"),
+        (b'{"choices": [{"message": {"content": "4\xff2"}}]}', "invalid UTF-8 at byte 39"),
+        (completion({"content": "4\ud8002"}), "lone surrogate at position 1"),
+        (completion({"content": [{"type": "text", "text": "\udfff"}]}), "lone surrogate at position 0"),
+        (completion({"content": "42"}, usage=[1]), "usage is a list, not an object"),
+        (completion({"content": "42"}, usage="lots"), "usage is a string"),
+        (completion({"content": "42"}, usage={"completion_tokens": "7"}), "completion_tokens is a string"),
+        (completion({"content": "42"}, usage={"completion_tokens": -1}), "not a count"),
+        (completion({"content": "42"}, usage={"completion_tokens": 7.5}), "not a count"),
+        (b'{"choices": [{"message": {"content": "42"}}], "usage": {"completion_tokens": NaN}}', "not a count"),
+        (b"", "not JSON"),
+        (b"null", "no choices[0].message"),
+        (b"[1]", "no choices[0].message"),
+        (b'{"choices": []}', "no choices[0].message"),
+        (b'{"choices": [1]}', "no choices[0].message"),
+        (b'{"choices": [{"message": "42"}]}', "no choices[0].message"),
+        (b'{"error": {"message": "quota"}}', "no choices[0].message"),
+        (
+            b'{"choices": [{"message": {"content": "'
+            + b"9" * 5000
+            + b'"}}], "usage": {"completion_tokens": '
+            + b"9" * 5000
+            + b"}}",
+            "not JSON",
+        ),  # an integer past Python's digit limit
+    ],
+)
 def test_every_decoding_error_is_the_clients_own(servers, monkeypatch, body, says):
     c = make_client(monkeypatch, servers(replying(body)).url)
     with pytest.raises(client.LLMError, match="not a usable chat completion") as error:
@@ -188,10 +217,12 @@ def test_every_decoding_error_is_the_clients_own(servers, monkeypatch, body, say
 
 def test_a_reply_too_big_to_decode_is_the_clients_error(servers, monkeypatch):
     loads = json.loads
+
     def no_memory(text, **kwargs):  # the reply is too big; the server's reading of the request is not
         if isinstance(text, str) and "choices" in text:
             raise MemoryError
         return loads(text, **kwargs)
+
     monkeypatch.setattr(client.json, "loads", no_memory)
     c = make_client(monkeypatch, servers(answer).url)
     with pytest.raises(client.LLMError, match="too large to read in memory"):
@@ -200,48 +231,84 @@ def test_a_reply_too_big_to_decode_is_the_clients_error(servers, monkeypatch):
 
 # ---- Retry-After, deadline, size cap --------------------------------------------------------
 
+
 def http_date(seconds_from_now):
     return email.utils.formatdate(time.time() + seconds_from_now, usegmt=True)
 
 
-@pytest.mark.parametrize("value, low, high", [
-    ("5", 5, 5), ("0", 0, 0), ("2.5", 2.5, 2.5), ("-5", 0, 0), ("-inf", 0, 0),
-    ("inf", client.MAX_WAIT, client.MAX_WAIT), ("1e400", client.MAX_WAIT, client.MAX_WAIT),
-    ("86400", client.MAX_WAIT, client.MAX_WAIT),
-    (60, 50, 60), (-3600, 0, 0), ("Fri, 31 Dec 9999 23:59:59 GMT", client.MAX_WAIT, client.MAX_WAIT),
-    ("Wed, 21 Oct 2015 07:28:00 -0000", 0, 0),
-])
+@pytest.mark.parametrize(
+    "value, low, high",
+    [
+        ("5", 5, 5),
+        ("0", 0, 0),
+        ("2.5", 2.5, 2.5),
+        ("-5", 0, 0),
+        ("-inf", 0, 0),
+        ("inf", client.MAX_WAIT, client.MAX_WAIT),
+        ("1e400", client.MAX_WAIT, client.MAX_WAIT),
+        ("86400", client.MAX_WAIT, client.MAX_WAIT),
+        (60, 50, 60),
+        (-3600, 0, 0),
+        ("Fri, 31 Dec 9999 23:59:59 GMT", client.MAX_WAIT, client.MAX_WAIT),
+        ("Wed, 21 Oct 2015 07:28:00 -0000", 0, 0),
+    ],
+)
 def test_retry_after_gives_a_bounded_wait(value, low, high):
     """(an int: an HTTP date that many seconds from when the test runs, not from collection)"""
     value = http_date(value) if isinstance(value, int) else value
     assert low <= client._retry_after(value) <= high
 
 
-@pytest.mark.parametrize("value", ["nan", "-nan", "", "soon", "Wed, 21 Oct 2015 25:28:00 GMT",
-                                   "Wed, 21 Oct 2015 07:28:00 +9999", "1 2 3 4 5", "\x00", "5 s", None])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "nan",
+        "-nan",
+        "",
+        "soon",
+        "Wed, 21 Oct 2015 25:28:00 GMT",
+        "Wed, 21 Oct 2015 07:28:00 +9999",
+        "1 2 3 4 5",
+        "\x00",
+        "5 s",
+        None,
+    ],
+)
 def test_an_unreadable_retry_after_falls_back_to_the_backoff(value):
     assert client._retry_after(value) is None
 
 
-@pytest.mark.parametrize("value, waited", [("-5", 0.0), ("nan", 0.5), ("inf", client.MAX_WAIT), ("soon", 0.5),
-                                           ("Fri, 31 Dec 9999 23:59:59 GMT", client.MAX_WAIT), ("3", 3.0)])
+@pytest.mark.parametrize(
+    "value, waited",
+    [
+        ("-5", 0.0),
+        ("nan", 0.5),
+        ("inf", client.MAX_WAIT),
+        ("soon", 0.5),
+        ("Fri, 31 Dec 9999 23:59:59 GMT", client.MAX_WAIT),
+        ("3", 3.0),
+    ],
+)
 def test_a_429_with_any_retry_after_is_retried(servers, monkeypatch, value, waited):
     replies = [(429, {"Retry-After": value}, b"slow down"), answer("")]
     sleeps = []
-    c = make_client(monkeypatch, servers(lambda path: replies.pop(0)).url, max_retries=1, backoff=0.5,
-                    sleep=sleeps.append)
+    c = make_client(
+        monkeypatch, servers(lambda path: replies.pop(0)).url, max_retries=1, backoff=0.5, sleep=sleeps.append
+    )
     assert c.chat("s", "u") == ("42", {"completion_tokens": 1})
     assert sleeps == [waited]
 
 
 def dripping(head, body, stop, every=0.05):
     """A raw reply: `head` at once, then `body` a byte at a time."""
+
     def write(wfile):
         wfile.write(head)
         for byte in body:
             if stop.wait(every):
                 return
             wfile.write(bytes([byte]))
+
     return write
 
 
@@ -276,8 +343,11 @@ def test_a_huge_content_length_is_refused_before_reading(servers, monkeypatch):
     server = servers(lambda path: lambda wfile: (wfile.write(head + b"{"), server.stop.wait(10)))
     c = make_client(monkeypatch, server.url, timeout=30)
     start = time.monotonic()
-    with pytest.raises(client.LLMError, match=r"too large \(Content-Length 1000000000000; the limit is "
-                                              r"max_reply_bytes=16777216\)"):
+    with pytest.raises(
+        client.LLMError,
+        match=r"too large \(Content-Length 1000000000000; the limit is "
+        r"max_reply_bytes=16777216\)",
+    ):
         c.chat("s", "u")
     assert time.monotonic() - start < 5  # refused at the header, not after waiting for the body
 
@@ -285,6 +355,7 @@ def test_a_huge_content_length_is_refused_before_reading(servers, monkeypatch):
 @pytest.mark.parametrize("framing", ["close", "chunked", "lying length"])
 def test_reading_stops_past_the_size_cap(servers, monkeypatch, framing):
     chunk = b" " * 65536
+
     def write(wfile):
         if framing == "chunked":
             wfile.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
@@ -295,6 +366,7 @@ def test_reading_stops_past_the_size_cap(servers, monkeypatch, framing):
             if server.stop.is_set():
                 return
             wfile.write(b"10000\r\n" + chunk + b"\r\n" if framing == "chunked" else chunk)
+
     server = servers(lambda path: write)
     c = make_client(monkeypatch, server.url, max_reply_bytes=1_000_000)
     if framing == "lying length":  # 100 bytes taken as the body: blanks, not a completion
@@ -313,15 +385,26 @@ def test_a_body_cut_short_is_retried_then_an_error(servers, monkeypatch):
     assert len(server.seen) == 3
 
 
-@pytest.mark.parametrize("setting", [{"timeout": 0}, {"timeout": float("nan")}, {"timeout": float("inf")},
-                                     {"max_retries": -1}, {"max_retries": 1.5}, {"backoff": float("nan")},
-                                     {"backoff": -1}, {"max_reply_bytes": 0}])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"timeout": 0},
+        {"timeout": float("nan")},
+        {"timeout": float("inf")},
+        {"max_retries": -1},
+        {"max_retries": 1.5},
+        {"backoff": float("nan")},
+        {"backoff": -1},
+        {"max_reply_bytes": 0},
+    ],
+)
 def test_bad_settings_are_refused(monkeypatch, setting):
     with pytest.raises(ValueError, match=next(iter(setting))):
         make_client(monkeypatch, "http://127.0.0.1:9", **setting)
 
 
 # ---- the runner: failures recorded and asked again, one runner per file ----------------------
+
 
 @pytest.fixture
 def bench(tmp_path):
@@ -335,9 +418,11 @@ def records(path):
 
 def test_a_failed_question_is_recorded_and_asked_again(servers, monkeypatch, bench, tmp_path, caplog):
     bad = iter([completion({"content": None}), completion({"content": "4\udfff2"})])
+
     def respond(path):  # the 2nd and 4th questions fail on the first run, nothing on the second
         asked = len(server.bodies)
         return replying(next(bad) if asked in (2, 4) else completion({"content": "42"}))(path)
+
     server = servers(respond)
     c = make_client(monkeypatch, server.url)
     out = tmp_path / "answers.jsonl"
@@ -376,15 +461,26 @@ print(client.run_benchmark(client.ChatClient("m", timeout=30), sys.argv[1], sys.
 
 def test_a_second_runner_on_one_answers_file_is_refused(servers, monkeypatch, bench, tmp_path):
     release = threading.Event()
+
     def respond(path):  # the first question waits until the second runner has been refused
         release.wait(30)
         return answer(path)
+
     server = servers(respond)
     out = tmp_path / "answers.jsonl"
-    env = {**__import__("os").environ, client.BASE_URL_ENV: server.url + "/v1", client.API_KEY_ENV: KEY,
-           "no_proxy": "127.0.0.1"}
-    first = subprocess.Popen([sys.executable, "-c", RUNNER, str(bench), str(out)], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **__import__("os").environ,
+        client.BASE_URL_ENV: server.url + "/v1",
+        client.API_KEY_ENV: KEY,
+        "no_proxy": "127.0.0.1",
+    }
+    first = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(bench), str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert first.stdout.readline().strip() == "asking"
         deadline = time.monotonic() + 30
@@ -399,11 +495,14 @@ def test_a_second_runner_on_one_answers_file_is_refused(servers, monkeypatch, be
         stdout, stderr = first.communicate(timeout=60)
     assert first.returncode == 0, stderr
     assert "4 answered, 0 failed" in stdout
-    assert sorted(r["id"] for r in records(out)) == sorted(json.loads(line)["id"] for line in bench.read_text().splitlines())
+    assert sorted(r["id"] for r in records(out)) == sorted(
+        json.loads(line)["id"] for line in bench.read_text().splitlines()
+    )
     assert client.run_benchmark(c, bench, out).answered == 0  # the lock went with the first runner
 
 
 # ---- loading answers: failures skipped, repeated answers dropped -----------------------------
+
 
 def test_repeated_answers_are_dropped_on_load_keeping_the_first(bench, tmp_path, caplog):
     rows = [json.loads(line) for line in bench.read_text().splitlines()]
@@ -432,8 +531,7 @@ def test_repeated_answers_are_dropped_on_load_keeping_the_first(bench, tmp_path,
 
 def test_the_done_set_counts_answers_only(tmp_path):
     path = tmp_path / "a.jsonl"
-    path.write_text('{"id": "q1", "response": "1"}\n{"id": "q2", "error": "HTTP 500"}\n'
-                    '{"id": "q3", "response": ""}\n')
+    path.write_text('{"id": "q1", "response": "1"}\n{"id": "q2", "error": "HTTP 500"}\n{"id": "q3", "response": ""}\n')
     assert client._done_ids(path) == {"q1", "q3"}
     path.write_bytes(b'{"id": "q1", "response": "\xff"}\n')
     with pytest.raises(ValueError, match="a.jsonl:1 is not an answer record"):
@@ -442,17 +540,41 @@ def test_the_done_set_counts_answers_only(tmp_path):
 
 # ---- HTTPS: the same deadline, and certificates still checked --------------------------------
 
+
 @pytest.fixture
 def tls_server(tmp_path, monkeypatch):
     """A loopback HTTPS server (self-signed certificate from openssl) dripping or not (`drip`)."""
     import shutil
     import ssl
+
     if not shutil.which("openssl"):
         pytest.skip("openssl is not installed")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
-                    "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     server = Server(lambda path: dripping(head, body, server.stop, every=server.every))
     body = completion({"content": "42"})
     head = f"HTTP/1.0 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode()

@@ -1,6 +1,7 @@
 """Every registered encoding has its own colour in every figure (`plots.encoding_color`). What the
 tests catch: a new encoding without a colour (a KeyError in a figure), two encodings sharing one,
 a colour that changes when another encoding is registered after it, the paper's colours moving."""
+
 from workbench import encoders, plots
 from workbench.encoders.single_digit import SingleDigit
 

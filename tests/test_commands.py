@@ -1,5 +1,6 @@
 """Every `python -m workbench.X` command reads the same: argparse with the prog a user types, and the
 house's short errors (`cli.Parser`): one line naming what was wrong, no usage dump."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -29,8 +30,14 @@ def test_the_tokenizer_refuses_a_bad_option_in_one_line():
 
 
 # -- start-up: a command's flags need neither torch nor transformers -------------------------------
-COMMANDS = ["workbench.train", "workbench.retrofit", "workbench.tokenizer", "workbench.notebooks", "workbench.experiments",
-            "workbench.retrofit.experiment"]
+COMMANDS = [
+    "workbench.train",
+    "workbench.retrofit",
+    "workbench.tokenizer",
+    "workbench.notebooks",
+    "workbench.experiments",
+    "workbench.retrofit.experiment",
+]
 PROBE = """
 import runpy, sys
 sys.argv = ["-m", *sys.argv[2:]]
@@ -63,6 +70,7 @@ def test_the_encodings_listed_without_torch_are_the_registry():
     """encoders.catalog reads the encodings' names, options and attributes from their source
     (for --help, before torch): the oracle is the registry the imported modules fill."""
     from workbench import encoders
+
     source = encoders._catalog_from_source()
     encoders._load()
     assert [name for name, _, _ in source] == encoders.names()

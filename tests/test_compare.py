@@ -1,5 +1,6 @@
 """`python -m workbench.compare`: the settings that differ and what each run reached, read from run
 folders made here by hand (the oracle: the numbers written into them)."""
+
 import json
 
 import pandas as pd
@@ -13,20 +14,23 @@ from workbench.optim import OptimConfig
 def make_run(folder, cfg, losses, evals, test=None):
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(recorded(cfg.updated(out=str(folder)))))
-    (folder / "metrics.jsonl").write_text("".join(json.dumps({"step": i + 1, "loss": v}) + "\n"
-                                                  for i, v in enumerate(losses)))
+    (folder / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": i + 1, "loss": v}) + "\n" for i, v in enumerate(losses))
+    )
     (folder / "evals.jsonl").write_text("".join(json.dumps({"step": s, "harmonic_mean": m}) + "\n" for s, m in evals))
     if test:
         pd.DataFrame([{"task": t, "score": s, "train_seconds": 90.0} for t, s in test.items()]).to_csv(
-            folder / "test_summary.csv", index=False)
+            folder / "test_summary.csv", index=False
+        )
     return folder
 
 
 def test_compare_shows_what_differs_and_what_each_reached(tmp_path, capsys):
     base = TrainConfig.of(tasks=("addition", "division"))
     a = make_run(tmp_path / "a", base, [3.0, 2.0, 1.5], [(2, 0.4), (3, 0.3)], {"addition": 0.9, "division": 0.5})
-    b = make_run(tmp_path / "b", base.updated(encoding="fone", optim=OptimConfig(optimizer="adamw")), [3.0, 2.5],
-                 [(2, 0.6)])
+    b = make_run(
+        tmp_path / "b", base.updated(encoding="fone", optim=OptimConfig(optimizer="adamw")), [3.0, 2.5], [(2, 0.6)]
+    )
     table = compare.compare([a, b])
     assert list(table.columns[:3]) == ["run", "encoding", "optim.optimizer"]  # only the settings that differ
     assert "seed" not in table and "out" not in table

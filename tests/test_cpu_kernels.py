@@ -1,5 +1,6 @@
 """The C kernels of QK-norm + RoPE: PyTorch's bits exactly, and the PyTorch path whenever they are
 missing, broken or different."""
+
 import os
 import shutil
 import subprocess
@@ -46,8 +47,9 @@ def forward_backward(function, x, cos, sin, grad):
 
 
 @pytest.mark.skipif(not HAVE_COMPILER, reason="no C compiler here: the PyTorch path is the only one")
-@pytest.mark.parametrize("head_size, layout", [(64, "qkv view"), (64, "contiguous"), (128, "qkv view"),
-                                               (10, "angles shared by the batch")])
+@pytest.mark.parametrize(
+    "head_size, layout", [(64, "qkv view"), (64, "contiguous"), (128, "qkv view"), (10, "angles shared by the batch")]
+)
 def test_the_kernels_give_pytorchs_bits_forward_and_backward(head_size, layout):
     assert cpu_kernels.library() is not None, "a compiler is here, so the kernels must build"
     g = torch.Generator().manual_seed(head_size)
@@ -80,12 +82,18 @@ def test_training_steps_take_the_kernels_and_lose_no_bit(monkeypatch):
     encoding = encoders.get("bittokens")
     tok = Tokenizer(encoding)
     g = torch.Generator().manual_seed(0)
-    batch = {"ids": torch.randint(12, tok.vocab_size, (4, 32), generator=g),
-             "targets": torch.randint(12, tok.vocab_size, (4, 32), generator=g),
-             "values": torch.zeros(4, 32, dtype=torch.float64), "target_values": torch.zeros(4, 32, dtype=torch.float64),
-             "positions": (torch.arange(32) % 16).expand(4, -1), "doc_ids": (torch.arange(32) // 16).expand(4, -1),
-             "loss_mask": torch.ones(4, 32, dtype=torch.bool), "task_ids": torch.zeros(4, 32, dtype=torch.long),
-             "ce_count": torch.tensor(4 * 32), "number_count": torch.tensor(1)}
+    batch = {
+        "ids": torch.randint(12, tok.vocab_size, (4, 32), generator=g),
+        "targets": torch.randint(12, tok.vocab_size, (4, 32), generator=g),
+        "values": torch.zeros(4, 32, dtype=torch.float64),
+        "target_values": torch.zeros(4, 32, dtype=torch.float64),
+        "positions": (torch.arange(32) % 16).expand(4, -1),
+        "doc_ids": (torch.arange(32) // 16).expand(4, -1),
+        "loss_mask": torch.ones(4, 32, dtype=torch.bool),
+        "task_ids": torch.zeros(4, 32, dtype=torch.long),
+        "ce_count": torch.tensor(4 * 32),
+        "number_count": torch.tensor(1),
+    }
     assert fused._kernels_agree(64)  # the probe's own call, done before counting
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -193,6 +201,7 @@ def test_runs_building_at_once_all_load_one_whole_library(tmp_path):
 
 def test_kernels_that_differ_from_pytorch_are_not_used(fresh_library, monkeypatch):
     """A library whose results are off in the last bits fails the probe: the PyTorch path runs."""
+
     class OffByABit:
         def __getattr__(self, name):
             real = getattr(real_library, name)
@@ -202,9 +211,11 @@ def test_kernels_that_differ_from_pytorch_are_not_used(fresh_library, monkeypatc
                 out = arguments[-1]  # the output's address: nudge its first value by one ulp
                 value = torch.frombuffer((ctypes.c_float * 1).from_address(out), dtype=torch.float32)
                 value.copy_(torch.nextafter(value, torch.tensor(float("inf"))))
+
             return call
 
     import ctypes
+
     real_library = cpu_kernels.library() if HAVE_COMPILER else None
     if real_library is None:
         pytest.skip("no C compiler here")
@@ -235,9 +246,13 @@ def cache_name() -> str:
     """The library's file name for this machine and compiler (cpu_kernels.library's key)."""
     import hashlib
     import platform
+
     compiler = os.environ.get("CC") or "cc"
-    key = hashlib.sha256("\0".join([cpu_kernels.SOURCE.read_text(), compiler, *cpu_kernels.FLAGS, platform.machine(),
-                                    platform.node()]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        "\0".join(
+            [cpu_kernels.SOURCE.read_text(), compiler, *cpu_kernels.FLAGS, platform.machine(), platform.node()]
+        ).encode()
+    ).hexdigest()[:16]
     return f"cpu_kernels-{key}.so"
 
 
@@ -245,10 +260,12 @@ def plant(folder: Path, tmp_path: Path, source=PLANTED, record=False) -> None:
     """A shared library at the cache's name in `folder` (and at the old flat name beside it), whose
     constructor writes tmp_path/ran; `record`: with a SHA-256 record that matches it."""
     import hashlib
+
     (tmp_path / "planted.c").write_text(source)
     built = tmp_path / "planted.so"
-    subprocess.run([os.environ.get("CC") or "cc", "-shared", "-fPIC", "-o", str(built), str(tmp_path / "planted.c")],
-                   check=True)
+    subprocess.run(
+        [os.environ.get("CC") or "cc", "-shared", "-fPIC", "-o", str(built), str(tmp_path / "planted.c")], check=True
+    )
     folder.mkdir(parents=True, exist_ok=True)
     for where in (folder, folder.parent):
         shutil.copy(built, where / cache_name())

@@ -182,6 +182,7 @@ def test_difficulty_column_switches_bittokens_to_base10_at_the_end():
 def _pool(tag, levels):
     """A stand-in pool: samples are (tag, index) and both difficulty columns are `levels`."""
     from workbench.data import Pool
+
     levels = np.asarray(levels)
     return Pool(tag, None, [(tag, i) for i in range(len(levels))], levels, levels)
 
@@ -192,10 +193,17 @@ def test_a3_hand_over_from_the_binary_pool_to_the_decimal_one(endgame):
     all of it for the last 10 % of steps (the paper), or 90 % once the binary curriculum has passed
     its highest level, the binary pool keeping 10 % (the authors)."""
     from workbench.curriculum import Sampler
+
     decimal, binary = _pool("decimal", [0, 1, 2, 3] * 5), _pool("binary", [0, 1, 2] * 5)
     curriculum = Curriculum(2, 100, 1.0, frontier=0)
-    sampler = Sampler({"multiplication": decimal}, {"multiplication": curriculum}, 2, 100,
-                      {"multiplication": (binary, "val frame")}, endgame=endgame)
+    sampler = Sampler(
+        {"multiplication": decimal},
+        {"multiplication": curriculum},
+        2,
+        100,
+        {"multiplication": (binary, "val frame")},
+        endgame=endgame,
+    )
     rng = np.random.default_rng(0)
 
     def share_decimal(step):
@@ -226,7 +234,7 @@ def test_the_curriculum_moves_over_the_levels_the_data_hold():
     probs = cur.level_probabilities()
     assert probs[[0, 1, 4, 6, 7]].sum() == 0 and probs.sum() == pytest.approx(1)
     assert probs[2] == pytest.approx(0.8)  # the unlocked level; 20 % previews 3, 5, 8 as 0.8^(d - 2)
-    preview = np.array([0.8 ** 1, 0.8 ** 3, 0.8 ** 6])
+    preview = np.array([0.8**1, 0.8**3, 0.8**6])
     assert probs[[3, 5, 8]] == pytest.approx(0.2 * preview / preview.sum())
     steps = []
     for _ in range(3):

@@ -1,6 +1,7 @@
 """The authors' curriculum (`--curriculum-rule authors`) on hand-derived cases: its start, step,
 window, thresholds, level shares, mastery and the stall at a gap in the levels, which on Study 2's
 binary division levels keeps it at level 5 for ever (so the mastery hand-over never happens)."""
+
 from dataclasses import replace
 
 import numpy as np
@@ -89,7 +90,10 @@ def test_mastery_then_uniform_sampling_unless_the_task_hands_over():
 def test_checks_let_a_task_advance_several_times_per_evaluation():
     """Their advance_if_possible runs over all tasks after each curriculum task's evaluation: with
     two curriculum tasks a task may advance twice on one evaluation's scores."""
-    once, twice = AuthorsCurriculum(34, T, 1.0, levels=range(2, 35)), AuthorsCurriculum(34, T, 1.0, levels=range(2, 35), checks=2)
+    once, twice = (
+        AuthorsCurriculum(34, T, 1.0, levels=range(2, 35)),
+        AuthorsCurriculum(34, T, 1.0, levels=range(2, 35), checks=2),
+    )
     for cur in (once, twice):
         cur.update({lv: 1.0 for lv in range(2, 35)}, 50, 1.0)
     assert (once.frontier, twice.frontier) == (7, 8)

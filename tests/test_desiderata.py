@@ -1,5 +1,6 @@
 """desiderata: measurements against independent facts (IEEE bits, exact decimals, the paper's
 7/8/3 example) and the scorecard rules on hand-made measurements."""
+
 import math
 import struct
 
@@ -47,7 +48,9 @@ def test_d7_paper_example_bce_prefers_3_over_8_for_7():
     ex = D.d7_example(names=["bittokens"]).set_index("prediction")["loss"]
     assert ex[8.0] > ex[3.0] > ex[7.0]
     # bits that differ from 7 in float64 (value part): 8 differs in 4, 3 in 2 -> mean BCE gap
-    diff = lambda a, b: bin(struct.unpack(">Q", struct.pack(">d", a))[0] ^ struct.unpack(">Q", struct.pack(">d", b))[0]).count("1")
+    diff = lambda a, b: bin(
+        struct.unpack(">Q", struct.pack(">d", a))[0] ^ struct.unpack(">Q", struct.pack(">d", b))[0]
+    ).count("1")
     assert (diff(7.0, 8.0), diff(7.0, 3.0)) == (4, 2)
     c = 4.0
     per_bit = math.log1p(math.exp(c)) - math.log1p(math.exp(-c))
@@ -89,14 +92,21 @@ def _fake(encoding, **values):
     """Measurements in the shape measure_all returns, for one encoding."""
     frames = {
         "D1_corpus": pd.DataFrame(dict(encoding=[encoding], tokens_per_number=[values.get("d1", 1.0)])),
-        "D2": pd.DataFrame(dict(encoding=[encoding], exact=[values.get("d2", 1.0)], collisions=[0],
-                                neighbour_collisions=[0.0])),
+        "D2": pd.DataFrame(
+            dict(encoding=[encoding], exact=[values.get("d2", 1.0)], collisions=[0], neighbour_collisions=[0.0])
+        ),
         "D3": pd.DataFrame(dict(encoding=[encoding], spearman=[0.9], linear_readout_spearman=[1.0])),
         "D4": pd.DataFrame(dict(encoding=[encoding] * 2, exact=[1.0, values.get("d4", 1.0)])),
-        "D5": pd.DataFrame(dict(encoding=[encoding] * 2, norm=["rmsnorm", "layernorm"], exact=[1.0, 1.0],
-                                injective=[1.0, 1.0])),
-        "D6": pd.DataFrame(dict(encoding=[encoding] * 3, dtype=["bfloat16", "float8_e4m3fn", "float8_e5m2"],
-                                exact=[1.0, values.get("fp8", 1.0), 1.0])),
+        "D5": pd.DataFrame(
+            dict(encoding=[encoding] * 2, norm=["rmsnorm", "layernorm"], exact=[1.0, 1.0], injective=[1.0, 1.0])
+        ),
+        "D6": pd.DataFrame(
+            dict(
+                encoding=[encoding] * 3,
+                dtype=["bfloat16", "float8_e4m3fn", "float8_e5m2"],
+                exact=[1.0, values.get("fp8", 1.0), 1.0],
+            )
+        ),
         "D7": pd.DataFrame(dict(encoding=[encoding], spearman=[values.get("d7", 1.0)])),
         "D8": pd.DataFrame(dict(encoding=[encoding] * 2, sigma=[0.1, 0.3], exact=[1.0, 1.0])),
         "D9": pd.DataFrame(dict(encoding=[encoding] * 2, op=["add", "mul"], exact=[0.9, values.get("mul", 0.9)])),

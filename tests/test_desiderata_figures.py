@@ -1,5 +1,6 @@
 """Notebook 01's figures show the measurements they are built from: checked against the frames of
 `workbench.desiderata`, IEEE-754 bits from struct, and the numbers' own text."""
+
 import struct
 
 import numpy as np
@@ -33,8 +34,10 @@ def test_explorer_shows_every_digit_encoding_s_tokens_of_the_number_s_text():
 
 def _d4():
     rows = [dict(encoding="bittokens", decade=k, exact=1.0, median_rel_error=0.0, max_rel_error=0.0) for k in range(3)]
-    rows += [dict(encoding="xval", decade=k, exact=e, median_rel_error=r, max_rel_error=r)
-             for k, e, r in ((0, 0.0, 2e-15), (1, 0.995, 0.0), (2, 0.5, 4e-15))]
+    rows += [
+        dict(encoding="xval", decade=k, exact=e, median_rel_error=r, max_rel_error=r)
+        for k, e, r in ((0, 0.0, 2e-15), (1, 0.995, 0.0), (2, 0.5, 4e-15))
+    ]
     return pd.DataFrame(rows)
 
 
@@ -46,7 +49,9 @@ def test_d4_figure_cells_are_the_exact_shares_and_counts_follow_the_scorecard_ru
     assert np.array_equal(np.array(heat.z, dtype=float), [[0, 99.5, 50], [100, 100, 100]])
     assert [list(r) for r in heat.text] == [["0", "", "50"], ["", "", ""]]
     line = [t for t in fig.data if t.type == "scatter"]
-    assert len(line) == 1 and line[0].name == "xVal" and list(line[0].x) == [0, 2]  # exact decades left off the log axis
+    assert (
+        len(line) == 1 and line[0].name == "xVal" and list(line[0].x) == [0, 2]
+    )  # exact decades left off the log axis
     assert fig.layout.yaxis2.type == "log"
 
 
@@ -71,8 +76,11 @@ def test_d7_figure_shows_each_example_point_inside_its_axis():
 
 
 def test_scorecard_figure_shows_the_verdicts_and_says_how_d9_was_measured():
-    rows = [dict(encoding=n, desideratum=d, verdict="pass", measured="x", paper=encoders.get(n).paper_verdicts.get(d, "—"))
-            for n in encoders.names() for d in D.DESIDERATA]
+    rows = [
+        dict(encoding=n, desideratum=d, verdict="pass", measured="x", paper=encoders.get(n).paper_verdicts.get(d, "—"))
+        for n in encoders.names()
+        for d in D.DESIDERATA
+    ]
     card = pd.DataFrame(rows)
     fig = DF.scorecard_figure(card, d9_steps=400)
     heat = fig.data[0]

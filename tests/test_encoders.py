@@ -1,5 +1,6 @@
 """The five encodings against independent oracles: struct for IEEE 754 bits, decimal for FoNE
 phases and the base-10 layout, the paper's formulas for xVal, numbers.render for digit tokens."""
+
 import math
 import random
 import re
@@ -19,8 +20,25 @@ from workbench.encoders.fone import EXPONENTS, digits_at
 from workbench.numbers import render
 
 MAX, MIN_NORMAL, MIN_SUBNORMAL = 1.7976931348623157e308, 2.2250738585072014e-308, 5e-324
-SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, MIN_SUBNORMAL, -MIN_SUBNORMAL, MIN_NORMAL,
-            2.225073858507201e-308, -MIN_NORMAL, MAX, -MAX, 1.0, -1.0, 0.1, 3.0, 2.0 ** -1074 * 12345]
+SPECIALS = [
+    0.0,
+    -0.0,
+    math.inf,
+    -math.inf,
+    math.nan,
+    MIN_SUBNORMAL,
+    -MIN_SUBNORMAL,
+    MIN_NORMAL,
+    2.225073858507201e-308,
+    -MIN_NORMAL,
+    MAX,
+    -MAX,
+    1.0,
+    -1.0,
+    0.1,
+    3.0,
+    2.0**-1074 * 12345,
+]
 PROTOTYPES = torch.tensor([[math.cos(2 * math.pi * j / 10), math.sin(2 * math.pi * j / 10)] for j in range(10)])
 
 
@@ -213,16 +231,17 @@ def test_bittokens_base10_zero_pad_scale_is_the_authors_by_default():
     x = torch.tensor([1.5, -250.0], dtype=torch.float64)
     num = torch.randn(2, 840)
     cases = {  # options: (expected scale, expected RMS of the token)
-        (("base", 10),): (2.0, 2 ** 0.5),
-        (("base", 10), ("base10_pad_scale", "width")): (2 ** 0.5, 1.0),
+        (("base", 10),): (2.0, 2**0.5),
+        (("base", 10), ("base10_pad_scale", "width")): (2**0.5, 1.0),
         (("base", 10), ("reciprocal", False)): (2.0, 1.0),
         (("base", 2),): ((840 / 128) ** 0.5, 1.0),
-        (("base", 2), ("base10_pad_scale", "value")): ((840 / 128) ** 0.5, 1.0)}
+        (("base", 2), ("base10_pad_scale", "value")): ((840 / 128) ** 0.5, 1.0),
+    }
     for opts, (scale, rms) in cases.items():
         codec = encoders.get("bittokens", combine="zero_pad", **dict(opts))
         token = codec.number_head(840).embed(num, x)
-        assert torch.equal(token[:, codec.width:], torch.zeros(2, 840 - codec.width)), opts
-        assert torch.allclose(token[:, :codec.width], scale * codec.encode(x)), opts
+        assert torch.equal(token[:, codec.width :], torch.zeros(2, 840 - codec.width)), opts
+        assert torch.allclose(token[:, : codec.width], scale * codec.encode(x)), opts
         assert token.pow(2).mean(1).sqrt().tolist() == pytest.approx([rms] * 2), opts
     with pytest.raises(ValueError, match="base10_pad_scale"):
         encoders.get("bittokens", base10_pad_scale="rms")
@@ -265,7 +284,7 @@ def test_bittokens_variants_run_forward_and_backward(combine, head):
     num = torch.randn(5, d, requires_grad=True)
     embedded = module.embed(num, x)
     assert embedded.shape == (5, d)
-    hidden = torch.tanh(embedded @ torch.randn(d, d) / d ** 0.5)
+    hidden = torch.tanh(embedded @ torch.randn(d, d) / d**0.5)
     logits = module(hidden)
     assert logits.shape == (5, 64)
     loss = module.loss(logits, x).mean()
@@ -314,7 +333,7 @@ def test_bittokens_concat_rescales_the_kept_embedding_to_unit_rms_by_default():
     out = codec.number_head(d).embed(num, x)
     assert torch.equal(out[:, :128], codec.encode(x))
     assert out[0, 128:].tolist() == [1.0] * 64
-    assert out[1, 128:].tolist() == pytest.approx([3 / 12.5 ** 0.5] * 32 + [-4 / 12.5 ** 0.5] * 32, rel=1e-6)
+    assert out[1, 128:].tolist() == pytest.approx([3 / 12.5**0.5] * 32 + [-4 / 12.5**0.5] * 32, rel=1e-6)
     assert out.pow(2).mean(1).tolist() == pytest.approx([1.0, 1.0], rel=1e-6)  # the whole token
     num[1, 128:] = 0.0  # a zero part stays zero (no 0 / 0)
     assert torch.equal(codec.number_head(d).embed(num, x)[1, 128:], torch.zeros(64))
@@ -323,11 +342,21 @@ def test_bittokens_concat_rescales_the_kept_embedding_to_unit_rms_by_default():
 def test_bittokens_mlp_head_is_the_authors_d_to_half_d_by_default():
     """Table 13's MLP: Linear(d -> d/2) -> ReLU -> Linear(d/2 -> 64); mlp_hidden=1.0 is d -> d."""
     assert encoders.options("bittokens")["mlp_hidden"] == 0.5
-    for d, options, hidden in [(256, {}, 128), (257, {}, 128), (256, {"mlp_hidden": 1.0}, 256),
-                               (256, {"mlp_hidden": 1}, 256), (200, {"mlp_hidden": 0.25}, 50)]:
+    for d, options, hidden in [
+        (256, {}, 128),
+        (257, {}, 128),
+        (256, {"mlp_hidden": 1.0}, 256),
+        (256, {"mlp_hidden": 1}, 256),
+        (200, {"mlp_hidden": 0.25}, 50),
+    ]:
         mlp = encoders.get("bittokens", head="mlp", **options).number_head(d).output
         assert [type(m) for m in mlp] == [torch.nn.Linear, torch.nn.ReLU, torch.nn.Linear]
-        assert (mlp[0].in_features, mlp[0].out_features, mlp[2].in_features, mlp[2].out_features) == (d, hidden, hidden, 64)
+        assert (mlp[0].in_features, mlp[0].out_features, mlp[2].in_features, mlp[2].out_features) == (
+            d,
+            hidden,
+            hidden,
+            64,
+        )
     onehot = encoders.get("bittokens", head="mlp", base=10).number_head(512).output
     assert (onehot[0].out_features, onehot[2].out_features) == (256, 210)
     for bad in (0, -0.5, True, "0.5", math.inf, math.nan):
@@ -349,8 +378,11 @@ def test_bittokens_default_combine_is_sum_and_zero_pad_is_one_option_away():
 
 
 @pytest.mark.parametrize("combine", COMBINE)
-@pytest.mark.parametrize("options", [{}, {"concat_rescale": False}, {"reciprocal": False}, {"base": 10}],
-                         ids=["default", "no-rescale", "no-reciprocal", "base10"])
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"concat_rescale": False}, {"reciprocal": False}, {"base": 10}],
+    ids=["default", "no-rescale", "no-reciprocal", "base10"],
+)
 def test_bittokens_embedding_map_reproduces_embed(combine, options):
     """D5's map: embed(e, x) = A @ encode(x) + c for every combination (all are affine in enc)."""
     d = 512
@@ -393,13 +425,14 @@ def decimal_phase(x: float, i: int) -> Decimal:
 def test_fone_phases_match_decimal_oracle():
     rng = random.Random(7)
     xs = [0.1, 123456789012345.0, 3.25e-14, 0.30000000000000004, 98765.4321, 1e16, 7.0, 0.0]
-    xs += [float(f"{rng.randint(1, 10**rng.randint(1, 15))}e{rng.randint(-20, 5)}") for _ in range(60)]
+    xs += [float(f"{rng.randint(1, 10 ** rng.randint(1, 15))}e{rng.randint(-20, 5)}") for _ in range(60)]
     # beyond what encode takes, the module's phases still wrap: |x| mod 10^17, digits below 10^-32 lost
     beyond = [1e-40, 1.5e17, 1.2345678901234567e20, MIN_SUBNORMAL, MAX, -2.5]
     for x in beyond:
         for j, i in enumerate(EXPONENTS.tolist()):
             assert fone.phases(torch.tensor([x], dtype=torch.float64))[0, j] == pytest.approx(
-                float(decimal_phase(x, i)), abs=1e-15), (x, i)
+                float(decimal_phase(x, i)), abs=1e-15
+            ), (x, i)
     codec = encoders.get("fone")
     enc = codec.encode(torch.tensor(xs, dtype=torch.float64))
     assert enc.shape == (len(xs), 98) and enc.dtype == torch.float64
@@ -419,7 +452,7 @@ def test_fone_phases_match_decimal_oracle():
 
 def test_fone_round_trip_up_to_1e15_with_15_digits():
     rng = random.Random(8)
-    xs = [float(f"{rng.randint(1, 10**rng.randint(1, 15))}e{rng.randint(-14, 0)}") for _ in range(3000)]
+    xs = [float(f"{rng.randint(1, 10 ** rng.randint(1, 15))}e{rng.randint(-14, 0)}") for _ in range(3000)]
     xs = [x for x in xs if x < 1e15] + [0.0, 5.0, 1e-14, 999999999999999.0, 0.123456789012345]
     x = torch.tensor(xs, dtype=torch.float64)
     codec = encoders.get("fone")
@@ -433,10 +466,21 @@ def test_fone_refuses_what_its_periods_cannot_hold():
     """Bug: 1e20 encoded as 0, 1.5e17 as 5e16 (wrapped at 1e17), 1e-33 as 0, -2.5 as 2.5, all
     without an error, and inf or NaN raised naming neither the encoding nor the value."""
     codec = encoders.get("fone")
-    for bad, why in [(1.5e17, "wrap around"), (1e17, "wrap around"), (1e20, "wrap around"), (MAX, "wrap around"),
-                     (1e-33, "digits below"), (1e-40, "digits below"), (1.5e-32, "digits below"),
-                     (1.2345678901234567e-20, "digits below"), (MIN_SUBNORMAL, "digits below"),
-                     (-2.5, "encodes |x|"), (-1e-40, "encodes |x|"), (math.inf, "finite"), (math.nan, "finite")]:
+    for bad, why in [
+        (1.5e17, "wrap around"),
+        (1e17, "wrap around"),
+        (1e20, "wrap around"),
+        (MAX, "wrap around"),
+        (1e-33, "digits below"),
+        (1e-40, "digits below"),
+        (1.5e-32, "digits below"),
+        (1.2345678901234567e-20, "digits below"),
+        (MIN_SUBNORMAL, "digits below"),
+        (-2.5, "encodes |x|"),
+        (-1e-40, "encodes |x|"),
+        (math.inf, "finite"),
+        (math.nan, "finite"),
+    ]:
         with pytest.raises(ValueError, match=rf"^fone cannot encode {re.escape(repr(bad))}: .*{re.escape(why)}"):
             codec.encode(torch.tensor([1.0, bad], dtype=torch.float64))
         if why != "encodes |x|":  # the heads' targets: |x|, in the same range
@@ -461,10 +505,17 @@ def test_fone_decode_rounds_to_the_finest_place_against_decimal_oracle():
     back = codec.decode(enc).tolist()
     with localcontext() as ctx:
         ctx.prec = 400
-        want = [min(fone.LARGEST, float((abs(Decimal(repr(v))) % Decimal(10) ** 17).quantize(
-            Decimal(10) ** -32, "ROUND_HALF_EVEN"))) for v in x]
+        want = [
+            min(
+                fone.LARGEST,
+                float((abs(Decimal(repr(v))) % Decimal(10) ** 17).quantize(Decimal(10) ** -32, "ROUND_HALF_EVEN")),
+            )
+            for v in x
+        ]
     assert back == want
-    codec.encode(torch.tensor(back, dtype=torch.float64))  # whatever decode gives, encode takes (a generated number fed back)
+    codec.encode(
+        torch.tensor(back, dtype=torch.float64)
+    )  # whatever decode gives, encode takes (a generated number fed back)
 
 
 def test_fone_decode_survives_small_noise():
@@ -550,11 +601,12 @@ def test_fone_float64_digit_labels_hand_case_and_their_loss_floor():
     The exact labels (default) are the digits: a head that outputs them confidently has a loss
     near 0 under the exact labels but not under the float64 ones, whose wrong places it cannot fit."""
     from workbench.encoders.fone import float64_digits
+
     assert Fraction(int(1e32)) // Fraction(int(1e25)) == 9_999_999 and int(1e25) == 10000000000000000905969664
     x = torch.tensor([1.0, 0.0, 0.5], dtype=torch.float64)
     labels = float64_digits(x)
     place = {p: 32 + p for p in range(-32, 17)}  # column of place 10^p
-    assert labels[0, place[0]] == 1 and labels[0, place[-7]] == 9 and labels[0, place[1]:].sum() == 0
+    assert labels[0, place[0]] == 1 and labels[0, place[-7]] == 9 and labels[0, place[1] :].sum() == 0
     assert labels[1].tolist() == [0] * 49 and labels[2, place[-1]] == 5
     assert (labels[[0, 2]] != digits_at(x)[[0, 2]]).any(1).all()
     exact, authors = encoders.get("fone"), encoders.get("fone", digit_labels="float64")
@@ -574,8 +626,17 @@ def test_fone_float64_digit_labels_hand_case_and_their_loss_floor():
 def test_xval_scaling_formula_at_hand_computed_points():
     """The earlier formula without an offset, one option away (offset=0)."""
     codec = encoders.get("xval", offset=0)
-    points = {1.0: 2.5, 1e15: 5.0, 1e-14: 1 / 6, -1e6: -3.5, 1e3: 3.0, 1e-2: 2.5 - 1 / 3,
-              -1e-8: -(2.5 - 8 / 6), 0.0: 0.0, 1e21: 6.0}
+    points = {
+        1.0: 2.5,
+        1e15: 5.0,
+        1e-14: 1 / 6,
+        -1e6: -3.5,
+        1e3: 3.0,
+        1e-2: 2.5 - 1 / 3,
+        -1e-8: -(2.5 - 8 / 6),
+        0.0: 0.0,
+        1e21: 6.0,
+    }
     s = codec.encode(torch.tensor(list(points), dtype=torch.float64))
     assert s.shape == (len(points), 1) and s.dtype == torch.float64
     assert s.squeeze(1).tolist() == pytest.approx(list(points.values()), abs=1e-15)
@@ -639,16 +700,14 @@ def test_xval_decode_inverts_where_invertible(offset):
 def test_xval_decodes_up_to_the_largest_float(offset):
     codec = encoders.get("xval", offset=offset)
     rng = np.random.default_rng(3)
-    x = torch.from_numpy(np.concatenate([[MAX, -MAX, np.nextafter(MAX, 0)],
-                                         10.0 ** rng.uniform(300, 308.25, 2000)]))
+    x = torch.from_numpy(np.concatenate([[MAX, -MAX, np.nextafter(MAX, 0)], 10.0 ** rng.uniform(300, 308.25, 2000)]))
     back = codec.decode(codec.encode(x))
     assert torch.isfinite(back).all() and torch.allclose(back, x, rtol=1e-12, atol=0)
     # a head output beyond s(MAX) is out of float64's range: ±inf, which the metrics score as wrong
     assert codec.decode(torch.tensor([[60.0], [-60.0]], dtype=torch.float64)).tolist() == [math.inf, -math.inf]
 
 
-@pytest.mark.parametrize("name,options", [("bittokens", {}), ("bittokens", {"base": 10}),
-                                          ("fone", {}), ("xval", {})])
+@pytest.mark.parametrize("name,options", [("bittokens", {}), ("bittokens", {"base": 10}), ("fone", {}), ("xval", {})])
 def test_nan_in_an_encoding_decodes_to_nan_never_a_number(name, options):
     codec = encoders.get(name, **options)
     enc = codec.encode(torch.tensor([1.5, 2.5, 3.25 if name == "fone" else -3.25], dtype=torch.float64))
@@ -659,8 +718,11 @@ def test_nan_in_an_encoding_decodes_to_nan_never_a_number(name, options):
     assert float(back[2]) == pytest.approx(3.25 if name == "fone" else -3.25, rel=1e-13)
 
 
-@pytest.mark.parametrize("value", [2**53 + 1, -(2**53 + 1), 2**63 - 1, 10**30, 10**400],
-                         ids=["2**53+1", "-(2**53+1)", "2**63-1", "10**30", "10**400"])
+@pytest.mark.parametrize(
+    "value",
+    [2**53 + 1, -(2**53 + 1), 2**63 - 1, 10**30, 10**400],
+    ids=["2**53+1", "-(2**53+1)", "2**63-1", "10**30", "10**400"],
+)
 def test_integers_float64_cannot_hold_are_an_error_naming_them(value):
     inputs = [[value], [1.5, value], torch.tensor([value])] if abs(value) < 2**63 else [[value], value]
     if abs(value) < 2**63:
@@ -714,8 +776,11 @@ def test_xval_ideal_head_is_float32_as_its_docstring_says():
 def test_xval_head_width_is_the_authors_3072_by_default():
     """The authors' head is d -> 3072 -> 1 whatever d; head_width=0 is 4d. Equal at the paper's
     d = 768, 3072 against 512 at cpu-tiny's d = 128."""
-    widths = [encoders.get("xval", **opt).number_head(d).output[0].out_features
-              for opt in ({}, {"head_width": 0}, {"head_width": 64}) for d in (128, 768)]
+    widths = [
+        encoders.get("xval", **opt).number_head(d).output[0].out_features
+        for opt in ({}, {"head_width": 0}, {"head_width": 64})
+        for d in (128, 768)
+    ]
     assert widths == [3072, 3072, 512, 3072, 64, 64]
     head = encoders.get("xval").number_head(128)
     assert (head.output[0].in_features, head.output[2].in_features, head.output[2].out_features) == (128, 3072, 1)
@@ -725,10 +790,14 @@ def test_xval_head_width_is_the_authors_3072_by_default():
 
 
 # -- digit tokenizers ------------------------------------------------------------------------
-@pytest.mark.parametrize("name,options,pieces,vocab", [
-    ("single_digit", {}, ["-", "1", "2", "3", "4", ".", "5", "0", "6"], 12),
-    ("triple_digit", {}, ["-", "123", "4", ".", "506"], 1002),
-    ("triple_digit", {"zero_pieces": True}, ["-", "123", "4", ".", "506"], 1112)])
+@pytest.mark.parametrize(
+    "name,options,pieces,vocab",
+    [
+        ("single_digit", {}, ["-", "1", "2", "3", "4", ".", "5", "0", "6"], 12),
+        ("triple_digit", {}, ["-", "123", "4", ".", "506"], 1002),
+        ("triple_digit", {"zero_pieces": True}, ["-", "123", "4", ".", "506"], 1112),
+    ],
+)
 def test_digit_encodings(name, options, pieces, vocab):
     codec = encoders.get(name, **options)
     assert not codec.single_token

@@ -1,5 +1,6 @@
 """TensorBoard's event files hold the numbers of a run's JSON logs and test summary, as TensorBoard
 reads them back (its EventAccumulator); with them off a run trains the same."""
+
 import json
 
 import numpy as np
@@ -9,9 +10,22 @@ from workbench import events
 from workbench.optim import OptimConfig
 from workbench.train import TrainConfig, train
 
-TINY = dict(encoding="bittokens", tasks=("addition", "multiplication"), preset="cpu-tiny", batch_size=2,
-            tokens=2 * 128 * 8, pool_size=200, val_samples=4, test_samples=4, eval_every=4, checkpoint_every=4,
-            decades=(0, 1), max_digits=2, threads=1, optim=OptimConfig(newton_schulz="float32"))
+TINY = dict(
+    encoding="bittokens",
+    tasks=("addition", "multiplication"),
+    preset="cpu-tiny",
+    batch_size=2,
+    tokens=2 * 128 * 8,
+    pool_size=200,
+    val_samples=4,
+    test_samples=4,
+    eval_every=4,
+    checkpoint_every=4,
+    decades=(0, 1),
+    max_digits=2,
+    threads=1,
+    optim=OptimConfig(newton_schulz="float32"),
+)
 
 
 def logged(path) -> dict[str, list[tuple[int, float]]]:
@@ -37,8 +51,14 @@ def expected(run) -> dict[str, list[tuple[int, float]]]:
 def test_tensorboard_reads_back_the_logged_numbers(tmp_path, monkeypatch):
     run = train(TrainConfig.of(**TINY, out=str(tmp_path / "run")))
     found, wanted = events.read(run), expected(run)
-    assert {"train/loss", "train/lr", "eval/score/addition", "eval/harmonic_mean", "eval/frontier/multiplication",
-            "test/addition"} <= set(found)
+    assert {
+        "train/loss",
+        "train/lr",
+        "eval/score/addition",
+        "eval/harmonic_mean",
+        "eval/frontier/multiplication",
+        "test/addition",
+    } <= set(found)
     assert found == wanted
     assert [s for s, _ in found["train/loss"]] == list(range(1, 9))
 

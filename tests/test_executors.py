@@ -2,6 +2,7 @@
 for bit, reports a killed job and a failed one while the others go on, and the next call resumes
 the killed run without resubmitting the finished ones; a job with two GPUs runs torchrun; an
 executor that cannot start is refused in one line before anything is submitted."""
+
 import json
 import os
 import signal
@@ -19,8 +20,17 @@ from workbench.rundir import load_checkpoint
 from workbench.train import TrainConfig
 
 # 16 steps, a checkpoint every 2: long enough to be killed between its first checkpoint and its end
-TINY = TrainConfig.of(preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 16, pool_size=100, val_samples=4,
-                   test_samples=4, eval_every=8, checkpoint_every=2, threads=1)
+TINY = TrainConfig.of(
+    preset="cpu-tiny",
+    batch_size=2,
+    tokens=2 * 128 * 16,
+    pool_size=100,
+    val_samples=4,
+    test_samples=4,
+    eval_every=8,
+    checkpoint_every=2,
+    threads=1,
+)
 PLAN = dict(seeds=(0,), encodings=["bittokens", "single_digit", "fone"])
 JOBS = Executor("submitit-local", array_parallelism=3, time=10)
 
@@ -62,6 +72,7 @@ def test_submitit_local_gives_the_local_rows_and_resumes_a_killed_job(tmp_path, 
             experiments.run_protocol("tiny", out=out, executor=JOBS, **PLAN)
         except RunsFailed as err:
             first["error"] = str(err)
+
     with hold(busy):  # as if another process trained this run: its job fails, the others go on
         thread = threading.Thread(target=submit, daemon=True)  # a failed test leaves no waiting thread
         thread.start()
@@ -119,6 +130,7 @@ def test_a_result_file_planted_under_a_future_job_id_is_never_read(tmp_path):
     import pickle
 
     from workbench import executors
+
     out, mark = tmp_path / "out", tmp_path / "planted-code-ran"
     (out / "jobs").mkdir(parents=True)
     last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
@@ -129,6 +141,7 @@ def test_a_result_file_planted_under_a_future_job_id_is_never_read(tmp_path):
 
     def submit():
         ended.update(executors._submit_and_wait({"run": TINY}, out, 1, False, "test", JOBS)[0])
+
     thread = threading.Thread(target=submit, daemon=True)
     thread.start()
     deadline = time.time() + 120
@@ -150,41 +163,67 @@ def fake_slurm(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(bin_))
 
     def tools(sinfo="debug* 30:00\ngpu 1-00:00:00", sinfo_status=0, sacct_status=0, sbatch=True):
-        scripts = {"sinfo": f"printf '{sinfo}\\n'; echo 'sinfo: error: Unable to contact slurm controller' >&2; "
-                            f"exit {sinfo_status}",
-                   "sacct": f"echo 'Slurm accounting storage is disabled' >&2; exit {sacct_status}"}
+        scripts = {
+            "sinfo": f"printf '{sinfo}\\n'; echo 'sinfo: error: Unable to contact slurm controller' >&2; "
+            f"exit {sinfo_status}",
+            "sacct": f"echo 'Slurm accounting storage is disabled' >&2; exit {sacct_status}",
+        }
         if sbatch:
             scripts["sbatch"] = f"echo \"$@\" >> {tmp_path}/sbatch-calls; echo 'Submitted batch job 1'"
         for name, body in scripts.items():
             (bin_ / name).write_text(f"#!/bin/sh\n{body}\n")
             (bin_ / name).chmod(0o755)
+
     return tools
 
 
-@pytest.mark.parametrize("setup, flags, message", [
-    (dict(sbatch=False), [], "there is no sbatch on PATH"),
-    ({}, ["--partition", "gpux", "--time", "10"], "--partition: unknown Slurm partition 'gpux'; did you mean 'gpu'?"),
-    ({}, [], "--time 240: partition 'debug' allows at most 30 minutes per job"),
-    ({}, ["--partition", "gpu", "--time", "1441"], "--time 1441: partition 'gpu' allows at most 1440 minutes"),
-    (dict(sinfo_status=1), [], "sinfo failed (sinfo: error: Unable to contact slurm controller); is the Slurm"),
-    (dict(sacct_status=1), ["--time", "10"], "sacct failed (Slurm accounting storage is disabled); submitit follows"),
-    ({}, ["--array-parallelism", "0"], "--array-parallelism must be an integer >= 1, got 0"),
-])
-def test_an_executor_that_cannot_start_is_one_line_before_anything_is_submitted(fake_slurm, tmp_path, capsys,
-                                                                                setup, flags, message):
+@pytest.mark.parametrize(
+    "setup, flags, message",
+    [
+        (dict(sbatch=False), [], "there is no sbatch on PATH"),
+        (
+            {},
+            ["--partition", "gpux", "--time", "10"],
+            "--partition: unknown Slurm partition 'gpux'; did you mean 'gpu'?",
+        ),
+        ({}, [], "--time 240: partition 'debug' allows at most 30 minutes per job"),
+        ({}, ["--partition", "gpu", "--time", "1441"], "--time 1441: partition 'gpu' allows at most 1440 minutes"),
+        (dict(sinfo_status=1), [], "sinfo failed (sinfo: error: Unable to contact slurm controller); is the Slurm"),
+        (
+            dict(sacct_status=1),
+            ["--time", "10"],
+            "sacct failed (Slurm accounting storage is disabled); submitit follows",
+        ),
+        ({}, ["--array-parallelism", "0"], "--array-parallelism must be an integer >= 1, got 0"),
+    ],
+)
+def test_an_executor_that_cannot_start_is_one_line_before_anything_is_submitted(
+    fake_slurm, tmp_path, capsys, setup, flags, message
+):
     fake_slurm(**setup)
     out = tmp_path / "out"
     with pytest.raises(SystemExit):
-        experiments.main(["cpu-tier", "--encodings", "fone", "--seeds", "0", "--out", str(out),
-                          "--executor", "slurm", *flags])
+        experiments.main(
+            ["cpu-tier", "--encodings", "fone", "--seeds", "0", "--out", str(out), "--executor", "slurm", *flags]
+        )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not (tmp_path / "sbatch-calls").exists() and not (out / "jobs").exists()
 
 
-@pytest.mark.parametrize("limit, minutes", [("infinite", None), ("UNLIMITED", None), ("45", 45), ("30:00", 30),
-                                            ("30:01", 31), ("2:00:00", 120), ("1-00:00:00", 1440),
-                                            ("2-12:30:00", 2 * 1440 + 12 * 60 + 30)])
+@pytest.mark.parametrize(
+    "limit, minutes",
+    [
+        ("infinite", None),
+        ("UNLIMITED", None),
+        ("45", 45),
+        ("30:00", 30),
+        ("30:01", 31),
+        ("2:00:00", 120),
+        ("1-00:00:00", 1440),
+        ("2-12:30:00", 2 * 1440 + 12 * 60 + 30),
+    ],
+)
 def test_slurm_time_limits_read_as_minutes(limit, minutes):
     assert _minutes(limit) == minutes
 
@@ -200,6 +239,7 @@ def test_a_failed_run_is_reported_when_it_fails_not_only_at_the_end(tmp_path, mo
         run_dir.mkdir(parents=True)
         assert "run bad failed: MemoryError: no room for the pools" in capsys.readouterr().err  # before the next run
         return pd.DataFrame({"run": [run_dir.name]})
+
     monkeypatch.setattr(executors, "_one", one)
     with pytest.raises(RunsFailed, match="1 of 2 runs failed"):
         run_all({"bad": TINY, "good": TINY}, tmp_path, jobs=1)

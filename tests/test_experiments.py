@@ -1,4 +1,5 @@
 """The encoding sweep: one results table, finished runs skipped on a rerun (resumable)."""
+
 import json
 import re
 
@@ -8,9 +9,20 @@ import pytest
 from workbench import experiments
 from workbench.train import TrainConfig
 
-TINY = TrainConfig.of(tasks=("addition", "minmax"), preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4,
-                   pool_size=200, val_samples=4, test_samples=6, eval_every=4, checkpoint_every=2,
-                   decades=(0, 1), max_digits=2, threads=1)
+TINY = TrainConfig.of(
+    tasks=("addition", "minmax"),
+    preset="cpu-tiny",
+    batch_size=2,
+    tokens=2 * 128 * 4,
+    pool_size=200,
+    val_samples=4,
+    test_samples=6,
+    eval_every=4,
+    checkpoint_every=2,
+    decades=(0, 1),
+    max_digits=2,
+    threads=1,
+)
 
 
 @pytest.fixture
@@ -51,7 +63,11 @@ def test_cpu_tier_is_one_protocol_for_every_encoding():
     paper = experiments.PROTOCOLS["paper-tier"]  # appendix C.1: 117M model, 10B tokens, batch 192
     assert (paper.model.preset, paper.tokens, 8 * paper.batch_size) == ("paper", 1e10, 192)  # on 8 GPUs
     assert paper.accumulation(4) == 2 and paper.accumulation(8) == 1  # batch 192 on fewer GPUs too
-    assert (paper.model.text_bpe, paper.evaluation.eval_every, paper.evaluation.val_samples) == ("gpt2", 64, 384)  # --config paper's
+    assert (paper.model.text_bpe, paper.evaluation.eval_every, paper.evaluation.val_samples) == (
+        "gpt2",
+        64,
+        384,
+    )  # --config paper's
     assert set(paper.tasks) >= set(cpu.tasks)
 
 
@@ -59,11 +75,27 @@ def test_summarize_averages_seeds_and_ranks_encodings():
     rows = []
     for encoding, scores in {"bittokens": (0.6, 0.8), "xval": (0.1, 0.3)}.items():
         for seed, score in enumerate(scores):
-            common = dict(encoding=encoding, task="division", seed=seed, input_tokens=7.0,
-                          output_tokens=2.0 + seed, train_seconds=120.0)
+            common = dict(
+                encoding=encoding,
+                task="division",
+                seed=seed,
+                input_tokens=7.0,
+                output_tokens=2.0 + seed,
+                train_seconds=120.0,
+            )
             rows += [dict(common, metric="log_smape", value=score), dict(common, metric="exact_match", value=score / 2)]
-    rows.append(dict(encoding="xval", task="minmax", seed=0, input_tokens=11.0, output_tokens=2.0,
-                     train_seconds=60.0, metric="accuracy", value=0.5))
+    rows.append(
+        dict(
+            encoding="xval",
+            task="minmax",
+            seed=0,
+            input_tokens=11.0,
+            output_tokens=2.0,
+            train_seconds=60.0,
+            metric="accuracy",
+            value=0.5,
+        )
+    )
     summary = experiments.summarize(pd.DataFrame(rows))
     division = summary[summary.task == "division"]
     assert division.encoding.tolist() == ["bittokens", "xval"]  # best first
@@ -98,6 +130,7 @@ def test_dry_run_counts_the_plan_and_estimates_from_finished_runs(tmp_path, tiny
     import torch
 
     from workbench import dryrun
+
     experiments.run_protocol(tiny_protocol, seeds=(0,), out=tmp_path, encodings=["bittokens", "single_digit"])
     (tmp_path / "single_digit-seed0" / "test_summary.csv").unlink()  # stopped half way: 2 of its 4 steps
     path = tmp_path / "single_digit-seed0" / "checkpoint.pt"
@@ -121,6 +154,7 @@ def test_dry_run_counts_the_plan_and_estimates_from_finished_runs(tmp_path, tiny
 
 def test_dry_run_on_the_command_line_makes_nothing(tmp_path, capsys):
     from workbench import ablations, study
+
     out = tmp_path / "study"
     experiments.main(["study", "--dry-run", "--out", str(out)])
     text = capsys.readouterr().out

@@ -1,5 +1,6 @@
 """Frontier benchmark: prompts, answer parsing (fuzzed), scoring, the HTTP client against a stub
 server, the benchmark export, and the audit of the released labels."""
+
 import json
 import logging
 import os
@@ -18,11 +19,14 @@ from hypothesis import strategies as st
 from workbench import tasks
 from workbench.frontier import answers, client, official, prompts, scoring
 
-OFFICIAL = Path(os.environ.get(official.ENV, Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "official_bittokens"))
+OFFICIAL = Path(
+    os.environ.get(official.ENV, Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "official_bittokens")
+)
 needs_official = pytest.mark.skipif(not OFFICIAL.is_dir(), reason="released BitTokens data not present")
 
 
 # ---- prompts -------------------------------------------------------------------------------
+
 
 def test_system_prompts_carry_the_paper_facts():
     for task in tasks.numeric():
@@ -60,28 +64,32 @@ def test_export_benchmark_is_deterministic_and_atomic(tmp_path):
 
 # ---- answer parsing ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, task, expected", [
-    ('{"answer": 5.4e-8}', "mean", Decimal("5.4e-8")),
-    ('{"answer": "5.4e-8"}', "mean", Decimal("5.4e-8")),
-    ('```json\n{"answer": -12.5}\n```', "addition", Decimal("-12.5")),
-    ('Let me think. 3 * 4 = 12.\n{"answer": 1234567.125}', "multiplication", Decimal("1234567.125")),
-    ('{"answer": "1,234,567.5"}', "addition", Decimal("1234567.5")),
-    ("The answer is 42.", "division", Decimal(42)),
-    ("-0.000003", "std", Decimal("-0.000003")),
-    ("5.4 × 10^-8", "exponentiation", Decimal("5.4e-8")),
-    ('"answer": 7', "minmax", Decimal(7)),
-    ('{"answer": 123456789012345678901}', "mean", Decimal("123456789012345678901")),
-    ('{"answer": [3, 1.5, -2]}', "sorting", [Decimal(3), Decimal("1.5"), Decimal(-2)]),
-    ("[0.000000000044, 0.000000000031]", "sorting", [Decimal("4.4e-11"), Decimal("3.1e-11")]),
-    ('{"answer": "B"}', "interval", "B"),
-    ("c", "interval", "C"),
-    ("garbage", "addition", None),
-    ('{"answer": NaN}', "addition", None),
-    ('{"answer": "1,5"}', "addition", None),
-    ('{"answer": [1, "x"]}', "sorting", None),
-    ('{"answer": "AB"}', "interval", None),
-    ("", "mean", None),
-])
+
+@pytest.mark.parametrize(
+    "text, task, expected",
+    [
+        ('{"answer": 5.4e-8}', "mean", Decimal("5.4e-8")),
+        ('{"answer": "5.4e-8"}', "mean", Decimal("5.4e-8")),
+        ('```json\n{"answer": -12.5}\n```', "addition", Decimal("-12.5")),
+        ('Let me think. 3 * 4 = 12.\n{"answer": 1234567.125}', "multiplication", Decimal("1234567.125")),
+        ('{"answer": "1,234,567.5"}', "addition", Decimal("1234567.5")),
+        ("The answer is 42.", "division", Decimal(42)),
+        ("-0.000003", "std", Decimal("-0.000003")),
+        ("5.4 × 10^-8", "exponentiation", Decimal("5.4e-8")),
+        ('"answer": 7', "minmax", Decimal(7)),
+        ('{"answer": 123456789012345678901}', "mean", Decimal("123456789012345678901")),
+        ('{"answer": [3, 1.5, -2]}', "sorting", [Decimal(3), Decimal("1.5"), Decimal(-2)]),
+        ("[0.000000000044, 0.000000000031]", "sorting", [Decimal("4.4e-11"), Decimal("3.1e-11")]),
+        ('{"answer": "B"}', "interval", "B"),
+        ("c", "interval", "C"),
+        ("garbage", "addition", None),
+        ('{"answer": NaN}', "addition", None),
+        ('{"answer": "1,5"}', "addition", None),
+        ('{"answer": [1, "x"]}', "sorting", None),
+        ('{"answer": "AB"}', "interval", None),
+        ("", "mean", None),
+    ],
+)
 def test_parse_answer(text, task, expected):
     assert answers.parse_answer(text, task) == expected
 
@@ -105,6 +113,7 @@ def test_parse_round_trips_any_float(x):
 
 # ---- scoring -------------------------------------------------------------------------------
 
+
 def test_score_arithmetic_uses_log_smape_and_exact_match():
     s = scoring.score("division", '{"answer": 3.6}', "3.5")
     assert s["performance"] == pytest.approx(min(1, -np.log10(0.1 / 7.1) / 15)) and not s["exact"]
@@ -124,11 +133,19 @@ def test_score_comparison_tasks():
 
 
 def test_score_answers_file(tmp_path):
-    bench = pd.DataFrame({"id": ["a", "b", "c"], "task": ["addition", "interval", "sorting"],
-                          "answer": ["3", "B", "1, 2"], "difficulty_sd": [1, 2, 3]})
-    rows = [{"id": "a", "model": "m", "response": '{"answer": 3}', "completion_tokens": 5},
-            {"id": "b", "model": "m", "response": "A", "completion_tokens": 7},
-            {"id": "c", "model": "m", "response": "???", "completion_tokens": 9}]
+    bench = pd.DataFrame(
+        {
+            "id": ["a", "b", "c"],
+            "task": ["addition", "interval", "sorting"],
+            "answer": ["3", "B", "1, 2"],
+            "difficulty_sd": [1, 2, 3],
+        }
+    )
+    rows = [
+        {"id": "a", "model": "m", "response": '{"answer": 3}', "completion_tokens": 5},
+        {"id": "b", "model": "m", "response": "A", "completion_tokens": 7},
+        {"id": "c", "model": "m", "response": "???", "completion_tokens": 9},
+    ]
     (tmp_path / "ans.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     per_sample, summary = scoring.score_answers(tmp_path / "ans.jsonl", bench)
     assert per_sample["performance"].tolist() == [1.0, 0.0, 0.0]
@@ -149,8 +166,14 @@ class _Stub(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).seen.append({"path": self.path, "auth": self.headers.get("Authorization"),
-                                "ctype": self.headers.get("Content-Type"), "body": body})
+        type(self).seen.append(
+            {
+                "path": self.path,
+                "auth": self.headers.get("Authorization"),
+                "ctype": self.headers.get("Content-Type"),
+                "body": body,
+            }
+        )
         if type(self).failures_left > 0:
             type(self).failures_left -= 1
             self.send_response(500)
@@ -158,8 +181,10 @@ class _Stub(BaseHTTPRequestHandler):
             self.wfile.write(f"upstream broke, your key was {KEY}".encode())
             return
         question = body["messages"][1]["content"]
-        reply = {"choices": [{"message": {"role": "assistant", "content": json.dumps({"answer": tasks.solve(question)})}}],
-                 "usage": {"completion_tokens": 11}}
+        reply = {
+            "choices": [{"message": {"role": "assistant", "content": json.dumps({"answer": tasks.solve(question)})}}],
+            "usage": {"completion_tokens": 11},
+        }
         data = json.dumps(reply).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -196,9 +221,11 @@ def test_client_request_and_retry(stub, caplog):
     req = stub.seen[-1]
     assert req["path"] == "/v1/chat/completions" and req["auth"] == f"Bearer {KEY}"
     assert req["ctype"] == "application/json"
-    assert req["body"] == {"model": "test-model", "temperature": 0,
-                           "messages": [{"role": "system", "content": "sys"},
-                                        {"role": "user", "content": "What is 2 + 3?"}]}
+    assert req["body"] == {
+        "model": "test-model",
+        "temperature": 0,
+        "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "What is 2 + 3?"}],
+    }
     assert "HTTP 500" in caplog.text and KEY not in caplog.text
 
 
@@ -233,6 +260,7 @@ def test_run_benchmark_resumes(stub, tmp_path):
 
 
 # ---- released data: loaders and label audit -------------------------------------------------
+
 
 def test_missing_folder_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="released BitTokens data not found"):

@@ -1,4 +1,5 @@
 """The fused functions against PyTorch's composite versions: same values, same gradients."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -109,7 +110,9 @@ def test_block_attention_matches_sdpa_with_the_full_mask(longest, block):
     got, want = masked_attention(q, k, v, mask, plan), F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     assert torch.allclose(got, want, rtol=1e-12, atol=1e-12)
     grad_out = torch.randn(2, 3, 50, 4, generator=gen, dtype=torch.float64)
-    for g_got, g_want in zip(torch.autograd.grad(got, (q, k, v), grad_out), torch.autograd.grad(want, (q, k, v), grad_out)):
+    for g_got, g_want in zip(
+        torch.autograd.grad(got, (q, k, v), grad_out), torch.autograd.grad(want, (q, k, v), grad_out)
+    ):
         assert torch.allclose(g_got, g_want, rtol=1e-10, atol=1e-12)
     assert torch.autograd.gradcheck(lambda *t: masked_attention(*t, mask, plan), (q, k, v), fast_mode=True)
 

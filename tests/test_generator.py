@@ -1,6 +1,7 @@
 """Questions of an independent generator (reasoning-gym) in the workbench's format, and Study 3's
 scoring on them: the conversion against Fraction arithmetic, what is dropped, the clear error without
 the package, the real package where it is installed, and generator_scores on a tiny trained run."""
+
 import decimal
 import sys
 import types
@@ -19,23 +20,47 @@ PROMPT = "Please solve this problem to a maximum of 12 significant digits, round
 
 def decimal_item(expression, answer, index=3):
     """An item as reasoning-gym 0.1.25's decimal_arithmetic returns it (no expression in the metadata)."""
-    return {"question": f"{PROMPT}{expression} = ?", "answer": answer,
-            "metadata": {"source_dataset": "decimal_arithmetic", "source_index": index, "decimal_places": 3,
-                         "num_terms": 2, "difficulty": {"decimal_places": (3, 3), "num_terms": (2, 2)}}}
+    return {
+        "question": f"{PROMPT}{expression} = ?",
+        "answer": answer,
+        "metadata": {
+            "source_dataset": "decimal_arithmetic",
+            "source_index": index,
+            "decimal_places": 3,
+            "num_terms": 2,
+            "difficulty": {"decimal_places": (3, 3), "num_terms": (2, 2)},
+        },
+    }
 
 
 def products_item(expression, answer, index=0):
-    return {"question": f"Solve the following multiplication: {expression}. Give only the result as your final answer.",
-            "answer": answer,
-            "metadata": {"source_dataset": "products", "source_index": index, "expression": expression,
-                         "num_terms": expression.count("*") + 1, "num_digits": 4,
-                         "difficulty": {"num_terms": (2, 2), "num_digits": (1, 5)}}}
+    return {
+        "question": f"Solve the following multiplication: {expression}. Give only the result as your final answer.",
+        "answer": answer,
+        "metadata": {
+            "source_dataset": "products",
+            "source_index": index,
+            "expression": expression,
+            "num_terms": expression.count("*") + 1,
+            "num_digits": 4,
+            "difficulty": {"num_terms": (2, 2), "num_digits": (1, 5)},
+        },
+    }
 
 
 def basic_item(expression, answer, index=0):
-    return {"question": f"Calculate {expression}.", "answer": answer,
-            "metadata": {"source_dataset": "basic_arithmetic", "source_index": index, "expression": expression,
-                         "num_terms": 2, "num_digits": 4, "difficulty": {"num_terms": (2, 2), "num_digits": (1, 4)}}}
+    return {
+        "question": f"Calculate {expression}.",
+        "answer": answer,
+        "metadata": {
+            "source_dataset": "basic_arithmetic",
+            "source_index": index,
+            "expression": expression,
+            "num_terms": 2,
+            "num_digits": 4,
+            "difficulty": {"num_terms": (2, 2), "num_digits": (1, 4)},
+        },
+    }
 
 
 def fifteen_digits(x: Fraction) -> Decimal:
@@ -70,7 +95,9 @@ REAL = [
 def test_an_item_becomes_the_workbench_question_with_its_exact_answer(item, task, question):
     row = generator.convert(item, task)
     check_row(row, *question)
-    assert row["source"] == item["metadata"]["source_dataset"] and row["source_index"] == item["metadata"]["source_index"]
+    assert (
+        row["source"] == item["metadata"]["source_dataset"] and row["source_index"] == item["metadata"]["source_index"]
+    )
     assert row["question"] == item["question"] and row["given"] == item["answer"]
 
 
@@ -81,20 +108,27 @@ def test_operands_are_printed_as_the_workbench_prints_numbers():
     assert row["answer"] == "0.610903960495818" and not row["answer_exact"]  # 15 digits; the generator gave 12
 
 
-@pytest.mark.parametrize("item, task, reason", [
-    (decimal_item("4.180+7.365", "11.545", index=1), "multiplication", "operation"),  # another operation
-    (decimal_item("0.664*6.635", "4.405640"), "division", "operation"),
-    (basic_item("-( 6775 / 271 )", "-25", index=11), "division", "shape"),  # a negated group
-    (basic_item("( -( -8872 / 2218 ) )", "4", index=10), "division", "shape"),
-    (products_item("1663 * 5242 * 9376", "81734773696"), "multiplication", "shape"),  # three terms
-    ({"question": "What is the product?", "answer": "1", "metadata": {}}, "multiplication", "shape"),
-    # reasoning-gym 0.1.25's basic_arithmetic without parentheses prints one divisor and divides by another
-    (basic_item("47 / 77", "3807"), "division", "disagrees"),
-    (decimal_item("6.062/9.923", "0.610903960497"), "division", "disagrees"),  # off in the 12th digit
-    (products_item("99999999 * 99999999", str(99999999 ** 2)), "multiplication", "answer"),  # >= 1e15
-    (basic_item("5 / 0", "0"), "division", "answer"),
-    (products_item("123456789012345678 * 2", str(123456789012345678 * 2)), "multiplication", "operand"),  # 18 digits
-])
+@pytest.mark.parametrize(
+    "item, task, reason",
+    [
+        (decimal_item("4.180+7.365", "11.545", index=1), "multiplication", "operation"),  # another operation
+        (decimal_item("0.664*6.635", "4.405640"), "division", "operation"),
+        (basic_item("-( 6775 / 271 )", "-25", index=11), "division", "shape"),  # a negated group
+        (basic_item("( -( -8872 / 2218 ) )", "4", index=10), "division", "shape"),
+        (products_item("1663 * 5242 * 9376", "81734773696"), "multiplication", "shape"),  # three terms
+        ({"question": "What is the product?", "answer": "1", "metadata": {}}, "multiplication", "shape"),
+        # reasoning-gym 0.1.25's basic_arithmetic without parentheses prints one divisor and divides by another
+        (basic_item("47 / 77", "3807"), "division", "disagrees"),
+        (decimal_item("6.062/9.923", "0.610903960497"), "division", "disagrees"),  # off in the 12th digit
+        (products_item("99999999 * 99999999", str(99999999**2)), "multiplication", "answer"),  # >= 1e15
+        (basic_item("5 / 0", "0"), "division", "answer"),
+        (
+            products_item("123456789012345678 * 2", str(123456789012345678 * 2)),
+            "multiplication",
+            "operand",
+        ),  # 18 digits
+    ],
+)
 def test_items_the_workbench_cannot_ask_are_dropped_with_their_reason(item, task, reason):
     with pytest.raises(generator.Dropped) as dropped:
         generator.convert(item, task)
@@ -133,22 +167,33 @@ def fake_reasoning_gym(items: dict[str, list[dict]]):
     def create_dataset(name, **config):
         made.append((name, config))
         return Dataset(name)
+
     return types.SimpleNamespace(create_dataset=create_dataset, made=made)
 
 
 def test_questions_share_n_between_the_sources_and_count_what_they_drop(monkeypatch):
-    fake = fake_reasoning_gym({
-        "basic_arithmetic": [basic_item("-1515 / 15", "-101"), basic_item("-( 6775 / 271 )", "-25"),
-                             basic_item("5 - 3", "2")],
-        "decimal_arithmetic": [decimal_item("6.062/9.923", "0.610903960496"), decimal_item("4.180+7.365", "11.545")],
-    })
+    fake = fake_reasoning_gym(
+        {
+            "basic_arithmetic": [
+                basic_item("-1515 / 15", "-101"),
+                basic_item("-( 6775 / 271 )", "-25"),
+                basic_item("5 - 3", "2"),
+            ],
+            "decimal_arithmetic": [
+                decimal_item("6.062/9.923", "0.610903960496"),
+                decimal_item("4.180+7.365", "11.545"),
+            ],
+        }
+    )
     monkeypatch.setitem(sys.modules, "reasoning_gym", fake)
     before = decimal.getcontext().prec
     table = generator.questions("division", 5, seed=7)
     assert decimal.getcontext().prec == before  # the generator's context change stays inside
     assert table.source.tolist() == ["basic_arithmetic"] * 3 + ["decimal_arithmetic"] * 2
-    assert [(name, c["seed"]) for name, c in fake.made] == [("basic_arithmetic", 7),
-                                                            ("decimal_arithmetic", 7 + generator.SEED_STRIDE)]
+    assert [(name, c["seed"]) for name, c in fake.made] == [
+        ("basic_arithmetic", 7),
+        ("decimal_arithmetic", 7 + generator.SEED_STRIDE),
+    ]
     assert all(c["min_terms"] == c["max_terms"] == 2 for _, c in fake.made)
     assert table.attrs["drawn"] == {"basic_arithmetic": 7, "decimal_arithmetic": 3}
     assert table.attrs["dropped"]["basic_arithmetic"] == dict(shape=2, operation=2, operand=0, answer=0, disagrees=0)
@@ -178,19 +223,41 @@ def test_the_real_package_gives_questions_that_check_against_fractions():
 
 def test_generator_scores_score_a_finished_run_once_and_the_command_line_prints_them(tmp_path, monkeypatch, capsys):
     name = "budget_1M-multiplication-d4-single_digit-seed0"  # a Study 3 run of the plan, trained tiny
-    cfg = TrainConfig.of(encoding="single_digit", tasks=("multiplication",), preset="cpu-tiny", batch_size=2,
-                         tokens=2 * 128 * 4, pool_size=100, val_samples=4, test_samples=4, eval_every=2,
-                         checkpoint_every=2, decades=(0, 1), max_digits=2, threads=1,
-                         optim=OptimConfig(newton_schulz="float32"), out=str(tmp_path / name))
+    cfg = TrainConfig.of(
+        encoding="single_digit",
+        tasks=("multiplication",),
+        preset="cpu-tiny",
+        batch_size=2,
+        tokens=2 * 128 * 4,
+        pool_size=100,
+        val_samples=4,
+        test_samples=4,
+        eval_every=2,
+        checkpoint_every=2,
+        decades=(0, 1),
+        max_digits=2,
+        threads=1,
+        optim=OptimConfig(newton_schulz="float32"),
+        out=str(tmp_path / name),
+    )
     train(cfg)
-    fake = fake_reasoning_gym({"products": [products_item("12 * 3", "36"), products_item("1663 * 5242", "8717446")],
-                               "decimal_arithmetic": [decimal_item("0.664*6.635", "4.405640")]})
+    fake = fake_reasoning_gym(
+        {
+            "products": [products_item("12 * 3", "36"), products_item("1663 * 5242", "8717446")],
+            "decimal_arithmetic": [decimal_item("0.664*6.635", "4.405640")],
+        }
+    )
     monkeypatch.setitem(sys.modules, "reasoning_gym", fake)
     table = study.generator_scores(tmp_path, n=4, seed=0)
-    assert len(table) == 4 and set(table.run) == {name} and table.prompt.tolist() == [
-        "12 * 3", "1663 * 5242", "0.664 * 6.635", "0.664 * 6.635"]
+    assert (
+        len(table) == 4
+        and set(table.run) == {name}
+        and table.prompt.tolist() == ["12 * 3", "1663 * 5242", "0.664 * 6.635", "0.664 * 6.635"]
+    )
     assert table.answer.tolist() == ["36", "8717446", "4.40564", "4.40564"]
-    assert {"study", "encoding", "digits", "seed", "prediction", "score", "exact", "source", "source_index"} <= set(table)
+    assert {"study", "encoding", "digits", "seed", "prediction", "score", "exact", "source", "source_index"} <= set(
+        table
+    )
     assert table.score.between(0, 1).all()
     written = pd.read_csv(tmp_path / study.GENERATOR_FILE)
     assert len(written) == 4 and (written.n == 4).all() and (written.generator_seed == 0).all()
@@ -204,15 +271,29 @@ def test_generator_scores_score_a_finished_run_once_and_the_command_line_prints_
     with pytest.raises(ValueError, match="also train on.*multitask"):
         study.generator_scores(other, n=4, which=["multitask"])
 
-    experiments.main(["study", "--out", str(tmp_path), "--score-generator", "--generator-questions", "4",
-                      "--budgets", "1M", "--tasks", "multiplication"])
+    experiments.main(
+        [
+            "study",
+            "--out",
+            str(tmp_path),
+            "--score-generator",
+            "--generator-questions",
+            "4",
+            "--budgets",
+            "1M",
+            "--tasks",
+            "multiplication",
+        ]
+    )
     printed = capsys.readouterr().out
     assert "reasoning-gym's questions: mean per cell" in printed and "single_digit" in printed
-    for argv, message in ((["--score-generator", "--generator-questions", "0"], "positive integer"),
-                          (["--score-generator", "--overwrite"], "train nothing"),
-                          (["--score-official", str(tmp_path / "absent")], "released BitTokens data not found"),
-                          (["--score-generator", "--budgets", "lots"], "not a token budget"),
-                          (["--score-generator", "--generator-questions", "4", "--budgets", "7M"], "no run of the chosen parts")):
+    for argv, message in (
+        (["--score-generator", "--generator-questions", "0"], "positive integer"),
+        (["--score-generator", "--overwrite"], "train nothing"),
+        (["--score-official", str(tmp_path / "absent")], "released BitTokens data not found"),
+        (["--score-generator", "--budgets", "lots"], "not a token budget"),
+        (["--score-generator", "--generator-questions", "4", "--budgets", "7M"], "no run of the chosen parts"),
+    ):
         with pytest.raises(SystemExit):
             experiments.main(["study", "--out", str(tmp_path)] + argv)
         assert message in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """D4 (per-decade round trip) and D7 (continuity of the loss) on hand-made encodings whose answers
 are known in closed form, and D7 of BitTokens against the IEEE bits (struct)."""
+
 import math
 import statistics
 import struct
@@ -22,6 +23,7 @@ def error_of_decade(e: int) -> float:
 class DecadeDependent(NumberEncoding):
     """Unsigned (like FoNE, it encodes |x|); decodes 10^e <= |x| < 10^(e+1) as |x| for e < 0,
     2|x| for 0 <= e < 5 and |x| / 2 for e >= 5: relative errors 0, 1 and 0.5, all exact."""
+
     name, signed = "decade_dependent", False
     width = 1
 
@@ -30,14 +32,17 @@ class DecadeDependent(NumberEncoding):
 
     def decode(self, encoding):
         v = encoding[:, 0].double()
-        factor = [{0.0: 1.0, 1.0: 2.0, 0.5: 0.5}[error_of_decade(Decimal(repr(a)).adjusted())] if a else 1.0
-                  for a in v.tolist()]
+        factor = [
+            {0.0: 1.0, 1.0: 2.0, 0.5: 0.5}[error_of_decade(Decimal(repr(a)).adjusted())] if a else 1.0
+            for a in v.tolist()
+        ]
         return v * torch.tensor(factor, dtype=torch.float64)
 
 
 class LeadingOne(NumberEncoding):
     """Signed; decodes x as 2x when its leading digit is 1 (relative error 1), exactly otherwise.
     A log-uniform decade has log10(2) = 30 % leading ones: median error 0, maximum 1."""
+
     name = "leading_one"
     width = 1
 
@@ -52,6 +57,7 @@ class LeadingOne(NumberEncoding):
 class AbsoluteError(NumberEncoding):
     """Its head's output is the prediction p itself (also the ideal output for p) and its loss
     is |p - t| for each number."""
+
     name, sign = "absolute_error", 1.0
     width = 1
 
@@ -61,6 +67,7 @@ class AbsoluteError(NumberEncoding):
 
 class AbsoluteErrorReversed(AbsoluteError):
     """The same with the loss -|p - t|."""
+
     name, sign = "absolute_error_reversed", -1.0
 
 

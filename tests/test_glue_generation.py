@@ -1,6 +1,7 @@
 """Greedy generation with the KV cache equals greedy decoding by full recomputation (no cache),
 token by token and value by value: one prompt, a left-padded batch of prompts of different
 lengths, and across <|num|> tokens, whose value the head writes and the next step reads back."""
+
 import pytest
 import torch
 
@@ -50,8 +51,12 @@ def greedy_without_cache(model, tok, prompt: str, max_new_tokens: int, margin: f
     out_ids, out_values = [], []
     for _ in range(max_new_tokens):
         T = len(ids)
-        hidden = model.trunk(torch.tensor([ids]), torch.tensor([values], dtype=torch.float64),
-                             torch.arange(T)[None], packed_mask(torch.zeros(1, T, dtype=torch.long)))[0, -1]
+        hidden = model.trunk(
+            torch.tensor([ids]),
+            torch.tensor([values], dtype=torch.float64),
+            torch.arange(T)[None],
+            packed_mask(torch.zeros(1, T, dtype=torch.long)),
+        )[0, -1]
         logits = model.lm_head(hidden)
         top = logits.topk(2).values
         assert top[0] - top[1] > margin, "near-tie in the reference: pick another seed"

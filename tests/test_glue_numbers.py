@@ -6,6 +6,7 @@ Most tests use a planted model whose answer is known without running it: every b
 (the trunk is then the normalized token embedding), the lm head writes <|num|> after <|eoq|> and
 <|eos|> after a number, and the number head's output is c times the ±1 IEEE bits of one value.
 """
+
 import math
 import struct
 from fractions import Fraction
@@ -117,8 +118,12 @@ def test_evaluation_caps_each_batch_at_its_longest_answer_plus_eos(tok):
     after as many tokens as the longest reference answer of its batch has, plus one for <|eos|>;
     a fixed cap replaces it."""
     model = planted(tok, 3.5, stops=False)
-    frame = pd.DataFrame({"prompt": ["<|asc|>2, 1", "<|asc|>5, 4, 3, 2, 1", "<|asc|>2, 1", "<|asc|>3, 2, 1"],
-                          "answer": ["1, 2", "1, 2, 3, 4, 5", "1, 2", "1, 2, 3"]})
+    frame = pd.DataFrame(
+        {
+            "prompt": ["<|asc|>2, 1", "<|asc|>5, 4, 3, 2, 1", "<|asc|>2, 1", "<|asc|>3, 2, 1"],
+            "answer": ["1, 2", "1, 2, 3, 4, 5", "1, 2", "1, 2, 3"],
+        }
+    )
     rows = evaluate(model, tok, {"sorting": frame}, batch_size=2)
     length = [len(tok.encode(a)[0]) for a in frame["answer"]]
     assert length[1] > length[3] > length[0]
@@ -179,10 +184,17 @@ def test_head_none_reads_the_value_from_the_first_dims(layout):
 # -- scores ----------------------------------------------------------------------------------------
 ARITHMETIC_TASKS = ["addition", "multiplication", "division", "exponentiation", "mean", "std"]
 # prediction, answer, exact match (same sign, exponent and first 15 significant digits)
-CASES = [("3.5", "3.5", True), ("1001", "999", False), ("-5", "5", False), ("abc", "2", False),
-         ("3.50000000000001", "3.5", False),  # 15th significant digit differs
-         ("3.500000000000001", "3.5", True),  # 16th digit: beyond the 15 that count
-         ("2e-20", "1e-20", False), ("1.00000000000001e-30", "1e-30", False), ("0", "0", True)]
+CASES = [
+    ("3.5", "3.5", True),
+    ("1001", "999", False),
+    ("-5", "5", False),
+    ("abc", "2", False),
+    ("3.50000000000001", "3.5", False),  # 15th significant digit differs
+    ("3.500000000000001", "3.5", True),  # 16th digit: beyond the 15 that count
+    ("2e-20", "1e-20", False),
+    ("1.00000000000001e-30", "1e-30", False),
+    ("0", "0", True),
+]
 
 
 @pytest.mark.parametrize("task", ARITHMETIC_TASKS)
@@ -200,9 +212,15 @@ def test_evaluate_scores_what_the_model_wrote(tok):
     """End to end: the planted model answers 3.5 to everything; each row's score is eq. 2 of 3.5
     against its answer (accuracy for minmax), and summarize averages them per task."""
     model = planted(tok, 3.5)
-    frames = {"addition": pd.DataFrame({"prompt": ["1.5 + 2", "1 + 2.6", "999 + 2", "1 - 4.5", "3 + 0.5"],
-                                        "answer": ["3.5", "3.6", "1001", "-3.5", "3.50000000000001"]}),
-              "minmax": pd.DataFrame({"prompt": ["<|min|>3.5, 4", "<|max|>3.5, 4"], "answer": ["3.5", "4"]})}
+    frames = {
+        "addition": pd.DataFrame(
+            {
+                "prompt": ["1.5 + 2", "1 + 2.6", "999 + 2", "1 - 4.5", "3 + 0.5"],
+                "answer": ["3.5", "3.6", "1001", "-3.5", "3.50000000000001"],
+            }
+        ),
+        "minmax": pd.DataFrame({"prompt": ["<|min|>3.5, 4", "<|max|>3.5, 4"], "answer": ["3.5", "4"]}),
+    }
     rows = evaluate(model, tok, frames, batch_size=2)  # several chunks per task
     assert rows["prediction"].tolist() == ["3.5"] * 7
     add = rows[rows.task == "addition"]

@@ -4,6 +4,7 @@ on), their harmonic mean (eq. 15), keeps the weights of the round with the best 
 warm-up, draws its batches by those ratios, weights each task's loss by C.4's normalisation of the
 losses it measured, moves the curriculum's frontier exactly as the stream says and, for BitTokens,
 hands the curriculum tasks over from the binary pool to the decimal one (A.3)."""
+
 import math
 import statistics
 
@@ -26,22 +27,41 @@ TASKS = ("addition", "multiplication")  # multiplication has a curriculum (A.3),
 # the curriculum is scored by the decimal levels (single digits are a decimal encoding). Addition's
 # 1.0s leave it the balancer's floor; the best eq. 15 mean after the lr warm-up is round 3's,
 # before it round 2's, and the arithmetic mean would pick round 4 (test_best_weights_...).
-STREAM = [{"addition": 0.25, "multiplication": 0.0}, {"addition": 1.0, "multiplication": 1.0},
-          {"addition": 0.25, "multiplication": 1.0}, {"addition": 1.0, "multiplication": 0.0},
-          {"addition": 0.5, "multiplication": 1.0}]
+STREAM = [
+    {"addition": 0.25, "multiplication": 0.0},
+    {"addition": 1.0, "multiplication": 1.0},
+    {"addition": 0.25, "multiplication": 1.0},
+    {"addition": 1.0, "multiplication": 0.0},
+    {"addition": 0.5, "multiplication": 1.0},
+]
 STEP_TOKENS = 2 * 128  # batch_size x context
 WARMUP = 0.3  # of the 5 steps' tokens: the first evaluation (256 tokens) is in the warm-up, the second (512) not
 LR_WARMUP_STEPS = 2  # 0.4 x 5 steps: the weights after steps 1 and 2 are never the best checkpoint
-RUN = dict(encoding="single_digit", tasks=TASKS, preset="cpu-tiny", batch_size=2, tokens=STEP_TOKENS * len(STREAM),
-           eval_every=1, checkpoint_every=100, pool_size=300, val_samples=64, test_samples=8,
-           decades=(0, 2), max_digits=3, threads=1, adapt_warmup=WARMUP, balance_unit="samples",
-           optim=OptimConfig(warmup_frac=LR_WARMUP_STEPS / len(STREAM)))
+RUN = dict(
+    encoding="single_digit",
+    tasks=TASKS,
+    preset="cpu-tiny",
+    batch_size=2,
+    tokens=STEP_TOKENS * len(STREAM),
+    eval_every=1,
+    checkpoint_every=100,
+    pool_size=300,
+    val_samples=64,
+    test_samples=8,
+    decades=(0, 2),
+    max_digits=3,
+    threads=1,
+    adapt_warmup=WARMUP,
+    balance_unit="samples",
+    optim=OptimConfig(warmup_frac=LR_WARMUP_STEPS / len(STREAM)),
+)
 
 
 def start_level() -> int:
     """C.3's start: round(0.1 x the highest level of the training pool), no lower than its lowest."""
-    levels = tasks.generate("multiplication", RUN["pool_size"], seed=0, split="train", decades=RUN["decades"],
-                            max_digits=RUN["max_digits"])["difficulty_sd"]
+    levels = tasks.generate(
+        "multiplication", RUN["pool_size"], seed=0, split="train", decades=RUN["decades"], max_digits=RUN["max_digits"]
+    )["difficulty_sd"]
     return max(math.floor(0.1 * levels.max() + 0.5), levels.min())
 
 
@@ -65,10 +85,24 @@ def traced_run(cfg: TrainConfig, score_of):
         """exact is always False (not the score)."""
         k = len(calls)
         calls.append((frames, max_new_tokens, {n: w.clone() for n, w in model.state_dict().items()}))
-        return pd.concat([pd.DataFrame({"task": t, "prompt": f["prompt"].to_numpy(), "answer": f["answer"].to_numpy(),
-                                        "prediction": "0", "score": score_of(k, t, f), "exact": False,
-                                        "input_tokens": 5, "output_tokens": 2}) for t, f in frames.items()],
-                         ignore_index=True)
+        return pd.concat(
+            [
+                pd.DataFrame(
+                    {
+                        "task": t,
+                        "prompt": f["prompt"].to_numpy(),
+                        "answer": f["answer"].to_numpy(),
+                        "prediction": "0",
+                        "score": score_of(k, t, f),
+                        "exact": False,
+                        "input_tokens": 5,
+                        "output_tokens": 2,
+                    }
+                )
+                for t, f in frames.items()
+            ],
+            ignore_index=True,
+        )
 
     def recording_next_batch(pools, task_counts, rng, pick, *args, **kwargs):
         picked = {}
@@ -76,14 +110,19 @@ def traced_run(cfg: TrainConfig, score_of):
         def recording_pick(task, n, rng):
             picked[task] = pick(task, n, rng)
             return picked[task]
+
         batch = real_next_batch(pools, task_counts, rng, recording_pick, *args, **kwargs)
         draws.append((dict(task_counts), picked, pools))
         return batch
 
     def recording_losses(model, batch, task_weights=None, hidden=None):
         out = real_losses(model, batch, task_weights, hidden)
-        forwards.append({"weights": None if task_weights is None else task_weights.tolist(),
-                         **{k: out[k].detach().double().numpy().copy() for k in ("loss", "task_loss", "task_tokens")}})
+        forwards.append(
+            {
+                "weights": None if task_weights is None else task_weights.tolist(),
+                **{k: out[k].detach().double().numpy().copy() for k in ("loss", "task_loss", "task_tokens")},
+            }
+        )
         return out
 
     with pytest.MonkeyPatch.context() as mp:
@@ -105,13 +144,14 @@ def run(tmp_path_factory):
         if task == "multiplication":
             return np.where(frame["difficulty_sd"] == frontier[k], STREAM[k][task], 0.0)
         return STREAM[k][task]
+
     return traced_run(TrainConfig.of(**RUN, out=str(tmp_path_factory.mktemp("run"))), score_of)
 
 
 def stream_means(calls) -> list[dict]:
     """The mean score of each task in each round: what the balancer and eq. 15 are fed."""
     frontier, out = frontiers_before_each_round(), []
-    for k, (frames, _, _) in enumerate(calls[:len(STREAM)]):
+    for k, (frames, _, _) in enumerate(calls[: len(STREAM)]):
         on_level = (frames["multiplication"]["difficulty_sd"] == frontier[k]).mean()
         out.append({"addition": STREAM[k]["addition"], "multiplication": STREAM[k]["multiplication"] * on_level})
     return out
@@ -157,9 +197,13 @@ def test_best_weights_are_the_rounds_with_the_best_harmonic_mean_after_the_lr_wa
     eligible = range(LR_WARMUP_STEPS, len(STREAM))
     best = max(eligible, key=lambda k: (harmonic[k], -k))
     # the stream is made so that each wrong rule would pick another round
-    assert best != max(eligible, key=arithmetic.__getitem__) and best != max(range(len(STREAM)), key=harmonic.__getitem__)
+    assert best != max(eligible, key=arithmetic.__getitem__) and best != max(
+        range(len(STREAM)), key=harmonic.__getitem__
+    )
     final = calls[-1][2]
-    same = [k for k, (_, _, weights) in enumerate(calls[:-1]) if all(torch.equal(final[n], w) for n, w in weights.items())]
+    same = [
+        k for k, (_, _, weights) in enumerate(calls[:-1]) if all(torch.equal(final[n], w) for n, w in weights.items())
+    ]
     assert same == [best]
 
 
@@ -211,8 +255,9 @@ HANDOVER = dict(RUN, encoding="bittokens", endgame_share=0.4)  # the last 2 of 5
 
 @pytest.fixture(scope="module")
 def bittokens_run(tmp_path_factory):
-    return traced_run(TrainConfig.of(**HANDOVER, out=str(tmp_path_factory.mktemp("bittokens"))),
-                      lambda k, task, frame: 0.5)
+    return traced_run(
+        TrainConfig.of(**HANDOVER, out=str(tmp_path_factory.mktemp("bittokens"))), lambda k, task, frame: 0.5
+    )
 
 
 def test_bittokens_hand_over_from_the_binary_pool_to_the_decimal_one(bittokens_run):
@@ -246,11 +291,17 @@ def test_token_shares_give_each_task_its_ratio_of_the_tokens():
     from types import SimpleNamespace
 
     from workbench import train
+
     pools = {"addition": SimpleNamespace(mean_length=10.0), "text": SimpleNamespace(mean_length=300.0)}
     balancer = TaskBalancer(["addition", "text"])
     balance = SimpleNamespace(balancing=True, balance_unit="tokens")
-    run = SimpleNamespace(cfg=SimpleNamespace(tasks=("addition", "text"), balance=balance),
-                          balancer=balancer, pools=pools, tokens_per_step=3000, per_step=100)
+    run = SimpleNamespace(
+        cfg=SimpleNamespace(tasks=("addition", "text"), balance=balance),
+        balancer=balancer,
+        pools=pools,
+        tokens_per_step=3000,
+        per_step=100,
+    )
     assert train._task_counts(run) == {"addition": 150, "text": 5}  # 1500 tokens each
     balance.balance_unit = "samples"
     assert train._task_counts(run) == {"addition": 50, "text": 50}
@@ -272,6 +323,7 @@ def test_the_checkpoint_choice_counts_text_unless_switched_off(tmp_path, with_te
         ppl = text_ppl[len(ppl_calls)] if len(ppl_calls) < len(text_ppl) else 100.0
         ppl_calls.append(ppl)
         return {"ppl_all": ppl, "ppl_text": ppl}
+
     cfg = TrainConfig.of(**dict(RUN, tasks=("addition", "text"), select_with_text=with_text), out=str(tmp_path / "run"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(workbench.train, "perplexity", fake_perplexity)
@@ -280,7 +332,9 @@ def test_the_checkpoint_choice_counts_text_unless_switched_off(tmp_path, with_te
     chosen = harmonic if with_text else [a + 1e-6 for a in addition]  # eq. 15 over one task: its score
     assert [row["harmonic_mean"] for row in evals] == pytest.approx(chosen, rel=1e-9)
     final = calls[-1][2]
-    same = [k for k, (_, _, weights) in enumerate(calls[:-1]) if all(torch.equal(final[n], w) for n, w in weights.items())]
+    same = [
+        k for k, (_, _, weights) in enumerate(calls[:-1]) if all(torch.equal(final[n], w) for n, w in weights.items())
+    ]
     assert same == [expected]
 
 
@@ -288,7 +342,9 @@ def test_the_balancer_can_start_at_the_warm_up_evaluation(tmp_path):
     """--balance-start warmup_evaluation: the first update is at the evaluation that ends the
     warm-up itself (one evaluation earlier than the authors')."""
     cfg = TrainConfig.of(**dict(RUN, balance_start="warmup_evaluation"), out=str(tmp_path / "run"))
-    _, evals, _, _, _ = traced_run(cfg, lambda k, task, frame: [0.2, 0.6, 0.4, 0.9, 0.5, 0.5][k] if task == "addition" else 0.3)
+    _, evals, _, _, _ = traced_run(
+        cfg, lambda k, task, frame: [0.2, 0.6, 0.4, 0.9, 0.5, 0.5][k] if task == "addition" else 0.3
+    )
     balancer = TaskBalancer(TASKS, floor=0.01)
     for k, row in enumerate(evals):
         scores = {t: row[f"score/{t}"] for t in TASKS}
@@ -302,11 +358,14 @@ def test_bittokens_balance_on_the_binary_validation_set_until_the_hand_over(tmp_
     """Before A.3's hand-over the balancer is fed multiplication's score on its binary validation
     set, the set it trains on (the authors'); --no-balance-active-set feeds the decimal one. The
     binary set scores 0.75 here, the decimal one 0.25, addition 0.5 (means exact in binary)."""
+
     def score_of(k, task, frame):
         binary = task == "multiplication" and not frame["prompt"].isin(validation["prompt"]).any()
         return 0.75 if binary else 0.25 if task == "multiplication" else 0.5
-    validation = tasks.generate("multiplication", RUN["val_samples"], seed=0, split="val", decades=RUN["decades"],
-                                max_digits=RUN["max_digits"])
+
+    validation = tasks.generate(
+        "multiplication", RUN["val_samples"], seed=0, split="val", decades=RUN["decades"], max_digits=RUN["max_digits"]
+    )
     cfg = TrainConfig.of(**dict(HANDOVER, balance_active_set=active_set), out=str(tmp_path / "run"))
     _, evals, _, _, _ = traced_run(cfg, score_of)
     balancer = TaskBalancer(TASKS, floor=0.01)
@@ -348,8 +407,9 @@ def test_curriculum_rule_authors_moves_the_frontier_by_their_rule(tmp_path):
     1.0; mastered at the top), logged like the paper's."""
     cfg = TrainConfig.of(**RUN, curriculum_rule="authors", out=str(tmp_path / "authors"))
     _, evals, _, _, _ = traced_run(cfg, lambda k, task, frame: 1.0)
-    held = tasks.generate("multiplication", RUN["pool_size"], seed=0, split="train", decades=RUN["decades"],
-                          max_digits=RUN["max_digits"])["difficulty_sd"]
+    held = tasks.generate(
+        "multiplication", RUN["pool_size"], seed=0, split="train", decades=RUN["decades"], max_digits=RUN["max_digits"]
+    )["difficulty_sd"]
     assert sorted(set(held)) == [2, 3, 4, 5, 6]
     assert [row["frontier/multiplication"] for row in evals] == [3, 4, 5, 6, 6]
     with pytest.raises(ValueError, match="curriculum-rule"):

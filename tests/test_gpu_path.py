@@ -1,6 +1,7 @@
 """The multi-GPU path, checked on CPU stand-ins: this rank's rows, the host syncs of a step, compile
 graphs, float32 number heads under bf16 autocast, gradient accumulation, FlexAttention, and a
 protocol of several runs under torchrun (gloo)."""
+
 import json
 import math
 import os
@@ -20,9 +21,20 @@ from workbench.syncs import HostSyncs, optimizer_counters
 from workbench.tokenizer import Tokenizer
 from workbench.train import CONFIGS, TrainConfig, setup, step_batches, train, train_step
 
-TINY = dict(tasks=("addition", "multiplication", "minmax"), preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 8,
-            pool_size=200, val_samples=4, test_samples=4, eval_every=8, checkpoint_every=8, decades=(0, 2),
-            max_digits=3, threads=1)
+TINY = dict(
+    tasks=("addition", "multiplication", "minmax"),
+    preset="cpu-tiny",
+    batch_size=2,
+    tokens=2 * 128 * 8,
+    pool_size=200,
+    val_samples=4,
+    test_samples=4,
+    eval_every=8,
+    checkpoint_every=8,
+    decades=(0, 2),
+    max_digits=3,
+    threads=1,
+)
 
 
 def losses(run: Path) -> list[float]:
@@ -33,8 +45,9 @@ def pack_one_by_one(samples, rows, context, pad_id, num_id):
     """The oracle: samples laid into rows one token slice at a time, the last one of a row cut."""
     width = context + 1
     ids, values = np.full((rows, width), pad_id), np.zeros((rows, width))
-    mask, doc, pos, task = (np.zeros((rows, width), dtype=bool),) + tuple(np.zeros((rows, width), dtype=np.int64)
-                                                                        for _ in range(3))
+    mask, doc, pos, task = (np.zeros((rows, width), dtype=bool),) + tuple(
+        np.zeros((rows, width), dtype=np.int64) for _ in range(3)
+    )
     row = col = 0
     for k, s in enumerate(samples):
         if row == rows:
@@ -48,9 +61,18 @@ def pack_one_by_one(samples, rows, context, pad_id, num_id):
     if row < rows:
         raise NotEnoughSamples
     target = mask[:, 1:] & (doc[:, 1:] == doc[:, :-1])
-    return {"ids": ids[:, :-1], "values": values[:, :-1], "positions": pos[:, :-1], "doc_ids": doc[:, :-1],
-            "targets": ids[:, 1:], "target_values": values[:, 1:], "loss_mask": target, "task_ids": task[:, 1:],
-            "ce_count": target.sum(), "number_count": (target & (ids[:, 1:] == num_id)).sum()}
+    return {
+        "ids": ids[:, :-1],
+        "values": values[:, :-1],
+        "positions": pos[:, :-1],
+        "doc_ids": doc[:, :-1],
+        "targets": ids[:, 1:],
+        "target_values": values[:, 1:],
+        "loss_mask": target,
+        "task_ids": task[:, 1:],
+        "ce_count": target.sum(),
+        "number_count": (target & (ids[:, 1:] == num_id)).sum(),
+    }
 
 
 def test_pack_builds_this_ranks_rows_as_the_whole_batch_holds_them():
@@ -58,8 +80,10 @@ def test_pack_builds_this_ranks_rows_as_the_whole_batch_holds_them():
     to the whole batch's."""
     rng = np.random.default_rng(0)
     for trial in range(40):
-        samples = [(rng.integers(0, 9, n), rng.normal(size=n), rng.random(n) < 0.6, int(rng.integers(0, 3)))
-                   for n in rng.integers(1, 30, int(rng.integers(10, 60)))]
+        samples = [
+            (rng.integers(0, 9, n), rng.normal(size=n), rng.random(n) < 0.6, int(rng.integers(0, 3)))
+            for n in rng.integers(1, 30, int(rng.integers(10, 60)))
+        ]
         rows, context = 4, int(rng.integers(8, 40))
         try:
             whole = pack_one_by_one(samples, rows, context, 0, 4)
@@ -71,11 +95,14 @@ def test_pack_builds_this_ranks_rows_as_the_whole_batch_holds_them():
         for rank, part in enumerate(parts):
             for key, value in whole.items():
                 if np.ndim(value):
-                    assert np.array_equal(part[key].numpy(), value[2 * rank:2 * rank + 2]), (trial, key)
+                    assert np.array_equal(part[key].numpy(), value[2 * rank : 2 * rank + 2]), (trial, key)
         for key in ("ce_count", "number_count"):
             assert sum(int(p[key]) for p in parts) == whole[key], (trial, key)
-        assert all(np.array_equal(pack(samples, rows, context, 0, 4)[k].numpy(), v) for k, v in whole.items()
-                   if k not in ("ce_count", "number_count"))
+        assert all(
+            np.array_equal(pack(samples, rows, context, 0, 4)[k].numpy(), v)
+            for k, v in whole.items()
+            if k not in ("ce_count", "number_count")
+        )
 
 
 def test_a_shared_pool_maps_the_samples_rank_0_built(tmp_path):
@@ -88,7 +115,9 @@ def test_a_shared_pool_maps_the_samples_rank_0_built(tmp_path):
     for a, b in zip(built.samples, mapped.samples):
         assert len(a) == len(b) and all(x.dtype == y.dtype and np.array_equal(x, y) for x, y in zip(a, b))
     assert np.array_equal(mapped.samples[-1][0], built.samples[-1][0])
-    assert np.array_equal(mapped.difficulty, built.difficulty) and np.array_equal(mapped.difficulty_sd, built.difficulty_sd)
+    assert np.array_equal(mapped.difficulty, built.difficulty) and np.array_equal(
+        mapped.difficulty_sd, built.difficulty_sd
+    )
 
 
 @pytest.mark.parametrize("encoding", ["bittokens", "fone", "xval"])
@@ -111,6 +140,7 @@ def test_the_number_fields_packed_ahead_give_the_plain_losses(encoding, tmp_path
     position's logits, cross-entropy where the loss mask says, the head on the hidden states that
     predict <|num|> against the targets' float64 values (C.1: CE + 10 x number loss, per token)."""
     from workbench.loss import losses as train_losses
+
     run = setup(TrainConfig.of(**TINY, encoding=encoding, attention="dense", out=str(tmp_path)))
     batch, model = step_batches(run, 0)[0], run.model
     assert int(batch.number_count) > 0
@@ -154,8 +184,9 @@ def test_number_heads_run_in_float32_under_bf16_autocast():
         loss = model.number_losses(hidden, values=torch.full((64,), 123.456, dtype=torch.float64))
     assert rounded.dtype == torch.bfloat16 and not torch.equal(rounded.float(), exact)  # what autocast alone does
     assert out.dtype == torch.float32 and torch.equal(out, exact)
-    assert loss.dtype == torch.float32 and torch.equal(loss, model.number_head.loss(exact, torch.full(
-        (64,), 123.456, dtype=torch.float64)))
+    assert loss.dtype == torch.float32 and torch.equal(
+        loss, model.number_head.loss(exact, torch.full((64,), 123.456, dtype=torch.float64))
+    )
 
 
 def test_accumulated_micro_batches_equal_the_whole_batch(tmp_path):
@@ -191,16 +222,32 @@ def test_a_protocol_of_runs_under_torchrun_finishes_every_time(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     script = Path(__file__).with_name("torchrun_protocol.py")
     for attempt in range(2):
-        done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                               str(script), str(tmp_path / str(attempt))], env=env, capture_output=True, text=True,
-                              timeout=240)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nproc_per_node",
+                "2",
+                str(script),
+                str(tmp_path / str(attempt)),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         assert done.returncode == 0 and done.stdout.count("PROTOCOL DONE") == 2, done.stderr[-2000:]
 
 
 # -- benchmarks/gpu_check.py: the check a GPU runs, dry-run on the CPU ------------------------------
 def gpu_check_module():
     import importlib.util
-    spec = importlib.util.spec_from_file_location("gpu_check", Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py")
+
+    spec = importlib.util.spec_from_file_location(
+        "gpu_check", Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -210,6 +257,7 @@ def test_tf32_emulation_rounds_to_ten_mantissa_bits():
     """The CPU stand-in for TF32: every float32 rounded to the nearest value with 10 mantissa bits
     (ties to even), checked against rounding the exact binary fraction with Python's Fraction."""
     from fractions import Fraction
+
     check = gpu_check_module()
     x = torch.randn(2000, dtype=torch.float32) * torch.logspace(-20, 20, 2000)
     got = check.to_tf32(x)
@@ -217,8 +265,11 @@ def test_tf32_emulation_rounds_to_ten_mantissa_bits():
         exponent = math.frexp(value)[1] - 1  # value = 1.f x 2^exponent
         step = Fraction(2) ** (exponent - 10)
         q = Fraction(value) / step
-        nearest = math.floor(q) + (1 if q - math.floor(q) > Fraction(1, 2) or
-                                   (q - math.floor(q) == Fraction(1, 2) and math.floor(q) % 2) else 0)
+        nearest = math.floor(q) + (
+            1
+            if q - math.floor(q) > Fraction(1, 2) or (q - math.floor(q) == Fraction(1, 2) and math.floor(q) % 2)
+            else 0
+        )
         assert Fraction(rounded) == nearest * step, value
 
 
@@ -228,6 +279,7 @@ def test_heads_check_sees_tf32_error_without_the_fix(monkeypatch):
     import contextlib
 
     from workbench import model as model_module
+
     check = gpu_check_module()
     args = type("Args", (), {"emulate_tf32": True})()
     passed, line = check.check_heads(args, check.CPU, torch.device("cpu"), None)
@@ -243,12 +295,26 @@ def test_gpu_check_dry_run_on_the_cpu(tmp_path):
     """The GPU check's every check runs on a CPU and prints its line; all pass there except the
     loop-speed criterion, which a CPU run (the prefetch thread beside one training thread) does not
     test."""
-    done = subprocess.run([sys.executable, "benchmarks/gpu_check.py", "--device", "cpu", "--emulate-tf32",
-                           "--log", str(tmp_path / "log")], cwd=Path(__file__).resolve().parents[1],
-                          capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/gpu_check.py",
+            "--device",
+            "cpu",
+            "--emulate-tf32",
+            "--log",
+            str(tmp_path / "log"),
+        ],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
     lines = (tmp_path / "log").read_text().splitlines()
     verdicts = {line.split()[1]: line.split()[0] for line in lines}
-    assert set(verdicts) == {"flex", "heads", "syncs", "recompile", "speed", "generate", "resume", "retrofit"}, \
+    assert set(verdicts) == {"flex", "heads", "syncs", "recompile", "speed", "generate", "resume", "retrofit"}, (
         done.stdout[-2000:]
+    )
     assert all(v == "PASS" for k, v in verdicts.items() if k != "speed"), "\n".join(lines)
     assert "checks passed" in done.stdout.splitlines()[-1]

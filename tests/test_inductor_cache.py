@@ -1,5 +1,6 @@
 """A forced torch CPU capability compiles into its own Inductor cache (workbench/__init__.py): sharing
 the default cache with the machine's own capability crashed compiled training (SIGSEGV)."""
+
 import os
 import subprocess
 import sys
@@ -9,8 +10,9 @@ PROBE = "import os, workbench, torch._dynamo; print(os.environ['TORCHINDUCTOR_CA
 
 def _cache_dir(**env) -> str:
     base = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "TORCHINDUCTOR_CACHE_DIR")}
-    done = subprocess.run([sys.executable, "-c", PROBE], env={**base, **env}, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], env={**base, **env}, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip()
 

@@ -1,4 +1,5 @@
 """The leaderboard ranks by what the intervals tell apart, and draws what its table says."""
+
 import pandas as pd
 
 from workbench import leaderboard
@@ -7,14 +8,37 @@ from workbench import leaderboard
 def intervals():
     rows = []
     for study, encoding, (mean, low, high) in [
-            ("multitask_numeric", "bittokens", (0.90, 0.85, 0.95)), ("multitask_numeric", "single_digit", (0.80, 0.70, 0.86)),
-            ("multitask_numeric", "xval", (0.10, 0.05, 0.15)), ("zoo_multitask", "abacus", (0.60, 0.50, 0.69)),
-            ("multitask", "fone", (0.99, 0.98, 1.00))]:  # Study 2 is not on the board: 2b is the protocol
-        rows.append(dict(study=study, encoding=encoding, task="addition", digits=1, metric="log_smape", mean=mean, low=low,
-                         high=high))
+        ("multitask_numeric", "bittokens", (0.90, 0.85, 0.95)),
+        ("multitask_numeric", "single_digit", (0.80, 0.70, 0.86)),
+        ("multitask_numeric", "xval", (0.10, 0.05, 0.15)),
+        ("zoo_multitask", "abacus", (0.60, 0.50, 0.69)),
+        ("multitask", "fone", (0.99, 0.98, 1.00)),
+    ]:  # Study 2 is not on the board: 2b is the protocol
+        rows.append(
+            dict(
+                study=study,
+                encoding=encoding,
+                task="addition",
+                digits=1,
+                metric="log_smape",
+                mean=mean,
+                low=low,
+                high=high,
+            )
+        )
         rows.append(dict(rows[-1], metric="exact_match", mean=0.0, low=0.0, high=0.0))  # not the task's own metric
-    rows.append(dict(study="zoo_precision", encoding="abacus", task="division", digits=2, metric="log_smape", mean=0.5,
-                     low=0.4, high=0.6))
+    rows.append(
+        dict(
+            study="zoo_precision",
+            encoding="abacus",
+            task="division",
+            digits=2,
+            metric="log_smape",
+            mean=0.5,
+            low=0.4,
+            high=0.6,
+        )
+    )
     return pd.DataFrame(rows)
 
 

@@ -7,6 +7,7 @@ the figure and printed in the table, and every rank -- its own and everyone else
 a count by hand over the CSV rows says: 1 + the encodings of the same protocol cell (task, d) whose
 interval lies entirely above and whose mean is more than 0.071 higher. results/ stays byte for byte
 as it was. The oracle reads the CSV files with the csv module and merges them with a dict."""
+
 import csv
 import hashlib
 import re
@@ -19,14 +20,25 @@ from workbench.encoders.digits import DigitEncoding
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 DELTA = 0.071  # docs/leaderboard.md's δ, written out: the oracle does not read it from the code
-STUDIES = {"multitask_numeric": "multitask", "zoo_multitask": "multitask", "precision": "precision",
-           "zoo_precision": "precision"}  # the board's protocols (docs/leaderboard.md)
-OWN_METRIC = {"addition": "log_smape", "multiplication": "log_smape", "division": "log_smape", "minmax": "accuracy",
-              "sorting": "accuracy", "interval": "accuracy"}
+STUDIES = {
+    "multitask_numeric": "multitask",
+    "zoo_multitask": "multitask",
+    "precision": "precision",
+    "zoo_precision": "precision",
+}  # the board's protocols (docs/leaderboard.md)
+OWN_METRIC = {
+    "addition": "log_smape",
+    "multiplication": "log_smape",
+    "division": "log_smape",
+    "minmax": "accuracy",
+    "sorting": "accuracy",
+    "interval": "accuracy",
+}
 
 
 class Mine(DigitEncoding):
     """A researcher's own encoding, as short as a new file in workbench/encoders/ would be."""
+
     name = "mine_test"
     label = "Mine (test)"
     group = 2
@@ -43,10 +55,16 @@ def mine():
 # mean is 0.717 < 0.95 - 0.071); at division d = 2 ten encodings lie above it (their low > 0.32 and
 # mean > 0.371: down to FoNE, 0.405 [0.346, 0.466]) and it lies above three (BitTokens 0.196
 # [0.160, 0.232], xVal log-scaled 0.085 [0.069, 0.102], xVal 0.028 [0.024, 0.032]).
-MINE = {("multiplication", 1): (0.50, 0.45, 0.55), ("multiplication", 2): (0.95, 0.94, 0.96),
-        ("multiplication", 3): (0.30, 0.25, 0.35), ("multiplication", 4): (0.20, 0.18, 0.22),
-        ("division", 1): (0.90, 0.85, 0.95), ("division", 2): (0.30, 0.28, 0.32),
-        ("division", 3): (0.10, 0.05, 0.15), ("division", 4): (0.05, 0.04, 0.06)}
+MINE = {
+    ("multiplication", 1): (0.50, 0.45, 0.55),
+    ("multiplication", 2): (0.95, 0.94, 0.96),
+    ("multiplication", 3): (0.30, 0.25, 0.35),
+    ("multiplication", 4): (0.20, 0.18, 0.22),
+    ("division", 1): (0.90, 0.85, 0.95),
+    ("division", 2): (0.30, 0.28, 0.32),
+    ("division", 3): (0.10, 0.05, 0.15),
+    ("division", 4): (0.05, 0.04, 0.06),
+}
 # ... and the same folder reruns one published cell: Abacus at multiplication d = 1 (published 0.92)
 RERUN = ("zoo_precision", "abacus", "multiplication", 1, (0.10, 0.09, 0.11))
 
@@ -59,13 +77,46 @@ def write_study(folder: Path, cells) -> Path:
     for studied, encoding, task, digits, (mean, low, high) in cells:
         for seed, score in ((0, mean - 0.01), (1, mean + 0.01)):
             for metric in (OWN_METRIC[task], "exact_match"):
-                table.append(dict(study=studied, encoding=encoding, task=task, digits=digits, seed=seed, input_tokens=6.0,
-                                  output_tokens=3.0, train_seconds=60.0, metric=metric, score=score / 2 if metric ==
-                                  "exact_match" else score))
-        intervals += [dict(study=studied, encoding=encoding, task=task, digits=digits, metric=OWN_METRIC[task], mean=mean,
-                           low=low, high=high, seeds=2, questions=500),
-                      dict(study=studied, encoding=encoding, task=task, digits=digits, metric="exact_match",
-                           mean=mean / 2, low=low / 2, high=high / 2, seeds=2, questions=500)]
+                table.append(
+                    dict(
+                        study=studied,
+                        encoding=encoding,
+                        task=task,
+                        digits=digits,
+                        seed=seed,
+                        input_tokens=6.0,
+                        output_tokens=3.0,
+                        train_seconds=60.0,
+                        metric=metric,
+                        score=score / 2 if metric == "exact_match" else score,
+                    )
+                )
+        intervals += [
+            dict(
+                study=studied,
+                encoding=encoding,
+                task=task,
+                digits=digits,
+                metric=OWN_METRIC[task],
+                mean=mean,
+                low=low,
+                high=high,
+                seeds=2,
+                questions=500,
+            ),
+            dict(
+                study=studied,
+                encoding=encoding,
+                task=task,
+                digits=digits,
+                metric="exact_match",
+                mean=mean / 2,
+                low=low / 2,
+                high=high / 2,
+                seeds=2,
+                questions=500,
+            ),
+        ]
     for name, rows in (("cpu-study.csv", table), ("cpu-study-intervals.csv", intervals)):
         with open(folder / name, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -90,27 +141,43 @@ def oracle(*folders) -> dict:
             for r in csv.DictReader(f):
                 if r["study"] in STUDIES and r["metric"] == OWN_METRIC[r["task"]]:
                     cells[(r["study"], r["encoding"], r["task"], int(r["digits"]))] = (
-                        float(r["mean"]), float(r["low"]), float(r["high"]))
+                        float(r["mean"]),
+                        float(r["low"]),
+                        float(r["high"]),
+                    )
     rows = [(STUDIES[s], t, d, e, m, lo, hi) for (s, e, t, d), (m, lo, hi) in cells.items()]
-    return {(p, t, d, e): (m, 1 + sum(1 for p2, t2, d2, _, m2, lo2, _ in rows
-                                     if (p2, t2, d2) == (p, t, d) and lo2 > hi and m2 - m > DELTA))
-            for p, t, d, e, m, lo, hi in rows}
+    return {
+        (p, t, d, e): (
+            m,
+            1
+            + sum(1 for p2, t2, d2, _, m2, lo2, _ in rows if (p2, t2, d2) == (p, t, d) and lo2 > hi and m2 - m > DELTA),
+        )
+        for p, t, d, e, m, lo, hi in rows
+    }
 
 
 def digest(folder: Path) -> dict:
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def ranks_of(board) -> dict:
-    return {(p, t, int(d), e): (m, int(r)) for p, t, d, e, m, r in
-            zip(board.protocol, board.task, board.digits, board.encoding, board["mean"], board["rank"])}
+    return {
+        (p, t, int(d), e): (m, int(r))
+        for p, t, d, e, m, r in zip(
+            board.protocol, board.task, board.digits, board.encoding, board["mean"], board["rank"]
+        )
+    }
 
 
 def same(got: dict, expected: dict) -> bool:
     """The same cells, the same ranks, the same means (to float precision)."""
     return got.keys() == expected.keys() and all(
-        got[k][1] == expected[k][1] and got[k][0] == pytest.approx(expected[k][0], abs=1e-12) for k in expected)
+        got[k][1] == expected[k][1] and got[k][0] == pytest.approx(expected[k][0], abs=1e-12) for k in expected
+    )
 
 
 def figure_cells(fig) -> dict:
@@ -130,13 +197,39 @@ def test_own_encoding_merged_over_the_published_results_is_drawn_and_ranked_by_h
     assert same(ranks_of(board), expected)  # every rank of every encoding, the rerun cell included
     # the cells worked out by hand above
     cell = {e: r for (p, t, d, e), (_, r) in expected.items() if (p, t, d) == ("precision", "multiplication", 2)}
-    assert cell == {"mine_test": 1, "ntl": 2, "single_digit": 2, "numerologic": 2, "scientific": 2, "triple_digit": 2,
-                    "reversed_digits": 2, "abacus": 2, "place_value": 3, "triple_digit_r2l": 3, "bittokens": 5,
-                    "fone": 12, "log_xval": 13, "xval": 13}
+    assert cell == {
+        "mine_test": 1,
+        "ntl": 2,
+        "single_digit": 2,
+        "numerologic": 2,
+        "scientific": 2,
+        "triple_digit": 2,
+        "reversed_digits": 2,
+        "abacus": 2,
+        "place_value": 3,
+        "triple_digit_r2l": 3,
+        "bittokens": 5,
+        "fone": 12,
+        "log_xval": 13,
+        "xval": 13,
+    }
     cell = {e: r for (p, t, d, e), (_, r) in expected.items() if (p, t, d) == ("precision", "division", 2)}
-    assert cell == {"mine_test": 11, "numerologic": 1, "ntl": 1, "scientific": 1, "reversed_digits": 1,
-                    "single_digit": 1, "place_value": 1, "abacus": 1, "triple_digit": 3, "triple_digit_r2l": 8,
-                    "fone": 10, "bittokens": 12, "log_xval": 13, "xval": 13}
+    assert cell == {
+        "mine_test": 11,
+        "numerologic": 1,
+        "ntl": 1,
+        "scientific": 1,
+        "reversed_digits": 1,
+        "single_digit": 1,
+        "place_value": 1,
+        "abacus": 1,
+        "triple_digit": 3,
+        "triple_digit_r2l": 8,
+        "fone": 10,
+        "bittokens": 12,
+        "log_xval": 13,
+        "xval": 13,
+    }
     assert expected[("precision", "multiplication", 1, "abacus")] == (0.10, 12)  # the rerun replaced 0.92
 
     # the figure draws every encoding whose rows were ranked, each cell with the oracle's rank
@@ -157,7 +250,7 @@ def test_the_command_prints_the_merged_board_and_writes_nothing_into_results(own
     leaderboard.main(["--study", str(own), "--csv", str(out)])
     printed = capsys.readouterr().out
     lines = {line.split("  ")[0]: line for line in printed.splitlines()}
-    precision = printed[printed.index("trained alone"):]
+    precision = printed[printed.index("trained alone") :]
     mine_line = next(line for line in precision.splitlines() if line.startswith("Mine (test)"))
     assert "0.95 [0.94, 0.96] (1)" in mine_line and "0.30 [0.28, 0.32] (11)" in mine_line
     fone = next(line for line in precision.splitlines() if line.startswith("FoNE"))
@@ -165,8 +258,10 @@ def test_the_command_prints_the_merged_board_and_writes_nothing_into_results(own
     assert f"{own}: 9 cells of 2 encoding(s) (Abacus; Mine (test)), 1 of them replacing the same cells above" in printed
     assert "Mine (test)" in lines  # in the multi-task table too, its cells "no runs"
     with open(out) as f:
-        written = {(r["protocol"], r["task"], int(r["digits"]), r["encoding"]): (float(r["mean"]), int(r["rank"]))
-                   for r in csv.DictReader(f)}
+        written = {
+            (r["protocol"], r["task"], int(r["digits"]), r["encoding"]): (float(r["mean"]), int(r["rank"]))
+            for r in csv.DictReader(f)
+        }
     assert same(written, expected)
     assert digest(RESULTS) == before
 
@@ -190,27 +285,44 @@ def test_the_published_board_is_unchanged_without_a_study_folder(capsys):
     assert same(ranks_of(board), expected)
     fig = leaderboard.figure(board)
     assert list(fig.data[0].y) == [
-        "Reversed digits", "Triple digit, right to left", "Triple digit", "Abacus", "Number Token Loss",
-        "Place-value tokens", "Scientific notation", "Single digit", "NumeroLogic", "FoNE", "BitTokens",
-        "xVal, log-scaled", "xVal"]
+        "Reversed digits",
+        "Triple digit, right to left",
+        "Triple digit",
+        "Abacus",
+        "Number Token Loss",
+        "Place-value tokens",
+        "Scientific notation",
+        "Single digit",
+        "NumeroLogic",
+        "FoNE",
+        "BitTokens",
+        "xVal, log-scaled",
+        "xVal",
+    ]
     shown = figure_cells(fig)
     assert "no runs" not in shown.values()
     for (p, t, d, e), (m, r) in expected.items():
         assert shown[(encoders.label(e), column_of(p, t, d))] == f"{m:.2f}<br>#{r}"
-    assert list(leaderboard.table(board, "precision").index[:3]) == ["NumeroLogic", "Number Token Loss",
-                                                                     "Scientific notation"]
+    assert list(leaderboard.table(board, "precision").index[:3]) == [
+        "NumeroLogic",
+        "Number Token Loss",
+        "Scientific notation",
+    ]
     leaderboard.main([])
     assert "results/ (published): 182 cells of 13 encoding(s)" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("make, argv, message", [
-    (None, ["--study", "{tmp}/missing"], "study folder '.*missing' does not exist"),
-    ("empty", ["--study", "{tmp}/empty"], "holds no cpu-study.csv or cpu-study-intervals.csv"),
-    ("budget", ["--study", "{tmp}/budget"], r"holds no cell of the leaderboard \(its studies: \['budget_1M'\]"),
-    ("stranger", ["--study", "{tmp}/stranger"], r"encoding \['stranger'\], which is not registered"),
-    (None, ["--alone"], "--alone shows the --study folders without results/"),
-    (None, ["--csv", "results/board.csv"], "a run writes only outside the repository or inside its runs/"),
-])
+@pytest.mark.parametrize(
+    "make, argv, message",
+    [
+        (None, ["--study", "{tmp}/missing"], "study folder '.*missing' does not exist"),
+        ("empty", ["--study", "{tmp}/empty"], "holds no cpu-study.csv or cpu-study-intervals.csv"),
+        ("budget", ["--study", "{tmp}/budget"], r"holds no cell of the leaderboard \(its studies: \['budget_1M'\]"),
+        ("stranger", ["--study", "{tmp}/stranger"], r"encoding \['stranger'\], which is not registered"),
+        (None, ["--alone"], "--alone shows the --study folders without results/"),
+        (None, ["--csv", "results/board.csv"], "a run writes only outside the repository or inside its runs/"),
+    ],
+)
 def test_bad_input_is_a_clear_error(tmp_path, capsys, make, argv, message):
     if make == "empty":
         (tmp_path / "empty").mkdir()
@@ -230,11 +342,17 @@ def test_notebook_04_takes_study_folders_and_no_study_row(own):
     """Checked before a kernel starts: study_dir a folder or a list of existing folders, fig4_part
     None (Figure 4 without a study row); a missing folder named."""
     nb = notebooks.jupytext.read(notebooks.NOTEBOOK_DIR / "04_paper_figures.py")
-    for given in ({"study_dir": ["results", str(own)], "fig4_part": None}, {"study_dir": str(own)},
-                  {"study_dir": None}, {"fig4_part": "multitask_numeric"}):
+    for given in (
+        {"study_dir": ["results", str(own)], "fig4_part": None},
+        {"study_dir": str(own)},
+        {"study_dir": None},
+        {"fig4_part": "multitask_numeric"},
+    ):
         notebooks.check_parameters("04_paper_figures", nb, given)
         notebooks.check_limits("04_paper_figures", given)
-    with pytest.raises(ValueError, match=r"study_dir=\['results', '/nowhere'\]: item '/nowhere': expected an existing folder"):
+    with pytest.raises(
+        ValueError, match=r"study_dir=\['results', '/nowhere'\]: item '/nowhere': expected an existing folder"
+    ):
         notebooks.check_limits("04_paper_figures", {"study_dir": ["results", "/nowhere"]})
     with pytest.raises(ValueError, match="takes 1 to 20 items"):
         notebooks.check_limits("04_paper_figures", {"study_dir": []})
@@ -249,13 +367,19 @@ def test_notebook_04_draws_a_study_folder_merged_over_the_published_one(tmp_path
     import json
 
     from workbench.notebooks import execute
+
     own = write_study(tmp_path / "own", [RERUN])
     before = digest(RESULTS)
-    small = dict(figure_formats=["json"], exponent_samples=1000, generator_samples=50, bootstrap_draws=5,
-                 official_data=None)
-    for where, given in (("merged", dict(study_dir=["results", str(own)])),
-                         ("alone", dict(study_dir=str(own), fig4_part=None))):
-        execute("04_paper_figures", dict(small, figures_dir=str(tmp_path / where), **given), output_dir=tmp_path / where)
+    small = dict(
+        figure_formats=["json"], exponent_samples=1000, generator_samples=50, bootstrap_draws=5, official_data=None
+    )
+    for where, given in (
+        ("merged", dict(study_dir=["results", str(own)])),
+        ("alone", dict(study_dir=str(own), fig4_part=None)),
+    ):
+        execute(
+            "04_paper_figures", dict(small, figures_dir=str(tmp_path / where), **given), output_dir=tmp_path / where
+        )
     figure = json.loads((tmp_path / "merged" / "04_leaderboard.json").read_text())["data"][0]
     shown = {(y, x): figure["text"][i][j] for i, y in enumerate(figure["y"]) for j, x in enumerate(figure["x"])}
     expected = oracle(RESULTS, own)

@@ -1,4 +1,5 @@
 """locality: Lemma 4.2 against exact phases, conditional entropy against hand-computable cases."""
+
 import math
 
 import numpy as np

@@ -1,5 +1,6 @@
 """One writer per folder (workbench.locks): a second process is refused with the holder named; the
 lock goes when its holder dies, however it dies."""
+
 import os
 import signal
 import subprocess
@@ -20,7 +21,9 @@ with ({kind})(sys.argv[1]):
 
 
 def start_holder(path, kind="hold"):
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER.format(kind=kind), str(path)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER.format(kind=kind), str(path)], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "held"
     return proc
 
@@ -50,8 +53,12 @@ def test_nested_holds_in_one_process_share_the_lock(tmp_path):
     with hold(tmp_path):
         with hold(tmp_path / "."):
             pass
-        proc = subprocess.run([sys.executable, "-c", HOLDER.format(kind="hold"), str(tmp_path)], capture_output=True,
-                              text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-c", HOLDER.format(kind="hold"), str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode != 0 and "InUse" in proc.stderr  # still held after the inner block
     with hold(tmp_path):  # and released after the outer one
         pass
@@ -111,6 +118,7 @@ def test_a_holder_whose_folder_was_moved_aside_writes_nothing_more(tmp_path):
     """Bug: with the folder moved aside, a second writer locked a new folder at the same path and
     both wrote there. The holder notices before its next write, and when it lets go."""
     from workbench.atomic import write_atomic
+
     run = tmp_path / "run"
     with pytest.raises(InUse, match=rf"the folder {run}: the folder was moved"):
         with hold(run):
@@ -133,6 +141,7 @@ def test_a_holder_whose_folder_was_moved_aside_writes_nothing_more(tmp_path):
 @pytest.mark.parametrize("change", ["removed", "replaced"])
 def test_a_removed_or_replaced_lock_file_is_noticed(tmp_path, change):
     from workbench import locks
+
     with pytest.raises(InUse, match=f"its lock file .lock was {change}"):
         with hold(tmp_path):
             (tmp_path / ".lock").unlink()
@@ -149,6 +158,7 @@ def test_a_second_thread_of_the_same_process_is_refused(tmp_path, kind):
     """Bug: two threads of one process shared the lock (two frontier runners in one process asked
     every question twice)."""
     import threading
+
     path = tmp_path / ("run" if kind == "hold" else "answers.jsonl")
     take = hold if kind == "hold" else hold_file
     outcome = []
@@ -159,6 +169,7 @@ def test_a_second_thread_of_the_same_process_is_refused(tmp_path, kind):
                 outcome.append("held")
         except InUse as err:
             outcome.append(str(err))
+
     with take(path):
         thread = threading.Thread(target=second, name="runner-2")
         thread.start()

@@ -1,5 +1,6 @@
 """Log-scaled xVal: s(x) against the formula in 50-digit decimals, round trips over float64's
 range, the z-score statistics against numpy, the ideal head, bad input, and a tiny training run."""
+
 import math
 import random
 import re
@@ -30,8 +31,10 @@ def oracle_scale(x, scale=6.0):
 
 def values(n=400, seed=0):
     rng = random.Random(seed)
-    return [rng.choice([-1, 1]) * float(f"{rng.randint(1, 9)}.{rng.randint(0, 10**14)}e{rng.randint(-300, 300)}")
-            for _ in range(n)] + [0.0, 1.0, -1.0, 0.5, 1e-10, 123.456, 1.7976931348623157e308]
+    return [
+        rng.choice([-1, 1]) * float(f"{rng.randint(1, 9)}.{rng.randint(0, 10**14)}e{rng.randint(-300, 300)}")
+        for _ in range(n)
+    ] + [0.0, 1.0, -1.0, 0.5, 1e-10, 123.456, 1.7976931348623157e308]
 
 
 @pytest.mark.parametrize("scale", [6.0, 1.0])
@@ -119,8 +122,9 @@ def test_variant_source_with_separate_means_is_twice_the_authors_loss():
     torch.manual_seed(0)
     model = GPT(preset("cpu-tiny", loss="separate_means"), SOURCE, tok.vocab_size, tok.num_id)
     pairs = [("1.5 + 2", "3.5"), ("12 * 3", "36"), ("7 - 10", "-3"), ("250 + 0.125", "250.125")]
-    batch = number_fields(pack([tok.sample(p, a) for p, a in pairs] * 10, 2, 40, tok.pad_id, tok.num_id),
-                          model.number_head, model.num_id)
+    batch = number_fields(
+        pack([tok.sample(p, a) for p, a in pairs] * 10, 2, 40, tok.pad_id, tok.num_id), model.number_head, model.num_id
+    )
     hidden = model(batch)
     got = train_losses(model, batch, hidden=hidden)["loss"]
     targets = batch.targets.flatten()[batch.loss_index]
@@ -128,7 +132,9 @@ def test_variant_source_with_separate_means_is_twice_the_authors_loss():
     at = targets == tok.num_id
     preds = model.number_outputs(hidden[at]).double()
     labels = batch.target_values.flatten()[batch.loss_index][at]
-    assert at.sum() >= 4 and got.item() == pytest.approx(2 * ((ce + source_number_loss(preds, labels)) / 2).item(), rel=1e-6)
+    assert at.sum() >= 4 and got.item() == pytest.approx(
+        2 * ((ce + source_number_loss(preds, labels)) / 2).item(), rel=1e-6
+    )
 
 
 def test_bad_input():
@@ -156,12 +162,18 @@ def test_values_whose_scale_would_underflow_are_an_error_naming_them():
     smallest = CODEC.smallest
     assert 3e-307 < smallest < 3.2e-307
     for bad in (5e-324, -5e-324, 1e-310, -2.2250738585072014e-308, smallest / 2):
-        with pytest.raises(ValueError, match=rf"^log_xval cannot encode {re.escape(repr(bad))}: its scale s would underflow"):
+        with pytest.raises(
+            ValueError, match=rf"^log_xval cannot encode {re.escape(repr(bad))}: its scale s would underflow"
+        ):
             CODEC.encode(torch.tensor([1.0, bad], dtype=torch.float64))
     edge = torch.tensor([smallest, -smallest, 1e-300, 0.0], dtype=torch.float64)
     back = CODEC.decode(CODEC.encode(edge))
     assert back.tolist() == pytest.approx(edge.tolist(), rel=1e-13)
     # whatever decode gives (a head's output, fed back during generation), encode takes
-    s = torch.cat([torch.tensor([1e-320, 2.2250738585072014e-308, 3e-308], dtype=torch.float64),
-                   torch.logspace(-310, 1, 2000, dtype=torch.float64)])[:, None]
+    s = torch.cat(
+        [
+            torch.tensor([1e-320, 2.2250738585072014e-308, 3e-308], dtype=torch.float64),
+            torch.logspace(-310, 1, 2000, dtype=torch.float64),
+        ]
+    )[:, None]
     CODEC.encode(CODEC.decode(torch.cat([s, -s])))

@@ -1,4 +1,5 @@
 """Metrics against the paper's formulas, written out with fractions/statistics as oracles."""
+
 import math
 import statistics
 from fractions import Fraction
@@ -22,9 +23,21 @@ def oracle_log_smape(p, t):
     return min(1.0, -math.log10(s + EPS) / 15)
 
 
-@pytest.mark.parametrize("p,t", [(1.0, 1.0), (0.0, 0.0), (7.0, 8.0), (123.456, 123.457),
-                                 (-5.0, 5.0), (1e15, 1e-14), (3.14159, 3.14), (1e308, -1e308),
-                                 (5e-324, 0.0), (1.7976931348623157e308, 1e308)])
+@pytest.mark.parametrize(
+    "p,t",
+    [
+        (1.0, 1.0),
+        (0.0, 0.0),
+        (7.0, 8.0),
+        (123.456, 123.457),
+        (-5.0, 5.0),
+        (1e15, 1e-14),
+        (3.14159, 3.14),
+        (1e308, -1e308),
+        (5e-324, 0.0),
+        (1.7976931348623157e308, 1e308),
+    ],
+)
 def test_log_smape_matches_eq_2(p, t):
     assert float(metrics.log_smape(p, t)) == pytest.approx(oracle_log_smape(p, t), abs=1e-12)
 
@@ -45,8 +58,10 @@ def test_log_smape_by_hand():
     assert list(metrics.log_smape([2.0, 0.0, -3.0], [2.0, 0.0, 3.0])) == [1.0, 1.0, 0.0]
 
 
-@pytest.mark.parametrize("p,t", [(2e-20, 1e-20), (3e-100, 1e-100), (1e-100, 1e-100), (1e-99, 0.0),
-                                 (1.5e-30, -1.5e-30), (1.000001e-25, 1e-25)])
+@pytest.mark.parametrize(
+    "p,t",
+    [(2e-20, 1e-20), (3e-100, 1e-100), (1e-100, 1e-100), (1e-99, 0.0), (1.5e-30, -1.5e-30), (1.000001e-25, 1e-25)],
+)
 def test_log_smape_at_tiny_magnitudes_where_eps_matters(p, t):
     """Below 1e-18 the eps = 1e-100 of eq. 1 and 2 is what keeps the score right: at 1e-100 it is
     a third of the denominator. Hand-computed from eq. 1-2 with Fractions."""
@@ -101,17 +116,26 @@ def test_mismatched_shapes_are_an_error_not_a_broadcast():
     assert list(metrics.exact_match(2.0, [1.0, 2.0])) == [False, True]  # a scalar still pairs with all
 
 
-@pytest.mark.parametrize("pred,target,name", [([1 + 2j], [1.0], "pred"), ([1.0], [1 + 0j], "target"),
-                                              (["1.5"], [1.5], "pred"), ([1.5], [None], "target")])
+@pytest.mark.parametrize(
+    "pred,target,name",
+    [([1 + 2j], [1.0], "pred"), ([1.0], [1 + 0j], "target"), (["1.5"], [1.5], "pred"), ([1.5], [None], "target")],
+)
 def test_complex_or_non_numeric_input_is_an_error(pred, target, name):
     for metric in (metrics.log_smape, metrics.exact_match):
         with pytest.raises(ValueError, match=f"{name} must be real numbers"):
             metric(pred, target)
 
 
-@pytest.mark.parametrize("kwargs,name", [({"lam": math.nan}, "lam"), ({"lam": math.inf}, "lam"),
-                                         ({"lam": "1"}, "lam"), ({"eps": math.nan}, "eps"),
-                                         ({"eps": -1e-3}, "eps")])
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        ({"lam": math.nan}, "lam"),
+        ({"lam": math.inf}, "lam"),
+        ({"lam": "1"}, "lam"),
+        ({"eps": math.nan}, "eps"),
+        ({"eps": -1e-3}, "eps"),
+    ],
+)
 def test_generalized_mean_rejects_bad_lam_and_eps(kwargs, name):
     with pytest.raises(ValueError, match=name):
         metrics.generalized_mean([0.5], **kwargs)
@@ -122,6 +146,7 @@ def test_generalized_mean_rejects_bad_lam_and_eps(kwargs, name):
 def oracle_exact(p, t):
     """Round the written (shortest) decimal of each value to 15 significant digits half-to-even
     with integers and Fractions, then compare sign, exponent and digits."""
+
     def key(x):
         f = Fraction(repr(x))
         if f == 0:
@@ -136,6 +161,7 @@ def oracle_exact(p, t):
         if digits == 10**15:
             digits, e = 10**14, e + 1
         return (f < 0, e, digits)
+
     return math.isfinite(p) and key(p) == key(t)
 
 
@@ -147,8 +173,10 @@ def test_exact_match_against_fraction_oracle(x, ulps):
     assert bool(metrics.exact_match(y, x)[0]) == oracle_exact(y, x)
 
 
-@given(st.decimals(min_value=-10**20, max_value=10**20, allow_nan=False, allow_infinity=False,
-                   places=20), st.integers(min_value=14, max_value=17))
+@given(
+    st.decimals(min_value=-(10**20), max_value=10**20, allow_nan=False, allow_infinity=False, places=20),
+    st.integers(min_value=14, max_value=17),
+)
 def test_exact_match_against_fraction_oracle_on_near_ties(d, digits):
     # values written with 14-17 digits: the 15-digit rounding boundary is where errors would hide
     x = float(f"{d:.{digits}g}")
@@ -159,8 +187,7 @@ def test_exact_match_against_fraction_oracle_on_near_ties(d, digits):
 def test_exact_match_cases():
     pred = [1.0, 1.0000000000000002, 123456789012345.6, 1.0, -1.0, math.nan, 0.0, 99.99999999999999]
     target = [1.0, 1.0, 123456789012345.0, 1.1, 1.0, 1.0, -0.0, 100.0]
-    assert list(metrics.exact_match(pred, target)) == [True, True, False, False, False, False, True,
-                                                       True]
+    assert list(metrics.exact_match(pred, target)) == [True, True, False, False, False, False, True, True]
 
 
 def test_generalized_mean_is_harmonic_geometric_arithmetic():
@@ -169,27 +196,31 @@ def test_generalized_mean_is_harmonic_geometric_arithmetic():
     assert metrics.generalized_mean(p, 0, eps=0) == pytest.approx(statistics.geometric_mean(p))
     assert metrics.generalized_mean(p, 1, eps=0) == pytest.approx(statistics.mean(p))
     # lam=0 is the limit of eq. 15
-    assert metrics.generalized_mean(p, 1e-9, eps=0) == pytest.approx(
-        metrics.generalized_mean(p, 0, eps=0), rel=1e-6)
+    assert metrics.generalized_mean(p, 1e-9, eps=0) == pytest.approx(metrics.generalized_mean(p, 0, eps=0), rel=1e-6)
     # eps shifts every score before the mean
-    assert metrics.generalized_mean([0.0, 1.0], -1, eps=0.5) == pytest.approx(
-        statistics.harmonic_mean([0.5, 1.5]))
+    assert metrics.generalized_mean([0.0, 1.0], -1, eps=0.5) == pytest.approx(statistics.harmonic_mean([0.5, 1.5]))
     assert metrics.generalized_mean([0.0, 1.0], 1, eps=0) == 0.5
 
 
-@pytest.mark.parametrize("bad,lam", [([], -1), ([0.0, 1.0], -1), ([0.0], 0), ([-0.5], 1),
-                                     ([math.nan], -1)])
+@pytest.mark.parametrize("bad,lam", [([], -1), ([0.0, 1.0], -1), ([0.0], 0), ([-0.5], 1), ([math.nan], -1)])
 def test_generalized_mean_rejects_bad_scores(bad, lam):
     with pytest.raises(ValueError):
         metrics.generalized_mean(bad, lam, eps=0)
 
 
 def test_interval_and_sorting_accuracy():
-    assert list(metrics.interval_accuracy(["A", " B", "C", None, "b"], ["A", "B", "D", "A", "B"])) == \
-        [True, True, False, False, False]
-    assert list(metrics.sorting_accuracy([[1, 2], [2, 1], None, [1], [0.1, 0.2]],
-                                         [[1, 2], [1, 2], [1], [1, 2], [0.1, 0.2000000000000001]])) == \
-        [True, False, False, False, False]
+    assert list(metrics.interval_accuracy(["A", " B", "C", None, "b"], ["A", "B", "D", "A", "B"])) == [
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
+    assert list(
+        metrics.sorting_accuracy(
+            [[1, 2], [2, 1], None, [1], [0.1, 0.2]], [[1, 2], [1, 2], [1], [1, 2], [0.1, 0.2000000000000001]]
+        )
+    ) == [True, False, False, False, False]
     with pytest.raises(ValueError, match="targets"):
         metrics.interval_accuracy(["A"], ["A", "B"])
     with pytest.raises(ValueError, match="targets"):

@@ -1,4 +1,5 @@
 """The GPT: packing, the sample-boundary mask, the question mask, the number head, KV cache."""
+
 import numpy as np
 import pytest
 import torch
@@ -55,9 +56,11 @@ def test_attention_never_crosses_a_sample_boundary(tok, context, blocked):
     b = batch_of(tok, [("1.5 + 2", "3.5"), ("12 * 3", "36")], context)
     assert (attention_plan(packed_mask(b["doc_ids"]))[1] is not None) == blocked
     captured = {}
+
     def keep(module, inputs, output):
         output.retain_grad()
         captured["emb"] = output
+
     model.wte.register_forward_hook(keep)
     logits = model.logits(b["ids"], b["values"], b["positions"], b["doc_ids"])
     doc = b["doc_ids"][0]
@@ -125,8 +128,9 @@ def test_the_last_block_at_the_loss_rows_gives_the_whole_blocks_loss_and_gradien
     """The training forward runs the last block past its attention on the loss positions only; the
     loss and every gradient must equal the whole block's bit for bit (else runs stop retracing)."""
     torch.manual_seed(0)
-    model = GPT(preset("cpu-tiny", bias=bias, norm_weight=norm_weight), encoders.get("bittokens"), tok.vocab_size,
-                tok.num_id)
+    model = GPT(
+        preset("cpu-tiny", bias=bias, norm_weight=norm_weight), encoders.get("bittokens"), tok.vocab_size, tok.num_id
+    )
     pools = {"multiplication": make_pool("multiplication", 300, tok, seed=0, split="train", regime=Regime((0, 1), 2))}
     b = next_batch(pools, {"multiplication": 200}, np.random.default_rng(0), None, 4, 128, tok.pad_id, tok.num_id)
     results = []
@@ -149,15 +153,19 @@ def test_packed_sample_gives_the_same_logits_as_the_sample_alone(tok):
     row, doc = 1, int(b["doc_ids"][1, 20])
     at = b["doc_ids"][row] == doc
     assert b["positions"][row][at][0] == 0 and at.nonzero()[0, 0] > 0
-    alone = model.logits(b["ids"][row][at][None], b["values"][row][at][None], b["positions"][row][at][None],
-                         torch.zeros(1, int(at.sum()), dtype=torch.long))
+    alone = model.logits(
+        b["ids"][row][at][None],
+        b["values"][row][at][None],
+        b["positions"][row][at][None],
+        torch.zeros(1, int(at.sum()), dtype=torch.long),
+    )
     assert torch.allclose(logits[row][at], alone[0], atol=1e-5)
 
 
 def rows_of(batch: dict, rank: int, world: int) -> dict:
     """The rank-th of `world` equal slices of the batch's rows; the counts stay the whole batch's."""
     per = batch["ids"].shape[0] // world
-    return {k: v if v.ndim == 0 else v[rank * per:(rank + 1) * per] for k, v in batch.items()}
+    return {k: v if v.ndim == 0 else v[rank * per : (rank + 1) * per] for k, v in batch.items()}
 
 
 def test_global_counts_make_row_slices_add_up_to_the_whole_batch(tok):
@@ -166,19 +174,31 @@ def test_global_counts_make_row_slices_add_up_to_the_whole_batch(tok):
     model = tiny(tok)
     b = batch_of(tok, [("1.5 + 2", "3.5"), ("12 * 3", "36"), ("7 - 10", "-3")], context=30, rows=4)
     whole = train_losses(model, number_fields(b, model.number_head, model.num_id))
-    parts = [train_losses(model, number_fields(rows_of(b, rank, 2), model.number_head, model.num_id)) for rank in range(2)]
+    parts = [
+        train_losses(model, number_fields(rows_of(b, rank, 2), model.number_head, model.num_id)) for rank in range(2)
+    ]
     for key in ("loss", "ce", "number"):
         assert torch.allclose(whole[key], parts[0][key] + parts[1][key], atol=1e-5)
-    assert torch.allclose(whole["ce"], torch.nn.functional.cross_entropy(
-        model.logits(b["ids"], b["values"], b["positions"], b["doc_ids"])[b["loss_mask"]], b["targets"][b["loss_mask"]]),
-        atol=1e-5)
+    assert torch.allclose(
+        whole["ce"],
+        torch.nn.functional.cross_entropy(
+            model.logits(b["ids"], b["values"], b["positions"], b["doc_ids"])[b["loss_mask"]],
+            b["targets"][b["loss_mask"]],
+        ),
+        atol=1e-5,
+    )
 
 
 def test_param_groups_partition_every_parameter(tok):
     """C.1's groups: scalars (ndim < 2: biases, norm gains) at 0.02, the blocks' matrices with Muon,
     the token embedding at 0.03, everything else (lm head, number head, its joins) at 0.004."""
-    for name, options in [("bittokens", {}), ("bittokens", {"combine": "weighted"}), ("xval", {}),
-                          ("fone", {}), ("single_digit", {})]:
+    for name, options in [
+        ("bittokens", {}),
+        ("bittokens", {"combine": "weighted"}),
+        ("xval", {}),
+        ("fone", {}),
+        ("single_digit", {}),
+    ]:
         cfg = preset("cpu-tiny")
         model = GPT(cfg, encoders.get(name, **options), 3000)
         groups = model.param_groups()
@@ -209,10 +229,15 @@ def test_kv_cache_matches_full_recompute(tok):
     first = model.trunk(ids[:, :k], values[:, :k], pos[:, :k], packed_mask(torch.zeros(1, k, dtype=torch.long)), cache)
     steps = [first[:, -1]]
     for t in range(k, T):
-        out = model.trunk(ids[:, t:t + 1], values[:, t:t + 1], pos[:, t:t + 1],
-                          torch.ones(1, 1, 1, t + 1, dtype=torch.bool), cache)
+        out = model.trunk(
+            ids[:, t : t + 1],
+            values[:, t : t + 1],
+            pos[:, t : t + 1],
+            torch.ones(1, 1, 1, t + 1, dtype=torch.bool),
+            cache,
+        )
         steps.append(out[:, -1])
-    assert torch.allclose(torch.stack(steps[:-1], 1), full[:, k - 1:-1], atol=1e-4)
+    assert torch.allclose(torch.stack(steps[:-1], 1), full[:, k - 1 : -1], atol=1e-4)
 
 
 def test_generate_and_score_run_for_every_encoding(tok):
@@ -237,8 +262,10 @@ def test_pack_lays_samples_token_by_token_and_cuts_the_last_of_each_row():
     """Against a token-by-token reference: samples fill the rows in order, the one that reaches a
     row's end is cut (its rest is dropped), positions restart and doc ids count every sample."""
     rng = np.random.default_rng(1)
-    samples = [(rng.integers(3, 9, n), rng.normal(size=n), rng.random(n) < 0.5, int(rng.integers(3)))
-               for n in rng.integers(0, 30, 60)]
+    samples = [
+        (rng.integers(3, 9, n), rng.normal(size=n), rng.random(n) < 0.5, int(rng.integers(3)))
+        for n in rng.integers(0, 30, 60)
+    ]
     rows, width = 4, 41
     expected = {name: [[], [], [], []] for name in ("ids", "values", "mask", "doc", "pos", "task")}
     row = 0

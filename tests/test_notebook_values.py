@@ -1,5 +1,6 @@
 """What the notebooks compute, not only that they run: values read from the files an executed
 notebook writes and from what it prints, at small parameters, against facts known without it."""
+
 import json
 import math
 import os
@@ -16,8 +17,10 @@ from workbench.rundir import load_metrics
 from workbench.tasks import generate
 from workbench.tokenizer import Tokenizer
 
-OFFICIAL = Path(os.environ.get("WORKBENCH_OFFICIAL_DATA") or
-                Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "official_bittokens")
+OFFICIAL = Path(
+    os.environ.get("WORKBENCH_OFFICIAL_DATA")
+    or Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "official_bittokens"
+)
 
 
 def run(name, tmp_path, **params):
@@ -25,8 +28,9 @@ def run(name, tmp_path, **params):
     params = {"figures_dir": str(tmp_path / "figures"), "figure_formats": ["html"], **params}
     path = execute(name, params, output_dir=tmp_path)
     cells = json.loads(path.read_text())["cells"]
-    return "".join("".join(o.get("text", "")) for c in cells for o in c.get("outputs", [])
-                   if o.get("output_type") == "stream")
+    return "".join(
+        "".join(o.get("text", "")) for c in cells for o in c.get("outputs", []) if o.get("output_type") == "stream"
+    )
 
 
 def as_number(text) -> float:
@@ -41,8 +45,14 @@ def as_number(text) -> float:
 # s(x) = log10|x| / 6 + 2.5 is not bit-exact and RMSNorm erases its scale; single digits spend
 # several tokens per number and are text (D3, D5-D9 do not apply).
 CERTAIN = {("bittokens", d): "pass" for d in ("D1", "D2", "D4", "D5", "D6")}
-CERTAIN |= {("xval", "D4"): "fail", ("xval", "D5"): "fail", ("fone", "D2"): "pass", ("fone", "D4"): "pass",
-            ("single_digit", "D1"): "fail", ("single_digit", "D2"): "pass"}
+CERTAIN |= {
+    ("xval", "D4"): "fail",
+    ("xval", "D5"): "fail",
+    ("fone", "D2"): "pass",
+    ("fone", "D4"): "pass",
+    ("single_digit", "D1"): "fail",
+    ("single_digit", "D2"): "pass",
+}
 CERTAIN |= {("single_digit", d): "n/a" for d in ("D3", "D5", "D6", "D7", "D8", "D9")}
 
 
@@ -66,8 +76,16 @@ def test_desiderata_notebook_verdicts(tmp_path):
 @pytest.mark.slow
 def test_training_notebook_results_are_the_test_answers_scored(tmp_path):
     out = tmp_path / "run"
-    run("03_training", tmp_path, tasks="addition,minmax", tokens=1e4, eval_every=5, val_samples=8,
-        test_samples=16, out_dir=str(out))
+    run(
+        "03_training",
+        tmp_path,
+        tasks="addition,minmax",
+        tokens=1e4,
+        eval_every=5,
+        val_samples=8,
+        test_samples=16,
+        out_dir=str(out),
+    )
     summary = pd.read_csv(out / "test_summary.csv").set_index("task")
     samples = pd.read_csv(out / "test_samples.csv", dtype=str, keep_default_na=False)
     assert set(summary.index) == {"addition", "minmax"} and (summary["n"] == 16).all()
@@ -79,15 +97,20 @@ def test_training_notebook_results_are_the_test_answers_scored(tmp_path):
     add, mm = samples[samples.task == "addition"], samples[samples.task == "minmax"]
     log_smape = metrics.log_smape([as_number(p) for p in add.prediction], add.answer.astype(float))
     assert add.score.astype(float).tolist() == pytest.approx(log_smape.tolist(), abs=1e-12)
-    assert mm.score.astype(float).tolist() == [float(as_number(p) == float(a)) for p, a in zip(mm.prediction, mm.answer)]
+    assert mm.score.astype(float).tolist() == [
+        float(as_number(p) == float(a)) for p, a in zip(mm.prediction, mm.answer)
+    ]
     tok = Tokenizer("bittokens")
-    assert samples.input_tokens.astype(int).tolist() == [len(tok.encode(f"<|bos|>{p}<|eoq|>")[0]) for p in samples.prompt]
+    assert samples.input_tokens.astype(int).tolist() == [
+        len(tok.encode(f"<|bos|>{p}<|eoq|>")[0]) for p in samples.prompt
+    ]
     assert (samples.output_tokens.astype(int) >= 1).all()
     # the summary and the results table are the means of those rows
     for task, rows in (("addition", add), ("minmax", mm)):
         assert summary.loc[task, "score"] == pytest.approx(rows.score.astype(float).mean(), abs=1e-12)
-        assert summary.loc[task, "tokens"] == pytest.approx(rows.input_tokens.astype(int).mean()
-                                                            + rows.output_tokens.astype(int).mean())
+        assert summary.loc[task, "tokens"] == pytest.approx(
+            rows.input_tokens.astype(int).mean() + rows.output_tokens.astype(int).mean()
+        )
     assert 0 <= summary.loc["addition", "exact"] <= summary.loc["addition", "score"] <= 1
     results = read_results(out / "results.csv").set_index(["task", "metric"])["value"]
     assert results[("addition", "log_smape")] == pytest.approx(summary.loc["addition", "score"])
@@ -101,8 +124,15 @@ def test_training_notebook_results_are_the_test_answers_scored(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(not (OFFICIAL / "combined_samples_long.csv").exists(), reason="released data not available")
 def test_paper_figures_notebook_reproduces_table_1_from_the_released_answers(tmp_path):
-    printed = run("04_paper_figures", tmp_path, official_data=str(OFFICIAL), results_csv=None,
-                  exponent_samples=2000, generator_samples=200, bootstrap_draws=20)
+    printed = run(
+        "04_paper_figures",
+        tmp_path,
+        official_data=str(OFFICIAL),
+        results_csv=None,
+        exponent_samples=2000,
+        generator_samples=200,
+        bootstrap_draws=20,
+    )
     found = re.search(r"largest \|per-sample mean - Table 1\| = ([\d.]+) pp over (\d+) cells", printed)
     assert found, printed[:2000]
     # Table 1 prints one decimal in percent: recomputed means agree to half of it; 13 model
@@ -116,11 +146,22 @@ def test_figure_4_draws_each_study_bar_inside_its_own_interval(tmp_path, part="m
     and metric, and its error bar is exactly that row's interval in the intervals table."""
     from workbench import study
     from workbench.paper_figures import ROW_OF_TASK
-    run("04_paper_figures", tmp_path, study_dir="results", fig4_part=part, figure_formats=["json"],
-        generator_samples=50, bootstrap_draws=5)
+
+    run(
+        "04_paper_figures",
+        tmp_path,
+        study_dir="results",
+        fig4_part=part,
+        figure_formats=["json"],
+        generator_samples=50,
+        bootstrap_draws=5,
+    )
     figure = json.loads((tmp_path / "figures" / "04_fig4_methods.json").read_text())
     table, intervals = study.read_study("results")
-    table, intervals = table[table.study == part], intervals[intervals.study == part].set_index(["encoding", "task", "metric"])
+    table, intervals = (
+        table[table.study == part],
+        intervals[intervals.study == part].set_index(["encoding", "task", "metric"]),
+    )
     task_of = {row: task for task, row in ROW_OF_TASK.items()}
     third_row = [t for t in figure["data"] if t["type"] == "bar" and t.get("yaxis") == "y5"]
     checked = 0

@@ -1,5 +1,6 @@
 """Every notebook executes under papermill at small parameters, the .py/.ipynb twins agree, and bad
 parameters fail with a message that says what is wrong."""
+
 import asyncio
 import json
 import os
@@ -15,20 +16,37 @@ from workbench import notebooks
 from workbench.notebooks import NOTEBOOKS, NotebookError, check_pairs, execute, parameters_of
 from workbench.results import read_results
 
-OFFICIAL = Path(os.environ.get("WORKBENCH_OFFICIAL_DATA") or
-                Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "official_bittokens")
+OFFICIAL = Path(
+    os.environ.get("WORKBENCH_OFFICIAL_DATA")
+    or Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "official_bittokens"
+)
 
 # Seconds per notebook, not minutes: tiny budgets, few samples, HTML figures into a temporary folder.
 SMALL = {
     "01_desiderata": {},
     "02_fone_locality": {},
-    "03_training": {"tasks": "addition,minmax", "tokens": 2e4, "eval_every": 5, "val_samples": 8,
-                    "test_samples": 16},
-    "04_paper_figures": {"official_data": None, "exponent_samples": 2000, "generator_samples": 200,
-                         "bootstrap_draws": 20},
-    "05_retrofit": {"pretrain_tokens": 4e3, "layers": 1, "heads": 2, "context": 64, "vocab_size": 400, "tokens": 2000,
-                    "batch_tokens": 500, "pool_size": 200, "val_samples": 4, "eval_every": 5, "test_samples": 6,
-                    "text_samples": 2, "bootstrap_draws": 50},
+    "03_training": {"tasks": "addition,minmax", "tokens": 2e4, "eval_every": 5, "val_samples": 8, "test_samples": 16},
+    "04_paper_figures": {
+        "official_data": None,
+        "exponent_samples": 2000,
+        "generator_samples": 200,
+        "bootstrap_draws": 20,
+    },
+    "05_retrofit": {
+        "pretrain_tokens": 4e3,
+        "layers": 1,
+        "heads": 2,
+        "context": 64,
+        "vocab_size": 400,
+        "tokens": 2000,
+        "batch_tokens": 500,
+        "pool_size": 200,
+        "val_samples": 4,
+        "eval_every": 5,
+        "test_samples": 6,
+        "text_samples": 2,
+        "bootstrap_draws": 50,
+    },
 }
 
 
@@ -36,8 +54,11 @@ def small(name, tmp_path, **extra):
     """SMALL[name] plus temporary output folders for the parameters the notebook has."""
     known = parameters_of(jupytext.read(notebooks.NOTEBOOK_DIR / f"{name}.py"))
     params = dict(SMALL[name], **extra)
-    for key, value in (("figures_dir", str(tmp_path / "figures")), ("figure_formats", ["html"]),
-                       ("out_dir", str(tmp_path / "run"))):
+    for key, value in (
+        ("figures_dir", str(tmp_path / "figures")),
+        ("figure_formats", ["html"]),
+        ("out_dir", str(tmp_path / "run")),
+    ):
         if key in known:
             params.setdefault(key, value)
     return params
@@ -88,14 +109,25 @@ def test_notebook_runs_at_small_parameters(name, tmp_path):
 @pytest.mark.skipif(not (OFFICIAL / "combined_samples_long.csv").exists(), reason="released data not available")
 def test_paper_figures_notebook_with_released_data_and_results(tmp_path):
     results = tmp_path / "results.csv"
-    results.write_text("encoding,task,metric,value,seed\nbittokens,addition,log_smape,0.5,0\n"
-                       "xval,addition,log_smape,0.1,0\n")
-    path = execute("04_paper_figures", small("04_paper_figures", tmp_path, official_data=str(OFFICIAL),
-                                             results_csv=str(results)), output_dir=tmp_path)
+    results.write_text(
+        "encoding,task,metric,value,seed\nbittokens,addition,log_smape,0.5,0\nxval,addition,log_smape,0.1,0\n"
+    )
+    path = execute(
+        "04_paper_figures",
+        small("04_paper_figures", tmp_path, official_data=str(OFFICIAL), results_csv=str(results)),
+        output_dir=tmp_path,
+    )
     written = {p.stem for p in (tmp_path / "figures").glob("*.html")}
-    assert {"04_fig2_radar", "04_fig3_tokens", "04_fig4_methods", "04_fig5_addition_exponents",
-            "04_fig6_multiplication_exponents", "04_fig7_difficulty", "04_fig8_stability",
-            "04_frontier_by_difficulty"} <= written
+    assert {
+        "04_fig2_radar",
+        "04_fig3_tokens",
+        "04_fig4_methods",
+        "04_fig5_addition_exponents",
+        "04_fig6_multiplication_exponents",
+        "04_fig7_difficulty",
+        "04_fig8_stability",
+        "04_frontier_by_difficulty",
+    } <= written
     assert "largest |per-sample mean - Table 1|" in outputs(path)
 
 
@@ -109,9 +141,12 @@ def test_unknown_parameter_is_refused_before_running(tmp_path):
 # what the runner cannot check before the kernel (an unknown encoding, a negative budget, a missing
 # folder are refused before it: tests/test_notebook_parameters.py)
 @pytest.mark.slow
-@pytest.mark.parametrize("name, params, message", [
-    ("04_paper_figures", {"fig4_part": "precision"}, r"fig4_part must be a multi-task part .* got 'precision'"),
-])
+@pytest.mark.parametrize(
+    "name, params, message",
+    [
+        ("04_paper_figures", {"fig4_part": "precision"}, r"fig4_part must be a multi-task part .* got 'precision'"),
+    ],
+)
 def test_wrong_parameter_fails_with_a_clear_message(name, params, message, tmp_path):
     with pytest.raises(NotebookError, match=message) as error:
         execute(name, small(name, tmp_path, **params), output_dir=tmp_path)
@@ -154,6 +189,7 @@ def test_the_tracked_notebooks_carry_what_the_kernel_reports():
     dirty, unless the notebook holds it already, deep-equal). The oracle: a python3 kernel's own
     kernel_info reply (the patch release of Python may differ on another machine)."""
     from jupyter_client.manager import start_new_kernel
+
     manager, client = start_new_kernel(kernel_name="python3")
     try:
         reported = client.kernel_info(reply=True, timeout=120)["content"]["language_info"]
@@ -175,6 +211,7 @@ def test_the_lab_lists_each_notebook_once():
 
     def listed(path):
         return sorted(c["name"] for c in asyncio.run(manager.get(path, content=True))["content"])
+
     assert listed("notebooks") == [f"{name}.ipynb" for name in NOTEBOOKS]
     assert "notebooks.py" in listed("workbench") and "plots.py" in listed("workbench")
     assert "__pycache__" not in listed("workbench")
@@ -184,6 +221,7 @@ def _lab_contents_manager(root: Path):
     """The contents manager JupyterLab runs here: jupytext's, over Jupyter's, with our pre-save hook."""
     from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
     from jupytext.async_contentsmanager import build_async_jupytext_contents_manager_class
+
     manager = build_async_jupytext_contents_manager_class(AsyncLargeFileManager)(root_dir=str(root))
     manager.pre_save_hook = notebooks.pre_save_hook  # what the Makefile's server config sets
     return manager
@@ -191,6 +229,7 @@ def _lab_contents_manager(root: Path):
 
 def _save_as_the_lab_does(manager, path: str) -> None:
     """Open the notebook, let a kernel session run every cell and save (PUT) it back."""
+
     async def run():
         model = await manager.get(path, content=True, type="notebook")
         nb = model["content"]
@@ -202,6 +241,7 @@ def _save_as_the_lab_does(manager, path: str) -> None:
                 cell["execution_count"] = 1
                 cell["metadata"]["execution"] = {"iopub.status.busy": "2026-01-01T00:00:00Z"}
         await manager.save({"type": "notebook", "format": "json", "content": nb}, path)
+
     asyncio.run(run())
 
 
@@ -232,8 +272,11 @@ def test_only_the_default_run_writes_figures(tmp_path):
     assert run_dir is None and executed == notebooks.OUTPUT_DIR
     assert all(p["figures_dir"] == str(notebooks.FIGURES) for p in params.values())
     assert "out_dir" not in params["03_training"]  # the notebook's own default under runs/
-    for names, given, out in ((["03_training"], {"tokens": 2e4}, None), (["02_fone_locality"], {}, None),
-                              (NOTEBOOKS, {}, str(tmp_path / "mine"))):
+    for names, given, out in (
+        (["03_training"], {"tokens": 2e4}, None),
+        (["02_fone_locality"], {}, None),
+        (NOTEBOOKS, {}, str(tmp_path / "mine")),
+    ):
         executed, run_dir, params = notebooks.plan(names, given, out, now=0)
         assert run_dir is not None and executed == run_dir and set(params) == set(names)
         for _name, p in params.items():
@@ -247,12 +290,13 @@ def test_only_the_default_run_writes_figures(tmp_path):
 
 def test_a_parameterized_run_prints_its_run_directory(monkeypatch, tmp_path, capsys):
     seen = []
-    monkeypatch.setattr(notebooks.papermill, "execute_notebook",
-                        lambda nb, path, parameters, **kw: seen.append((path, parameters)))
+    monkeypatch.setattr(
+        notebooks.papermill, "execute_notebook", lambda nb, path, parameters, **kw: seen.append((path, parameters))
+    )
     notebooks.main(["run", "--only", "02_fone_locality", "-p", "n_pairs=10", "--output-dir", str(tmp_path / "r")])
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == lines[-1] == f"run directory: {tmp_path / 'r'}"
-    (path, parameters), = seen
+    ((path, parameters),) = seen
     assert path == str(tmp_path / "r" / "02_fone_locality.ipynb")
     assert parameters == {"n_pairs": 10, "figures_dir": str(tmp_path / "r" / "figures")}
 

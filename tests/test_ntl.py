@@ -1,6 +1,7 @@
 """Number Token Loss: the loss at digit targets against its formulas computed by hand (plain
 Python over the full softmax's digit entries), zero elsewhere, its weight in the model's loss and
 its gradient, bad input, and a tiny training run whose answers decode (single digits)."""
+
 import math
 import os
 import re
@@ -56,8 +57,9 @@ def test_the_loss_at_digit_targets_is_the_papers_formula(tok, variant):
     lm_weight = torch.randn(tok.vocab_size, 16)
     hidden = torch.randn(6, 16, requires_grad=True)
     text_id = tok.offset + 5
-    targets = torch.tensor([tok.piece_ids["4"], text_id, tok.piece_ids["0"], tok.piece_ids["."],
-                            tok.piece_ids["9"], tok.eos_id])
+    targets = torch.tensor(
+        [tok.piece_ids["4"], text_id, tok.piece_ids["0"], tok.piece_ids["."], tok.piece_ids["9"], tok.eos_id]
+    )
     loss = module.loss(hidden, lm_weight, targets)
     digit_rows = [tok.piece_ids[str(d)] for d in range(10)]
     for row, digit in ((0, 4), (2, 0), (4, 9)):
@@ -73,7 +75,7 @@ def test_a_nearer_digit_costs_less(tok):
     lm_weight = torch.zeros(tok.vocab_size, 10)
     lm_weight[[tok.piece_ids[str(d)] for d in range(10)]] = torch.eye(10) * 20  # hidden e_k predicts digit k
     target = torch.tensor([tok.piece_ids["4"]])
-    costs = [module.loss(torch.eye(10)[k:k + 1], lm_weight, target).item() for k in range(10)]
+    costs = [module.loss(torch.eye(10)[k : k + 1], lm_weight, target).item() for k in range(10)]
     assert costs[4] < costs[3] < costs[2] < costs[0] and costs[5] < costs[9] and costs[4] < 1e-6
 
 
@@ -82,10 +84,16 @@ def test_the_model_adds_it_to_the_cross_entropy(tok):
     model = GPT(preset("cpu-tiny"), encoders.get("ntl"), tok.vocab_size, tok.num_id, tok.piece_ids)
     ids, values, mask = tok.sample("12 + 34", "46")
     T = len(ids) - 1
-    batch = dict(ids=torch.as_tensor(ids[:-1])[None], values=torch.as_tensor(values[:-1])[None],
-                 positions=torch.arange(T)[None], doc_ids=torch.zeros(1, T, dtype=torch.long),
-                 targets=torch.as_tensor(ids[1:])[None], target_values=torch.as_tensor(values[1:])[None],
-                 loss_mask=torch.as_tensor(mask[1:])[None], task_ids=torch.zeros(1, T, dtype=torch.long))
+    batch = dict(
+        ids=torch.as_tensor(ids[:-1])[None],
+        values=torch.as_tensor(values[:-1])[None],
+        positions=torch.arange(T)[None],
+        doc_ids=torch.zeros(1, T, dtype=torch.long),
+        targets=torch.as_tensor(ids[1:])[None],
+        target_values=torch.as_tensor(values[1:])[None],
+        loss_mask=torch.as_tensor(mask[1:])[None],
+        task_ids=torch.zeros(1, T, dtype=torch.long),
+    )
     batch.update(ce_count=batch["loss_mask"].sum(), number_count=torch.tensor(1))
     losses = train_losses(model, number_fields(batch, model.number_head, model.num_id))
     assert losses["token_loss"] > 0
@@ -137,8 +145,12 @@ def test_loss_source_takes_its_mean_over_the_whole_steps_digit_targets(tok):
     torch.manual_seed(0)
     model = GPT(preset("cpu-tiny"), encoders.get("ntl", loss="source"), tok.vocab_size, tok.num_id, tok.piece_ids)
     batch = ntl_batch(tok)
-    assert token_count(batch, GPT(preset("cpu-tiny"), encoders.get("ntl"), tok.vocab_size, tok.num_id,
-                                  tok.piece_ids).token_module) is None  # the default's mean is over all targets
+    assert (
+        token_count(
+            batch, GPT(preset("cpu-tiny"), encoders.get("ntl"), tok.vocab_size, tok.num_id, tok.piece_ids).token_module
+        )
+        is None
+    )  # the default's mean is over all targets
     whole = train_losses(model, number_fields(batch, model.number_head, model.num_id))
     batch["token_count"] = token_count(batch, model.token_module)
     digits = torch.isin(batch["targets"][batch["loss_mask"]], model.token_module.digit_ids).sum()
@@ -157,10 +169,38 @@ def test_loss_source_gives_a_steps_loss_whatever_its_micro_batches(tmp_path):
     divides by the step's count of digit targets, counted where the step's batch is packed."""
     first = {}
     for name, rows in (("whole", ["--batch-size", "2"]), ("accumulated", ["--batch-size", "1", "--grad-accum", "2"])):
-        main(["--encoding", "ntl", "--encoding-option", 'loss="source"', "--tasks", "addition", "--preset", "cpu-tiny",
-              *rows, "--tokens", str(2 * 128 * 2), "--pool-size", "200", "--val-samples", "8", "--test-samples", "8",
-              "--eval-every", "2", "--decades", "0", "1", "--max-digits", "2", "--threads", "1",
-              "--out", str(tmp_path / name)])
+        main(
+            [
+                "--encoding",
+                "ntl",
+                "--encoding-option",
+                'loss="source"',
+                "--tasks",
+                "addition",
+                "--preset",
+                "cpu-tiny",
+                *rows,
+                "--tokens",
+                str(2 * 128 * 2),
+                "--pool-size",
+                "200",
+                "--val-samples",
+                "8",
+                "--test-samples",
+                "8",
+                "--eval-every",
+                "2",
+                "--decades",
+                "0",
+                "1",
+                "--max-digits",
+                "2",
+                "--threads",
+                "1",
+                "--out",
+                str(tmp_path / name),
+            ]
+        )
         first[name] = load_metrics(tmp_path / name)[0].iloc[0]
     for key in ("loss", "ce", "token_loss"):
         assert first["accumulated"][key] == pytest.approx(first["whole"][key], rel=1e-5)
@@ -170,14 +210,60 @@ def test_loss_source_gives_a_steps_loss_whatever_its_micro_batches(tmp_path):
 def test_loss_source_over_two_processes_equals_one_process_with_the_whole_batch(tmp_path):
     """torchrun, 2 processes x 2 micro-batches x 2 rows == 1 process x 8 rows: the ranks sum their
     counts of digit targets as they sum the cross-entropy's."""
-    args = ["--encoding", "ntl", "--encoding-option", "loss=source", "--tasks", "addition,multiplication",
-            "--preset", "cpu-tiny", "--tokens", str(8 * 128 * 6), "--pool-size", "300", "--val-samples", "8",
-            "--test-samples", "8", "--eval-every", "6", "--decades", "0", "2", "--max-digits", "3", "--threads", "1",
-            "--newton-schulz", "float32"]
+    args = [
+        "--encoding",
+        "ntl",
+        "--encoding-option",
+        "loss=source",
+        "--tasks",
+        "addition,multiplication",
+        "--preset",
+        "cpu-tiny",
+        "--tokens",
+        str(8 * 128 * 6),
+        "--pool-size",
+        "300",
+        "--val-samples",
+        "8",
+        "--test-samples",
+        "8",
+        "--eval-every",
+        "6",
+        "--decades",
+        "0",
+        "2",
+        "--max-digits",
+        "3",
+        "--threads",
+        "1",
+        "--newton-schulz",
+        "float32",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                    "-m", "workbench.train", *args, "--batch-size", "2", "--grad-accum", "2", "--out", str(tmp_path / "ddp")],
-                   check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "workbench.train",
+            *args,
+            "--batch-size",
+            "2",
+            "--grad-accum",
+            "2",
+            "--out",
+            str(tmp_path / "ddp"),
+        ],
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=300,
+    )
     main([*args, "--batch-size", "8", "--out", str(tmp_path / "single")])
     ddp, single = (load_metrics(tmp_path / name)[0] for name in ("ddp", "single"))
     assert len(ddp) == len(single) == 6

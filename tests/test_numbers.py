@@ -1,5 +1,6 @@
 """numbers.parse / render: values a reader means, the round trip through written forms, the sign
 rule, splitting what float64 cannot carry (in linear time)."""
+
 import math
 import re
 from decimal import Decimal
@@ -28,22 +29,28 @@ N = NUM_TOKEN
 
 
 def significant_digits(text):
-    return len(text.lstrip("-").replace(".", "").lstrip("0").rstrip("0")) if "." not in text \
+    return (
+        len(text.lstrip("-").replace(".", "").lstrip("0").rstrip("0"))
+        if "." not in text
         else len(text.lstrip("-").replace(".", "").lstrip("0"))
+    )
 
 
-@pytest.mark.parametrize("text,template,values", [
-    ("5-3", f"{N}-{N}", [5, 3]),
-    ("x=-3", f"x={N}", [-3]),
-    ("a - b", "a - b", []),
-    ("[-1.5, -2]", f"[{N}, {N}]", [-1.5, -2]),
-    ("(2)-3 x-3 a -3 (-3", f"({N})-{N} x-{N} a {N} ({N}", [2, 3, 3, -3, -3]),
-    ("What is 92.248 ^ -2?", f"What is {N} ^ {N}?", [92.248, -2]),
-    ("1e-5", f"{N}e-{N}", [1, 5]),
-    ("5--3", f"{N}-{N}", [5, -3]),
-    ("-0 and -0.25", f"{N} and {N}", [-0.0, -0.25]),
-    ("1.2.3", f"{N}{N}", [1.2, 0.3]),  # as the paper's regex reads it: "1.2", ".3"
-])
+@pytest.mark.parametrize(
+    "text,template,values",
+    [
+        ("5-3", f"{N}-{N}", [5, 3]),
+        ("x=-3", f"x={N}", [-3]),
+        ("a - b", "a - b", []),
+        ("[-1.5, -2]", f"[{N}, {N}]", [-1.5, -2]),
+        ("(2)-3 x-3 a -3 (-3", f"({N})-{N} x-{N} a {N} ({N}", [2, 3, 3, -3, -3]),
+        ("What is 92.248 ^ -2?", f"What is {N} ^ {N}?", [92.248, -2]),
+        ("1e-5", f"{N}e-{N}", [1, 5]),
+        ("5--3", f"{N}-{N}", [5, -3]),
+        ("-0 and -0.25", f"{N} and {N}", [-0.0, -0.25]),
+        ("1.2.3", f"{N}{N}", [1.2, 0.3]),  # as the paper's regex reads it: "1.2", ".3"
+    ],
+)
 def test_parse_sign_rule(text, template, values):
     assert parse(text) == (template, values)
     assert [math.copysign(1, v) for v in parse(text)[1]] == [math.copysign(1, v) for v in values]
@@ -66,11 +73,22 @@ def test_we_differ_from_the_paper_regex_only_in_the_sign_rule_and_leading_zeros(
     assert parse("007 00.7") == (f"{N} {N}", [7.0, 0.7])
 
 
-@pytest.mark.parametrize("text,value", [
-    (".5", 0.5), ("1.50", 1.5), ("007", 7.0), ("-.5", -0.5), ("00.70", 0.7), ("-0.0", -0.0),
-    ("0.000", 0.0), ("-00", -0.0), ("1." + "0" * 30, 1.0), ("000000000000000000000000123.4", 123.4),
-    ("0.30000000000000004", 0.30000000000000004),  # 17 digits that float64 holds: one value
-])
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        (".5", 0.5),
+        ("1.50", 1.5),
+        ("007", 7.0),
+        ("-.5", -0.5),
+        ("00.70", 0.7),
+        ("-0.0", -0.0),
+        ("0.000", 0.0),
+        ("-00", -0.0),
+        ("1." + "0" * 30, 1.0),
+        ("000000000000000000000000123.4", 123.4),
+        ("0.30000000000000004", 0.30000000000000004),  # 17 digits that float64 holds: one value
+    ],
+)
 def test_numbers_keep_the_value_a_reader_means(text, value):
     assert parse(text) == (N, [value])
     assert math.copysign(1, parse(text)[1][0]) == math.copysign(1, value)
@@ -79,12 +97,15 @@ def test_numbers_keep_the_value_a_reader_means(text, value):
     assert unparse(N, [value]) == render(value, 17)  # without it: canonical, like a generated number
 
 
-@pytest.mark.parametrize("text,parts", [
-    ("12345678901234567890", [123456789012345.0, 67890.0]),
-    ("0.1234567890123450789", [0.12345678901234, 50789.0]),  # no chunk starts with a zero
-    ("9007199254740993", [900719925474099.0, 3.0]),  # 2**53 + 1: float64 would round it
-    ("-00" + "1" * 20, [-0.0, 0.0, 111111111111111.0, 11111.0]),
-])
+@pytest.mark.parametrize(
+    "text,parts",
+    [
+        ("12345678901234567890", [123456789012345.0, 67890.0]),
+        ("0.1234567890123450789", [0.12345678901234, 50789.0]),  # no chunk starts with a zero
+        ("9007199254740993", [900719925474099.0, 3.0]),  # 2**53 + 1: float64 would round it
+        ("-00" + "1" * 20, [-0.0, 0.0, 111111111111111.0, 11111.0]),
+    ],
+)
 def test_numbers_float64_cannot_carry_are_still_split(text, parts):
     assert [p if isinstance(p, str) else p.value for p in parse_parts(text)] == parts
     assert all(p.text == render(p.value, 17) for p in parse_parts(text) if isinstance(p, Number))
@@ -107,25 +128,43 @@ def test_value_of_any_short_written_number_against_decimal_oracle(sign, integer,
 
 def test_write_refuses_a_form_that_means_another_value():
     assert write(1.5, "1.50") == "1.50" and write(1.5) == "1.5"
-    for form, value in [("1.50", 2.0), ("-0", 0.0), ("1e5", 1e5), (" 5", 5.0), ("5x", 5.0),
-                        ("1." + "0" * 40 + "1", 1.0), (7, 7.0)]:
+    for form, value in [
+        ("1.50", 2.0),
+        ("-0", 0.0),
+        ("1e5", 1e5),
+        (" 5", 5.0),
+        ("5x", 5.0),
+        ("1." + "0" * 40 + "1", 1.0),
+        (7, 7.0),
+    ]:
         with pytest.raises(ValueError, match="does not mean the value"):
             write(value, form)
     with pytest.raises(ValueError, match="forms"):
         unparse(f"{N} {N}", [1.0, 2.0], ["1"])
 
 
-@pytest.mark.parametrize("text", ["123456789012345678901234567890.123456789012345678901",
-                                  "1" + "0" * 400, "0." + "0" * 400 + "1", "9" * 40, "0.000",
-                                  "1" + "0" * 308, "-17976931348623159" + "0" * 292,
-                                  "0." + "0" * 322 + "5", "0." + "0" * 330 + "123"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "123456789012345678901234567890.123456789012345678901",
+        "1" + "0" * 400,
+        "0." + "0" * 400 + "1",
+        "9" * 40,
+        "0.000",
+        "1" + "0" * 308,
+        "-17976931348623159" + "0" * 292,
+        "0." + "0" * 322 + "5",
+        "0." + "0" * 330 + "123",
+    ],
+)
 def test_numbers_float64_cannot_carry_are_split_without_loss(text):
     template, values, forms = parse(text, forms=True)
     assert unparse(template, values, forms) == text
     parts = split_number(text)
     if len(parts) > 1:  # cut parts keep at most 15 significant digits each, written exactly
-        assert all(significant_digits(p.text) <= 15 and p.text == render(p.value, 17)
-                   for p in parts if isinstance(p, Number))
+        assert all(
+            significant_digits(p.text) <= 15 and p.text == render(p.value, 17) for p in parts if isinstance(p, Number)
+        )
     for v in values:
         assert math.isfinite(v) and float(render(v, 17)) == v
 
@@ -154,10 +193,18 @@ def oracle_round(x, digits):
 
 
 def test_render_examples():
-    cases = [(0.1, "0.1"), (1e15, "1000000000000000"), (1.5e-14, "0.000000000000015"),
-             (-2.5, "-2.5"), (0.30000000000000004, "0.3"), (-0.0, "-0"), (0.0, "0"),
-             (1e22, "10000000000000000000000"), (123456789012345.67, "123456789012346"),
-             (5e-324, "0." + "0" * 323 + "5")]
+    cases = [
+        (0.1, "0.1"),
+        (1e15, "1000000000000000"),
+        (1.5e-14, "0.000000000000015"),
+        (-2.5, "-2.5"),
+        (0.30000000000000004, "0.3"),
+        (-0.0, "-0"),
+        (0.0, "0"),
+        (1e22, "10000000000000000000000"),
+        (123456789012345.67, "123456789012346"),
+        (5e-324, "0." + "0" * 323 + "5"),
+    ]
     for x, text in cases:
         assert render(x) == text
     assert render(0.30000000000000004, 17) == "0.30000000000000004"
@@ -202,8 +249,9 @@ def test_rendered_floats_parse_back_to_one_value(x):
 
 
 @settings(max_examples=300)
-@given(st.text(alphabet=st.sampled_from(list("0123456789.-+ ,e[]()ax\n")) | st.characters(),
-               max_size=80), st.booleans())
+@given(
+    st.text(alphabet=st.sampled_from(list("0123456789.-+ ,e[]()ax\n")) | st.characters(), max_size=80), st.booleans()
+)
 def test_parse_never_loses_text(text, signed):
     if NUM_TOKEN in text:
         with pytest.raises(ValueError):
@@ -229,8 +277,11 @@ def test_digit_runs_split_into_exact_short_parts(digits, sign):
         parts = split_number(number)
         assert "".join(p if isinstance(p, str) else p.text for p in parts) == number
         if len(parts) > 1:
-            assert all(significant_digits(p.text) <= 15 and p.text == render(p.value, 17)
-                       for p in parts if isinstance(p, Number))
+            assert all(
+                significant_digits(p.text) <= 15 and p.text == render(p.value, 17)
+                for p in parts
+                if isinstance(p, Number)
+            )
         assert all(p in ("-", ".") for p in parts if isinstance(p, str))
 
 
@@ -249,6 +300,7 @@ class CountingPattern:
 def test_parse_work_grows_linearly_with_a_digit_run(monkeypatch):
     """10x the digits may cost ~10x the work. The old split matched the rest of the run again at
     every position: ~100x the characters (and 10.7 s at 100k digits; benchmarks/parse_numbers.py)."""
+
     def chars_matched(text):
         counter = CountingPattern(numbers._RUN)
         monkeypatch.setattr(numbers, "_RUN", counter)

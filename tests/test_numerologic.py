@@ -1,5 +1,6 @@
 """NumeroLogic, the encoding added as one file: its pieces, exact round trips (struct as the
 oracle), the tokenizer, the scorecard, a CLI training run and the experiments runner."""
+
 import math
 import random
 import struct
@@ -56,9 +57,37 @@ def test_scorecard_cli_training_and_experiments(tmp_path):
     assert rows.loc["D1", "value"] > 2 and rows.loc["D1", "verdict"] == "fail"  # digits + count tokens
     assert rows.loc["D2", "verdict"] == "pass"
     out = tmp_path / "run"
-    main(["--encoding", "numerologic", "--tasks", "addition", "--preset", "cpu-tiny", "--batch-size", "2",
-          "--tokens", str(2 * 128 * 6), "--pool-size", "200", "--val-samples", "8", "--test-samples", "8",
-          "--eval-every", "6", "--decades", "0", "1", "--max-digits", "2", "--threads", "1", "--out", str(out)])
+    main(
+        [
+            "--encoding",
+            "numerologic",
+            "--tasks",
+            "addition",
+            "--preset",
+            "cpu-tiny",
+            "--batch-size",
+            "2",
+            "--tokens",
+            str(2 * 128 * 6),
+            "--pool-size",
+            "200",
+            "--val-samples",
+            "8",
+            "--test-samples",
+            "8",
+            "--eval-every",
+            "6",
+            "--decades",
+            "0",
+            "1",
+            "--max-digits",
+            "2",
+            "--threads",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
     steps, _ = load_metrics(out)
     assert len(steps) == 6 and steps["loss"].iloc[-1] < steps["loss"].iloc[0]
     assert pd.read_csv(out / "test_summary.csv").encoding.tolist() == ["numerologic"]

@@ -26,8 +26,12 @@ class Toy(nn.Module):
         return self.lm_head(x)
 
     def param_groups(self):
-        return {"hidden": [self.block[0].weight, self.block[2].weight], "embedding": [self.embedding.weight],
-                "head": [self.lm_head.weight], "scalar": [self.gain]}
+        return {
+            "hidden": [self.block[0].weight, self.block[2].weight],
+            "embedding": [self.embedding.weight],
+            "head": [self.lm_head.weight],
+            "scalar": [self.gain],
+        }
 
 
 def reference_multiplier(step, total, warmup_frac):
@@ -117,8 +121,12 @@ def test_adam_runs_foreach_and_steps_bit_for_bit_like_torchs_per_tensor_adam():
     start = ours.embedding.weight.detach().clone()
     adam = build_optimizers(ours)[-1]
     assert all(g["foreach"] for g in adam.param_groups)
-    reference = torch.optim.Adam([dict(params=g["params"], lr=g["lr"]) for g in build_optimizers(theirs)[-1].param_groups],
-                                 betas=(0.9, 0.95), eps=1e-10, foreach=False)
+    reference = torch.optim.Adam(
+        [dict(params=g["params"], lr=g["lr"]) for g in build_optimizers(theirs)[-1].param_groups],
+        betas=(0.9, 0.95),
+        eps=1e-10,
+        foreach=False,
+    )
     ids = torch.tensor([[1, 2, 3, 4, 5]])
     for step in range(6):
         for model, opt in ((ours, adam), (theirs, reference)):
@@ -235,9 +243,12 @@ def test_importing_workbench_leaves_torch_alone():
     """Nothing in torch is replaced: torch's Newton-Schulz is torch's own function after import."""
     import subprocess
     import sys
-    code = ("import torch.optim._muon as m; before = m._zeropower_via_newtonschulz; import workbench, "
-            "workbench.train, workbench.optim; assert m._zeropower_via_newtonschulz is before; "
-            "assert m._zeropower_via_newtonschulz.__module__ == 'torch.optim._muon'")
+
+    code = (
+        "import torch.optim._muon as m; before = m._zeropower_via_newtonschulz; import workbench, "
+        "workbench.train, workbench.optim; assert m._zeropower_via_newtonschulz is before; "
+        "assert m._zeropower_via_newtonschulz.__module__ == 'torch.optim._muon'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -247,6 +258,7 @@ def test_float32_muon_is_torch_muon_with_a_float32_iteration(monkeypatch, nester
     test only) by the same float32 function: momentum, Nesterov, lr adjustment and weight decay
     are torch's."""
     from torch.optim import _muon
+
     torch.manual_seed(0)
     ours, theirs = Toy(), Toy()
     theirs.load_state_dict(ours.state_dict())
@@ -326,11 +338,25 @@ def test_muon_split_over_ranks_gives_the_single_process_result(tmp_path, precisi
     2 and 3 gloo processes every rank ends with the single process's weights, bit for bit, and each
     matrix was orthogonalized by exactly one rank."""
     import subprocess
+
     results = {}
     for world in (1, 2, 3):
         rendezvous = tmp_path / f"rendezvous{world}"
-        procs = [subprocess.Popen([sys.executable, "-c", SPLIT_MUON, str(r), str(world), str(rendezvous), precision,
-                                   str(tmp_path / f"w{world}r{r}.pt")]) for r in range(world)]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    SPLIT_MUON,
+                    str(r),
+                    str(world),
+                    str(rendezvous),
+                    precision,
+                    str(tmp_path / f"w{world}r{r}.pt"),
+                ]
+            )
+            for r in range(world)
+        ]
         assert all(p.wait(timeout=120) == 0 for p in procs)
         results[world] = [torch.load(tmp_path / f"w{world}r{r}.pt", weights_only=True) for r in range(world)]
     single = results[1][0]["params"]

@@ -1,5 +1,6 @@
 """Data preparation behind notebook 04: checked against the paper's tables, the released files
 (skipped when absent) and closed-form statistics."""
+
 import math
 import os
 from decimal import Decimal
@@ -14,10 +15,13 @@ from workbench import paper_figures as pf
 from workbench.frontier import paper
 from workbench.tasks import generate, numeric
 
-OFFICIAL = Path(os.environ.get("WORKBENCH_OFFICIAL_DATA") or
-                Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "official_bittokens")
-needs_official = pytest.mark.skipif(not (OFFICIAL / "combined_samples_long.csv").exists(),
-                                    reason="released BitTokens data not available")
+OFFICIAL = Path(
+    os.environ.get("WORKBENCH_OFFICIAL_DATA")
+    or Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "official_bittokens"
+)
+needs_official = pytest.mark.skipif(
+    not (OFFICIAL / "combined_samples_long.csv").exists(), reason="released BitTokens data not available"
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +52,9 @@ def test_radar_figure_draws_each_table_row_as_a_closed_polygon():
     expected = [row[pf.TASK_LABELS[t]] for t in pf.RADAR_ORDER]
     assert list(gpt5.r) == pytest.approx(expected + expected[:1])
     minimal = next(t for t in fig.data if t.name == "GPT 5" and t.subplot == "polar2")  # minimal reasoning
-    assert minimal.r[1] == pytest.approx(table[(table["Model"] == "GPT 5") & (table["Reasoning"] == "minimal")].iloc[0]["Mult"])
+    assert minimal.r[1] == pytest.approx(
+        table[(table["Model"] == "GPT 5") & (table["Reasoning"] == "minimal")].iloc[0]["Mult"]
+    )
     assert gpt5.line.color == minimal.line.color and gpt5.showlegend != minimal.showlegend  # one legend entry per model
 
 
@@ -56,8 +62,9 @@ def test_frontier_tables_join_performance_exact_and_tokens():
     frontier = pf.frontier_from_tables()
     assert set(frontier["task"]) == set(numeric())
     assert len(frontier) == 13 * 9
-    row = frontier[(frontier["model"] == "GPT 5") & (frontier["reasoning"] == "maximal")
-                   & (frontier["task"] == "exponentiation")].iloc[0]
+    row = frontier[
+        (frontier["model"] == "GPT 5") & (frontier["reasoning"] == "maximal") & (frontier["task"] == "exponentiation")
+    ].iloc[0]
     t1, t2, t3 = (paper.table(n).reset_index() for n in (1, 2, 3))
     pick = lambda t: t[(t["Model"] == "GPT 5") & (t["Reasoning"] == "maximal")].iloc[0]["Exp"]
     assert row["performance"] == pytest.approx(pick(t1) / 100)
@@ -71,7 +78,8 @@ def test_frontier_tables_join_performance_exact_and_tokens():
 def test_per_sample_means_reproduce_tables_1_and_3(samples):
     tables = pf.frontier_from_tables()
     both = pf.frontier_from_samples(samples, drop_unknown_tokens=False).merge(
-        tables, on=["model", "reasoning", "task"], suffixes=("", "_table"))
+        tables, on=["model", "reasoning", "task"], suffixes=("", "_table")
+    )
     assert len(both) == 13 * 9
     # Table 1 prints percentages with one decimal: rounding error at most 0.05 pp
     assert (100 * (both["performance"] - both["performance_table"])).abs().max() <= 0.05 + 1e-9
@@ -80,19 +88,22 @@ def test_per_sample_means_reproduce_tables_1_and_3(samples):
     off = both[(both["tokens"] - both["tokens_table"]).abs() > 0.5 + 1e-9]
     assert len(off) <= 9 and set(zip(off["model"], off["reasoning"])) <= {("Gemini 2.5 Flash", "none")}
     for task in off["task"]:
-        cell = samples[(samples["model"] == "Gemini 2.5 Flash") & (samples["reasoning"] == "none")
-                       & (samples["task"] == task)]
+        cell = samples[
+            (samples["model"] == "Gemini 2.5 Flash") & (samples["reasoning"] == "none") & (samples["task"] == task)
+        ]
         assert cell["tokens"].max() >= 65_000
     # dropping the "-1 = unknown" token counts can only raise the mean
-    dropped = pf.frontier_from_samples(samples).merge(tables, on=["model", "reasoning", "task"],
-                                                       suffixes=("", "_table"))
+    dropped = pf.frontier_from_samples(samples).merge(
+        tables, on=["model", "reasoning", "task"], suffixes=("", "_table")
+    )
     assert (dropped["tokens"] >= dropped["tokens_table"] - 0.5).all()
 
 
 def test_stability_spread_follows_the_binomial_standard_error():
     rng = np.random.default_rng(1)
-    answers = pd.DataFrame({"task": "minmax", "model": "m", "reasoning": "none",
-                            "performance": (rng.random(500) < 0.5).astype(float)})
+    answers = pd.DataFrame(
+        {"task": "minmax", "model": "m", "reasoning": "none", "performance": (rng.random(500) < 0.5).astype(float)}
+    )
     spread = pf.stability(answers, sizes=(25, 100, 400), draws=2000, seed=0)
     p = answers["performance"].mean()
     for row in spread.itertuples():
@@ -123,7 +134,9 @@ def test_stability_on_released_samples_shrinks_with_n(samples):
 def test_difficulty_curves_count_every_answer(samples):
     curves = pf.difficulty_curves(samples)
     assert curves["n"].sum() == len(samples)
-    weighted = (curves["performance"] * curves["n"]).groupby([curves["task"], curves["model"], curves["reasoning"]]).sum()
+    weighted = (
+        (curves["performance"] * curves["n"]).groupby([curves["task"], curves["model"], curves["reasoning"]]).sum()
+    )
     means = samples.groupby(["task", "model", "reasoning"])["performance"].sum()
     pd.testing.assert_series_equal(weighted.sort_index(), means.sort_index(), check_names=False)
 
@@ -150,9 +163,15 @@ def test_method_scores_are_tables_4_and_7():
 
 
 def _results(**change):
-    frame = pd.DataFrame({"encoding": ["bittokens", "bittokens", "xval"], "task": ["addition", "addition", "text"],
-                          "metric": ["log_smape", "log_smape", "perplexity"], "value": [0.2, 0.4, 30.0],
-                          "seed": [0, 1, 0]})
+    frame = pd.DataFrame(
+        {
+            "encoding": ["bittokens", "bittokens", "xval"],
+            "task": ["addition", "addition", "text"],
+            "metric": ["log_smape", "log_smape", "perplexity"],
+            "value": [0.2, 0.4, 30.0],
+            "seed": [0, 1, 0],
+        }
+    )
     for column, value in change.items():
         frame[column] = [value] + frame[column].tolist()[1:]
     return frame
@@ -164,18 +183,21 @@ def test_valid_results_pass_with_types():
     assert out["seed"].dtype.kind == "i" and out["value"].dtype.kind == "f"
 
 
-@pytest.mark.parametrize("frame, message", [
-    (_results().drop(columns="seed"), "lack column"),
-    (_results(encoding="bpe"), "encoding"),
-    (_results(task="calculus"), "task"),
-    (_results(metric="mse"), "metric"),
-    (_results(value=float("nan")), "finite"),
-    (_results(value=1.5), "range"),
-    (_results().assign(value=[0.2, 0.4, 0.5]), "range"),  # a perplexity below 1
-    (_results(seed=-1), "seed"),
-    (_results(seed=0.5), "seed"),
-    (_results(seed=1), "repeat"),
-])
+@pytest.mark.parametrize(
+    "frame, message",
+    [
+        (_results().drop(columns="seed"), "lack column"),
+        (_results(encoding="bpe"), "encoding"),
+        (_results(task="calculus"), "task"),
+        (_results(metric="mse"), "metric"),
+        (_results(value=float("nan")), "finite"),
+        (_results(value=1.5), "range"),
+        (_results().assign(value=[0.2, 0.4, 0.5]), "range"),  # a perplexity below 1
+        (_results(seed=-1), "seed"),
+        (_results(seed=0.5), "seed"),
+        (_results(seed=1), "repeat"),
+    ],
+)
 def test_results_schema_rejects_bad_frames(frame, message):
     with pytest.raises(ValueError, match=message):
         results.validate_results(frame)
@@ -189,11 +211,15 @@ def test_read_results_names_a_missing_file(tmp_path):
 
 
 def test_results_from_summary_names_the_metrics():
-    summary = pd.DataFrame({"task": ["addition", "sorting"], "score": [0.7, 0.5], "exact": [0.1, 0.5],
-                            "encoding": "fone", "seed": 2})
+    summary = pd.DataFrame(
+        {"task": ["addition", "sorting"], "score": [0.7, 0.5], "exact": [0.1, 0.5], "encoding": "fone", "seed": 2}
+    )
     out = results.results_from_summary(summary).set_index(["task", "metric"])["value"]
-    assert out.to_dict() == {("addition", "log_smape"): 0.7, ("sorting", "accuracy"): 0.5,
-                             ("addition", "exact_match"): 0.1}
+    assert out.to_dict() == {
+        ("addition", "log_smape"): 0.7,
+        ("sorting", "accuracy"): 0.5,
+        ("addition", "exact_match"): 0.1,
+    }
 
 
 def _traces(fig, row, col):
@@ -215,12 +241,21 @@ def test_methods_figure_adds_our_mean_over_seeds():
 
 
 def test_methods_figure_rows_follow_the_paper_and_say_what_they_show():
-    results = pd.DataFrame({"encoding": "fone", "task": ["addition", "sorting", "minmax", "division"],
-                            "metric": ["log_smape", "accuracy", "accuracy", "log_smape"], "value": 0.5, "seed": 0})
+    results = pd.DataFrame(
+        {
+            "encoding": "fone",
+            "task": ["addition", "sorting", "minmax", "division"],
+            "metric": ["log_smape", "accuracy", "accuracy", "log_smape"],
+            "value": 0.5,
+            "seed": 0,
+        }
+    )
     fig = pf.methods_figure(results, source="results/x.csv")
-    for row, expected in ((1, ["Min/Max", "Interval", "Sorting", "Add", "Mult", "Div"]),
-                          (2, ["Min/Max", "Interval", "Sorting", "Add", "Mult", "Div", "Exp", "Mean", "Std"]),
-                          (3, ["Min/Max", "Sorting", "Add", "Div"])):
+    for row, expected in (
+        (1, ["Min/Max", "Interval", "Sorting", "Add", "Mult", "Div"]),
+        (2, ["Min/Max", "Interval", "Sorting", "Add", "Mult", "Div", "Exp", "Mean", "Std"]),
+        (3, ["Min/Max", "Sorting", "Add", "Div"]),
+    ):
         axis = fig.get_subplot(row, 1).xaxis
         assert list(axis.categoryarray) == expected
         names = {"Add": "log-sMAPE", "Div": "log-sMAPE", "Min/Max": "accuracy", "Sorting": "accuracy"}
@@ -235,11 +270,13 @@ def test_methods_figure_rows_follow_the_paper_and_say_what_they_show():
 
 def test_regime_is_read_from_the_results_columns():
     results = _results().assign(preset="cpu-tiny", tokens=3e6, decades="0 1", max_digits=2)
-    assert pf.describe_regime(results) == ("cpu-tiny model, 3M tokens, operands 10<sup>0</sup> … 10<sup>2</sup>, "
-                                           "≤ 2 significant digits")
+    assert pf.describe_regime(results) == (
+        "cpu-tiny model, 3M tokens, operands 10<sup>0</sup> … 10<sup>2</sup>, ≤ 2 significant digits"
+    )
     full = _results().assign(preset="paper", tokens=1e10, decades=None, max_digits=None)
-    assert pf.describe_regime(full) == ("paper model, 10B tokens, the paper's full operand range, "
-                                        "all significant digits")
+    assert pf.describe_regime(full) == (
+        "paper model, 10B tokens, the paper's full operand range, all significant digits"
+    )
     mixed = _results().assign(tokens=[1e6, 1e6, 2.5e5])
     assert pf.describe_regime(mixed).startswith("1M tokens / 250k tokens, regime not recorded (preset, decades")
     fig = pf.methods_figure(results)
@@ -247,8 +284,11 @@ def test_regime_is_read_from_the_results_columns():
 
 
 def test_frontier_series_stay_distinct():
-    spread = pf.stability(pf.official_samples(OFFICIAL), sizes=(25, 50), draws=2) if (
-        OFFICIAL / "combined_samples_long.csv").exists() else None
+    spread = (
+        pf.stability(pf.official_samples(OFFICIAL), sizes=(25, 50), draws=2)
+        if (OFFICIAL / "combined_samples_long.csv").exists()
+        else None
+    )
     rows = pd.DataFrame(paper.FRONTIER_ROWS, columns=["model", "reasoning"])
     if spread is None:
         spread = pd.concat([rows.assign(task=t, n=n, std=0.01) for t in ("addition", "std") for n in (25, 50)])
@@ -276,8 +316,16 @@ def test_difficulty_bins_keep_every_share_and_use_one_set_of_bins():
 
 
 def test_binned_difficulty_curves_keep_counts_and_means():
-    curves = pd.DataFrame({"task": "mean", "model": "m", "reasoning": "none",
-                           "difficulty_sd": np.arange(30), "performance": np.linspace(0, 1, 30), "n": np.arange(1, 31)})
+    curves = pd.DataFrame(
+        {
+            "task": "mean",
+            "model": "m",
+            "reasoning": "none",
+            "difficulty_sd": np.arange(30),
+            "performance": np.linspace(0, 1, 30),
+            "n": np.arange(1, 31),
+        }
+    )
     binned = pf.bin_difficulty(curves, bins=4)
     assert len(binned) == 4 and binned["n"].sum() == curves["n"].sum()
     total = (binned["performance"] * binned["n"]).sum()
@@ -329,8 +377,15 @@ def test_figure_4_bars_are_the_paper_tables_and_low_bars_say_their_value():
 
 
 def test_figure_4_marks_a_cell_our_results_lack_as_not_available():
-    results = pd.DataFrame({"encoding": ["bittokens", "bittokens", "xval"], "task": ["addition", "minmax", "addition"],
-                            "metric": ["log_smape", "accuracy", "log_smape"], "value": [0.5, 0.0, 0.01], "seed": 0})
+    results = pd.DataFrame(
+        {
+            "encoding": ["bittokens", "bittokens", "xval"],
+            "task": ["addition", "minmax", "addition"],
+            "metric": ["log_smape", "accuracy", "log_smape"],
+            "value": [0.5, 0.0, 0.01],
+            "seed": 0,
+        }
+    )
     fig = pf.methods_figure(results)
     bars = {t.name: t for t in _traces(fig, 3, 1)}
     by_row = {name: dict(zip(t.x, zip(t.y, t.text))) for name, t in bars.items()}
@@ -364,8 +419,14 @@ def test_released_folder_auto_is_the_documented_folder_when_present(monkeypatch,
 
 
 def test_distribution_distance_is_total_variation():
-    shares = pd.DataFrame({"source": ["a", "a", "b", "b", "c"], "task": "add", "difficulty_sd": [1, 2, 2, 3, 9],
-                           "share": [0.5, 0.5, 0.25, 0.75, 1.0]})
+    shares = pd.DataFrame(
+        {
+            "source": ["a", "a", "b", "b", "c"],
+            "task": "add",
+            "difficulty_sd": [1, 2, 2, 3, 9],
+            "share": [0.5, 0.5, 0.25, 0.75, 1.0],
+        }
+    )
     # |0.5 - 0| + |0.5 - 0.25| + |0 - 0.75| = 1.5, halved
     assert pf.distribution_distance(shares, "a", "b")["add"] == pytest.approx(0.75)
     assert pf.distribution_distance(shares, "a", "a")["add"] == 0

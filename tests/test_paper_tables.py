@@ -1,5 +1,6 @@
 """The paper's Tables 1-15 as data: recomputed from the released per-sample results (Tables 1-3),
 checked against the released Figure 4 values (Tables 4, 7) and for internal consistency (9-12)."""
+
 import os
 from pathlib import Path
 
@@ -10,7 +11,9 @@ import pytest
 from workbench import tasks
 from workbench.frontier import official, paper
 
-OFFICIAL = Path(os.environ.get(official.ENV, Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "official_bittokens"))
+OFFICIAL = Path(
+    os.environ.get(official.ENV, Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "official_bittokens")
+)
 needs_official = pytest.mark.skipif(not OFFICIAL.is_dir(), reason="released BitTokens data not present")
 
 # Tables 1 and 2 print percent with one decimal, Table 3 whole tokens: a recomputed cell must round
@@ -20,14 +23,32 @@ TOLERANCE = {1: 0.1, 2: 0.1, 3: 0.5}
 # cap are in combined_samples_long.csv; the paper (and the released avg_tokens_perf file) average
 # without them. The printed value is the mean over that model's samples with <= 100 tokens.
 EXPECTED_TABLE_DIFFERENCES = {
-    (3, "Gemini 2.5 Flash", "none", "Mult"), (3, "Gemini 2.5 Flash", "none", "Div"),
-    (3, "Gemini 2.5 Flash", "none", "Mean"), (3, "Gemini 2.5 Flash", "none", "Std"),
-    (3, "Gemini 2.5 Flash", "none", "Exp")}
+    (3, "Gemini 2.5 Flash", "none", "Mult"),
+    (3, "Gemini 2.5 Flash", "none", "Div"),
+    (3, "Gemini 2.5 Flash", "none", "Mean"),
+    (3, "Gemini 2.5 Flash", "none", "Std"),
+    (3, "Gemini 2.5 Flash", "none", "Exp"),
+}
 
 
 def test_tables_shapes_and_accessors():
-    shapes = {1: (13, 9), 2: (13, 6), 3: (13, 9), 4: (8, 6), 5: (6, 10), 6: (3, 6), 7: (11, 6), 8: (8, 7),
-              9: (8, 3), 10: (8, 6), 11: (1, 2), 12: (8, 6), 13: (8, 4), 14: (8, 4), 15: (11, 9)}
+    shapes = {
+        1: (13, 9),
+        2: (13, 6),
+        3: (13, 9),
+        4: (8, 6),
+        5: (6, 10),
+        6: (3, 6),
+        7: (11, 6),
+        8: (8, 7),
+        9: (8, 3),
+        10: (8, 6),
+        11: (1, 2),
+        12: (8, 6),
+        13: (8, 4),
+        14: (8, 4),
+        15: (11, 9),
+    }
     for n, shape in shapes.items():
         assert paper.table(n).shape == shape, n
     assert paper.table(1).loc[("DeepSeek v3.1", "maximal"), "Div"] == 84.2
@@ -120,7 +141,15 @@ def test_ablation_deltas_are_value_minus_baseline():
             tol = 0.0051 if stated.loc[task, "Metric"] == "Perplexity" else 0.00051
             for column in stated.columns.drop("Metric"):
                 if abs(stated.loc[task, column] - derived.loc[task, column]) > tol:
-                    found.append((n, task, column, stated.loc[task, column], round(derived.loc[task, column], 2 if tol > 0.001 else 3)))
+                    found.append(
+                        (
+                            n,
+                            task,
+                            column,
+                            stated.loc[task, column],
+                            round(derived.loc[task, column], 2 if tol > 0.001 else 3),
+                        )
+                    )
     assert found == PAPER_DELTA_ERRATA
 
 

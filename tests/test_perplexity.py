@@ -1,5 +1,6 @@
 """Perplexity (Table 4's "all" and "text only") against a token-by-token oracle, the numeric-token
 mask on hand-made text, a uniform model, and the text task's scaled-perplexity score."""
+
 import math
 
 import numpy as np
@@ -38,7 +39,20 @@ def numeric_texts(tok, text):
 def test_numeric_mask_on_hand_made_text(toks):
     # digit encoding (signed): every number piece, its sign piece, and the text "-" of "x-1" before a digit;
     # never the hyphens of "more-or-less" nor the " -" before a space
-    assert numeric_texts(toks["single_digit"], HAND_MADE) == ["-", "1", "2", "3", ".", "5", "7", "-", "1", "5", "-", "4"]
+    assert numeric_texts(toks["single_digit"], HAND_MADE) == [
+        "-",
+        "1",
+        "2",
+        "3",
+        ".",
+        "5",
+        "7",
+        "-",
+        "1",
+        "5",
+        "-",
+        "4",
+    ]
     # single-token encoding that leaves the sign to text (FoNE): <|num|> tokens and a "-" token right
     # before one; " -" (merged with the space before it) is not the token "-", as in the authors' rule
     assert numeric_texts(toks["fone"], HAND_MADE) == ["12", "3.5", "7", "-", "1", "5", "-", "4"]
@@ -58,12 +72,15 @@ def oracle(model, tok, texts, context):
             start = (t - 1) // context * context
             i, v = torch.as_tensor(ids[start:t])[None], torch.as_tensor(values[start:t])[None]
             logits = model.logits(i, v, torch.arange(t - start)[None], torch.zeros_like(i))
-            ce = F.cross_entropy(logits[0, -1:].double(), torch.as_tensor(ids[t:t + 1])).item()
+            ce = F.cross_entropy(logits[0, -1:].double(), torch.as_tensor(ids[t : t + 1])).item()
             all_ce.append(ce)
             is_number = ids[t] == tok.num_id or len(tok.special_tokens) <= ids[t] < tok.offset
             after = ids[t + 1] if t + 1 < len(ids) else -1
-            is_sign = (tok.decode([ids[t]]) == "-" and ids[t] >= tok.offset
-                       and (after == tok.num_id or len(tok.special_tokens) <= after < tok.offset))
+            is_sign = (
+                tok.decode([ids[t]]) == "-"
+                and ids[t] >= tok.offset
+                and (after == tok.num_id or len(tok.special_tokens) <= after < tok.offset)
+            )
             if not (is_number or is_sign):
                 text_ce.append(ce)
     return per_sample
@@ -84,8 +101,12 @@ def test_perplexity_matches_the_token_by_token_oracle(toks, name):
     (ce_all, n_all), (ce_text, n_text) = pooled(per_sample, 0), pooled(per_sample, 1)
     got = perplexity(model, tok, texts, rows=3, context=context, progress=False)
     assert got["tokens"] == n_all and got["text_tokens"] == n_text and got["numeric_tokens"] == n_all - n_text > 0
-    assert got["ce_all"] == pytest.approx(ce_all, rel=1e-5) and got["ppl_all"] == pytest.approx(math.exp(ce_all), rel=1e-5)
-    assert got["ce_text"] == pytest.approx(ce_text, rel=1e-5) and got["ppl_text"] == pytest.approx(math.exp(ce_text), rel=1e-5)
+    assert got["ce_all"] == pytest.approx(ce_all, rel=1e-5) and got["ppl_all"] == pytest.approx(
+        math.exp(ce_all), rel=1e-5
+    )
+    assert got["ce_text"] == pytest.approx(ce_text, rel=1e-5) and got["ppl_text"] == pytest.approx(
+        math.exp(ce_text), rel=1e-5
+    )
     # the pooled value does not depend on batching; the authors' mean of per-batch exp does
     one_batch = perplexity(model, tok, texts, rows=1000, context=context, progress=False)
     assert one_batch["ppl_all"] == pytest.approx(got["ppl_all"], rel=1e-6)

@@ -1,5 +1,6 @@
 """Place-value tokens: each digit's place against a fractions oracle, round trips, the place range,
 bad input, and a tiny training run whose answers decode."""
+
 import math
 import random
 import re
@@ -22,7 +23,7 @@ def oracle_pieces(text):
     integer, point, fraction = text.lstrip("-").partition(".")
     places = [len(integer) - 1 - k for k in range(len(integer))] + [-1 - k for k in range(len(fraction))]
     tokens = [f"_{d}_{p}_" for d, p in zip(integer + fraction, places)]
-    return sign + tokens[:len(integer)] + ([point] if point else []) + tokens[len(integer):]
+    return sign + tokens[: len(integer)] + ([point] if point else []) + tokens[len(integer) :]
 
 
 def oracle_value(pieces):
@@ -46,12 +47,17 @@ def oracle_value(pieces):
 @pytest.mark.parametrize("text", ["12.5", "-0.07", "007", ".5", "0", "-0", "123456789012345678901234567890"])
 def test_hand_written_pieces(text):
     assert CODEC.number_tokens(text) == oracle_pieces(text)
-    assert CODEC.number_text(CODEC.number_tokens(text)) == text and oracle_value(CODEC.number_tokens(text)) == float(text)
+    assert CODEC.number_text(CODEC.number_tokens(text)) == text and oracle_value(CODEC.number_tokens(text)) == float(
+        text
+    )
 
 
-texts = st.builds(lambda sign, integer, fraction: sign + integer + ("." + fraction if fraction is not None else ""),
-                  st.sampled_from(["", "-"]), st.text("0123456789", max_size=31),
-                  st.none() | st.text("0123456789", min_size=1, max_size=32)).filter(lambda t: t.strip("-"))
+texts = st.builds(
+    lambda sign, integer, fraction: sign + integer + ("." + fraction if fraction is not None else ""),
+    st.sampled_from(["", "-"]),
+    st.text("0123456789", max_size=31),
+    st.none() | st.text("0123456789", min_size=1, max_size=32),
+).filter(lambda t: t.strip("-"))
 
 
 @settings(max_examples=1000, deadline=None)
@@ -64,8 +70,10 @@ def test_every_plain_decimal_in_range_has_the_oracles_pieces_and_value(text):
 
 def test_values_round_trip_bit_exact_within_the_places():
     rng = random.Random(3)
-    xs = [rng.choice([-1, 1]) * float(f"{rng.randint(1, 9)}.{rng.randint(0, 10**14)}e{rng.randint(-14, 15)}")
-          for _ in range(500)] + [0.0, -0.0, 0.1, 123.456, 1.2345678901234567e-15]
+    xs = [
+        rng.choice([-1, 1]) * float(f"{rng.randint(1, 9)}.{rng.randint(0, 10**14)}e{rng.randint(-14, 15)}")
+        for _ in range(500)
+    ] + [0.0, -0.0, 0.1, 123.456, 1.2345678901234567e-15]
     back = CODEC.decode(CODEC.encode(torch.tensor(xs, dtype=torch.float64)))
     assert [struct.pack(">d", v) for v in back.tolist()] == [struct.pack(">d", v) for v in xs]
 

@@ -1,4 +1,5 @@
 """The shared figure helpers: log axes written one way, zeros kept off the log axis."""
+
 import re
 
 import pandas as pd
@@ -10,7 +11,7 @@ POWER = re.compile(r"^(1|[25]|[25]·10[⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+|10[�
 
 
 def value_of(text: str) -> float:
-    """"2·10⁻¹⁵" -> 2e-15, "10³" -> 1000, "1" -> 1: how a reader reads a tick label."""
+    """ "2·10⁻¹⁵" -> 2e-15, "10³" -> 1000, "1" -> 1: how a reader reads a tick label."""
     plain = text.translate(str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789"))
     mantissa, _, power = plain.partition("10")
     return float(mantissa.rstrip("·") or 1) * 10.0 ** int(power or 0) if "10" in plain else float(plain)
@@ -29,8 +30,9 @@ def test_log_ticks_are_distinct_in_range_and_written_alike():
 
 
 def test_log_with_zeros_draws_every_value_once_and_no_zero_on_the_log_axis():
-    data = pd.DataFrame({"facet": ["a"] * 4 + ["b"] * 3, "x": [1, 2, 3, 4, 1, 2, 3],
-                         "y": [0.0, 1e-16, 0.0, 0.5, 1e-3, 0.0, 2.0]})
+    data = pd.DataFrame(
+        {"facet": ["a"] * 4 + ["b"] * 3, "x": [1, 2, 3, 4, 1, 2, 3], "y": [0.0, 1e-16, 0.0, 0.5, 1e-3, 0.0, 2.0]}
+    )
     fig = plots.log_with_zeros(data, "x", "y", "facet", ["a", "b"], "x", "y")
     top = [t for t in fig.data if t.yaxis in ("y", "y2")]
     strip = [t for t in fig.data if t.yaxis in ("y3", "y4")]

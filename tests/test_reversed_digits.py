@@ -1,5 +1,6 @@
 """Reversed digits: the pieces against a place-value oracle (fractions), exact round trips (struct),
 numbers written next to each other, bad input, and a tiny training run whose answers decode."""
+
 import math
 import random
 import struct
@@ -29,14 +30,14 @@ def oracle_value(pieces):
         integer = []
     elif "." in body:
         cut = body.index(".")
-        fraction, integer = body[:cut][::-1], body[cut + 1:]
+        fraction, integer = body[:cut][::-1], body[cut + 1 :]
     else:
         fraction, integer = [], body
     if not integer and not fraction or "." in integer + fraction or (body[-1] == "." and body[0] != "."):
         return None
     if body[0] == ".":
         fraction = fraction[::-1]
-    value = sum(Fraction(int(d)) * 10 ** j for j, d in enumerate(integer))
+    value = sum(Fraction(int(d)) * 10**j for j, d in enumerate(integer))
     value += sum(Fraction(int(d), 10 ** (len(fraction) - j)) for j, d in enumerate(fraction[::-1]))
     return float(sign * value) if value or sign > 0 else -0.0
 
@@ -53,18 +54,29 @@ def oracle_pieces(text):
     return sign + ([point] if point and not integer else []) + digits
 
 
-@pytest.mark.parametrize("text,pieces", [
-    ("1234", ["4", "3", "2", "1"]), ("-12.5", ["-", "5", ".", "2", "1"]), (".25", [".", "5", "2"]),
-    ("0.5", ["5", ".", "0"]), ("-0", ["-", "0"]), ("100", ["0", "0", "1"]), ("007", ["7", "0", "0"]),
-])
+@pytest.mark.parametrize(
+    "text,pieces",
+    [
+        ("1234", ["4", "3", "2", "1"]),
+        ("-12.5", ["-", "5", ".", "2", "1"]),
+        (".25", [".", "5", "2"]),
+        ("0.5", ["5", ".", "0"]),
+        ("-0", ["-", "0"]),
+        ("100", ["0", "0", "1"]),
+        ("007", ["7", "0", "0"]),
+    ],
+)
 def test_hand_written_pieces(text, pieces):
     assert CODEC.number_tokens(text) == pieces == oracle_pieces(text) and CODEC.number_text(pieces) == text
     assert oracle_value(pieces) == float(text)
 
 
-texts = st.builds(lambda sign, integer, fraction: sign + integer + ("." + fraction if fraction is not None else ""),
-                  st.sampled_from(["", "-"]), st.text("0123456789", max_size=25),
-                  st.none() | st.text("0123456789", min_size=1, max_size=25)).filter(lambda t: t.strip("-"))
+texts = st.builds(
+    lambda sign, integer, fraction: sign + integer + ("." + fraction if fraction is not None else ""),
+    st.sampled_from(["", "-"]),
+    st.text("0123456789", max_size=25),
+    st.none() | st.text("0123456789", min_size=1, max_size=25),
+).filter(lambda t: t.strip("-"))
 
 
 @settings(max_examples=1000, deadline=None)

@@ -1,6 +1,7 @@
 """Nothing a run wrote is lost: --resume needs a checkpoint, an old run is never silently replaced,
 the log is rewritten atomically, a killed write's temporaries are cleaned up, a full disk keeps the
 previous checkpoint and says so; every flag is checked before anything is allocated."""
+
 import hashlib
 import json
 import os
@@ -18,9 +19,22 @@ from workbench.atomic import write_atomic
 from workbench.optim import OptimConfig
 from workbench.tasks import text_sources
 
-TINY = dict(encoding="bittokens", tasks=("addition",), preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4,
-            pool_size=100, val_samples=4, test_samples=4, eval_every=2, checkpoint_every=2,
-            decades=(0, 1), max_digits=2, threads=1, optim=OptimConfig(newton_schulz="float32"))
+TINY = dict(
+    encoding="bittokens",
+    tasks=("addition",),
+    preset="cpu-tiny",
+    batch_size=2,
+    tokens=2 * 128 * 4,
+    pool_size=100,
+    val_samples=4,
+    test_samples=4,
+    eval_every=2,
+    checkpoint_every=2,
+    decades=(0, 1),
+    max_digits=2,
+    threads=1,
+    optim=OptimConfig(newton_schulz="float32"),
+)
 
 
 def test_resume_without_a_checkpoint_is_refused(tmp_path):
@@ -38,7 +52,10 @@ def test_an_existing_run_is_never_silently_replaced(tmp_path):
     assert (out / "metrics.jsonl").read_bytes() == before and (out / "best.pt").exists()
     (out / "marker").write_text("a file of the user's")
     T.train(T.TrainConfig.of(**TINY, out=str(out), overwrite=True))  # asked for: replaced
-    losses = [[json.loads(r)["loss"] for r in log.splitlines()] for log in (before.decode(), (out / "metrics.jsonl").read_text())]
+    losses = [
+        [json.loads(r)["loss"] for r in log.splitlines()]
+        for log in (before.decode(), (out / "metrics.jsonl").read_text())
+    ]
     assert losses[0] == losses[1]  # the same seed gives the same curve, written afresh
     assert (out / "marker").exists()  # only the run's own files are replaced
 
@@ -53,9 +70,11 @@ def test_a_kill_while_the_log_is_rewritten_loses_nothing(tmp_path):
     rows = log.read_text().splitlines()
     log.write_text("\n".join(rows) + '\n{"step": 99, "loss": 1.0}\n')  # a row after the checkpoint
     before = log.read_bytes()
-    code = ("import os, signal, sys; from pathlib import Path; from workbench import rundir; "
-            "os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL); "
-            "rundir.truncate_log(Path(sys.argv[1]), 4)")
+    code = (
+        "import os, signal, sys; from pathlib import Path; from workbench import rundir; "
+        "os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL); "
+        "rundir.truncate_log(Path(sys.argv[1]), 4)"
+    )
     proc = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True)
     assert proc.returncode == -9  # killed
     assert log.read_bytes() == before  # not emptied, not half-written
@@ -92,33 +111,38 @@ def test_a_full_disk_keeps_the_previous_checkpoint_and_says_so(full_disk):
     small = {"model": torch.ones(1000)}
     write_atomic(path, lambda tmp: torch.save(small, tmp))
     big = {"model": torch.ones(1_000_000)}  # 4 MB: more than the disk holds
-    with pytest.raises(OSError, match="the disk is full: could not write .*checkpoint.pt .*previous checkpoint.pt.* kept"):
+    with pytest.raises(
+        OSError, match="the disk is full: could not write .*checkpoint.pt .*previous checkpoint.pt.* kept"
+    ):
         write_atomic(path, lambda tmp: torch.save(big, tmp))
     assert torch.equal(rundir.load_checkpoint(path)["model"], small["model"])  # the old one, whole
     assert [p.name for p in full_disk.iterdir()] == ["checkpoint.pt"]  # no temporary left
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--checkpoint-every", "0"], "--checkpoint-every must be an integer >= 1"),
-    (["--checkpoint-every", "-1"], "--checkpoint-every must be an integer >= 1"),
-    (["--test-samples", "0"], "--test-samples must be an integer >= 1"),
-    (["--val-samples", "0"], "--val-samples must be an integer >= 1"),
-    (["--pool-size", "0"], "--pool-size must be an integer >= 1"),
-    (["--tokens", "inf"], "--tokens must be a finite number"),
-    (["--tokens", "nan"], "--tokens must be a finite number"),
-    (["--context", "0"], "--context must be an integer in 8..65536"),
-    (["--context", "100000"], "--context must be an integer in 8..65536"),
-    (["--out", ""], "--out must name a run directory"),
-    (["--encoding", "base64"], "unknown encoding 'base64'"),
-    (["--tasks", "addition,nope"], "unknown task 'nope'"),
-    (["--tasks", "additon"], "did you mean 'addition'?"),
-    (["--encoding", "bittoken"], "did you mean 'bittokens'?"),
-    (["--decades", "3", "1"], "decades must be integers with"),
-    (["--encoding-option", "combine=glue"], "combine must be one of"),
-    (["--encoding-option", "combine"], "--encoding-option takes KEY=VALUE"),
-    (["--max-task-ratio", "0.1"], "--max-task-ratio must be in"),
-    (["--text-source", "ftp:x"], "unknown text source kind"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--checkpoint-every", "0"], "--checkpoint-every must be an integer >= 1"),
+        (["--checkpoint-every", "-1"], "--checkpoint-every must be an integer >= 1"),
+        (["--test-samples", "0"], "--test-samples must be an integer >= 1"),
+        (["--val-samples", "0"], "--val-samples must be an integer >= 1"),
+        (["--pool-size", "0"], "--pool-size must be an integer >= 1"),
+        (["--tokens", "inf"], "--tokens must be a finite number"),
+        (["--tokens", "nan"], "--tokens must be a finite number"),
+        (["--context", "0"], "--context must be an integer in 8..65536"),
+        (["--context", "100000"], "--context must be an integer in 8..65536"),
+        (["--out", ""], "--out must name a run directory"),
+        (["--encoding", "base64"], "unknown encoding 'base64'"),
+        (["--tasks", "addition,nope"], "unknown task 'nope'"),
+        (["--tasks", "additon"], "did you mean 'addition'?"),
+        (["--encoding", "bittoken"], "did you mean 'bittokens'?"),
+        (["--decades", "3", "1"], "decades must be integers with"),
+        (["--encoding-option", "combine=glue"], "combine must be one of"),
+        (["--encoding-option", "combine"], "--encoding-option takes KEY=VALUE"),
+        (["--max-task-ratio", "0.1"], "--max-task-ratio must be in"),
+        (["--text-source", "ftp:x"], "unknown text source kind"),
+    ],
+)
 def test_every_bad_flag_is_refused_before_anything_runs(flags, message, tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         T.main(flags + ["--out", str(tmp_path / "run")] if "--out" not in flags else flags)
@@ -128,7 +152,9 @@ def test_every_bad_flag_is_refused_before_anything_runs(flags, message, tmp_path
 
 def test_a_configuration_that_cannot_fit_in_memory_is_refused_up_front():
     cfg = T.TrainConfig.of(**{**TINY, "batch_size": 64}, context=65536)
-    with pytest.raises(MemoryError, match="needs about .* GiB but .* GiB are free: .* GiB for --batch-size 64 x --context 65536"):
+    with pytest.raises(
+        MemoryError, match="needs about .* GiB but .* GiB are free: .* GiB for --batch-size 64 x --context 65536"
+    ):
         memory.check_memory(cfg, vocab_size=2100)
     assert memory.check_memory(T.TrainConfig.of(**TINY), vocab_size=2100) < 2**30  # a small run passes
 
@@ -155,8 +181,21 @@ def test_resume_with_another_configuration_names_the_settings_that_differ_and_to
     (out / ".checkpoint.pt.abcd1234").write_bytes(b"another process's temporary")
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     with pytest.raises(SystemExit):
-        T.main(["--encoding", "bittokens", "--tasks", "addition", "--seed", "3", "--max-digits", "1", "--resume",
-                "--out", str(out)])
+        T.main(
+            [
+                "--encoding",
+                "bittokens",
+                "--tasks",
+                "addition",
+                "--seed",
+                "3",
+                "--max-digits",
+                "1",
+                "--resume",
+                "--out",
+                str(out),
+            ]
+        )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "seed: 0 (recorded) vs 3" in err[0] and "max_digits: 2 (recorded) vs 1" in err[0]
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before  # nothing touched
@@ -176,14 +215,37 @@ def test_two_processes_never_write_into_one_run_directory(tmp_path):
     far longer than the refusals take, and is stopped once it has gone on past them: a fixed short
     run could end before the refusals on a quiet machine.)"""
     out = tmp_path / "run"
-    args = [sys.executable, "-m", "workbench.train", "--encoding", "bittokens", "--tasks", "addition", "--batch-size",
-            "2", "--tokens", str(2 * 128 * 100_000), "--pool-size", "100", "--val-samples", "4", "--test-samples", "4",
-            "--threads", "1", "--checkpoint-every", "5", "--out", str(out)]
+    args = [
+        sys.executable,
+        "-m",
+        "workbench.train",
+        "--encoding",
+        "bittokens",
+        "--tasks",
+        "addition",
+        "--batch-size",
+        "2",
+        "--tokens",
+        str(2 * 128 * 100_000),
+        "--pool-size",
+        "100",
+        "--val-samples",
+        "4",
+        "--test-samples",
+        "4",
+        "--threads",
+        "1",
+        "--checkpoint-every",
+        "5",
+        "--out",
+        str(out),
+    ]
     first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def steps():  # the steps logged so far (complete lines only: the first is still writing)
         text = (out / "metrics.jsonl").read_text()
-        return [json.loads(line)["step"] for line in text[:text.rfind("\n") + 1].splitlines()]
+        return [json.loads(line)["step"] for line in text[: text.rfind("\n") + 1].splitlines()]
+
     try:
         deadline = time.time() + 120
         while not (out / "metrics.jsonl").exists() and time.time() < deadline:
@@ -211,8 +273,9 @@ def test_each_run_records_what_made_it(tmp_path):
     assert env["python"] == ".".join(map(str, sys.version_info[:3])) and env["torch"] == torch.__version__
     assert env["threads"] == 1 and env["bpe_corpus_sha256"] == env["text_source_sha256"]
     assert env["bpe_corpus_sha256"] == hashlib.sha256(text_sources.SHIPPED.read_bytes()).hexdigest()
-    head = subprocess.run(["git", "-C", str(Path(T.__file__).parents[1]), "rev-parse", "HEAD"], capture_output=True,
-                          text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", str(Path(T.__file__).parents[1]), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     if head:  # a git checkout: the run names the commit that made it (and whether the code differed)
         assert env["workbench_commit"] in (head, head + "+changes")
     # the machine: the kernels that did the arithmetic, and every "auto" as it resolved
@@ -250,13 +313,15 @@ def test_a_run_made_on_other_kernels_is_refused(tmp_path):
     other = "avx2" if here != "AVX2" else "default"
     env = dict(os.environ, ATEN_CPU_CAPABILITY=other)
     before = (out / "metrics.jsonl").read_bytes()
-    done = subprocess.run([sys.executable, "-c", CAPABILITY_PROBE, str(out), "1"], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", CAPABILITY_PROBE, str(out), "1"], env=env, capture_output=True, text=True, timeout=300
+    )
     assert f"kernels: cpu/{here} (recorded) vs cpu/{other.upper()} here" in done.stdout, done.stdout + done.stderr
     assert "refused: --resume:" in done.stdout and "kernels: " in done.stdout.split("refused:")[1]
     assert (out / "metrics.jsonl").read_bytes() == before  # nothing written
-    done = subprocess.run([sys.executable, "-c", CAPABILITY_PROBE, str(out), "0"], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", CAPABILITY_PROBE, str(out), "0"], env=env, capture_output=True, text=True, timeout=300
+    )
     assert "differences: \n" in done.stdout and "resumed" in done.stdout, done.stdout + done.stderr
 
 
@@ -264,8 +329,18 @@ def test_a_test_set_that_cannot_fit_is_refused_before_training(tmp_path, capsys)
     """Bug: the memory check ignored the questions, so --test-samples 3000000 trained every step,
     checkpointed, then died in the final test. Now it is refused before the first step."""
     with pytest.raises(SystemExit) as stop:
-        T.main(["--encoding", "bittokens", "--tasks", "addition,sorting", "--test-samples", "3000000",
-                "--out", str(tmp_path / "run")])
+        T.main(
+            [
+                "--encoding",
+                "bittokens",
+                "--tasks",
+                "addition,sorting",
+                "--test-samples",
+                "3000000",
+                "--out",
+                str(tmp_path / "run"),
+            ]
+        )
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "--test-samples 3000000" in err and "GiB for the questions" in err
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
@@ -301,8 +376,9 @@ def test_without_out_every_run_gets_a_new_folder(tmp_path, monkeypatch):
         T.main(["--tokens", "1e4"])
     T.main(["--tokens", "1e4", "--out", "runs/mine"])
     assert len(set(seen[:3])) == 3 and seen[3] == "runs/mine"
-    assert all(Path(p).parent == Path("runs") and Path(p).name.startswith("train-") and Path(p).is_dir()
-               for p in seen[:3])
+    assert all(
+        Path(p).parent == Path("runs") and Path(p).name.startswith("train-") and Path(p).is_dir() for p in seen[:3]
+    )
     # under torchrun the ranks agree on one folder, named by the launch's rendezvous id
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "0f3c9a7e-5b1d")

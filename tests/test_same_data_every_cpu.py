@@ -9,6 +9,7 @@ CPU would run), and every hash must agree. On a machine without AVX-512 both run
 kernels and the comparison holds trivially; it bites wherever AVX-512 is present (the development
 machine and most CI runners).
 """
+
 from __future__ import annotations
 
 import json
@@ -74,8 +75,9 @@ def _run(cache: Path, env: dict) -> dict:
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))  # this checkout's code
     inherited = {k: v for k, v in os.environ.items() if k not in ("NPY_DISABLE_CPU_FEATURES", "ATEN_CPU_CAPABILITY")}
     env = {**inherited, **env, "PYTHONPATH": path}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(cache)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(cache)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

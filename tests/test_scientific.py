@@ -1,5 +1,6 @@
 """Scientific-notation tokens: mantissa and exponent against a fractions oracle, round trips,
 the exponent range, bad input, and a tiny training run whose answers decode."""
+
 import math
 import random
 import struct
@@ -47,18 +48,28 @@ def oracle_value(pieces):
     return float(sign * value) if value or sign > 0 else -0.0
 
 
-@pytest.mark.parametrize("text,pieces", [
-    ("314.1", ["3", "1", "4", "1", "<e+2>"]), ("-0.0015", ["-", "1", "5", "<e-3>"]),
-    ("1200", ["1", "2", "<e+3>"]), ("0", ["0", "<e+0>"]), ("-0", ["-", "0", "<e+0>"]), (".5", ["5", "<e-1>"]),
-])
+@pytest.mark.parametrize(
+    "text,pieces",
+    [
+        ("314.1", ["3", "1", "4", "1", "<e+2>"]),
+        ("-0.0015", ["-", "1", "5", "<e-3>"]),
+        ("1200", ["1", "2", "<e+3>"]),
+        ("0", ["0", "<e+0>"]),
+        ("-0", ["-", "0", "<e+0>"]),
+        (".5", ["5", "<e-1>"]),
+    ],
+)
 def test_hand_written_pieces(text, pieces):
     assert CODEC.number_tokens(text) == pieces == oracle_pieces(text)
     assert float(CODEC.number_text(pieces)) == float(text) == oracle_value(pieces)
 
 
-texts = st.builds(lambda sign, integer, fraction: sign + integer + ("." + fraction if fraction is not None else ""),
-                  st.sampled_from(["", "-"]), st.text("0123456789", max_size=15),
-                  st.none() | st.text("0123456789", min_size=1, max_size=15)).filter(lambda t: t.strip("-"))
+texts = st.builds(
+    lambda sign, integer, fraction: sign + integer + ("." + fraction if fraction is not None else ""),
+    st.sampled_from(["", "-"]),
+    st.text("0123456789", max_size=15),
+    st.none() | st.text("0123456789", min_size=1, max_size=15),
+).filter(lambda t: t.strip("-"))
 
 
 @settings(max_examples=1000, deadline=None)
@@ -71,8 +82,10 @@ def test_pieces_and_values_match_the_oracle(text):
 
 def test_values_round_trip_bit_exact_within_the_exponent_range():
     rng = random.Random(2)
-    xs = [rng.choice([-1, 1]) * float(f"{rng.randint(1, 9)}.{rng.randint(0, 10**16)}e{rng.randint(-30, 30)}")
-          for _ in range(500)] + [0.0, -0.0, 1e-30, 9.999999999999999e30, 0.1, 123.456]
+    xs = [
+        rng.choice([-1, 1]) * float(f"{rng.randint(1, 9)}.{rng.randint(0, 10**16)}e{rng.randint(-30, 30)}")
+        for _ in range(500)
+    ] + [0.0, -0.0, 1e-30, 9.999999999999999e30, 0.1, 123.456]
     back = CODEC.decode(CODEC.encode(torch.tensor(xs, dtype=torch.float64)))
     assert [struct.pack(">d", v) for v in back.tolist()] == [struct.pack(">d", v) for v in xs]
 
@@ -81,8 +94,14 @@ def test_a_number_beyond_the_exponent_tokens_is_a_clear_error():
     for value in (1e31, -1e-31, 5e-324, 1e300):
         zoo_checks.refuses(CODEC, value, "max_exponent", "10^")
     zoo_checks.refuses(CODEC, math.nan, "cannot encode", "finite")
-    assert float(encoders.get("scientific", max_exponent=400).number_text(
-        encoders.get("scientific", max_exponent=400).number_tokens("1" + "0" * 350))) == 1e350
+    assert (
+        float(
+            encoders.get("scientific", max_exponent=400).number_text(
+                encoders.get("scientific", max_exponent=400).number_tokens("1" + "0" * 350)
+            )
+        )
+        == 1e350
+    )
     zoo_checks.bad_options("scientific")
     with pytest.raises(ValueError, match="scientific.*max_exponent"):
         encoders.get("scientific", max_exponent=-1)
@@ -102,13 +121,18 @@ def test_tiny_training_writes_numbers_that_mean_their_values(tmp_path, monkeypat
     zoo_checks.runs_by_name("scientific", tmp_path, monkeypatch)
 
 
-@pytest.mark.parametrize("text, number, back", [("1,000,000", "000", "0"), ("x 007", "007", "7"),
-                                                ("-00 and 1.50", "-00", "-0"), ("1.2.3", ".3", "0.3")])
+@pytest.mark.parametrize(
+    "text, number, back",
+    [("1,000,000", "000", "0"), ("x 007", "007", "7"), ("-00 and 1.50", "-00", "-0"), ("1.2.3", ".3", "0.3")],
+)
 def test_written_forms_it_cannot_keep_are_an_error_not_other_text(text, number, back):
     """Bug: encode(forms=True) promises the text back exactly, but "1,000,000" came back as "1,0,0"."""
     tok = Tokenizer("scientific")
-    with pytest.raises(ValueError, match=rf"scientific keeps a number's value, not its written form: "
-                                         rf"'{number}' would come back as '{back}'"):
+    with pytest.raises(
+        ValueError,
+        match=rf"scientific keeps a number's value, not its written form: "
+        rf"'{number}' would come back as '{back}'",
+    ):
         tok.encode(text, forms=True)
     tok.encode(text)  # without forms: the values, as the module says
     ids, values, forms = tok.encode("plain 12 and 3.25, -4", forms=True)

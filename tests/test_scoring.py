@@ -1,6 +1,7 @@
 """Frontier scoring in both modes: the paper authors' per-answer scores (checked on real responses
 from their released result files, against their scores in combined_samples_long.csv), each rule of
 both readings with the examples of issue 15 and our own, and linear time on hostile input."""
+
 import json
 import math
 import time
@@ -50,10 +51,20 @@ AUTHORS_SCORES = [
     ("addition", '{"answer": 9954149258099.974379660893464}', "9954149258099.97", 1.0, 1),
     ("minmax", '{"answer": 0.000000000044}', "0.000000000044", 1.0, None),
     ("minmax", '{"answer": -1.959357e-08}', "-0.00000001959357", 0.0, None),
-    ("sorting", '{"answer": [1550.0595581225548, 1550.059558122555]}',
-     "1550.0595581225548, 1550.059558122555", 1.0, None),
-    ("sorting", '{"answer": [14723.6256801591, 14723.62568015792, 14723.62568015877]}',
-     "14723.6256801591, 14723.62568015877, 14723.62568015792", 0.0, None),
+    (
+        "sorting",
+        '{"answer": [1550.0595581225548, 1550.059558122555]}',
+        "1550.0595581225548, 1550.059558122555",
+        1.0,
+        None,
+    ),
+    (
+        "sorting",
+        '{"answer": [14723.6256801591, 14723.62568015792, 14723.62568015877]}',
+        "14723.6256801591, 14723.62568015877, 14723.62568015792",
+        0.0,
+        None,
+    ),
 ]
 
 
@@ -116,6 +127,7 @@ def test_paper_reads_a_json_float_through_float64(x):
 
 # ---- the paper's rules the old scorer broke, in both modes ---------------------------------------
 
+
 def test_minmax_is_correct_only_when_written_as_in_the_list():
     paper, careful = both("minmax", '{"answer": 1.02e-9}', "0.00000000102")
     assert paper["performance"] == 0.0 and careful["performance"] == 1.0
@@ -125,10 +137,12 @@ def test_minmax_is_correct_only_when_written_as_in_the_list():
     assert paper["performance"] == careful["performance"] == 1.0
     # without JSON the first number is read as float64 and printed: '1.02e-09', '100.0'
     assert [both("minmax", r, r) for r in ("0.00000000102", "100")] == [
-        ({"parsed": "1.02e-09", "performance": 0.0, "exact": False},
-         {"parsed": "1.02E-9", "performance": 1.0, "exact": True}),
-        ({"parsed": "100.0", "performance": 0.0, "exact": False},
-         {"parsed": "100", "performance": 1.0, "exact": True})]
+        (
+            {"parsed": "1.02e-09", "performance": 0.0, "exact": False},
+            {"parsed": "1.02E-9", "performance": 1.0, "exact": True},
+        ),
+        ({"parsed": "100.0", "performance": 0.0, "exact": False}, {"parsed": "100", "performance": 1.0, "exact": True}),
+    ]
 
 
 def test_numbers_of_any_length_are_read():
@@ -154,8 +168,11 @@ def test_broken_json_still_yields_the_answer():
         assert paper["exact"] and careful["exact"], response
     paper, careful = both("addition", '{"answer": -.0000772980859}', "-0.0000772980859039587")
     assert paper["parsed"] == "-7.72980859e-05" and careful["parsed"] == "-0.0000772980859"
-    assert paper["performance"] == careful["performance"] == pytest.approx(
-        log_smape(-0.0000772980859, -0.0000772980859039587))
+    assert (
+        paper["performance"]
+        == careful["performance"]
+        == pytest.approx(log_smape(-0.0000772980859, -0.0000772980859039587))
+    )
 
 
 def test_prose_without_json():
@@ -207,43 +224,47 @@ def test_sorting_in_both_modes():
 
 # ---- the careful reading, rule by rule (with what the paper reads beside it) ----------------------
 
-@pytest.mark.parametrize("response, task, careful, paper", [
-    # C1: the key "answer", any quotes, any depth, also in a fence or a truncated object
-    ('{"result": {"answer": 1500}}', "addition", Decimal(1500), "1500.0"),
-    ("{'answer': 1500}", "addition", Decimal(1500), "1500.0"),
-    ('```json\n{"answer": 1500}\n```', "addition", Decimal(1500), "1500"),
-    ('{"answer": "1,234.5"}', "addition", Decimal("1234.5"), "1,234.5"),
-    ('{"answer": <numeric_answer>}\n{"answer": 42}', "addition", Decimal(42), "42.0"),
-    # C2: \boxed{...}, with LaTeX powers of ten
-    (r"\boxed{1.5 \times 10^{3}}", "addition", Decimal(1500), "1.5"),
-    (r"so $\boxed{-2.5\cdot10^{-4}}$", "mean", Decimal("-0.00025"), "-2.5"),
-    (r"\boxed{C}", "interval", "C", "C"),
-    # C3: prose
-    ("The answer is: 1500", "addition", Decimal(1500), "1500.0"),
-    ("**Answer:** 1 500", "addition", Decimal(1500), "1.0"),
-    ("The maximum is 7.25.", "minmax", Decimal("7.25"), "7.25"),
-    ("The answer is (B).", "interval", "B", "B"),
-    ("The answer is a tricky one.", "interval", None, "A"),
-    ("The answer is 3 + 4 = 7", "addition", None, "3.0"),
-    # C4: a code fence holding the value, or nothing but the value
-    ("```\n1500\n```", "addition", Decimal(1500), "1500.0"),
-    ("1 500", "addition", Decimal(1500), "1.0"),
-    ("1,234", "addition", Decimal(1234), "1.0"),
-    ("1'234", "addition", Decimal(1234), "1.0"),
-    ("1\u202f234\u202f567.5", "addition", Decimal("1234567.5"), "1.0"),
-    ("$1.5 \\times 10^{3}$", "addition", Decimal(1500), "3.0"),  # P0 cuts to {3}
-    ("1.5 x 10^-3", "addition", Decimal("0.0015"), "1.5"),
-    ("\u22125.5", "addition", Decimal("-5.5"), "5.5"),
-    ("(c)", "interval", "C", "C"),
-    # ambiguous separators are refused
-    ("1,5", "addition", None, "1.0"),
-    ("1,23", "addition", None, "1.0"),
-    ("1.234,5", "addition", None, "1.234"),
-    ("1,234 500", "addition", None, "1.0"),
-    # prose without an answer: no operand restated from the question is taken for it
-    ("What is 12.5 + 3.25? I cannot compute that.", "addition", None, "12.5"),
-    ("", "mean", None, ""),
-])
+
+@pytest.mark.parametrize(
+    "response, task, careful, paper",
+    [
+        # C1: the key "answer", any quotes, any depth, also in a fence or a truncated object
+        ('{"result": {"answer": 1500}}', "addition", Decimal(1500), "1500.0"),
+        ("{'answer': 1500}", "addition", Decimal(1500), "1500.0"),
+        ('```json\n{"answer": 1500}\n```', "addition", Decimal(1500), "1500"),
+        ('{"answer": "1,234.5"}', "addition", Decimal("1234.5"), "1,234.5"),
+        ('{"answer": <numeric_answer>}\n{"answer": 42}', "addition", Decimal(42), "42.0"),
+        # C2: \boxed{...}, with LaTeX powers of ten
+        (r"\boxed{1.5 \times 10^{3}}", "addition", Decimal(1500), "1.5"),
+        (r"so $\boxed{-2.5\cdot10^{-4}}$", "mean", Decimal("-0.00025"), "-2.5"),
+        (r"\boxed{C}", "interval", "C", "C"),
+        # C3: prose
+        ("The answer is: 1500", "addition", Decimal(1500), "1500.0"),
+        ("**Answer:** 1 500", "addition", Decimal(1500), "1.0"),
+        ("The maximum is 7.25.", "minmax", Decimal("7.25"), "7.25"),
+        ("The answer is (B).", "interval", "B", "B"),
+        ("The answer is a tricky one.", "interval", None, "A"),
+        ("The answer is 3 + 4 = 7", "addition", None, "3.0"),
+        # C4: a code fence holding the value, or nothing but the value
+        ("```\n1500\n```", "addition", Decimal(1500), "1500.0"),
+        ("1 500", "addition", Decimal(1500), "1.0"),
+        ("1,234", "addition", Decimal(1234), "1.0"),
+        ("1'234", "addition", Decimal(1234), "1.0"),
+        ("1\u202f234\u202f567.5", "addition", Decimal("1234567.5"), "1.0"),
+        ("$1.5 \\times 10^{3}$", "addition", Decimal(1500), "3.0"),  # P0 cuts to {3}
+        ("1.5 x 10^-3", "addition", Decimal("0.0015"), "1.5"),
+        ("\u22125.5", "addition", Decimal("-5.5"), "5.5"),
+        ("(c)", "interval", "C", "C"),
+        # ambiguous separators are refused
+        ("1,5", "addition", None, "1.0"),
+        ("1,23", "addition", None, "1.0"),
+        ("1.234,5", "addition", None, "1.234"),
+        ("1,234 500", "addition", None, "1.0"),
+        # prose without an answer: no operand restated from the question is taken for it
+        ("What is 12.5 + 3.25? I cannot compute that.", "addition", None, "12.5"),
+        ("", "mean", None, ""),
+    ],
+)
 def test_careful_rules(response, task, careful, paper):
     assert answers.parse_answer(response, task) == careful
     assert answers.paper_answer(response, task) == paper
@@ -251,15 +272,20 @@ def test_careful_rules(response, task, careful, paper):
 
 def test_careful_lists():
     expected = [Decimal("-1500"), Decimal("2.5"), Decimal("3")]
-    for response in ('{"answer": [-1500, 2.5, 3]}', "{'answer': ['-1500', '2.5', '3']}", "Sorted list: [-1 500, 2.5, 3]",
-                     "The sorted list is -1500, 2.5, 3.", "```\n[-1500, 2.5, 3]\n```"):
+    for response in (
+        '{"answer": [-1500, 2.5, 3]}',
+        "{'answer': ['-1500', '2.5', '3']}",
+        "Sorted list: [-1 500, 2.5, 3]",
+        "The sorted list is -1500, 2.5, 3.",
+        "```\n[-1500, 2.5, 3]\n```",
+    ):
         assert answers.parse_answer(response, "sorting") == expected, response
     assert answers.parse_answer("[1, 2, x]", "sorting") is None
     assert answers.parse_answer("Sort [3, 1, 2] please", "sorting") is None  # the question's list
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(min_value=-10**15, max_value=10**15), st.sampled_from([",", " ", "'", "\u00a0"]))
+@given(st.integers(min_value=-(10**15), max_value=10**15), st.sampled_from([",", " ", "'", "\u00a0"]))
 def test_careful_reads_grouped_thousands(k, sep):
     text = f"{k:,}".replace(",", sep)
     assert answers.parse_answer(text, "addition") == Decimal(k)
@@ -275,6 +301,7 @@ def test_readers_never_crash(text, task):
 
 
 # ---- the score() interface ------------------------------------------------------------------
+
 
 def test_score_interface():
     with pytest.raises(ValueError, match="unknown scoring mode"):

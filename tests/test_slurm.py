@@ -6,6 +6,7 @@ Runs where Slurm is installed (or a cluster already answers): the test starts th
 `scripts/slurm-single-node.sh check`, which never installs anything, and stops what it started.
 Skips, with the reason, where Slurm is not installed (as root, `scripts/slurm-single-node.sh start`
 installs it once, with apt-get), where this is not root, or where the daemons fail to start."""
+
 import os
 import shutil
 import signal
@@ -29,8 +30,10 @@ SLURM = Executor("slurm", partition="debug", time=10)
 
 def answers() -> bool:
     try:
-        return all(subprocess.run([tool, "--noheader"], capture_output=True, timeout=10).returncode == 0
-                   for tool in ("sinfo", "sacct"))
+        return all(
+            subprocess.run([tool, "--noheader"], capture_output=True, timeout=10).returncode == 0
+            for tool in ("sinfo", "sacct")
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -71,8 +74,9 @@ def cancel_after_first_checkpoint(run: Path) -> None:
         time.sleep(0.01)
 
 
-def test_a_tiny_plan_through_slurm_gives_the_local_rows_and_resumes_a_cancelled_job(cluster, tmp_path, monkeypatch,
-                                                                                    capsys):
+def test_a_tiny_plan_through_slurm_gives_the_local_rows_and_resumes_a_cancelled_job(
+    cluster, tmp_path, monkeypatch, capsys
+):
     monkeypatch.setitem(experiments.PROTOCOLS, "tiny", TINY)
     local, out = tmp_path / "local", tmp_path / "slurm"
     experiments.run_protocol("tiny", out=local, **PLAN)
@@ -83,6 +87,7 @@ def test_a_tiny_plan_through_slurm_gives_the_local_rows_and_resumes_a_cancelled_
             experiments.run_protocol("tiny", out=out, executor=SLURM, **PLAN)
         except RunsFailed as err:
             first["error"] = str(err)
+
     thread = threading.Thread(target=submit, daemon=True)  # a failed test leaves no waiting thread
     thread.start()
     cancel_after_first_checkpoint(cancelled)

@@ -1,4 +1,5 @@
 """The study's machinery: the pre-registered plan, the results table and the bootstrap intervals."""
+
 import json
 
 import numpy as np
@@ -17,8 +18,11 @@ def test_the_plan_is_the_pre_registered_one():
     assert {r.config.data.max_digits for r in precision} == {1, 2, 3, 4}
     assert all(r.config.tasks == (r.task,) and r.config.tokens == 1e6 for r in precision)
     assert {r.config.encoding for r in runs} == {"bittokens", "fone", "xval", "single_digit", "triple_digit"}
-    assert all(set(r.config.tasks) == {"addition", "multiplication", "division", "minmax", "sorting", "interval",
-                                       "text"} and r.config.data.max_digits == 1 for r in multitask)
+    assert all(
+        set(r.config.tasks) == {"addition", "multiplication", "division", "minmax", "sorting", "interval", "text"}
+        and r.config.data.max_digits == 1
+        for r in multitask
+    )
     assert len({r.name for r in runs}) == len(runs)  # one folder per run
     # nothing but what each study varies differs from the recipe's defaults
     for r in runs:
@@ -33,8 +37,13 @@ def test_the_exploratory_part_changes_only_the_binary_pool_and_joins_its_study_a
         twin = twins[(r.task, r.digits, r.seed)]
         assert r.study == f"{twin.study}_{study.DECIMAL_POOL}" and r.name != twin.name
         assert r.config == twin.config.updated(binary_pool=False) and twin.config.difficulty.binary_pool
-    table = pd.DataFrame(dict(study=["precision", "precision_decimal_pool", "multitask_decimal_pool"],
-                              encoding=["bittokens"] * 3, score=[0.1, 0.2, 0.3]))
+    table = pd.DataFrame(
+        dict(
+            study=["precision", "precision_decimal_pool", "multitask_decimal_pool"],
+            encoding=["bittokens"] * 3,
+            score=[0.1, 0.2, 0.3],
+        )
+    )
     moved = study.exploratory_as_encoding(table)
     assert moved.study.tolist() == ["precision", "precision", "multitask"]
     assert moved.encoding.tolist() == ["bittokens", study.VARIANT, study.VARIANT]
@@ -48,8 +57,18 @@ def test_study_2b_is_study_2_with_the_checkpoint_chosen_without_text():
         twin = twins[(r.encoding, r.seed)]
         assert r.study == study.NUMERIC_CHECKPOINT and r.name != twin.name
         assert r.config == twin.config.updated(select_with_text=False) and twin.config.evaluation.select_with_text
-    table = pd.DataFrame(dict(study=["multitask", study.NUMERIC_CHECKPOINT], encoding="fone", task="addition",
-                              metric="log_smape", score=[0.5, 0.9], seed=0, input_tokens=5.0, output_tokens=2.0))
+    table = pd.DataFrame(
+        dict(
+            study=["multitask", study.NUMERIC_CHECKPOINT],
+            encoding="fone",
+            task="addition",
+            metric="log_smape",
+            score=[0.5, 0.9],
+            seed=0,
+            input_tokens=5.0,
+            output_tokens=2.0,
+        )
+    )
     assert study.fig4_results(table, study.NUMERIC_CHECKPOINT).value.tolist() == [0.9]
     assert study.fig4_results(table).value.tolist() == [0.5]
 
@@ -65,26 +84,49 @@ def test_hierarchical_bootstrap_centres_on_the_mean_and_covers_it():
 
 
 def test_results_and_intervals_from_run_folders(tmp_path):
-    runs = [r for r in study.plan(["precision"]) if r.task == "multiplication" and r.digits == 1
-            and r.encoding in ("bittokens", "xval")]
+    runs = [
+        r
+        for r in study.plan(["precision"])
+        if r.task == "multiplication" and r.digits == 1 and r.encoding in ("bittokens", "xval")
+    ]
     for r in runs:
         folder = tmp_path / r.name
         folder.mkdir()
         (folder / "config.json").write_text(json.dumps(recorded(r.config)))  # the run the plan asks for
         good = r.encoding == "bittokens"
         scores = np.full(10, 0.9 if good else 0.1)
-        pd.DataFrame({"task": ["multiplication"], "score": [scores.mean()], "exact": [0.5 if good else 0.0],
-                      "input_tokens": [6.0], "output_tokens": [2.0], "train_seconds": [60.0]}
-                     ).to_csv(folder / "test_summary.csv", index=False)
-        pd.DataFrame({"task": "multiplication", "score": scores, "exact": [good] * 5 + [False] * 5}
-                     ).to_csv(folder / "test_samples.csv", index=False)
+        pd.DataFrame(
+            {
+                "task": ["multiplication"],
+                "score": [scores.mean()],
+                "exact": [0.5 if good else 0.0],
+                "input_tokens": [6.0],
+                "output_tokens": [2.0],
+                "train_seconds": [60.0],
+            }
+        ).to_csv(folder / "test_summary.csv", index=False)
+        pd.DataFrame({"task": "multiplication", "score": scores, "exact": [good] * 5 + [False] * 5}).to_csv(
+            folder / "test_samples.csv", index=False
+        )
     table = study.collect(runs, tmp_path)
-    assert set(table.columns) >= {"study", "encoding", "task", "digits", "seed", "metric", "score", "input_tokens",
-                                  "output_tokens", "train_seconds"}
+    assert set(table.columns) >= {
+        "study",
+        "encoding",
+        "task",
+        "digits",
+        "seed",
+        "metric",
+        "score",
+        "input_tokens",
+        "output_tokens",
+        "train_seconds",
+    }
     assert len(table) == len(runs) * 2 and set(table.metric) == {"log_smape", "exact_match"}
     intervals = study.bootstrap_intervals(runs, tmp_path, draws=100).set_index(["encoding", "metric"])
     assert intervals.loc[("bittokens", "log_smape"), "mean"] == pytest.approx(0.9)
-    assert intervals.loc[("bittokens", "exact_match"), ["mean", "low", "high"]].tolist() == pytest.approx([0.5, 0.2, 0.8], abs=0.21)
+    assert intervals.loc[("bittokens", "exact_match"), ["mean", "low", "high"]].tolist() == pytest.approx(
+        [0.5, 0.2, 0.8], abs=0.21
+    )
     assert (intervals.seeds == 2).all() and (intervals.questions == 10).all()
 
     # run_study with nothing left to train writes both tables of the finished runs; read_study reads them
@@ -97,11 +139,24 @@ def test_results_and_intervals_from_run_folders(tmp_path):
 
 def test_separation_and_ordering_follow_the_intervals():
     rows = []
-    for digits, (bt, sd) in {1: ((0.9, 0.85, 0.95), (0.92, 0.88, 0.96)), 2: ((0.6, 0.55, 0.65), (0.4, 0.35, 0.45)),
-                             3: ((0.2, 0.1, 0.3), (0.5, 0.4, 0.6))}.items():
+    for digits, (bt, sd) in {
+        1: ((0.9, 0.85, 0.95), (0.92, 0.88, 0.96)),
+        2: ((0.6, 0.55, 0.65), (0.4, 0.35, 0.45)),
+        3: ((0.2, 0.1, 0.3), (0.5, 0.4, 0.6)),
+    }.items():
         for encoding, (mean, low, high) in (("bittokens", bt), ("single_digit", sd)):
-            rows.append(dict(study="precision", encoding=encoding, task="multiplication", digits=digits,
-                             metric="log_smape", mean=mean, low=low, high=high))
+            rows.append(
+                dict(
+                    study="precision",
+                    encoding=encoding,
+                    task="multiplication",
+                    digits=digits,
+                    metric="log_smape",
+                    mean=mean,
+                    low=low,
+                    high=high,
+                )
+            )
     intervals = pd.DataFrame(rows)
     sep = study.separation(intervals)
     assert sep.ahead.tolist() == ["overlap", "bittokens", "single_digit"]
@@ -118,8 +173,18 @@ def test_task_scores_count_the_tasks_at_the_threshold_and_part_difference_compar
                 mean = base + shift + 0.05 * k  # fone: 0.75, 0.80, 0.85 in Study 2; 0.95, 0.98, 0.98 in 2b
                 mean = min(mean, 0.98)
                 metric = "accuracy" if task == "minmax" else "log_smape"
-                rows.append(dict(study=part, encoding=encoding, task=task, digits=1, metric=metric,
-                                 mean=mean, low=mean - 0.03, high=mean + 0.03))
+                rows.append(
+                    dict(
+                        study=part,
+                        encoding=encoding,
+                        task=task,
+                        digits=1,
+                        metric=metric,
+                        mean=mean,
+                        low=mean - 0.03,
+                        high=mean + 0.03,
+                    )
+                )
                 if metric == "log_smape":  # exact match never counts towards the criterion
                     rows.append(dict(rows[-1], metric="exact_match", mean=1.0, low=1.0, high=1.0))
     intervals = pd.DataFrame(rows)
@@ -146,12 +211,19 @@ def test_differ_means_strictly_apart_and_the_first_difference_is_the_smallest_d(
     """Bugs: touching intervals counted as apart (>= for >), or the first difference taken at the
     largest d. Each d sits on one side of the boundary: touching (overlap), apart by 1e-9
     (differ), apart the other way (differ), overlapping."""
-    cases = {1: ((0.80, 0.70, 0.90), (0.60, 0.50, 0.70)),  # a.low == b.high: overlap
-             2: ((0.80, 0.70 + 1e-9, 0.90), (0.60, 0.50, 0.70)),  # a.low just above b.high: a ahead
-             3: ((0.20, 0.10, 0.30), (0.50, 0.30 + 1e-9, 0.60)),  # b ahead
-             4: ((0.50, 0.40, 0.60), (0.70, 0.60, 0.80))}  # b.low == a.high: overlap
-    rows = [dict(study="precision", encoding=encoding, task="division", digits=d, metric="log_smape", mean=m, low=lo,
-                 high=hi) for d, pair in cases.items() for encoding, (m, lo, hi) in zip(("bittokens", "single_digit"), pair)]
+    cases = {
+        1: ((0.80, 0.70, 0.90), (0.60, 0.50, 0.70)),  # a.low == b.high: overlap
+        2: ((0.80, 0.70 + 1e-9, 0.90), (0.60, 0.50, 0.70)),  # a.low just above b.high: a ahead
+        3: ((0.20, 0.10, 0.30), (0.50, 0.30 + 1e-9, 0.60)),  # b ahead
+        4: ((0.50, 0.40, 0.60), (0.70, 0.60, 0.80)),
+    }  # b.low == a.high: overlap
+    rows = [
+        dict(
+            study="precision", encoding=encoding, task="division", digits=d, metric="log_smape", mean=m, low=lo, high=hi
+        )
+        for d, pair in cases.items()
+        for encoding, (m, lo, hi) in zip(("bittokens", "single_digit"), pair)
+    ]
     sep = study.separation(pd.DataFrame(rows))
     assert sep.ahead.tolist() == ["overlap", "bittokens", "single_digit", "overlap"]
     assert sep.differ.tolist() == [False, True, True, False]
@@ -165,10 +237,19 @@ def fake_finished(folder, cfg):
     """A run folder as training leaves it: the configuration it recorded and a test summary."""
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(recorded(cfg)))
-    pd.DataFrame({"task": [cfg.tasks[0]], "score": [0.5], "exact": [0.5], "input_tokens": [6.0], "output_tokens": [2.0],
-                  "train_seconds": [1.0]}).to_csv(folder / "test_summary.csv", index=False)
+    pd.DataFrame(
+        {
+            "task": [cfg.tasks[0]],
+            "score": [0.5],
+            "exact": [0.5],
+            "input_tokens": [6.0],
+            "output_tokens": [2.0],
+            "train_seconds": [1.0],
+        }
+    ).to_csv(folder / "test_summary.csv", index=False)
     pd.DataFrame({"task": cfg.tasks[0], "score": [0.5] * 4, "exact": [True, False] * 2}).to_csv(
-        folder / "test_samples.csv", index=False)
+        folder / "test_samples.csv", index=False
+    )
 
 
 def test_a_finished_run_of_another_configuration_is_refused_naming_what_differs(tmp_path):
@@ -177,8 +258,11 @@ def test_a_finished_run_of_another_configuration_is_refused_naming_what_differs(
     the results table leaves such runs out."""
     run = study.plan([study.NUMERIC_CHECKPOINT])[0]
     fake_finished(tmp_path / run.name, study.PRECISION.updated(tasks=("addition",)))
-    with pytest.raises(ValueError, match=rf"1 run\(s\) in .* another configuration .*{run.name}: tasks: \['addition'\] "
-                                         r"\(recorded\) vs \['addition', .*--overwrite retrains them"):
+    with pytest.raises(
+        ValueError,
+        match=rf"1 run\(s\) in .* another configuration .*{run.name}: tasks: \['addition'\] "
+        r"\(recorded\) vs \['addition', .*--overwrite retrains them",
+    ):
         study.run_study([study.NUMERIC_CHECKPOINT], tmp_path, jobs=1, encodings=[run.encoding], seeds=[run.seed])
     with pytest.warns(UserWarning, match="left out of the results"):
         assert study.write_results(tmp_path).empty
@@ -186,14 +270,18 @@ def test_a_finished_run_of_another_configuration_is_refused_naming_what_differs(
 
 def test_runs_are_selected_by_encoding_seed_task_and_digits(tmp_path):
     runs = study.select(study.plan(["precision"]), encodings=["fone"], seeds=[1], tasks_=["division"], digits=[2, 3])
-    assert [(r.encoding, r.seed, r.task, r.digits) for r in runs] == [("fone", 1, "division", 2), ("fone", 1, "division", 3)]
+    assert [(r.encoding, r.seed, r.task, r.digits) for r in runs] == [
+        ("fone", 1, "division", 2),
+        ("fone", 1, "division", 3),
+    ]
     with pytest.raises(ValueError, match="no run of the chosen parts matches"):
         study.select(study.plan(["multitask"]), digits=[4])
     # a study whose selected runs are all finished trains nothing and writes the tables
     for r in runs:
         fake_finished(tmp_path / r.name, r.config)
-    table = study.run_study(["precision"], tmp_path, jobs=1, encodings=["fone"], seeds=[1], tasks_=["division"],
-                            digits=[2, 3])
+    table = study.run_study(
+        ["precision"], tmp_path, jobs=1, encodings=["fone"], seeds=[1], tasks_=["division"], digits=[2, 3]
+    )
     assert sorted(set(zip(table.task, table.digits))) == [("division", 2), ("division", 3)]
 
 
@@ -205,18 +293,29 @@ def test_two_studies_never_share_a_folder(tmp_path):
     import sys
 
     from workbench.locks import hold
-    code = ("import sys\nfrom workbench import study\ntry:\n    study.run_study([], sys.argv[1], jobs=1)\n"
-            "except Exception as e:\n    print(type(e).__name__, e)")
+
+    code = (
+        "import sys\nfrom workbench import study\ntry:\n    study.run_study([], sys.argv[1], jobs=1)\n"
+        "except Exception as e:\n    print(type(e).__name__, e)"
+    )
     with hold(tmp_path):  # stands for a study running in this process
         done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.stdout.startswith("InUse") and f"in use by process {os.getpid()} " in done.stdout
 
 
 def test_the_width_probe_compares_the_verdicts_at_both_widths():
-    rows = [dict(study=study, encoding=e, task="division", digits=2, metric="log_smape", mean=m, low=m - 0.05, high=m + 0.05)
-            for study, e, m in (("precision", "bittokens", 0.2), ("precision", "single_digit", 0.8),
-                                ("width", "bittokens", 0.5), ("width", "single_digit", 0.52),
-                                ("precision", "bittokens", 0.9))]
+    rows = [
+        dict(
+            study=study, encoding=e, task="division", digits=2, metric="log_smape", mean=m, low=m - 0.05, high=m + 0.05
+        )
+        for study, e, m in (
+            ("precision", "bittokens", 0.2),
+            ("precision", "single_digit", 0.8),
+            ("width", "bittokens", 0.5),
+            ("width", "single_digit", 0.52),
+            ("precision", "bittokens", 0.9),
+        )
+    ]
     rows[-1]["digits"] = 3  # another d: not part of the probe
     table = study.width_comparison(pd.DataFrame(rows))
     assert table.d_model.tolist() == [128, 256] and table.ahead.tolist() == ["single_digit", "overlap"]
@@ -242,8 +341,16 @@ def test_study_3_is_the_registered_budget_by_precision_grid():
         assert binary_pool == (r.encoding != study.VARIANT) and c.tasks == (r.task,) and c.seed in (0, 1, 2)
         paper = r.digits == study.PAPER_REGIME
         assert (decades, max_digits) == ((None, None) if paper else ((0, 1), r.digits))
-        expected = study.PRECISION.updated(encoding=c.encoding, binary_pool=binary_pool, tasks=c.tasks, seed=c.seed,
-                                           tokens=c.tokens, decades=decades, max_digits=max_digits, pool_size=1_000_000)
+        expected = study.PRECISION.updated(
+            encoding=c.encoding,
+            binary_pool=binary_pool,
+            tasks=c.tasks,
+            seed=c.seed,
+            tokens=c.tokens,
+            decades=decades,
+            max_digits=max_digits,
+            pool_size=1_000_000,
+        )
         assert c == expected
         assert r.name == f"budget_{c.tokens / 1e6:g}M-{r.task}-d{r.digits}-{r.encoding}-seed{r.seed}"
     assert len({r.name for r in core + d8 + more}) == len(core + d8 + more)
@@ -255,6 +362,7 @@ def test_strongest_multi_token_encoding_is_the_registered_rule_on_the_published_
     from pathlib import Path
 
     from workbench import encoders
+
     table = pd.read_csv(Path(__file__).resolve().parents[1] / "results" / "cpu-study-intervals.csv")
     cells = table[table.study.isin(["precision", "zoo_precision"]) & (table.metric == "log_smape")]
     multi = [e for e in cells.encoding.unique() if e != "single_digit" and not encoders.get(e).single_token]
@@ -267,11 +375,18 @@ def test_a_gap_within_the_cross_cpu_spread_is_not_a_difference():
     of a published run's score between AVX-512 and AVX2 kernels) are not called a difference; one
     just above it is."""
     d = study.DELTA
-    cases = {1: ((0.50 + d, 0.50 + d - 0.01, 0.50 + d + 0.01), (0.50, 0.49, 0.50 + 0.005)),  # gap exactly delta
-             2: ((0.50 + d + 0.002, 0.50 + d - 0.008, 0.50 + d + 0.012), (0.50, 0.49, 0.505)),  # just above
-             3: ((0.50, 0.49, 0.51), (0.53, 0.515, 0.545))}  # apart intervals, gap 0.03
-    rows = [dict(study="precision", encoding=encoding, task="division", digits=k, metric="log_smape", mean=m, low=lo,
-                 high=hi) for k, pair in cases.items() for encoding, (m, lo, hi) in zip(("bittokens", "single_digit"), pair)]
+    cases = {
+        1: ((0.50 + d, 0.50 + d - 0.01, 0.50 + d + 0.01), (0.50, 0.49, 0.50 + 0.005)),  # gap exactly delta
+        2: ((0.50 + d + 0.002, 0.50 + d - 0.008, 0.50 + d + 0.012), (0.50, 0.49, 0.505)),  # just above
+        3: ((0.50, 0.49, 0.51), (0.53, 0.515, 0.545)),
+    }  # apart intervals, gap 0.03
+    rows = [
+        dict(
+            study="precision", encoding=encoding, task="division", digits=k, metric="log_smape", mean=m, low=lo, high=hi
+        )
+        for k, pair in cases.items()
+        for encoding, (m, lo, hi) in zip(("bittokens", "single_digit"), pair)
+    ]
     sep = study.separation(pd.DataFrame(rows))
     assert sep.ahead.tolist() == [study.WITHIN, "bittokens", study.WITHIN]
     assert sep.differ.tolist() == [False, True, False]
@@ -287,8 +402,20 @@ def test_study_3_verdicts_find_the_smallest_budget_at_which_the_encodings_differ
         for digits, shift in ((4, 0.0), (15, None)):
             for encoding, mean in ((study.VARIANT, bt), ("single_digit", sd)):
                 mean = mean if shift is not None else 0.1  # d = 15: both at 0.1 everywhere
-                rows.append(dict(study=f"budget_{budget}", encoding=encoding, task="division", digits=digits,
-                                 metric="log_smape", mean=mean, low=mean - 0.02, high=mean + 0.02, seeds=3, questions=500))
+                rows.append(
+                    dict(
+                        study=f"budget_{budget}",
+                        encoding=encoding,
+                        task="division",
+                        digits=digits,
+                        metric="log_smape",
+                        mean=mean,
+                        low=mean - 0.02,
+                        high=mean + 0.02,
+                        seeds=3,
+                        questions=500,
+                    )
+                )
     intervals = pd.DataFrame(rows)
     verdicts = study.budget_verdicts(intervals)
     four = verdicts[verdicts.digits == 4].set_index("budget").ahead.to_dict()
@@ -302,9 +429,12 @@ def test_scored_cells_gives_each_cell_its_mean_and_a_run_level_interval():
     """The second and third scorings of Study 3 are reported with intervals like the first: the
     mean of the runs' means, and a 95 % interval that resamples runs, then questions."""
     rng = np.random.default_rng(0)
-    rows = [dict(study="budget_1M", task="division", digits=4, encoding=e, run=f"{e}-{r}", score=s, exact=s > 0.9)
-            for e, centre in (("a", 0.2), ("b", 0.8)) for r in range(3)
-            for s in np.clip(rng.normal(centre + 0.05 * r, 0.1, 200), 0, 1)]
+    rows = [
+        dict(study="budget_1M", task="division", digits=4, encoding=e, run=f"{e}-{r}", score=s, exact=s > 0.9)
+        for e, centre in (("a", 0.2), ("b", 0.8))
+        for r in range(3)
+        for s in np.clip(rng.normal(centre + 0.05 * r, 0.1, 200), 0, 1)
+    ]
     table = pd.DataFrame(rows)
     cells = study.scored_cells(table, draws=500).set_index("encoding")
     for e in ("a", "b"):
@@ -322,13 +452,32 @@ def test_study3_models_join_the_frontier_figure_as_stars_on_their_tasks():
     encoding's colour; the other regimes and the generator's scoring are not drawn."""
     from workbench import paper_figures as pf
     from workbench import plots
-    cells = pd.DataFrame([dict(study="budget_1M", task=t, digits=d, encoding=e, score=0.01 * (i + 1), low=0, high=1,
-                               exact=0, runs=3, answers=1500, output_tokens=2.0 if e != "single_digit" else 20.0,
-                               scoring=sc)
-                          for i, (t, d, e, sc) in enumerate(
-                              (t, d, e, sc) for t in ("multiplication", "division") for d in (4, 17)
-                              for e in ("bittokens_decimal_pool", "single_digit")
-                              for sc in ("authors_test_sets", "reasoning_gym"))])
+
+    cells = pd.DataFrame(
+        [
+            dict(
+                study="budget_1M",
+                task=t,
+                digits=d,
+                encoding=e,
+                score=0.01 * (i + 1),
+                low=0,
+                high=1,
+                exact=0,
+                runs=3,
+                answers=1500,
+                output_tokens=2.0 if e != "single_digit" else 20.0,
+                scoring=sc,
+            )
+            for i, (t, d, e, sc) in enumerate(
+                (t, d, e, sc)
+                for t in ("multiplication", "division")
+                for d in (4, 17)
+                for e in ("bittokens_decimal_pool", "single_digit")
+                for sc in ("authors_test_sets", "reasoning_gym")
+            )
+        ]
+    )
     ours = study.frontier_points(cells)
     assert len(ours) == 4 and set(ours.task) == {"multiplication", "division"}
     assert set(ours.encoding) == {"bittokens", "single_digit"}

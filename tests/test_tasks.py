@@ -1,4 +1,5 @@
 """Tasks: labels against an independent decimal oracle, sampling properties, splits, released data."""
+
 import os
 from dataclasses import replace
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
@@ -12,11 +13,22 @@ import pytest
 from workbench import tasks as T
 from workbench.tasks.difficulty import nonzero_digits
 
-OFFICIAL = Path(os.environ.get("WORKBENCH_OFFICIAL_DATA",
-                               Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "official_bittokens"))
-RELEASED = {"addition": "Addition", "multiplication": "Multiplication", "division": "Division",
-            "exponentiation": "Exponentiation", "mean": "Mean", "std": "Std", "minmax": "MinMax",
-            "sorting": "Sorting", "interval": "Interval"}
+OFFICIAL = Path(
+    os.environ.get(
+        "WORKBENCH_OFFICIAL_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "official_bittokens"
+    )
+)
+RELEASED = {
+    "addition": "Addition",
+    "multiplication": "Multiplication",
+    "division": "Division",
+    "exponentiation": "Exponentiation",
+    "mean": "Mean",
+    "std": "Std",
+    "minmax": "MinMax",
+    "sorting": "Sorting",
+    "interval": "Interval",
+}
 N = 3000
 
 
@@ -88,8 +100,10 @@ def test_deterministic_and_seed_dependent(task):
 
 @pytest.mark.parametrize("task", ["multiplication", "sorting", "text"])
 def test_splits_disjoint(task):
-    seen = [set(T.generate(task, 400, seed=1, split=s)[["text_prompt", "answer"]].itertuples(index=False))
-            for s in ("train", "val", "test")]
+    seen = [
+        set(T.generate(task, 400, seed=1, split=s)[["text_prompt", "answer"]].itertuples(index=False))
+        for s in ("train", "val", "test")
+    ]
     # text: chunks of different topics; arithmetic: questions
     assert not (seen[0] & seen[1]) and not (seen[0] & seen[2]) and not (seen[1] & seen[2])
 
@@ -118,18 +132,31 @@ def test_operands_round_trip_float64():
 
 
 def test_bad_arguments():
-    for bad in (lambda: T.generate("nope", 3), lambda: T.generate("addition", -1),
-                lambda: T.generate("addition", 3, split="dev"), lambda: T.max_difficulty("x"),
-                lambda: T.solve("What is 1 ? 2?"), lambda: T.solve("What is 1 / 0?"),
-                lambda: T.solve("What is -2 ^ 0.5?")):
+    for bad in (
+        lambda: T.generate("nope", 3),
+        lambda: T.generate("addition", -1),
+        lambda: T.generate("addition", 3, split="dev"),
+        lambda: T.max_difficulty("x"),
+        lambda: T.solve("What is 1 ? 2?"),
+        lambda: T.solve("What is 1 / 0?"),
+        lambda: T.solve("What is -2 ^ 0.5?"),
+    ):
         with pytest.raises(ValueError):
             bad()
     assert len(T.generate("addition", 0)) == 0
 
 
-@pytest.mark.parametrize("regime", [T.PAPER, T.Regime(difficulty_caps=False), BINARY, NARROW,
-                                    T.Regime(exp_difficulty="damped"),
-                                    T.Regime(exp_difficulty="damped", difficulty_caps=False)])
+@pytest.mark.parametrize(
+    "regime",
+    [
+        T.PAPER,
+        T.Regime(difficulty_caps=False),
+        BINARY,
+        NARROW,
+        T.Regime(exp_difficulty="damped"),
+        T.Regime(exp_difficulty="damped", difficulty_caps=False),
+    ],
+)
 def test_difficulty_within_max(regime):
     for task in T.numeric():
         df = T.generate(task, 300, seed=9, regime=regime)
@@ -157,8 +184,6 @@ def test_difficulty_sd_matches_released(task):
     assert (ours == df.difficulty_sd.astype(int).to_numpy()).all()
 
 
-
-
 @pytest.mark.parametrize("task", T.numeric())
 def test_solve_on_released(task):
     df = _released(task)
@@ -170,13 +195,21 @@ def test_solve_on_released(task):
         if task in ("minmax", "sorting", "interval"):
             continue
         row = df[df.text_prompt == q].iloc[0]
-        ns = pd.Series({"num1": row.get("num1", ""), "num2": row.get("num2", ""), "op": q.split(" ")[3] if task in ("addition",) else {"multiplication": "*", "division": "/"}.get(task, "^"),
-                        "prompt": row.prompt})
+        ns = pd.Series(
+            {
+                "num1": row.get("num1", ""),
+                "num2": row.get("num2", ""),
+                "op": q.split(" ")[3]
+                if task in ("addition",)
+                else {"multiplication": "*", "division": "/"}.get(task, "^"),
+                "prompt": row.prompt,
+            }
+        )
         want = oracle(ns, task)
         assert Decimal(o) == want
     if task in ("minmax", "sorting"):  # independent check of ours: Decimal order of the printed list
         for q, _theirs, o in differ:
-            items = q[q.index("[") + 1:q.index("]")].split(", ")
+            items = q[q.index("[") + 1 : q.index("]")].split(", ")
             desc = "descending" in q or "maximum" in q
             order = sorted(items, key=Decimal, reverse=desc)
             assert o == (", ".join(order) if task == "sorting" else order[0])
@@ -192,9 +225,10 @@ def Decimal_or_str(s):
 def test_decimal_helpers_match_decimal_and_str():
     """normalize / fmt_all / nonzero_digits against Decimal and str on random mantissas."""
     from workbench.tasks.exact import fmt_all, normalize
+
     rng = np.random.default_rng(7)
-    M = rng.integers(-10 ** 17, 10 ** 17, 5000) // 10 ** rng.integers(0, 17, 5000) * 10 ** rng.integers(0, 3, 5000)
-    M[:4] = [0, 10 ** 18, -9 * 10 ** 17, 7]
+    M = rng.integers(-(10**17), 10**17, 5000) // 10 ** rng.integers(0, 17, 5000) * 10 ** rng.integers(0, 3, 5000)
+    M[:4] = [0, 10**18, -9 * 10**17, 7]
     e = rng.integers(-31, 16, 5000)
     Mn, en = normalize(M, e)
     texts = fmt_all(Mn, en)
@@ -211,15 +245,22 @@ def test_decimal_helpers_match_decimal_and_str():
 # list tasks' were recorded again for issue 46: their draws, roundings and levels no longer depend on
 # the CPU's SIMD logarithms and powers (the old hashes held on AVX-512 only); the other four held.
 PAPER_HASHES = {
-    "addition": "191a5f7b70d8fe94", "multiplication": "812e591e1ff24bd2", "division": "c0307f303a0acf7c",
-    "exponentiation": "5fd372aba779718f", "mean": "cf4d7eb250bd7539", "std": "1a4a3ea6771c2d2d",
-    "minmax": "335c1c32d9f7e07b", "sorting": "0377fb856e483123", "interval": "5a282cd7591b73d8",
+    "addition": "191a5f7b70d8fe94",
+    "multiplication": "812e591e1ff24bd2",
+    "division": "c0307f303a0acf7c",
+    "exponentiation": "5fd372aba779718f",
+    "mean": "cf4d7eb250bd7539",
+    "std": "1a4a3ea6771c2d2d",
+    "minmax": "335c1c32d9f7e07b",
+    "sorting": "0377fb856e483123",
+    "interval": "5a282cd7591b73d8",
 }
 LISTS = ["minmax", "sorting", "interval", "mean", "std"]
 
 
 def _sha(df):
     import hashlib
+
     return hashlib.sha256(df.to_csv(index=False).encode()).hexdigest()[:16]
 
 
@@ -231,8 +272,10 @@ def test_paper_regime_draws_unchanged(task):
     capped = T.generate(task, 200, seed=11)
     rest = [c for c in raw.columns if c not in ("difficulty", "difficulty_sd")]
     assert capped[rest].equals(raw[rest])
-    expect = {"multiplication": (raw.difficulty.clip(upper=60), raw.difficulty_sd.clip(upper=32)),
-              "division": (raw.difficulty.clip(30, 60), raw.difficulty_sd)}.get(task, (raw.difficulty, raw.difficulty_sd))
+    expect = {
+        "multiplication": (raw.difficulty.clip(upper=60), raw.difficulty_sd.clip(upper=32)),
+        "division": (raw.difficulty.clip(30, 60), raw.difficulty_sd),
+    }.get(task, (raw.difficulty, raw.difficulty_sd))
     assert (capped.difficulty == expect[0]).all() and (capped.difficulty_sd == expect[1]).all()
 
 
@@ -274,7 +317,7 @@ def test_narrow_regime_governs_every_task(task):
                 assert 1 <= abs(Decimal(text)) < 100, (row.prompt, text)
     if task in LISTS:
         for row in df.itertuples():
-            items = [Decimal(x) for x in _list_numbers(row.prompt, task)[task == "interval":]]
+            items = [Decimal(x) for x in _list_numbers(row.prompt, task)[task == "interval" :]]
             assert len(set(items)) == len(items) == row.list_len, row.prompt
         share = df.list_len.value_counts(normalize=True)
         assert sorted(share.index) == [2, 3, 4, 5] and (abs(share - 0.25) < 0.05).all(), share
@@ -284,6 +327,7 @@ def test_list_spreads_follow_the_paper_and_the_digits():
     """A.2's spreads at 17 digits: [max(x-13, -14), min(x+2, 13)], mean/std min(x+17, 13); fewer
     digits raise the lower bound to x - (D - 2), and the regime's top decade bounds the spread."""
     from workbench.tasks.lists import spread_bounds
+
     x = np.arange(-14, 15)
     lo, hi = spread_bounds(x, T.PAPER, wide=False)
     assert (lo == np.maximum(x - 13, -14)).all() and (hi == np.minimum(x + 2, 13)).all()
@@ -330,15 +374,18 @@ def test_binary_operands_have_the_drawn_bits(task):
             assert float(row.num2) == 1 / float(row.multiplier)
             assert 1e-14 <= abs(float(row.num2)) < 1e15
             product = Fraction(Decimal(row.num1)) * Fraction(Decimal(row.multiplier))
-            assert abs(Fraction(Decimal(row.answer)) / product - 1) < Fraction(1, 10 ** 14)
+            assert abs(Fraction(Decimal(row.answer)) / product - 1) < Fraction(1, 10**14)
 
 
 def test_binary_pool_difficulty_differs_from_decimal():
     """Base 2, the authors' rule: min(60, one-bits of the two printed operands) for multiplication
     and binary division (float.hex oracle). Short binary expansions spread the binary pool over
     the levels; decimal operands have ~half of 53 bits set and crowd the top (division: at the cap)."""
-    pools = {(task, sig): T.generate(task, 3000, seed=1, regime=T.Regime(significance=sig))
-             for task in ("multiplication", "division") for sig in ("decimal", "binary")}
+    pools = {
+        (task, sig): T.generate(task, 3000, seed=1, regime=T.Regime(significance=sig))
+        for task in ("multiplication", "division")
+        for sig in ("decimal", "binary")
+    }
     for task in ("multiplication", "division"):
         df = pools[task, "binary"]
         ones = [min(60, _float_bits(float(a))[1] + _float_bits(float(b))[1]) for a, b in zip(df.num1, df.num2)]
@@ -354,13 +401,14 @@ def test_difficulty_caps_and_bounds():
     """The authors' caps by default (multiplication 60 bits / 32 digits, division bits in [30, 60]),
     off with difficulty_caps=False; max_difficulty agrees with the columns either way."""
     expect = {  # (regime, task): (base-2 bound, base-10 bound)
-        (T.PAPER, "multiplication"): (60, 32), (T.PAPER, "division"): (60, 49),
+        (T.PAPER, "multiplication"): (60, 32),
+        (T.PAPER, "division"): (60, 49),
         (T.Regime(difficulty_caps=False), "multiplication"): (106, 34),
         (T.Regime(difficulty_caps=False), "division"): (159, 49),
         (BINARY, "division"): (60, 32),
-        (T.PAPER, "exponentiation"): (53 ** 3, 17 * 17 * 15),
+        (T.PAPER, "exponentiation"): (53**3, 17 * 17 * 15),
         (T.Regime(exp_difficulty="damped"), "exponentiation"): (58, round((17 * 17 * 15) ** 0.4)),
-        (T.Regime(exp_difficulty="damped", difficulty_caps=False), "exponentiation"): (round((53 ** 3) ** 0.4), 28),
+        (T.Regime(exp_difficulty="damped", difficulty_caps=False), "exponentiation"): (round((53**3) ** 0.4), 28),
     }
     for (regime, task), bounds in expect.items():
         assert (T.max_difficulty(task, 2, regime), T.max_difficulty(task, 10, regime)) == bounds
@@ -377,25 +425,38 @@ def test_damped_exponentiation_difficulty():
     for row in df.itertuples():
         digits = nonzero(row.num1) * nonzero(row.num2) * nonzero(row.answer)
         bits = np.prod([_float_bits(float(s))[1] for s in (row.num1, row.num2, row.answer)])
-        assert row.difficulty_sd == round(digits ** 0.4)
+        assert row.difficulty_sd == round(digits**0.4)
         assert row.difficulty == min(58, max(5, round(float(bits) ** 0.4)))
 
 
 def test_swap_operands_option():
     """A.2 gives the first factor the larger digit share; swap_operands (the authors) randomises it."""
+
     def first_longer(regime):
         df = T.generate("multiplication", 3000, seed=3, regime=regime)
         d1, d2 = df.num1.map(_significant), df.num2.map(_significant)
         return (d1 > d2).mean(), (d1 < d2).mean()
+
     more, less = first_longer(T.PAPER)
     assert more > 0.7 and less < 0.1
     more, less = first_longer(T.Regime(swap_operands=True))
     assert abs(more - less) < 0.06 and less > 0.35
 
 
-@pytest.mark.parametrize("bad", [dict(significance="ternary"), dict(list_lengths=(1, 5)), dict(list_lengths=(4, 3)),
-                                 dict(list_lengths=(2, 6)), dict(exp_difficulty="sqrt"), dict(list_sampling="x"),
-                                 dict(difficulty_caps="yes"), dict(swap_operands=1), dict(max_digits=0)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(significance="ternary"),
+        dict(list_lengths=(1, 5)),
+        dict(list_lengths=(4, 3)),
+        dict(list_lengths=(2, 6)),
+        dict(exp_difficulty="sqrt"),
+        dict(list_sampling="x"),
+        dict(difficulty_caps="yes"),
+        dict(swap_operands=1),
+        dict(max_digits=0),
+    ],
+)
 def test_regime_rejects_bad_fields(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         T.Regime(**bad)
@@ -412,6 +473,7 @@ def test_binary_labels_hand_case_0_1_times_3():
     """0.1 * 3: A.2's rounded label is 0.3; the authors' float64 label is 0.30000000000000004
     (float64's 0.1 * 3). Catches a build that ignores label64 or rounds it."""
     from workbench.tasks.arithmetic import build
+
     rounded = build("multiplication", _hand_candidates(1, -1, 3, 0, "*"), 1)
     float64 = build("multiplication", _hand_candidates(1, -1, 3, 0, "*", label64=0.1 * 3), 1)
     assert rounded.answer.tolist() == ["0.3"] and float64.answer.tolist() == ["0.30000000000000004"]

@@ -1,6 +1,7 @@
 """Text sources of the text task: the embedded default stays byte-identical; local .txt, JSON Lines
 and parquet files and `datasets` (local builders only: nothing is downloaded) give the same
 documents; splits are held out by document; bad sources are refused with a clear error."""
+
 import hashlib
 import json
 import os
@@ -27,17 +28,21 @@ from workbench.tokenizer import Tokenizer  # noqa: E402
 
 # sha256 of generate("text", n, seed, split).to_csv() with the code before text sources existed
 # (commit 38b8278): the default source must keep giving exactly these samples.
-BEFORE = {("train", 50, 0): "d4a2c8c8f6a09984", ("train", 300, 3): "97b5f3e0f66bb780",
-          ("val", 50, 0): "bb3eaf8a1a61d9fd", ("val", 300, 3): "3d87405382fd24db",
-          ("test", 50, 0): "5ffc2f5f62b32794", ("test", 300, 3): "4d74df42cbbaa5dd"}
+BEFORE = {
+    ("train", 50, 0): "d4a2c8c8f6a09984",
+    ("train", 300, 3): "97b5f3e0f66bb780",
+    ("val", 50, 0): "bb3eaf8a1a61d9fd",
+    ("val", 300, 3): "3d87405382fd24db",
+    ("test", 50, 0): "5ffc2f5f62b32794",
+    ("test", 300, 3): "4d74df42cbbaa5dd",
+}
 
 
 def documents(n=60):
     """n distinct documents of 300 to 2,900 characters, with numbers in them."""
     rng = np.random.default_rng(7)
     words = ["the", "model", "reads", "numbers", "like", "3.25", "and", "-17", "in", "text", "1e5"]
-    return [f"Document {k}. " + " ".join(rng.choice(words, int(rng.integers(50, 450))))
-            for k in range(n)]
+    return [f"Document {k}. " + " ".join(rng.choice(words, int(rng.integers(50, 450)))) for k in range(n)]
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +53,9 @@ def files(tmp_path_factory):
     (folder / "para.txt").write_text("\n\n".join(docs) + "\n", encoding="utf-8")
     (folder / "docs.jsonl").write_text("".join(json.dumps({"text": d, "n": k}) + "\n" for k, d in enumerate(docs)))
     (folder / "body.jsonl").write_text("".join(json.dumps({"body": d}) + "\n" for d in docs))
-    pq.write_table(pa.table({"id": list(range(len(docs))), "text": docs}), folder / "docs.parquet",
-                   row_group_size=16)  # several row groups
+    pq.write_table(
+        pa.table({"id": list(range(len(docs))), "text": docs}), folder / "docs.parquet", row_group_size=16
+    )  # several row groups
     return folder, docs
 
 
@@ -118,27 +124,41 @@ def test_a_changed_file_is_read_again(tmp_path):
 
 def test_make_pool_tokenizes_text_from_a_file(files):
     folder, docs = files
-    pool = make_pool("text", 5, Tokenizer("bittokens"), 0, "val", Regime(text_source=f"files:{folder / 'docs.parquet'}"))
+    pool = make_pool(
+        "text", 5, Tokenizer("bittokens"), 0, "val", Regime(text_source=f"files:{folder / 'docs.parquet'}")
+    )
     assert len(pool.samples) == 5 and all(mask[1:].all() for _, _, mask in pool.samples)
 
 
 def test_the_spec_forms():
     assert parse("shipped") == TextSource("shipped")
     assert parse("files:a.txt,b/*.parquet?field=body&docs=9") == TextSource(
-        "files", paths=("a.txt", "b/*.parquet"), field="body", docs=9)
+        "files", paths=("a.txt", "b/*.parquet"), field="body", docs=9
+    )
     assert parse("hf:HuggingFaceFW/fineweb-edu:sample-10BT?docs=50000") == TextSource(
-        "hf", name="HuggingFaceFW/fineweb-edu", config="sample-10BT", docs=50000)
+        "hf", name="HuggingFaceFW/fineweb-edu", config="sample-10BT", docs=50000
+    )
     assert parse("hf:json?data_files=x.jsonl,y.jsonl&split=train") == TextSource(
-        "hf", name="json", data_files=("x.jsonl", "y.jsonl"))
+        "hf", name="json", data_files=("x.jsonl", "y.jsonl")
+    )
     assert Regime.of(None, None, text_source="files:a.txt") == Regime(text_source="files:a.txt") != Regime()
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("", "non-empty string"), ("web:x", "unknown text source kind"), ("shipped:x", "takes no argument"),
-    ("pydoc", "differ between Python patch releases"),
-    ("files:", "names no file"), ("hf:", "names no dataset"), ("files:a.txt?split=x", "unknown option"),
-    ("files:a.txt?docs=0", "positive integer"), ("files:a.txt?docs", "key=value"),
-    ("files:a.txt?field=", "empty string")])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("", "non-empty string"),
+        ("web:x", "unknown text source kind"),
+        ("shipped:x", "takes no argument"),
+        ("pydoc", "differ between Python patch releases"),
+        ("files:", "names no file"),
+        ("hf:", "names no dataset"),
+        ("files:a.txt?split=x", "unknown option"),
+        ("files:a.txt?docs=0", "positive integer"),
+        ("files:a.txt?docs", "key=value"),
+        ("files:a.txt?field=", "empty string"),
+    ],
+)
 def test_malformed_specs_are_refused_before_reading(spec, message):
     with pytest.raises(ValueError, match=message):
         Regime(text_source=spec)
@@ -151,15 +171,17 @@ def test_unreadable_sources_name_the_problem(tmp_path, files):
     (tmp_path / "num.jsonl").write_text(json.dumps({"text": "a <|num|> b"}) + "\n")
     (tmp_path / "odd.csv").write_text("text\nx\n")
     (tmp_path / "blank.txt").write_text("\n\n  \n")
-    cases = [(f"files:{tmp_path / 'missing.txt'}", "file not found"),
-             (f"files:{tmp_path / 'nothing*.txt'}", "no file matches"),
-             (f"files:{tmp_path / 'odd.csv'}", "is not one of"),
-             (f"files:{tmp_path / 'bad.jsonl'}", r"bad.jsonl:2 is not JSON"),
-             (f"files:{folder / 'docs.jsonl'}?field=body", "has no 'body' field"),
-             (f"files:{folder / 'docs.parquet'}?field=body", "has no column 'body'"),
-             (f"files:{tmp_path / 'num.jsonl'}", "<|num|>"),
-             (f"files:{tmp_path / 'blank.txt'}", "no document"),
-             (f"files:{tmp_path / 'few.jsonl'}", "each split needs one")]
+    cases = [
+        (f"files:{tmp_path / 'missing.txt'}", "file not found"),
+        (f"files:{tmp_path / 'nothing*.txt'}", "no file matches"),
+        (f"files:{tmp_path / 'odd.csv'}", "is not one of"),
+        (f"files:{tmp_path / 'bad.jsonl'}", r"bad.jsonl:2 is not JSON"),
+        (f"files:{folder / 'docs.jsonl'}?field=body", "has no 'body' field"),
+        (f"files:{folder / 'docs.parquet'}?field=body", "has no column 'body'"),
+        (f"files:{tmp_path / 'num.jsonl'}", "<|num|>"),
+        (f"files:{tmp_path / 'blank.txt'}", "no document"),
+        (f"files:{tmp_path / 'few.jsonl'}", "each split needs one"),
+    ]
     for spec, message in cases:
         with pytest.raises(ValueError, match=message):
             frame(spec, n=5)
@@ -169,19 +191,25 @@ def test_the_shipped_corpus_never_comes_from_the_interpreter():
     """Bug: the default text (or the BPE's training text) read from the interpreter's pydoc_data,
     which differs between Python patch releases. With pydoc_data made unimportable the default
     source gives the same bytes, and so does the tokenizer's corpus."""
-    code = ("import sys, hashlib; sys.modules['pydoc_data'] = None; sys.modules['pydoc_data.topics'] = None\n"
-            "from workbench import tasks; from workbench.tokenizer import corpus_text\n"
-            "print(hashlib.sha256(tasks.generate('text', 50, 0, 'train').to_csv().encode()).hexdigest(),"
-            " hashlib.sha256(corpus_text().encode()).hexdigest())")
+    code = (
+        "import sys, hashlib; sys.modules['pydoc_data'] = None; sys.modules['pydoc_data.topics'] = None\n"
+        "from workbench import tasks; from workbench.tokenizer import corpus_text\n"
+        "print(hashlib.sha256(tasks.generate('text', 50, 0, 'train').to_csv().encode()).hexdigest(),"
+        " hashlib.sha256(corpus_text().encode()).hexdigest())"
+    )
     blocked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     from workbench.tokenizer import corpus_text
-    here = [hashlib.sha256(tasks.generate("text", 50, 0, "train").to_csv().encode()).hexdigest(),
-            hashlib.sha256(corpus_text().encode()).hexdigest()]
+
+    here = [
+        hashlib.sha256(tasks.generate("text", 50, 0, "train").to_csv().encode()).hexdigest(),
+        hashlib.sha256(corpus_text().encode()).hexdigest(),
+    ]
     assert blocked == here
 
 
 def test_a_damaged_shipped_corpus_is_refused(tmp_path, monkeypatch):
     from workbench.tasks import text_sources
+
     assert text_sources.checksum("shipped") == hashlib.sha256(text_sources.SHIPPED.read_bytes()).hexdigest()
     damaged = tmp_path / "pydoc_topics.json"
     damaged.write_bytes(text_sources.SHIPPED.read_bytes().replace(b"Python", b"Pyth0n", 1))
@@ -198,10 +226,12 @@ def _other_interpreter():
     """A Python 3.11 of another patch release on this machine (Debian's python3 beside the default
     one), or None."""
     import shutil
+
     for candidate in ("/usr/bin/python3", "/usr/bin/python3.11", shutil.which("python3")):
         if candidate and Path(candidate).exists():
-            version = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:3])"], capture_output=True,
-                                     text=True).stdout.strip()
+            version = subprocess.run(
+                [candidate, "-c", "import sys; print(sys.version_info[:3])"], capture_output=True, text=True
+            ).stdout.strip()
             if version.startswith("(3, 11,") and version != str(tuple(sys.version_info[:3])):
                 return candidate
     return None
@@ -216,11 +246,32 @@ def test_a_text_trained_run_gives_the_same_losses_under_another_python_patch_rel
         pytest.skip("no Python 3.11 of another patch release on this machine")
     site = [p for p in sys.path if p.endswith("site-packages")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), *site])}
-    args = ["-m", "workbench.train", "--tasks", "addition,text", "--tokens", str(8 * 128 * 20), "--threads", "1",
-            "--eval-every", "10", "--test-samples", "8", "--val-samples", "8", "--pool-size", "200"]
+    args = [
+        "-m",
+        "workbench.train",
+        "--tasks",
+        "addition,text",
+        "--tokens",
+        str(8 * 128 * 20),
+        "--threads",
+        "1",
+        "--eval-every",
+        "10",
+        "--test-samples",
+        "8",
+        "--val-samples",
+        "8",
+        "--pool-size",
+        "200",
+    ]
     for python, out in ((sys.executable, "here"), (other, "other")):
-        subprocess.run([python, *args, "--out", str(tmp_path / out)], env=env, check=True, capture_output=True, timeout=600)
-    logs = [[json.loads(line) for line in (tmp_path / d / "metrics.jsonl").read_text().splitlines()] for d in ("here", "other")]
+        subprocess.run(
+            [python, *args, "--out", str(tmp_path / out)], env=env, check=True, capture_output=True, timeout=600
+        )
+    logs = [
+        [json.loads(line) for line in (tmp_path / d / "metrics.jsonl").read_text().splitlines()]
+        for d in ("here", "other")
+    ]
     assert [r["loss"] for r in logs[0]] == [r["loss"] for r in logs[1]] and len(logs[0]) == 20
     versions = [json.loads((tmp_path / d / "environment.json").read_text())["python"] for d in ("here", "other")]
     assert versions[0] != versions[1]

@@ -4,6 +4,7 @@ catches: the addition not reaching the trunk, generation feeding a wrong row of 
 path must equal a full forward pass over the same tokens), the extra loss counted with the wrong
 weight or denominator, the embedding landing in the wrong optimizer group, a missing piece map
 passing silently."""
+
 import numpy as np
 import pytest
 import torch
@@ -67,7 +68,17 @@ def test_places_count_the_digits_of_each_number(setup):
     pieces = [tok.tokens[i] if i < tok.offset else "t" for i in ids]
     assert all(place == 0 for piece, place in zip(pieces, places) if piece == "t")
     assert [(p, k) for p, k in zip(pieces, places) if p != "t"] == [
-        ("<|bos|>", 0), ("-", 0), ("1", 1), ("2", 2), (".", 0), ("5", 3), ("3", 1), ("0", 2), ("7", 3), ("<|eoq|>", 0)]
+        ("<|bos|>", 0),
+        ("-", 0),
+        ("1", 1),
+        ("2", 2),
+        (".", 0),
+        ("5", 3),
+        ("3", 1),
+        ("0", 2),
+        ("7", 3),
+        ("<|eoq|>", 0),
+    ]
 
 
 def test_the_addition_reaches_the_trunk(setup):
@@ -100,9 +111,13 @@ def test_generation_equals_a_full_forward_pass(setup):
         every = torch.as_tensor(np.concatenate([ids, new_ids]))[None]
         n = every.shape[1]
         with torch.no_grad():
-            logits = model.logits(every, torch.zeros(1, n, dtype=torch.float64), torch.arange(n)[None],
-                                  torch.zeros(1, n, dtype=torch.long))
-        assert logits[0, len(ids) - 1:-1].argmax(-1).tolist() == new_ids
+            logits = model.logits(
+                every,
+                torch.zeros(1, n, dtype=torch.float64),
+                torch.arange(n)[None],
+                torch.zeros(1, n, dtype=torch.long),
+            )
+        assert logits[0, len(ids) - 1 : -1].argmax(-1).tolist() == new_ids
     with torch.no_grad():
         model.lm_head.weight.copy_(keep)
 
@@ -112,10 +127,16 @@ def test_the_extra_loss_is_added_per_target_with_its_task_weight(setup):
     model.train()
     ids, values, mask = tok.sample("12 * 34", "408")
     T = len(ids) - 1
-    batch = dict(ids=torch.as_tensor(ids[:-1])[None], values=torch.as_tensor(values[:-1])[None],
-                 positions=torch.arange(T)[None], doc_ids=torch.zeros(1, T, dtype=torch.long),
-                 targets=torch.as_tensor(ids[1:])[None], target_values=torch.as_tensor(values[1:])[None],
-                 loss_mask=torch.as_tensor(mask[1:])[None], task_ids=torch.zeros(1, T, dtype=torch.long))
+    batch = dict(
+        ids=torch.as_tensor(ids[:-1])[None],
+        values=torch.as_tensor(values[:-1])[None],
+        positions=torch.arange(T)[None],
+        doc_ids=torch.zeros(1, T, dtype=torch.long),
+        targets=torch.as_tensor(ids[1:])[None],
+        target_values=torch.as_tensor(values[1:])[None],
+        loss_mask=torch.as_tensor(mask[1:])[None],
+        task_ids=torch.zeros(1, T, dtype=torch.long),
+    )
     batch.update(ce_count=batch["loss_mask"].sum(), number_count=torch.tensor(1))
     weights = torch.tensor([3.0])
     losses = train_losses(model, number_fields(batch, model.number_head, model.num_id), weights)

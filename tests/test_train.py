@@ -1,4 +1,5 @@
 """Training: determinism, SIGKILL + resume, Ctrl-C + resume, corrupt checkpoints, DDP with 2 CPU processes."""
+
 import json
 import math
 import os
@@ -19,16 +20,55 @@ from workbench.optim import OptimConfig
 from workbench.rundir import load_checkpoint
 from workbench.train import TrainConfig, train
 
-TINY = dict(encoding="bittokens", tasks=("addition", "multiplication"), preset="cpu-tiny",
-            batch_size=2, tokens=2 * 128 * 12, pool_size=300, val_samples=8, test_samples=8,
-            eval_every=6, checkpoint_every=2, decades=(0, 2), max_digits=3, threads=1,
-            # float32 Newton-Schulz on every machine: bf16's rounding (on CPUs with AMX) would swamp the
-            # summation-order differences the DDP test bounds
-            optim=OptimConfig(newton_schulz="float32"))
-ARGS = ["--encoding", "bittokens", "--tasks", "addition,multiplication", "--preset", "cpu-tiny",
-        "--batch-size", "2", "--tokens", str(2 * 128 * 12), "--pool-size", "300", "--val-samples", "8",
-        "--test-samples", "8", "--eval-every", "6", "--checkpoint-every", "2", "--decades", "0", "2",
-        "--max-digits", "3", "--threads", "1", "--newton-schulz", "float32"]
+TINY = dict(
+    encoding="bittokens",
+    tasks=("addition", "multiplication"),
+    preset="cpu-tiny",
+    batch_size=2,
+    tokens=2 * 128 * 12,
+    pool_size=300,
+    val_samples=8,
+    test_samples=8,
+    eval_every=6,
+    checkpoint_every=2,
+    decades=(0, 2),
+    max_digits=3,
+    threads=1,
+    # float32 Newton-Schulz on every machine: bf16's rounding (on CPUs with AMX) would swamp the
+    # summation-order differences the DDP test bounds
+    optim=OptimConfig(newton_schulz="float32"),
+)
+ARGS = [
+    "--encoding",
+    "bittokens",
+    "--tasks",
+    "addition,multiplication",
+    "--preset",
+    "cpu-tiny",
+    "--batch-size",
+    "2",
+    "--tokens",
+    str(2 * 128 * 12),
+    "--pool-size",
+    "300",
+    "--val-samples",
+    "8",
+    "--test-samples",
+    "8",
+    "--eval-every",
+    "6",
+    "--checkpoint-every",
+    "2",
+    "--decades",
+    "0",
+    "2",
+    "--max-digits",
+    "3",
+    "--threads",
+    "1",
+    "--newton-schulz",
+    "float32",
+]
 
 
 def losses(run: Path) -> list[float]:
@@ -49,8 +89,11 @@ def test_same_seed_same_loss_curve_and_results(tmp_path):
 
 def test_bf16_autocast_and_torch_compile_train_on_cpu(tmp_path):
     """The GPU paths (bf16 autocast, torch.compile), run on the CPU: the loss falls and the run ends."""
-    run = train(TrainConfig.of(**{**TINY, "tokens": 2 * 128 * 6, "eval_every": 3}, bf16=True, compile=True,
-                            out=str(tmp_path / "run")))
+    run = train(
+        TrainConfig.of(
+            **{**TINY, "tokens": 2 * 128 * 6, "eval_every": 3}, bf16=True, compile=True, out=str(tmp_path / "run")
+        )
+    )
     curve = losses(run)
     assert len(curve) == 6 and all(map(math.isfinite, curve)) and curve[-1] < curve[0]
     assert set(pd.read_csv(run / "test_summary.csv").task) == {"addition", "multiplication"}
@@ -60,8 +103,12 @@ def test_sigkill_then_resume_gives_the_uninterrupted_curve(tmp_path):
     reference = train(TrainConfig.of(**TINY, out=str(tmp_path / "ref")))
     out = tmp_path / "killed"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "workbench.train", *ARGS, "--out", str(out)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench.train", *ARGS, "--out", str(out)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 120
     while time.time() < deadline:  # kill as soon as a mid-run checkpoint exists
         if (out / "checkpoint.pt").exists() and len(losses(out)) >= 4:
@@ -70,8 +117,13 @@ def test_sigkill_then_resume_gives_the_uninterrupted_curve(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert len(losses(out)) < 12, "the run finished before it could be killed"
-    subprocess.run([sys.executable, "-m", "workbench.train", *ARGS, "--out", str(out), "--resume"],
-                   check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "workbench.train", *ARGS, "--out", str(out), "--resume"],
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     assert losses(out) == losses(reference)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     clock = [r["time"] for r in rows if "time" in r]
@@ -86,8 +138,13 @@ def test_ctrl_c_says_how_to_resume_and_the_resume_starts_its_bar_there(tmp_path)
     reference = train(TrainConfig.of(**TINY, out=str(tmp_path / "ref")))
     out = tmp_path / "stopped"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "workbench.train", *ARGS, "--out", str(out)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench.train", *ARGS, "--out", str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 120
     while time.time() < deadline:  # interrupt between checkpoints, after a step the resume must redo
         if (out / "checkpoint.pt").exists() and len(losses(out)) % 2 == 1:
@@ -147,11 +204,31 @@ def test_ddp_two_cpu_processes_equal_one_process_with_the_whole_batch(tmp_path):
     curve, same weights (DDP's average over ranks, accumulation, and each rank's own rows)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     ddp, single = tmp_path / "ddp", tmp_path / "single"
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                    "-m", "workbench.train", *arg(ARGS, "--tokens", str(8 * 128 * 6)), "--grad-accum", "2",
-                    "--out", str(ddp)], check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                   timeout=300)
-    train(TrainConfig.of(**{**TINY, "batch_size": 8, "tokens": 8 * 128 * 6}, out=str(single)))  # both: float32 Newton-Schulz
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "workbench.train",
+            *arg(ARGS, "--tokens", str(8 * 128 * 6)),
+            "--grad-accum",
+            "2",
+            "--out",
+            str(ddp),
+        ],
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=300,
+    )
+    train(
+        TrainConfig.of(**{**TINY, "batch_size": 8, "tokens": 8 * 128 * 6}, out=str(single))
+    )  # both: float32 Newton-Schulz
     assert len(losses(ddp)) == len(losses(single)) == 6  # the token budget: 6 steps of 8 rows
     assert losses(ddp) == pytest.approx(losses(single), rel=1e-4)
     a, b = load_checkpoint(ddp / "checkpoint.pt")["model"], load_checkpoint(single / "checkpoint.pt")["model"]

@@ -1,6 +1,7 @@
 """Triple-digit pieces: the authors' tokenizer (pieces "0"-"999", leftmost-longest matching) by
 default, the earlier zero-padded groups of three as an option. The oracle for the default is HF
 `tokenizers` itself, matching added tokens on an empty BPE as the authors' tokenizer does."""
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,17 +30,20 @@ def test_options_and_vocabulary():
         encoders.get("triple_digit", zero_pieces="yes")
 
 
-@pytest.mark.parametrize("text,authors,zero_pieces", [
-    ("1007", ["100", "7"], ["100", "7"]),
-    ("007", ["0", "0", "7"], ["007"]),
-    ("1000000", ["100", "0", "0", "0", "0"], ["100", "000", "0"]),
-    ("0.007", ["0", ".", "0", "0", "7"], ["0", ".", "007"]),
-    ("0.0070", ["0", ".", "0", "0", "70"], ["0", ".", "007", "0"]),
-    ("-12345.5", ["-", "123", "45", ".", "5"], ["-", "123", "45", ".", "5"]),
-    ("10050", ["100", "50"], ["100", "50"]),
-    ("-.5", ["-", ".", "5"], ["-", ".", "5"]),
-    ("0", ["0"], ["0"]),
-])
+@pytest.mark.parametrize(
+    "text,authors,zero_pieces",
+    [
+        ("1007", ["100", "7"], ["100", "7"]),
+        ("007", ["0", "0", "7"], ["007"]),
+        ("1000000", ["100", "0", "0", "0", "0"], ["100", "000", "0"]),
+        ("0.007", ["0", ".", "0", "0", "7"], ["0", ".", "007"]),
+        ("0.0070", ["0", ".", "0", "0", "70"], ["0", ".", "007", "0"]),
+        ("-12345.5", ["-", "123", "45", ".", "5"], ["-", "123", "45", ".", "5"]),
+        ("10050", ["100", "50"], ["100", "50"]),
+        ("-.5", ["-", ".", "5"], ["-", ".", "5"]),
+        ("0", ["0"], ["0"]),
+    ],
+)
 def test_hand_written_cuts(text, authors, zero_pieces, hf_oracle):
     assert AUTHORS.number_tokens(text) == authors == hf_oracle(text)
     assert ZERO_PIECES.number_tokens(text) == zero_pieces
@@ -49,8 +53,10 @@ def test_hand_written_cuts(text, authors, zero_pieces, hf_oracle):
 
 plain_decimals = st.builds(
     lambda sign, integer, fraction: sign + integer + ("." + fraction if fraction is not None else ""),
-    st.sampled_from(["", "-"]), st.text("0123456789", min_size=1, max_size=40),
-    st.none() | st.text("0123456789", min_size=1, max_size=40))
+    st.sampled_from(["", "-"]),
+    st.text("0123456789", min_size=1, max_size=40),
+    st.none() | st.text("0123456789", min_size=1, max_size=40),
+)
 zero_heavy = st.text("0001", min_size=1, max_size=30)  # many zeros, leading ones included
 
 
@@ -69,6 +75,20 @@ def test_the_workbench_tokenizer_writes_and_reads_the_authors_pieces(tmp_path):
     tok = WorkbenchTokenizer("triple_digit", cache_dir=tmp_path)
     text = "x 007 and 1000000 and -0.0070"
     ids, values = tok.encode(text)
-    assert [tok.tokens[i] for i in ids if i < tok.offset] == ["0", "0", "7", "100", "0", "0", "0", "0",
-                                                              "-", "0", ".", "0", "0", "70"]
+    assert [tok.tokens[i] for i in ids if i < tok.offset] == [
+        "0",
+        "0",
+        "7",
+        "100",
+        "0",
+        "0",
+        "0",
+        "0",
+        "-",
+        "0",
+        ".",
+        "0",
+        "0",
+        "70",
+    ]
     assert tok.decode(ids, values) == text and not values.any()

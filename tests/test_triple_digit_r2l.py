@@ -1,5 +1,6 @@
 """Right-to-left digit groups: the cut against Python's thousands separators and an independent
 slicing oracle, round trips, bad input, and a tiny training run whose answers decode."""
+
 import math
 import random
 import re
@@ -17,13 +18,13 @@ CODEC = encoders.get("triple_digit_r2l")
 
 
 def groups_from_right(digits, size):
-    return [digits[max(0, end - size):end] for end in range(len(digits), 0, -size)][::-1]
+    return [digits[max(0, end - size) : end] for end in range(len(digits), 0, -size)][::-1]
 
 
 def oracle_pieces(text, size=3):
     sign, body = ("-", text[1:]) if text.startswith("-") else ("", text)
     integer, point, fraction = body.partition(".")
-    fraction_groups = [fraction[i:i + size] for i in range(0, len(fraction), size)]
+    fraction_groups = [fraction[i : i + size] for i in range(0, len(fraction), size)]
     return [sign] * bool(sign) + groups_from_right(integer, size) + ([point] + fraction_groups if point else [])
 
 
@@ -40,15 +41,26 @@ def test_integers_are_cut_where_thousands_separators_go(n):
 def test_options_and_vocabulary():
     assert encoders.options("triple_digit_r2l") == {"group": 3}
     assert {"000", "007", "5", "-", "."} <= set(CODEC.vocabulary()) and len(CODEC.vocabulary()) == 1112
-    assert encoders.get("triple_digit_r2l", group=2).number_tokens("-12345.678") == ["-", "1", "23", "45", ".", "67", "8"]
+    assert encoders.get("triple_digit_r2l", group=2).number_tokens("-12345.678") == [
+        "-",
+        "1",
+        "23",
+        "45",
+        ".",
+        "67",
+        "8",
+    ]
     zoo_checks.bad_options("triple_digit_r2l")
     with pytest.raises(ValueError, match="triple_digit_r2l.*group"):
         encoders.get("triple_digit_r2l", group=4)
 
 
-texts = st.builds(lambda sign, integer, fraction: sign + integer + ("." + fraction if fraction is not None else ""),
-                  st.sampled_from(["", "-"]), st.text("0123456789", max_size=30),
-                  st.none() | st.text("0123456789", min_size=1, max_size=30)).filter(lambda t: t.strip("-"))
+texts = st.builds(
+    lambda sign, integer, fraction: sign + integer + ("." + fraction if fraction is not None else ""),
+    st.sampled_from(["", "-"]),
+    st.text("0123456789", max_size=30),
+    st.none() | st.text("0123456789", min_size=1, max_size=30),
+).filter(lambda t: t.strip("-"))
 
 
 @settings(max_examples=1000, deadline=None)

@@ -2,6 +2,7 @@
 with, what the curricula's thresholds read, what a packed batch keeps, which questions every
 evaluation receives, and every state a resume restores. Each test names the one-line bug it
 exists to catch (they are planted in tests/mutations.py)."""
+
 import math
 
 import numpy as np
@@ -17,11 +18,23 @@ from workbench.rundir import load_metrics
 from workbench.train import TrainConfig, setup, train
 
 # Every schedule setting away from its default, so a path that drops one falls back to another value.
-OPTIM = OptimConfig(warmup_frac=0.3, lr_floor=0.001, hidden_lr=0.01, embedding_lr=0.05, head_lr=0.003,
-                    scalar_lr=0.015)
-TINY = dict(encoding="single_digit", tasks=("addition", "multiplication", "division"), preset="cpu-tiny",
-            batch_size=2, tokens=2 * 128 * 10, pool_size=300, val_samples=16, test_samples=8, eval_every=2,
-            checkpoint_every=2, decades=(0, 2), max_digits=3, threads=1, optim=OPTIM)
+OPTIM = OptimConfig(warmup_frac=0.3, lr_floor=0.001, hidden_lr=0.01, embedding_lr=0.05, head_lr=0.003, scalar_lr=0.015)
+TINY = dict(
+    encoding="single_digit",
+    tasks=("addition", "multiplication", "division"),
+    preset="cpu-tiny",
+    batch_size=2,
+    tokens=2 * 128 * 10,
+    pool_size=300,
+    val_samples=16,
+    test_samples=8,
+    eval_every=2,
+    checkpoint_every=2,
+    decades=(0, 2),
+    max_digits=3,
+    threads=1,
+    optim=OPTIM,
+)
 
 
 def cosine_schedule(step: int, total: int, base: float, warmup_frac: float, floor: float) -> float:
@@ -52,24 +65,61 @@ def test_every_group_steps_with_the_lr_the_flags_define(tmp_path):
     as the optimizer sees it and compared with C.1's schedule written out from the flags."""
     seen = []
     hook = register_optimizer_step_pre_hook(
-        lambda opt, args, kwargs: seen.extend((g["name"], g["lr"]) for g in opt.param_groups))
-    flags = ["--warmup-frac", "0.3", "--lr-floor", "0.001", "--hidden-lr", "0.01", "--embedding-lr", "0.05",
-             "--head-lr", "0.003", "--scalar-lr", "0.015"]
+        lambda opt, args, kwargs: seen.extend((g["name"], g["lr"]) for g in opt.param_groups)
+    )
+    flags = [
+        "--warmup-frac",
+        "0.3",
+        "--lr-floor",
+        "0.001",
+        "--hidden-lr",
+        "0.01",
+        "--embedding-lr",
+        "0.05",
+        "--head-lr",
+        "0.003",
+        "--scalar-lr",
+        "0.015",
+    ]
     try:
-        workbench.train.main(["--encoding", "single_digit", "--tasks", "addition", "--batch-size", "2",
-                              "--tokens", str(2 * 128 * 10), "--pool-size", "300", "--val-samples", "8",
-                              "--test-samples", "8", "--eval-every", "5", "--threads", "1", *flags,
-                              "--out", str(tmp_path / "run")])
+        workbench.train.main(
+            [
+                "--encoding",
+                "single_digit",
+                "--tasks",
+                "addition",
+                "--batch-size",
+                "2",
+                "--tokens",
+                str(2 * 128 * 10),
+                "--pool-size",
+                "300",
+                "--val-samples",
+                "8",
+                "--test-samples",
+                "8",
+                "--eval-every",
+                "5",
+                "--threads",
+                "1",
+                *flags,
+                "--out",
+                str(tmp_path / "run"),
+            ]
+        )
     finally:
         hook.remove()
     steps, _ = load_metrics(tmp_path / "run")
     base = {"hidden": 0.01, "embedding": 0.05, "head": 0.003, "scalar": 0.015}
     assert len(steps) == 10 and len(seen) == 10 * len(base)
     for step, row in steps.iterrows():
-        stepped = dict(seen[len(base) * step: len(base) * (step + 1)])
+        stepped = dict(seen[len(base) * step : len(base) * (step + 1)])
         for group, lr in base.items():
             want = cosine_schedule(step, 10, lr, 0.3, min(0.001, lr))
-            assert stepped[group] == pytest.approx(want, rel=1e-12) and row[f"lr/{group}"] == stepped[group], (step, group)
+            assert stepped[group] == pytest.approx(want, rel=1e-12) and row[f"lr/{group}"] == stepped[group], (
+                step,
+                group,
+            )
 
 
 def test_each_task_keeps_its_share_of_the_complete_samples_in_packed_rows(tmp_path):
@@ -83,7 +133,10 @@ def test_each_task_keeps_its_share_of_the_complete_samples_in_packed_rows(tmp_pa
         batch = real(pools, counts, *args, **kwargs)
         batches.append((dict(counts), batch))
         return batch
-    cfg = TrainConfig.of(**{**TINY, "batch_size": 8, "tokens": 8 * 128 * 40, "eval_every": 1000}, out=str(tmp_path / "r"))
+
+    cfg = TrainConfig.of(
+        **{**TINY, "batch_size": 8, "tokens": 8 * 128 * 40, "eval_every": 1000}, out=str(tmp_path / "r")
+    )
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(workbench.train, "next_batch", recording)
         mp.setattr(workbench.train, "final_test", lambda run, started: pd.DataFrame({"task": [], "score": []}))
@@ -110,16 +163,37 @@ def test_every_evaluation_receives_the_validation_split_and_the_final_test_the_t
 
     def recording_evaluate(model, tok, frames, max_new_tokens=None, batch_size=64):
         frames_seen.append({t: f.copy() for t, f in frames.items()})
-        return pd.concat([pd.DataFrame({"task": t, "prompt": f["prompt"], "answer": f["answer"], "prediction": "0",
-                                        "score": 0.5, "exact": False, "input_tokens": 5, "output_tokens": 2})
-                          for t, f in frames.items()], ignore_index=True)
+        return pd.concat(
+            [
+                pd.DataFrame(
+                    {
+                        "task": t,
+                        "prompt": f["prompt"],
+                        "answer": f["answer"],
+                        "prediction": "0",
+                        "score": 0.5,
+                        "exact": False,
+                        "input_tokens": 5,
+                        "output_tokens": 2,
+                    }
+                )
+                for t, f in frames.items()
+            ],
+            ignore_index=True,
+        )
+
     cfg = TrainConfig.of(**{**TINY, "eval_every": 5}, out=str(tmp_path / "r"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(workbench.train, "evaluate", recording_evaluate)
         train(cfg)
-    split = {s: {t: tasks.generate(t, n, seed=cfg.seed, split=s, regime=cfg.regime)
-                 for t in cfg.tasks} for s, n in (("val", cfg.evaluation.val_samples), ("test", cfg.evaluation.test_samples),
-                                                  ("train", cfg.data.pool_size))}
+    split = {
+        s: {t: tasks.generate(t, n, seed=cfg.seed, split=s, regime=cfg.regime) for t in cfg.tasks}
+        for s, n in (
+            ("val", cfg.evaluation.val_samples),
+            ("test", cfg.evaluation.test_samples),
+            ("train", cfg.data.pool_size),
+        )
+    }
     assert len(frames_seen) == 3  # steps 5 and 10, then the final test
     for k, frames in enumerate(frames_seen):
         want = split["test" if k == 2 else "val"]
@@ -140,12 +214,20 @@ def live_state(run) -> dict:
     """Everything a resumed run must continue from, read from the live objects (not from the
     checkpoint, so a field the checkpoint forgets is still compared)."""
     curricula = {t: (c.frontier, c.ratios.tolist(), c.mastered) for t, c in run.sampler.curricula.items()}
-    return {"step": run.state["step"], "best": run.state["best"], "ratios": run.balancer.ratios,
-            "loss_weights": run.normalizer.weights.tolist(), "loss_sums": run.normalizer.sums.tolist(),
-            "loss_counts": run.normalizer.counts.tolist(), "normalizer_warm": run.normalizer.warm,
-            "curricula": curricula, "rng": run.rng.bit_generator.state, "torch_rng": torch.get_rng_state().tolist(),
-            "model": {k: v.clone() for k, v in run.model.state_dict().items()},
-            "optimizers": [_tensors(o.state_dict()) for o in run.optimizers]}
+    return {
+        "step": run.state["step"],
+        "best": run.state["best"],
+        "ratios": run.balancer.ratios,
+        "loss_weights": run.normalizer.weights.tolist(),
+        "loss_sums": run.normalizer.sums.tolist(),
+        "loss_counts": run.normalizer.counts.tolist(),
+        "normalizer_warm": run.normalizer.warm,
+        "curricula": curricula,
+        "rng": run.rng.bit_generator.state,
+        "torch_rng": torch.get_rng_state().tolist(),
+        "model": {k: v.clone() for k, v in run.model.state_dict().items()},
+        "optimizers": [_tensors(o.state_dict()) for o in run.optimizers],
+    }
 
 
 def _tensors(value):
@@ -174,9 +256,25 @@ def test_resume_restores_every_state_field_by_field(tmp_path):
 
     def streamed(model, tok, frames, max_new_tokens=None, batch_size=64):
         score = next(evaluations, 0.5)  # the tasks' scores differ, so the balancer's ratios move
-        return pd.concat([pd.DataFrame({"task": t, "prompt": f["prompt"], "answer": f["answer"], "prediction": "0",
-                                        "score": score / 2 ** k, "exact": False, "input_tokens": 5, "output_tokens": 2})
-                          for k, (t, f) in enumerate(frames.items())], ignore_index=True)
+        return pd.concat(
+            [
+                pd.DataFrame(
+                    {
+                        "task": t,
+                        "prompt": f["prompt"],
+                        "answer": f["answer"],
+                        "prediction": "0",
+                        "score": score / 2**k,
+                        "exact": False,
+                        "input_tokens": 5,
+                        "output_tokens": 2,
+                    }
+                )
+                for k, (t, f) in enumerate(frames.items())
+            ],
+            ignore_index=True,
+        )
+
     snapshots = {}
     real_save = workbench.train.save_checkpoint
 
@@ -185,6 +283,7 @@ def test_resume_restores_every_state_field_by_field(tmp_path):
         snapshots[(run.out.name, run.state["step"])] = (live_state(run), run.state["seconds"])
         if run.state["step"] == kill_at:
             raise Killed
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(workbench.train, "evaluate", streamed)
         mp.setattr(workbench.train, "save_checkpoint", save)

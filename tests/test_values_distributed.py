@@ -6,6 +6,7 @@ every rank's share is computed by the code under test with a fake rank and world
 every question is answered exactly once and the gathered answers are one process's, in its order;
 every text's tokens are counted exactly once, whatever the world size, including worlds with
 more ranks than texts and splits that leave a remainder. A second check runs a real tiny model."""
+
 import math
 import threading
 
@@ -55,6 +56,7 @@ def on_every_rank(world, monkeypatch, fn):
         except BaseException as err:  # noqa: BLE001 - reported below
             errors.append(err)
             fake.barrier.abort()
+
     threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(world)]
     for t in threads:
         t.start()
@@ -67,16 +69,19 @@ def on_every_rank(world, monkeypatch, fn):
 
 def answered(frames):
     """A stand-in for evaluate: one row per question, in order, as evaluate's answers are."""
-    return pd.concat([frame.assign(task=task, prediction=frame["answer"]) for task, frame in frames.items()],
-                     ignore_index=True)
+    return pd.concat(
+        [frame.assign(task=task, prediction=frame["answer"]) for task, frame in frames.items()], ignore_index=True
+    )
 
 
 def question_frames():
     """Two tasks whose sizes leave remainders against the evaluation batch, and one short task."""
     b = distributed.BATCH
     sizes = {"addition": 3 * b + 5, "minmax": b - 1, "multiplication": 2}
-    return {t: pd.DataFrame({"prompt": [f"{t} q{i}" for i in range(n)], "answer": [str(i) for i in range(n)]})
-            for t, n in sizes.items()}
+    return {
+        t: pd.DataFrame({"prompt": [f"{t} q{i}" for i in range(n)], "answer": [str(i) for i in range(n)]})
+        for t, n in sizes.items()
+    }
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 4, 5])
@@ -88,10 +93,12 @@ def test_every_question_is_answered_once_and_in_one_process_order(world, monkeyp
     def fake_evaluate(model, tok, frames, max_new_tokens=None):
         calls.append([(t, p) for t, f in frames.items() for p in f["prompt"]])
         return answered(frames)
+
     monkeypatch.setattr(distributed, "evaluate", fake_evaluate)
     frames = question_frames()
-    every = on_every_rank(world, monkeypatch,
-                          lambda rank, world: distributed.evaluate_shared(None, None, frames, None, rank, world))
+    every = on_every_rank(
+        world, monkeypatch, lambda rank, world: distributed.evaluate_shared(None, None, frames, None, rank, world)
+    )
     expected = answered(frames)
     for table in every:
         pd.testing.assert_frame_equal(table, expected)
@@ -119,13 +126,24 @@ class Texts:
         tokens, text = sum(self.tokens[t] for t in texts), sum(self.text[t] for t in texts)
         ce_all = sum(self.ce[t] * self.tokens[t] for t in texts) / tokens
         ce_text = sum(self.ce[t] * self.text[t] for t in texts) / text if text else math.nan
-        return {"ppl_all": math.exp(ce_all), "ppl_text": math.exp(ce_text), "ce_all": ce_all, "ce_text": ce_text,
-                "tokens": tokens, "text_tokens": text, "samples": len(texts)}
+        return {
+            "ppl_all": math.exp(ce_all),
+            "ppl_text": math.exp(ce_text),
+            "ce_all": ce_all,
+            "ce_text": ce_text,
+            "tokens": tokens,
+            "text_tokens": text,
+            "samples": len(texts),
+        }
 
     def pooled(self):
         tokens, text = sum(self.tokens.values()), sum(self.text.values())
-        return (sum(self.ce[t] * self.tokens[t] for t in self.texts) / tokens,
-                sum(self.ce[t] * self.text[t] for t in self.texts) / text, tokens, text)
+        return (
+            sum(self.ce[t] * self.tokens[t] for t in self.texts) / tokens,
+            sum(self.ce[t] * self.text[t] for t in self.texts) / text,
+            tokens,
+            text,
+        )
 
 
 class FakeModel:
@@ -139,8 +157,11 @@ def test_every_text_is_counted_once_whatever_the_world_size(world, n_texts, monk
     overlap, a rank's sums counted twice or its token count taken as its CE sum."""
     texts = Texts(n_texts)
     monkeypatch.setattr(distributed, "perplexity", texts.perplexity)
-    every = on_every_rank(world, monkeypatch, lambda rank, world: distributed.perplexity_shared(
-        FakeModel(), None, texts.texts, rank, world, progress=False))
+    every = on_every_rank(
+        world,
+        monkeypatch,
+        lambda rank, world: distributed.perplexity_shared(FakeModel(), None, texts.texts, rank, world, progress=False),
+    )
     assert sorted(texts.seen) == sorted(texts.texts)  # each text scored by exactly one rank
     ce_all, ce_text, tokens, text = texts.pooled()
     for got in every:
@@ -163,8 +184,11 @@ def test_a_real_model_shared_out_gives_one_processs_answers_and_perplexity(tiny,
     with no batch of questions, one with a single text): the shared-out answers and perplexity are
     one process's (perplexity pools sums: equal up to rounding)."""
     model, tok = tiny
-    frames = {"addition": tasks.generate("addition", distributed.BATCH + 3, seed=1, split="val", decades=(0, 1),
-                                         max_digits=2)[["prompt", "answer"]]}
+    frames = {
+        "addition": tasks.generate(
+            "addition", distributed.BATCH + 3, seed=1, split="val", decades=(0, 1), max_digits=2
+        )[["prompt", "answer"]]
+    }
     texts = list(tasks.generate("text", 7, seed=0, split="val")["answer"].str.slice(0, 300))
     alone = distributed.evaluate_shared(model, tok, frames, 4, 0, 1)
     ppl = distributed.perplexity_shared(model, tok, texts, 0, 1, progress=False)
@@ -172,9 +196,14 @@ def test_a_real_model_shared_out_gives_one_processs_answers_and_perplexity(tiny,
     for name in ("evaluate", "perplexity"):
         real = getattr(distributed, name)
         monkeypatch.setattr(distributed, name, lambda *a, real=real, **k: _locked(lock, real, *a, **k))
-    every = on_every_rank(3, monkeypatch, lambda rank, world: (
-        distributed.evaluate_shared(model, tok, frames, 4, rank, world),
-        distributed.perplexity_shared(model, tok, texts, rank, world, progress=False)))
+    every = on_every_rank(
+        3,
+        monkeypatch,
+        lambda rank, world: (
+            distributed.evaluate_shared(model, tok, frames, 4, rank, world),
+            distributed.perplexity_shared(model, tok, texts, rank, world, progress=False),
+        ),
+    )
     for answers, shared in every:
         pd.testing.assert_frame_equal(answers, alone)
         assert shared["tokens"] == ppl["tokens"] and shared["text_tokens"] == ppl["text_tokens"]

@@ -7,6 +7,7 @@ read back from its folder. Submitit is replaced by an in-process stand-in (its j
 few looks, in a scrambled order); what a job runs is the executor's own `_train_job`, with the
 training itself (`_one`) replaced by a stand-in that writes what training leaves in a finished
 run folder, so the results are read back by the real `executors.train_once`."""
+
 import json
 from pathlib import Path
 
@@ -17,8 +18,9 @@ from workbench import executors
 from workbench.config import TrainConfig, recorded
 from workbench.executors import Executor, RunsFailed, run_all
 
-BASE = TrainConfig.of(preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4, pool_size=100, val_samples=4, test_samples=4,
-                   threads=1)
+BASE = TrainConfig.of(
+    preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4, pool_size=100, val_samples=4, test_samples=4, threads=1
+)
 
 
 def score_of(cfg) -> float:
@@ -30,9 +32,18 @@ def fake_training(cfg, run_dir: Path, overwrite: bool):
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(recorded(cfg.updated(out=str(run_dir)))))
-    pd.DataFrame({"encoding": [cfg.encoding], "seed": [cfg.seed], "task": [cfg.tasks[0]], "score": [score_of(cfg)],
-                  "exact": [0.0], "input_tokens": [6.0],
-                  "output_tokens": [2.0], "train_seconds": [1.0]}).to_csv(run_dir / "test_summary.csv", index=False)
+    pd.DataFrame(
+        {
+            "encoding": [cfg.encoding],
+            "seed": [cfg.seed],
+            "task": [cfg.tasks[0]],
+            "score": [score_of(cfg)],
+            "exact": [0.0],
+            "input_tokens": [6.0],
+            "output_tokens": [2.0],
+            "train_seconds": [1.0],
+        }
+    ).to_csv(run_dir / "test_summary.csv", index=False)
 
 
 class FakeJob:
@@ -98,8 +109,11 @@ def test_every_array_trains_its_own_runs_in_their_own_folders(fake_submitit, tmp
 def test_a_failed_run_in_a_later_array_is_named_and_the_others_are_kept(fake_submitit, tmp_path, monkeypatch):
     """The run in the third array fails; the five others are read from their folders."""
     plan = {f"run{k}": BASE.updated(seed=k) for k in range(6)}
-    monkeypatch.setattr(executors, "_outcome", lambda job: ("failed", "job 9 failed: boom") if job.args[0].seed == 4
-                        else ("finished", ""))
+    monkeypatch.setattr(
+        executors,
+        "_outcome",
+        lambda job: ("failed", "job 9 failed: boom") if job.args[0].seed == 4 else ("finished", ""),
+    )
     with pytest.raises(RunsFailed) as err:
         run_all(plan, tmp_path, executor=Executor("submitit-local", array_parallelism=2))
     assert str(err.value).splitlines()[0].startswith("1 of 6 runs failed (the 5 others are kept")

@@ -6,6 +6,7 @@ above its own (their low > its high). Touching intervals (low == high) do not co
 degenerate interval (low == high) is an interval like any other, equal intervals tie. Only the
 task's own metric is ranked, and only the protocols' studies (Study 2b and the multi-task zoo; Study
 1 and the precision zoo). The oracle enumerates every pair of rows by hand, with Python floats."""
+
 import itertools
 
 import numpy as np
@@ -19,8 +20,16 @@ PRECISION_STUDIES = ("precision", study.ZOO_PRECISION)
 
 
 def row(study_, encoding, task, digits, low, high, metric=None, mean=None):
-    return dict(study=study_, encoding=encoding, task=task, digits=digits, metric=metric or tasks.get(task).metric,
-                mean=(low + high) / 2 if mean is None else mean, low=low, high=high)
+    return dict(
+        study=study_,
+        encoding=encoding,
+        task=task,
+        digits=digits,
+        metric=metric or tasks.get(task).metric,
+        mean=(low + high) / 2 if mean is None else mean,
+        low=low,
+        high=high,
+    )
 
 
 def oracle_ranks(intervals: pd.DataFrame, delta: float = study.DELTA) -> dict:
@@ -28,23 +37,31 @@ def oracle_ranks(intervals: pd.DataFrame, delta: float = study.DELTA) -> dict:
     another encoding is above when its interval lies entirely above and its mean is more than
     `delta` higher."""
     protocol_of = {s: "multitask" for s in MULTITASK_STUDIES} | {s: "precision" for s in PRECISION_STUDIES}
-    kept = [r for r in intervals.to_dict("records")
-            if r["study"] in protocol_of and r["metric"] == tasks.get(r["task"]).metric]
+    kept = [
+        r
+        for r in intervals.to_dict("records")
+        if r["study"] in protocol_of and r["metric"] == tasks.get(r["task"]).metric
+    ]
     ranks = {}
     for r in kept:
         cell = (protocol_of[r["study"]], r["task"], r["digits"])
         above = 0
         for other in kept:
-            if (protocol_of[other["study"]], other["task"], other["digits"]) == cell and other["low"] > r["high"] \
-                    and other["mean"] - r["mean"] > delta:
+            if (
+                (protocol_of[other["study"]], other["task"], other["digits"]) == cell
+                and other["low"] > r["high"]
+                and other["mean"] - r["mean"] > delta
+            ):
                 above += 1
         ranks[cell + (r["encoding"],)] = 1 + above
     return ranks
 
 
 def board_ranks(board: pd.DataFrame) -> dict:
-    return {(p, t, int(d), e): int(r) for p, t, d, e, r in zip(board.protocol, board.task, board.digits, board.encoding,
-                                                               board["rank"])}
+    return {
+        (p, t, int(d), e): int(r)
+        for p, t, d, e, r in zip(board.protocol, board.task, board.digits, board.encoding, board["rank"])
+    }
 
 
 def grid_intervals(seed: int) -> pd.DataFrame:
@@ -91,10 +108,14 @@ def test_the_boundaries_of_the_rule_by_hand():
     cases = {  # d: [(encoding, low, high)], expected ranks
         1: ([("bittokens", 0.5, 0.7), ("fone", 0.3, 0.5)], {"bittokens": 1, "fone": 1}),  # touching: tie
         2: ([("bittokens", 0.5 + eps, 0.7), ("fone", 0.3, 0.5)], {"bittokens": 1, "fone": 2}),  # apart by 1e-12
-        3: ([("bittokens", 0.6, 0.6), ("fone", 0.6, 0.6), ("xval", 0.2, 0.6)],  # degenerate and equal; touching
-            {"bittokens": 1, "fone": 1, "xval": 1}),
-        4: ([("bittokens", 0.6, 0.6), ("fone", 0.6 - eps, 0.6 - eps), ("xval", 0.1, 0.2)],
-            {"bittokens": 1, "fone": 2, "xval": 3}),  # a degenerate interval just below another
+        3: (
+            [("bittokens", 0.6, 0.6), ("fone", 0.6, 0.6), ("xval", 0.2, 0.6)],  # degenerate and equal; touching
+            {"bittokens": 1, "fone": 1, "xval": 1},
+        ),
+        4: (
+            [("bittokens", 0.6, 0.6), ("fone", 0.6 - eps, 0.6 - eps), ("xval", 0.1, 0.2)],
+            {"bittokens": 1, "fone": 2, "xval": 3},
+        ),  # a degenerate interval just below another
     }
     rows = [row("precision", e, "multiplication", d, lo, hi) for d, (given, _) in cases.items() for e, lo, hi in given]
     board = leaderboard.leaderboard(pd.DataFrame(rows), delta=0.0)  # the interval rule alone
@@ -107,28 +128,41 @@ def test_a_gap_within_the_cross_cpu_spread_shares_a_rank():
     """Apart intervals whose means lie at most study.DELTA apart share a rank; a gap just above it
     does not."""
     d = study.DELTA
-    rows = [row("precision", "bittokens", "division", 1, 0.5 + d - 0.001, 0.5 + d + 0.01, mean=0.5 + d),
-            row("precision", "fone", "division", 1, 0.49, 0.5 + d - 0.002, mean=0.5),
-            row("precision", "bittokens", "division", 2, 0.5 + d - 0.001, 0.5 + d + 0.01, mean=0.5 + d + 0.002),
-            row("precision", "fone", "division", 2, 0.49, 0.5 + d - 0.002, mean=0.5)]
+    rows = [
+        row("precision", "bittokens", "division", 1, 0.5 + d - 0.001, 0.5 + d + 0.01, mean=0.5 + d),
+        row("precision", "fone", "division", 1, 0.49, 0.5 + d - 0.002, mean=0.5),
+        row("precision", "bittokens", "division", 2, 0.5 + d - 0.001, 0.5 + d + 0.01, mean=0.5 + d + 0.002),
+        row("precision", "fone", "division", 2, 0.49, 0.5 + d - 0.002, mean=0.5),
+    ]
     ranks = board_ranks(leaderboard.leaderboard(pd.DataFrame(rows)))
-    assert ranks == {("precision", "division", 1, "bittokens"): 1, ("precision", "division", 1, "fone"): 1,
-                     ("precision", "division", 2, "bittokens"): 1, ("precision", "division", 2, "fone"): 2}
+    assert ranks == {
+        ("precision", "division", 1, "bittokens"): 1,
+        ("precision", "division", 1, "fone"): 1,
+        ("precision", "division", 2, "bittokens"): 1,
+        ("precision", "division", 2, "fone"): 2,
+    }
 
 
 def test_an_encoding_far_ahead_at_one_d_does_not_push_the_others_down_at_another_d():
     """The same encodings at d = 1 and d = 2; BitTokens is far ahead only at d = 1, and the two
     protocols share a task name (multiplication) without sharing a cell."""
-    rows = [row("precision", "bittokens", "multiplication", 1, 0.9, 1.0),
-            row("precision", "fone", "multiplication", 1, 0.1, 0.2),
-            row("precision", "bittokens", "multiplication", 2, 0.1, 0.2),
-            row("precision", "fone", "multiplication", 2, 0.1, 0.2),
-            row(study.NUMERIC_CHECKPOINT, "fone", "multiplication", 1, 0.0, 0.05),
-            row(study.ZOO_MULTITASK, "abacus", "multiplication", 1, 0.0, 0.05)]
+    rows = [
+        row("precision", "bittokens", "multiplication", 1, 0.9, 1.0),
+        row("precision", "fone", "multiplication", 1, 0.1, 0.2),
+        row("precision", "bittokens", "multiplication", 2, 0.1, 0.2),
+        row("precision", "fone", "multiplication", 2, 0.1, 0.2),
+        row(study.NUMERIC_CHECKPOINT, "fone", "multiplication", 1, 0.0, 0.05),
+        row(study.ZOO_MULTITASK, "abacus", "multiplication", 1, 0.0, 0.05),
+    ]
     ranks = board_ranks(leaderboard.leaderboard(pd.DataFrame(rows)))
-    assert ranks == {("precision", "multiplication", 1, "bittokens"): 1, ("precision", "multiplication", 1, "fone"): 2,
-                     ("precision", "multiplication", 2, "bittokens"): 1, ("precision", "multiplication", 2, "fone"): 1,
-                     ("multitask", "multiplication", 1, "fone"): 1, ("multitask", "multiplication", 1, "abacus"): 1}
+    assert ranks == {
+        ("precision", "multiplication", 1, "bittokens"): 1,
+        ("precision", "multiplication", 1, "fone"): 2,
+        ("precision", "multiplication", 2, "bittokens"): 1,
+        ("precision", "multiplication", 2, "fone"): 1,
+        ("multitask", "multiplication", 1, "fone"): 1,
+        ("multitask", "multiplication", 1, "abacus"): 1,
+    }
 
 
 def test_the_tables_mean_rank_is_the_mean_of_the_protocols_ranks():

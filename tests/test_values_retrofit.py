@@ -12,6 +12,7 @@ by `pretrain.build_model`, `finetune.finetune` run end to end on a tiny budget, 
 
 Weights are observed with torch's global hooks (an optimizer step hook, a module forward hook), so
 the tests do not depend on the retrofit's internal names."""
+
 import json
 import math
 import os
@@ -45,9 +46,21 @@ def folder(tmp_path_factory):
 
 
 def tiny_config(folder, out, **changes):
-    settings = dict(model=str(folder), encoding=ENCODING, tasks=("addition",), batch_tokens=300, eval_every=100,
-                    pool_size=60, val_samples=4, test_samples=6, text_samples=0, decades=(0, 1), max_digits=2,
-                    out=str(out), threads=1)
+    settings = dict(
+        model=str(folder),
+        encoding=ENCODING,
+        tasks=("addition",),
+        batch_tokens=300,
+        eval_every=100,
+        pool_size=60,
+        val_samples=4,
+        test_samples=6,
+        text_samples=0,
+        decades=(0, 1),
+        max_digits=2,
+        out=str(out),
+        threads=1,
+    )
     if "text" in changes.get("tasks", ()) and "text_share" in RetrofitConfig.__dataclass_fields__:
         settings["text_share"] = 0.0  # text is a task: the balancer sets its share
     return RetrofitConfig.of(**{**settings, **changes})
@@ -77,15 +90,21 @@ class Watch:
 
         def after(optimizer, args, kwargs):
             if self.first_change is None:
-                self.first_change = [[(p.detach().double() - q.double()) for p, q in zip(g["params"], old)]
-                                     for g, old in zip(optimizer.param_groups, self._before)]
+                self.first_change = [
+                    [(p.detach().double() - q.double()) for p, q in zip(g["params"], old)]
+                    for g, old in zip(optimizer.param_groups, self._before)
+                ]
 
         def forward(module, args):
             if self.lm is None and isinstance(module, NumberLM):
                 self.lm = module
                 self.initial = state(module)
-        self.handles = [register_optimizer_step_pre_hook(before), register_optimizer_step_post_hook(after),
-                        register_module_forward_pre_hook(forward)]
+
+        self.handles = [
+            register_optimizer_step_pre_hook(before),
+            register_optimizer_step_post_hook(after),
+            register_module_forward_pre_hook(forward),
+        ]
         return self
 
     def __exit__(self, *exc):
@@ -148,6 +167,7 @@ def snapshots_at_each_evaluation(cfg, spoil_after: int):
             with torch.no_grad():
                 for p in watch.lm.parameters():
                     p.add_(torch.randn(p.shape, generator=generator, dtype=p.dtype) * 3)
+
     with Watch() as watch:
         finetune.finetune(cfg, on_eval=on_eval)
     return seen, watch
@@ -163,11 +183,11 @@ def oracle_perplexity(lm, texts, context):
         for text in texts:
             ids, values = lm.tok.encode(text)
             for start in range(0, len(ids) - 1, context):
-                i = torch.as_tensor(ids[start:start + context])[None]
-                v = torch.as_tensor(values[start:start + context])[None]
+                i = torch.as_tensor(ids[start : start + context])[None]
+                v = torch.as_tensor(values[start : start + context])[None]
                 logits = lm.run(i, v, torch.ones_like(i)).logits[0].double()
-                targets = torch.as_tensor(ids[start + 1:start + context + 1])
-                ce = F.cross_entropy(logits[:len(targets)], targets, reduction="none").tolist()
+                targets = torch.as_tensor(ids[start + 1 : start + context + 1])
+                ce = F.cross_entropy(logits[: len(targets)], targets, reduction="none").tolist()
                 all_ce += ce
                 text_ce += [c for c, t in zip(ce, targets.tolist()) if t != lm.tok.num_id]
     return math.exp(np.mean(all_ce)), math.exp(np.mean(text_ce)), len(all_ce), len(text_ce)
@@ -179,8 +199,9 @@ def test_the_saved_model_the_test_answers_and_the_after_perplexity_are_the_best_
     best. The best: the first highest harmonic mean in evals.jsonl. Bugs: the last step's weights
     saved, or the test answered (or perplexity measured) before the best weights were put back,
     or the best chosen by the last evaluation."""
-    cfg = tiny_config(folder, tmp_path / "run", tasks=("addition", "text"), tokens=6 * 300, lr=3e-3, eval_every=1,
-                      text_samples=2)
+    cfg = tiny_config(
+        folder, tmp_path / "run", tasks=("addition", "text"), tokens=6 * 300, lr=3e-3, eval_every=1, text_samples=2
+    )
     seen, watch = snapshots_at_each_evaluation(cfg, spoil_after=3)
     out = Path(cfg.run.out)
     evals = read_jsonl(out / "evals.jsonl")
@@ -216,8 +237,7 @@ def test_the_saved_model_the_test_answers_and_the_after_perplexity_are_the_best_
 
 
 # -- the loss at both ends of an answer --------------------------------------------------------------
-SAMPLES = [("3 + 4", "7"), ("12 * 2 and more", "24 is 2 dozen"), ("min of 5 and 9", "the answer is 5"),
-           ("x", "0.5")]
+SAMPLES = [("3 + 4", "7"), ("12 * 2 and more", "24 is 2 dozen"), ("min of 5 and 9", "the answer is 5"), ("x", "0.5")]
 
 
 def oracle_loss(lm, samples):
@@ -233,11 +253,11 @@ def oracle_loss(lm, samples):
             ids_, values_ = torch.as_tensor(ids)[None], torch.as_tensor(values)[None]
             out = lm.run(ids_, values_, torch.ones_like(ids_))
             for t in range(eoq + 1, len(ids)):
-                ce_sum += F.cross_entropy(out.logits[0, t - 1:t].float(), torch.as_tensor(ids[t:t + 1])).item()
+                ce_sum += F.cross_entropy(out.logits[0, t - 1 : t].float(), torch.as_tensor(ids[t : t + 1])).item()
                 count += 1
                 if ids[t] == lm.tok.num_id:
-                    head_out = lm.number_outputs(out.hidden_states[-1][0, t - 1:t])
-                    number_sum += lm.head.loss(head_out, torch.as_tensor(values[t:t + 1])).sum().item()
+                    head_out = lm.number_outputs(out.hidden_states[-1][0, t - 1 : t])
+                    number_sum += lm.head.loss(head_out, torch.as_tensor(values[t : t + 1])).sum().item()
                     numbers += 1
     return (ce_sum + 10 * number_sum) / count, ce_sum / count, number_sum / numbers, count
 
@@ -258,6 +278,12 @@ def test_the_loss_is_read_at_the_answers_targets_from_its_first_token_to_eos(fol
     loss, ce, number, count = oracle_loss(lm, SAMPLES)
     assert float(got["loss"]) == pytest.approx(loss, rel=1e-5)
     assert float(got["ce"]) == pytest.approx(ce, rel=1e-5) and float(got["number"]) == pytest.approx(number, rel=1e-5)
-    per_task = [sum(len(lm.tok.sample(p, a)[0]) - list(lm.tok.sample(p, a)[0]).index(lm.tok.eoq_id) - 1
-                    for k, (p, a) in enumerate(SAMPLES) if k % 2 == task) for task in (0, 1)]
+    per_task = [
+        sum(
+            len(lm.tok.sample(p, a)[0]) - list(lm.tok.sample(p, a)[0]).index(lm.tok.eoq_id) - 1
+            for k, (p, a) in enumerate(SAMPLES)
+            if k % 2 == task
+        )
+        for task in (0, 1)
+    ]
     assert got["task_tokens"].tolist() == per_task and sum(per_task) == count

@@ -11,6 +11,7 @@ its questions drawn with replacement", so
 that never resamples questions drops the second; both are caught below by the half-width of the
 95 % interval against 1.96 x the closed form's standard deviation. The criteria are checked at
 their exact thresholds."""
+
 import json
 from itertools import product
 
@@ -90,19 +91,30 @@ def fake_run(folder, run, scores):
     """A finished run as training leaves it: its configuration, summary and per-question scores."""
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(recorded(run.config)))
-    pd.DataFrame({"task": [run.task], "score": [float(np.mean(scores))], "exact": [float(np.mean(scores))],
-                  "input_tokens": [6.0], "output_tokens": [2.0], "train_seconds": [1.0]}
-                 ).to_csv(folder / "test_summary.csv", index=False)
-    pd.DataFrame({"task": run.task, "score": scores, "exact": np.asarray(scores) == 1.0}
-                 ).to_csv(folder / "test_samples.csv", index=False)
+    pd.DataFrame(
+        {
+            "task": [run.task],
+            "score": [float(np.mean(scores))],
+            "exact": [float(np.mean(scores))],
+            "input_tokens": [6.0],
+            "output_tokens": [2.0],
+            "train_seconds": [1.0],
+        }
+    ).to_csv(folder / "test_summary.csv", index=False)
+    pd.DataFrame({"task": run.task, "score": scores, "exact": np.asarray(scores) == 1.0}).to_csv(
+        folder / "test_samples.csv", index=False
+    )
 
 
 def test_the_intervals_from_run_folders_resample_each_runs_seed(tmp_path):
     """Two seeds of one point: all of seed 0's questions score 0, all of seed 1's score 1. Per
     seed, the interval is [0, 1] (above); questions pooled over the seeds as one sample would
     give 0.5 +- 0.13. Another point with one seed stays apart."""
-    runs = [r for r in study.plan(["precision"]) if r.task == "multiplication" and r.digits == 2
-            and r.encoding in ("bittokens", "fone")]
+    runs = [
+        r
+        for r in study.plan(["precision"])
+        if r.task == "multiplication" and r.digits == 2 and r.encoding in ("bittokens", "fone")
+    ]
     assert {r.seed for r in runs} == {0, 1}
     for r in runs:
         scores = [float(r.seed)] * 30 if r.encoding == "bittokens" else [0.25, 0.75] * 15
@@ -120,8 +132,18 @@ def intervals_for(part, means):
     rows = []
     for (encoding, task), mean in means.items():
         metric = "accuracy" if task == "minmax" else "log_smape"
-        rows.append(dict(study=part, encoding=encoding, task=task, digits=1, metric=metric, mean=mean,
-                         low=mean - 0.01, high=mean + 0.01))
+        rows.append(
+            dict(
+                study=part,
+                encoding=encoding,
+                task=task,
+                digits=1,
+                metric=metric,
+                mean=mean,
+                low=mean - 0.01,
+                high=mean + 0.01,
+            )
+        )
     return rows
 
 
@@ -129,9 +151,17 @@ def test_task_scores_count_a_mean_of_exactly_the_threshold():
     """Study 2's criterion is a seed-mean score >= 0.9: 0.9 itself counts, the float just below
     it does not; exact match and other parts never count."""
     below = np.nextafter(0.9, 0)
-    rows = intervals_for("multitask", {("fone", "addition"): 0.9, ("fone", "multiplication"): below,
-                                       ("fone", "minmax"): 1.0, ("xval", "addition"): below,
-                                       ("xval", "multiplication"): 0.5, ("xval", "minmax"): 0.9})
+    rows = intervals_for(
+        "multitask",
+        {
+            ("fone", "addition"): 0.9,
+            ("fone", "multiplication"): below,
+            ("fone", "minmax"): 1.0,
+            ("xval", "addition"): below,
+            ("xval", "multiplication"): 0.5,
+            ("xval", "minmax"): 0.9,
+        },
+    )
     rows += [dict(r, metric="exact_match", mean=1.0) for r in rows if r["metric"] == "log_smape"]
     rows += intervals_for(study.NUMERIC_CHECKPOINT, {("xval", "addition"): 1.0, ("xval", "multiplication"): 1.0})
     scores = study.task_scores(pd.DataFrame(rows))
@@ -146,15 +176,27 @@ def test_part_difference_calls_touching_intervals_an_overlap():
     1e-9 they differ, in either direction."""
     eps = 1e-9
     rows = []
-    for part, cases in (("multitask", {"addition": (0.5, 0.7), "multiplication": (0.5 + eps, 0.7),
-                                       "minmax": (0.1, 0.3 - eps)}),
-                        (study.NUMERIC_CHECKPOINT, {"addition": (0.3, 0.5), "multiplication": (0.3, 0.5),
-                                                    "minmax": (0.3, 0.5)})):
+    for part, cases in (
+        ("multitask", {"addition": (0.5, 0.7), "multiplication": (0.5 + eps, 0.7), "minmax": (0.1, 0.3 - eps)}),
+        (study.NUMERIC_CHECKPOINT, {"addition": (0.3, 0.5), "multiplication": (0.3, 0.5), "minmax": (0.3, 0.5)}),
+    ):
         for task, (low, high) in cases.items():
-            rows.append(dict(study=part, encoding="fone", task=task, digits=1,
-                             metric="accuracy" if task == "minmax" else "log_smape", mean=(low + high) / 2,
-                             low=low, high=high))
+            rows.append(
+                dict(
+                    study=part,
+                    encoding="fone",
+                    task=task,
+                    digits=1,
+                    metric="accuracy" if task == "minmax" else "log_smape",
+                    mean=(low + high) / 2,
+                    low=low,
+                    high=high,
+                )
+            )
     diff = study.part_difference(pd.DataFrame(rows)).set_index("task")
-    assert diff.ahead.to_dict() == {"addition": "overlap", "minmax": study.NUMERIC_CHECKPOINT,
-                                    "multiplication": "multitask"}
+    assert diff.ahead.to_dict() == {
+        "addition": "overlap",
+        "minmax": study.NUMERIC_CHECKPOINT,
+        "multiplication": "multitask",
+    }
     assert diff.differ.to_dict() == {"addition": False, "minmax": True, "multiplication": True}

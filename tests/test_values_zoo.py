@@ -3,6 +3,7 @@ including max_offset, log-scaled xVal's z-score of a batch against every target 
 that batch, the place-value and scientific tokens at their option's last place and exponent, and
 perplexity's numeric/text split where a number is the first target, the last one or the first
 token of a window, against a token-by-token oracle."""
+
 import math
 
 import numpy as np
@@ -87,8 +88,9 @@ def test_log_xval_z_scores_each_batch_by_every_target_seen_including_that_batch(
 
 
 # -- place value and scientific: the option's last place and exponent are tokens ----------------------
-@pytest.mark.parametrize("text, ok", [("999", True), ("-0.01", True), ("909.09", True), ("1000", False),
-                                      ("0.001", False)])
+@pytest.mark.parametrize(
+    "text, ok", [("999", True), ("-0.01", True), ("909.09", True), ("1000", False), ("0.001", False)]
+)
 def test_place_value_takes_the_places_max_place_and_min_place_themselves(text, ok):
     """max_place 2, min_place -2: 10^2 and 10^-2 are places of the vocabulary, 10^3 and 10^-3 are
     refused. Bugs: >= for > at either end; the last place's pieces missing from the vocabulary."""
@@ -103,8 +105,10 @@ def test_place_value_takes_the_places_max_place_and_min_place_themselves(text, o
     assert len(codec.pieces) == 2 + 10 * 5  # "-", "." and ten digits at each of the places 2 ... -2
 
 
-@pytest.mark.parametrize("text, ok", [("9990", True), ("1000", True), ("0.001", True), ("-0.00999", True),
-                                      ("10000", False), ("0.0009", False)])
+@pytest.mark.parametrize(
+    "text, ok",
+    [("9990", True), ("1000", True), ("0.001", True), ("-0.00999", True), ("10000", False), ("0.0009", False)],
+)
 def test_scientific_takes_the_exponents_plus_and_minus_max_exponent(text, ok):
     """max_exponent 3: <e+3> and <e-3> are tokens, 10^4 and 10^-4 are refused. Bugs: the range of
     exponent tokens one short at either end; >= for >."""
@@ -139,21 +143,23 @@ def oracle_split(model, tok, texts, context):
     t >= 1 predicted from its window's tokens alone (window k holds tokens k*context ... (k+1)*context,
     one window per forward pass, positions from 0, nothing packed beside it). Numeric: the target is
     <|num|> or a number piece, or a text "-" token right before one (workbench.perplexity's rule)."""
+
     def is_number(i):
         return i == tok.num_id or len(tok.special_tokens) <= i < tok.offset
+
     numeric, text = [], []
     for t_ in texts:
         ids, values, _ = tok.text_sample(t_)
         for start in range(0, len(ids) - 1, context):
-            i = torch.as_tensor(ids[start:start + context])[None]
-            v = torch.as_tensor(values[start:start + context])[None]
+            i = torch.as_tensor(ids[start : start + context])[None]
+            v = torch.as_tensor(values[start : start + context])[None]
             with torch.no_grad():
                 logits = model.logits(i, v, torch.arange(i.shape[1])[None], torch.zeros_like(i))
             for j in range(i.shape[1]):
                 t = start + j + 1  # the target
                 if t >= len(ids):
                     break
-                ce = F.cross_entropy(logits[0, j:j + 1].double(), torch.as_tensor(ids[t:t + 1])).item()
+                ce = F.cross_entropy(logits[0, j : j + 1].double(), torch.as_tensor(ids[t : t + 1])).item()
                 after = int(ids[t + 1]) if t + 1 < len(ids) else -1
                 sign = ids[t] >= tok.offset and tok.decode([ids[t]]) == "-" and is_number(after)
                 (numeric if is_number(int(ids[t])) or sign else text).append(ce)
@@ -174,7 +180,10 @@ def test_perplexity_splits_numeric_and_text_targets_at_the_ends_of_every_window(
     model = random_model(tok)
     numeric, text = oracle_split(model, tok, EDGE_TEXTS, context)
     got = perplexity(model, tok, EDGE_TEXTS, rows=3, context=context, progress=False)
-    assert (got["tokens"], got["text_tokens"], got["numeric_tokens"]) == (len(numeric) + len(text), len(text),
-                                                                          len(numeric))
+    assert (got["tokens"], got["text_tokens"], got["numeric_tokens"]) == (
+        len(numeric) + len(text),
+        len(text),
+        len(numeric),
+    )
     assert got["ce_all"] == pytest.approx(np.mean(numeric + text), rel=1e-6)
     assert got["ce_text"] == pytest.approx(np.mean(text), rel=1e-6)

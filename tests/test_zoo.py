@@ -1,6 +1,7 @@
 """The zoo as a whole: at least twelve encodings, each new one with a label and a colour, every
 one in the command line's choices, through the desiderata scorecard (digit encodings: D1, D2, D4
 measured, the rest honestly n/a) and through the paper's task numbers without a range error."""
+
 import pytest
 
 from workbench import desiderata, encoders, plots
@@ -23,12 +24,21 @@ def test_at_least_twelve_encodings_each_with_a_label_and_a_colour():
 
 @pytest.fixture(scope="module")
 def card():
-    m = {"D1_corpus": desiderata.d1_corpus(ZOO), "D2": desiderata.d2_uniqueness(ZOO, n=300),
-         "D4": desiderata.d4_decades(ZOO, n_per_decade=10), "D4_specials": desiderata.d4_specials(ZOO)}
+    m = {
+        "D1_corpus": desiderata.d1_corpus(ZOO),
+        "D2": desiderata.d2_uniqueness(ZOO, n=300),
+        "D4": desiderata.d4_decades(ZOO, n_per_decade=10),
+        "D4_specials": desiderata.d4_specials(ZOO),
+    }
     single = [n for n in ZOO if encoders.get(n).single_token]
-    m |= {"D3": desiderata.d3_structure(single, n_pairs=200), "D5": desiderata.d5_normalization(single, n=100),
-          "D6": desiderata.d6_precision(single, n=300), "D7": desiderata.d7_continuity(desiderata.d7_curves(single)),
-          "D8": desiderata.d8_noise(single, n=100), "D9": desiderata.d9_operator(single, steps=3)}
+    m |= {
+        "D3": desiderata.d3_structure(single, n_pairs=200),
+        "D5": desiderata.d5_normalization(single, n=100),
+        "D6": desiderata.d6_precision(single, n=300),
+        "D7": desiderata.d7_continuity(desiderata.d7_curves(single)),
+        "D8": desiderata.d8_noise(single, n=100),
+        "D9": desiderata.d9_operator(single, steps=3),
+    }
     return desiderata.scorecard(m)
 
 
@@ -53,8 +63,20 @@ def test_the_papers_task_numbers_fit_every_zoo_encoding():
 
 def test_the_tokens_a_model_receives_are_shown(capsys):
     from workbench.tokenizer import Tokenizer, main
+
     assert Tokenizer("scientific").tokens_of("<|bos|>-12.5 * 300<|eoq|>") == [
-        "<|bos|>", "-", "1", "2", "5", "<e+1>", "' *'", "' '", "3", "<e+2>", "<|eoq|>"]
+        "<|bos|>",
+        "-",
+        "1",
+        "2",
+        "5",
+        "<e+1>",
+        "' *'",
+        "' '",
+        "3",
+        "<e+2>",
+        "<|eoq|>",
+    ]
     assert Tokenizer("bittokens").tokens_of("x=-0.5")[-1] == "<|num|>=-0.5"
     main(["abacus", "307 + 1", "--encoding-option", "max_offset=3"])
     assert capsys.readouterr().out.strip() == "7 0 3 ' +' ' ' 1"  # reversed digits, text tokens quoted

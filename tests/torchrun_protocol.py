@@ -1,6 +1,7 @@
 """Run under torchrun by tests/test_gpu_path.py (2 gloo processes): a protocol of three tiny runs in
 one process, as paper-tier, ablations and study call train(); then the evaluation shared out over
 the ranks against the same questions answered by one process. Prints PROTOCOL DONE at the end."""
+
 import sys
 from pathlib import Path
 
@@ -13,9 +14,21 @@ from workbench.rundir import load_checkpoint
 from workbench.tokenizer import Tokenizer
 from workbench.train import TrainConfig, train
 
-TINY = dict(encoding="bittokens", tasks=("addition",), preset="cpu-tiny", batch_size=1, tokens=2 * 128 * 4,
-            pool_size=100, val_samples=4, test_samples=4, eval_every=4, checkpoint_every=4, decades=(0, 1),
-            max_digits=2, threads=1)
+TINY = dict(
+    encoding="bittokens",
+    tasks=("addition",),
+    preset="cpu-tiny",
+    batch_size=1,
+    tokens=2 * 128 * 4,
+    pool_size=100,
+    val_samples=4,
+    test_samples=4,
+    eval_every=4,
+    checkpoint_every=4,
+    decades=(0, 1),
+    max_digits=2,
+    threads=1,
+)
 
 out = Path(sys.argv[1])
 groups = []
@@ -28,8 +41,9 @@ assert dist.is_initialized() and all(group is groups[0] for group in groups), "t
 tok = Tokenizer("bittokens")
 model = GPT(TrainConfig.of(**TINY).model_config(), encoders.get("bittokens"), tok.vocab_size, tok.num_id)
 model.load_state_dict(load_checkpoint(out / "run0" / "best.pt"))
-frames = {"addition": tasks.generate("addition", 2 * distributed.BATCH + 5, seed=3, split="val", decades=(0, 1),
-                                     max_digits=2)}
+frames = {
+    "addition": tasks.generate("addition", 2 * distributed.BATCH + 5, seed=3, split="val", decades=(0, 1), max_digits=2)
+}
 rank, world = dist.get_rank(), dist.get_world_size()
 shared = distributed.evaluate_shared(model, tok, frames, None, rank, world)
 assert shared.equals(evaluate(model, tok, frames)), "the shared-out evaluation differs from one process's"

@@ -8,6 +8,7 @@ a few hundred tokens (seconds), then checks that the numbers it writes mean what
     tokens it wrote (decoded piece by piece with `oracle_value`, where the tokens form a number).
 It also runs the experiments runner and the study's plan by name.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,10 +38,38 @@ def tiny_training(name: str, tmp_path, options: dict | None = None, pieces_of=No
     options = options or {}
     out = tmp_path / name
     flags = [f for k, v in options.items() for f in ("--encoding-option", f"{k}={json.dumps(v)}")]
-    main(["--encoding", name, *flags, "--tasks", "addition", "--preset", "cpu-tiny", "--batch-size", "2",
-          "--tokens", str(2 * 128 * STEPS), "--pool-size", "200", "--val-samples", "8", "--test-samples", "16",
-          "--eval-every", str(STEPS), "--decades", "0", "1", "--max-digits", "2", "--threads", "1",
-          "--out", str(out)])
+    main(
+        [
+            "--encoding",
+            name,
+            *flags,
+            "--tasks",
+            "addition",
+            "--preset",
+            "cpu-tiny",
+            "--batch-size",
+            "2",
+            "--tokens",
+            str(2 * 128 * STEPS),
+            "--pool-size",
+            "200",
+            "--val-samples",
+            "8",
+            "--test-samples",
+            "16",
+            "--eval-every",
+            str(STEPS),
+            "--decades",
+            "0",
+            "1",
+            "--max-digits",
+            "2",
+            "--threads",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
     steps, evals = load_metrics(out)
     assert len(steps) == STEPS and np.isfinite(steps["loss"]).all() and len(evals) == 1
     assert pd.read_csv(out / "test_summary.csv").encoding.tolist() == [name]
@@ -48,8 +77,13 @@ def tiny_training(name: str, tmp_path, options: dict | None = None, pieces_of=No
     tok = Tokenizer(codec)
     frame = tasks.generate("addition", 40, seed=3, split="test", decades=(-2, 3), max_digits=4)
     _answers_decode(tok, frame["answer"], pieces_of)
-    model = GPT(TrainConfig.of(encoding=name, encoding_options=options).model_config(), codec, tok.vocab_size,
-                tok.num_id, tok.piece_ids)
+    model = GPT(
+        TrainConfig.of(encoding=name, encoding_options=options).model_config(),
+        codec,
+        tok.vocab_size,
+        tok.num_id,
+        tok.piece_ids,
+    )
     model.load_state_dict(load_checkpoint(out / "best.pt"))
     return _generations_decode(model, tok, list(frame["prompt"][:16]), value_of)
 
@@ -93,10 +127,20 @@ def runs_by_name(name: str, tmp_path, monkeypatch) -> None:
         calls.append(cfg.encoding)
         run = tmp_path / f"{cfg.encoding}-seed{cfg.seed}"
         run.mkdir(exist_ok=True)
-        pd.DataFrame({"task": ["addition"], "score": [0.5], "exact": [0.25], "input_tokens": [6.0],
-                      "output_tokens": [2.0], "encoding": [cfg.encoding], "seed": [cfg.seed],
-                      "train_seconds": [1.0]}).to_csv(run / "test_summary.csv", index=False)
+        pd.DataFrame(
+            {
+                "task": ["addition"],
+                "score": [0.5],
+                "exact": [0.25],
+                "input_tokens": [6.0],
+                "output_tokens": [2.0],
+                "encoding": [cfg.encoding],
+                "seed": [cfg.seed],
+                "train_seconds": [1.0],
+            }
+        ).to_csv(run / "test_summary.csv", index=False)
         return run
+
     monkeypatch.setattr(train_module, "train", fake_train)
     table = experiments.run_protocol("cpu-tier", seeds=(0,), out=tmp_path, encodings=[name])
     assert calls == [name] and set(table.encoding) == {name}

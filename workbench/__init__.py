@@ -1,4 +1,5 @@
 """Numeracy workbench: number encodings for language models (BitTokens, FoNE, xVal, digits)."""
+
 import getpass as _getpass
 import os as _os
 import tempfile as _tempfile
@@ -12,5 +13,7 @@ __version__ = "0.1.0"
 # the folder for the process.
 if "ATEN_CPU_CAPABILITY" in _os.environ and "TORCHINDUCTOR_CACHE_DIR" not in _os.environ:
     _os.environ["TORCHINDUCTOR_CACHE_DIR"] = _os.path.join(
-        _tempfile.gettempdir(), f"torchinductor_{_getpass.getuser()}",
-        "aten-" + _os.environ["ATEN_CPU_CAPABILITY"].strip().lower())
+        _tempfile.gettempdir(),
+        f"torchinductor_{_getpass.getuser()}",
+        "aten-" + _os.environ["ATEN_CPU_CAPABILITY"].strip().lower(),
+    )

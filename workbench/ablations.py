@@ -13,6 +13,7 @@ finished run (its test_summary.csv exists) is not trained again, so an interrupt
 One CSV (results.csv): one row per table, variant, encoding, task, metric and seed, with `delta`
 = value minus the mean of the table's baseline over seeds (NaN where the paper prints none).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -59,23 +60,48 @@ def _each_encoding(label, **changes):
 # text, as the paper's; ten tasks, so that r_max = 0.1 is a feasible cap
 HARD = tuple(tasks.names("multi_step")) + tuple(tasks.names("text"))
 TABLES = {
-    8: [Variant(label, "bittokens", {"encoding_options": {"combine": combine}}) for label, combine in
-        (("Sum", "sum"), ("Product", "product"), ("Concat", "concat"), ("Zero Pad", "zero_pad"),
-         ("Weighted", "weighted"), ("Weighted + Sum", "weighted_sum"))],
-    9: [_bittokens("Zero Pad", baseline=True), _bittokens("Base 10", encoding_options={"base": 10}),
-        _bittokens("Layer norm", norm="layer")],
+    8: [
+        Variant(label, "bittokens", {"encoding_options": {"combine": combine}})
+        for label, combine in (
+            ("Sum", "sum"),
+            ("Product", "product"),
+            ("Concat", "concat"),
+            ("Zero Pad", "zero_pad"),
+            ("Weighted", "weighted"),
+            ("Weighted + Sum", "weighted_sum"),
+        )
+    ],
+    9: [
+        _bittokens("Zero Pad", baseline=True),
+        _bittokens("Base 10", encoding_options={"base": 10}),
+        _bittokens("Layer norm", norm="layer"),
+    ],
     10: _each_encoding("AdamW", optim={"optimizer": "adamw"}),
-    11: [_bittokens("BitTokens", baseline=True, tasks=("division",)),
-         _bittokens("BitTokens w/o reciprocal", tasks=("division",), encoding_options={"reciprocal": False})],
-    12: [v for name in encoders.in_paper()
-         for v in (Variant(f"{name} baseline", name, baseline=True),
-                   Variant(f"{name} no curriculum", name, {"curriculum": False}))],
-    13: [_bittokens(label, encoding_options={"head": head}) for label, head in
-         (("None", "none"), ("Linear", "linear"), ("MLP", "mlp"))],
-    14: [_bittokens(label, balance_lambda=lam) for label, lam in
-         (("harmonic", -1.0), ("geometric", 0.0), ("arithmetic", 1.0))],
-    15: [Variant(f"{name} r_max={cap}", name, {"max_task_ratio": cap, "extra_tasks": HARD, **_zero_pad(name)})
-         for name in ("single_digit", "bittokens") for cap in (0.1, 0.2, 0.3, 1.0)],
+    11: [
+        _bittokens("BitTokens", baseline=True, tasks=("division",)),
+        _bittokens("BitTokens w/o reciprocal", tasks=("division",), encoding_options={"reciprocal": False}),
+    ],
+    12: [
+        v
+        for name in encoders.in_paper()
+        for v in (
+            Variant(f"{name} baseline", name, baseline=True),
+            Variant(f"{name} no curriculum", name, {"curriculum": False}),
+        )
+    ],
+    13: [
+        _bittokens(label, encoding_options={"head": head})
+        for label, head in (("None", "none"), ("Linear", "linear"), ("MLP", "mlp"))
+    ],
+    14: [
+        _bittokens(label, balance_lambda=lam)
+        for label, lam in (("harmonic", -1.0), ("geometric", 0.0), ("arithmetic", 1.0))
+    ],
+    15: [
+        Variant(f"{name} r_max={cap}", name, {"max_task_ratio": cap, "extra_tasks": HARD, **_zero_pad(name)})
+        for name in ("single_digit", "bittokens")
+        for cap in (0.1, 0.2, 0.3, 1.0)
+    ],
 }
 
 
@@ -120,18 +146,35 @@ def plan(table_numbers, base: TrainConfig, seeds) -> pd.DataFrame:
         for variant in TABLES[n]:
             for seed in seeds:
                 cfg = config_of(variant, base, seed)
-                label = variant.label if cfg.encoding_options == variant.changes.get("encoding_options", {}) \
+                label = (
+                    variant.label
+                    if cfg.encoding_options == variant.changes.get("encoding_options", {})
                     else f"{variant.label} (weighted join)"
-                rows.append(dict(table=n, variant=label, encoding=variant.encoding, seed=seed,
-                                 baseline=variant.baseline, run=run_key(cfg), config=cfg))
+                )
+                rows.append(
+                    dict(
+                        table=n,
+                        variant=label,
+                        encoding=variant.encoding,
+                        seed=seed,
+                        baseline=variant.baseline,
+                        run=run_key(cfg),
+                        config=cfg,
+                    )
+                )
     return pd.DataFrame(rows)
 
 
 def with_deltas(results: pd.DataFrame) -> pd.DataFrame:
     """`results` plus `delta`: value minus the mean over seeds of the table's baseline of the same
     encoding, task and metric (NaN where the table has no baseline)."""
-    base = (results[results.baseline].groupby(["table", "encoding", "task", "metric"])["value"].mean()
-            .rename("baseline_value").reset_index())
+    base = (
+        results[results.baseline]
+        .groupby(["table", "encoding", "task", "metric"])["value"]
+        .mean()
+        .rename("baseline_value")
+        .reset_index()
+    )
     out = results.merge(base, on=["table", "encoding", "task", "metric"], how="left")
     return out.assign(delta=out["value"] - out.pop("baseline_value"))
 

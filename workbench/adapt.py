@@ -13,6 +13,7 @@ checkpoints), `tokens_per_step`, `warmup_steps`, `total_steps`, and three method
 (the answers table of `evaluate.evaluate`), `perplexity(texts)` (of `perplexity.perplexity`) and
 `keep_best()` (keep the current weights as the best).
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -27,31 +28,64 @@ from .evaluate import summarize
 from .perplexity import text_score
 
 
-def build_sampler(task_names, difficulty, regime, pool_size: int, val_samples: int, seed: int, encoding, tok,
-                  pools: dict, total_steps: int, warmup_frac: float, lr_floor: float) -> Sampler:
+def build_sampler(
+    task_names,
+    difficulty,
+    regime,
+    pool_size: int,
+    val_samples: int,
+    seed: int,
+    encoding,
+    tok,
+    pools: dict,
+    total_steps: int,
+    warmup_frac: float,
+    lr_floor: float,
+) -> Sampler:
     """The curricula of C.3 and, for an encoding with base-2 difficulty, A.3's binary pools of the
     single-step curriculum tasks (with their own validation sets), as the `difficulty` settings
     (config.DifficultyArgs) ask. The curricula read the lr schedule: its warm-up share and its
     floor as a share of the peak."""
     curriculum_tasks = [t for t in task_names if difficulty.curriculum and tasks.get(t).curriculum]
-    binary_tasks = [t for t in curriculum_tasks if difficulty.binary_pool and encoding.difficulty_base == 2
-                    and tasks.get(t).family == "single_step"]
+    binary_tasks = [
+        t
+        for t in curriculum_tasks
+        if difficulty.binary_pool and encoding.difficulty_base == 2 and tasks.get(t).family == "single_step"
+    ]
     binary_regime = replace(regime, significance="binary")
-    binary = {t: (make_pool(t, pool_size, tok, seed, "train", binary_regime),
-                  make_pool(t, val_samples, tok, seed, "val", binary_regime).frame) for t in binary_tasks}
+    binary = {
+        t: (
+            make_pool(t, pool_size, tok, seed, "train", binary_regime),
+            make_pool(t, val_samples, tok, seed, "val", binary_regime).frame,
+        )
+        for t in binary_tasks
+    }
     column = "difficulty" if encoding.difficulty_base == 2 else "difficulty_sd"
     # the levels the pool holds (the authors' "levels present in the data"): a narrowed regime's
     # pool holds far fewer than the paper's bound, and the frontier starts at 0.1 x its highest
     held = {t: getattr(binary[t][0] if t in binary else pools[t], column) for t in curriculum_tasks}
     if difficulty.curriculum_rule == "authors":  # their manager checks every task after each task's evaluation
-        curricula = {t: AuthorsCurriculum(int(held[t].max()), total_steps, 1.0, warmup_frac=warmup_frac,
-                                          levels=held[t], hand_over=t in binary, checks=len(curriculum_tasks),
-                                          lr_floor=min(lr_floor, 0.99)) for t in curriculum_tasks}
+        curricula = {
+            t: AuthorsCurriculum(
+                int(held[t].max()),
+                total_steps,
+                1.0,
+                warmup_frac=warmup_frac,
+                levels=held[t],
+                hand_over=t in binary,
+                checks=len(curriculum_tasks),
+                lr_floor=min(lr_floor, 0.99),
+            )
+            for t in curriculum_tasks
+        }
     else:
-        curricula = {t: Curriculum(int(held[t].max()), total_steps, 1.0, warmup_frac=warmup_frac, levels=held[t])
-                     for t in curriculum_tasks}
-    return Sampler(pools, curricula, encoding.difficulty_base, total_steps, binary, difficulty.endgame,
-                   difficulty.endgame_share)
+        curricula = {
+            t: Curriculum(int(held[t].max()), total_steps, 1.0, warmup_frac=warmup_frac, levels=held[t])
+            for t in curriculum_tasks
+        }
+    return Sampler(
+        pools, curricula, encoding.difficulty_base, total_steps, binary, difficulty.endgame, difficulty.endgame_share
+    )
 
 
 def evaluate_and_adapt(trainer, step: int, lr: float, loss: float) -> dict:
@@ -84,9 +118,13 @@ def evaluate_and_adapt(trainer, step: int, lr: float, loss: float) -> dict:
     if eligible and (mean > trainer.state["best"] or not trainer.has_best()):
         trainer.state["best"] = mean
         trainer.keep_best()
-    return {"step": step + 1, "harmonic_mean": mean, **{f"score/{t}": s for t, s in scores.items()},
-            **{f"ratio/{t}": r for t, r in trainer.balancer.ratios.items()},
-            **{f"loss_weight/{t}": float(w) for t, w in zip(cfg.tasks, weights)},
-            **{f"active_score/{t}": s for t, s in active.items()},
-            **{f"frontier/{t}": c.frontier for t, c in trainer.sampler.curricula.items()},
-            **{f"endgame/{t}": int(trainer.sampler.in_endgame(t, step)) for t in trainer.sampler.binary}}
+    return {
+        "step": step + 1,
+        "harmonic_mean": mean,
+        **{f"score/{t}": s for t, s in scores.items()},
+        **{f"ratio/{t}": r for t, r in trainer.balancer.ratios.items()},
+        **{f"loss_weight/{t}": float(w) for t, w in zip(cfg.tasks, weights)},
+        **{f"active_score/{t}": s for t, s in active.items()},
+        **{f"frontier/{t}": c.frontier for t, c in trainer.sampler.curricula.items()},
+        **{f"endgame/{t}": int(trainer.sampler.in_endgame(t, step)) for t in trainer.sampler.binary},
+    }

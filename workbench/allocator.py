@@ -11,6 +11,7 @@ Linux with glibc only (elsewhere, or with another malloc preloaded that ignores 
 happens). The cost: a process keeps up to `TRIM_BYTES` of freed heap after training instead of
 returning it, and blocks up to `MMAP_BYTES` come from the heap for the rest of its life.
 """
+
 from __future__ import annotations
 
 import ctypes

@@ -3,6 +3,7 @@ renamed into place, so a reader (or a run resumed after a kill) finds the old fi
 never half of one. A write that fails (a full disk) leaves the old file as it was. A write into a
 folder whose lock this process holds first checks that the lock is still intact (locks.check): a
 folder moved aside or a lock file removed stops the write before anything is written."""
+
 from __future__ import annotations
 
 import errno
@@ -34,8 +35,11 @@ def write_atomic(path, write) -> Path:
         raise
     except (OSError, RuntimeError) as err:
         if _disk_full(err, path.parent):
-            raise OSError(errno.ENOSPC, f"the disk is full: could not write {path} (the previous "
-                          f"{path.name}, if any, is kept); free some space and try again") from err
+            raise OSError(
+                errno.ENOSPC,
+                f"the disk is full: could not write {path} (the previous "
+                f"{path.name}, if any, is kept); free some space and try again",
+            ) from err
         raise
     finally:
         if os.path.exists(tmp):

@@ -13,6 +13,7 @@ mixed ratios instead (`cap="ratios"`) gives other shares (up to 0.12 apart at r_
 
 `LossNormalizer`: "we normalize all losses to 10 after warmup" (C.4), as the authors' code does it.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,8 +50,15 @@ def cap_ratios(ratios, max_ratio: float) -> np.ndarray:
 CAPS = ("target", "ratios")  # what r_max bounds: eq. 16's target before the mix (the authors'), or the mix
 
 
-def update_ratios(ratios, performance, lam: float = -1.0, alpha: float = 0.5,
-                  max_ratio: float | None = None, floor: float = 0.0, cap: str = "target") -> np.ndarray:
+def update_ratios(
+    ratios,
+    performance,
+    lam: float = -1.0,
+    alpha: float = 0.5,
+    max_ratio: float | None = None,
+    floor: float = 0.0,
+    cap: str = "target",
+) -> np.ndarray:
     """One step of eq. 16 with (1 - p) bounded below by `floor` and the optional cap r_max on the
     target before the momentum mix (cap="target") or on the mixed ratios (cap="ratios"). All tasks
     perfect with floor 0 -> ratios kept unchanged."""
@@ -73,7 +81,9 @@ def update_ratios(ratios, performance, lam: float = -1.0, alpha: float = 0.5,
         return cap_ratios(r, max_ratio) if max_ratio is not None else r / r.sum()
     target = weight / weight.sum()
     if max_ratio is not None and cap == "target":
-        return alpha * cap_ratios(r, max_ratio) + (1 - alpha) * cap_ratios(target, max_ratio)  # r: capped already in use
+        return alpha * cap_ratios(r, max_ratio) + (1 - alpha) * cap_ratios(
+            target, max_ratio
+        )  # r: capped already in use
     new = alpha * r + (1 - alpha) * target
     return cap_ratios(new, max_ratio) if max_ratio is not None else new / new.sum()
 
@@ -81,8 +91,15 @@ def update_ratios(ratios, performance, lam: float = -1.0, alpha: float = 0.5,
 class TaskBalancer:
     """Sampling ratio per task, starting uniform, updated by eq. 16 after each evaluation."""
 
-    def __init__(self, tasks, lam: float = -1.0, alpha: float = 0.5, max_ratio: float | None = None,
-                 floor: float = 0.0, cap: str = "target"):
+    def __init__(
+        self,
+        tasks,
+        lam: float = -1.0,
+        alpha: float = 0.5,
+        max_ratio: float | None = None,
+        floor: float = 0.0,
+        cap: str = "target",
+    ):
         self.tasks = list(tasks)
         if not self.tasks or len(set(self.tasks)) != len(self.tasks):
             raise ValueError(f"tasks must be non-empty and unique, got {self.tasks}")
@@ -104,11 +121,23 @@ class TaskBalancer:
         idx = [i for i, t in enumerate(self.tasks) if t in performance]
         mass = self._ratios[idx].sum()
         if idx and mass > 0 and len(idx) == len(self.tasks):
-            self._ratios = update_ratios(self._ratios, [performance[t] for t in self.tasks], self.lam, self.alpha,
-                                         self.max_ratio, self.floor, self.cap)
+            self._ratios = update_ratios(
+                self._ratios,
+                [performance[t] for t in self.tasks],
+                self.lam,
+                self.alpha,
+                self.max_ratio,
+                self.floor,
+                self.cap,
+            )
         elif idx and mass > 0:  # the unscored tasks keep their shares; the cap then bounds the whole
-            sub = update_ratios(self._ratios[idx] / mass, [performance[self.tasks[i]] for i in idx],
-                                self.lam, self.alpha, floor=self.floor)
+            sub = update_ratios(
+                self._ratios[idx] / mass,
+                [performance[self.tasks[i]] for i in idx],
+                self.lam,
+                self.alpha,
+                floor=self.floor,
+            )
             self._ratios[idx] = sub * mass
             if self.max_ratio is not None:
                 self._ratios = cap_ratios(self._ratios / self._ratios.sum(), self.max_ratio)
@@ -150,8 +179,15 @@ class LossNormalizer:
     A task not seen since the last evaluation keeps its weight. `enabled=False`: every weight 1.
     """
 
-    def __init__(self, tasks, warmup_tokens: float, reference: str | None = None, target: float = 10.0,
-                 enabled: bool = True, momentum: float = 0.0):
+    def __init__(
+        self,
+        tasks,
+        warmup_tokens: float,
+        reference: str | None = None,
+        target: float = 10.0,
+        enabled: bool = True,
+        momentum: float = 0.0,
+    ):
         self.tasks = list(tasks)
         if reference is not None and reference not in self.tasks:
             raise ValueError(f"reference task {reference!r} is not one of {self.tasks}")
@@ -193,8 +229,13 @@ class LossNormalizer:
         return self.weights
 
     def state_dict(self) -> dict:
-        return {"tasks": self.tasks, "weights": self.weights.tolist(), "sums": self.sums.tolist(),
-                "counts": self.counts.tolist(), "warm": self.warm}
+        return {
+            "tasks": self.tasks,
+            "weights": self.weights.tolist(),
+            "sums": self.sums.tolist(),
+            "counts": self.counts.tolist(),
+            "warm": self.warm,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         if list(state.get("tasks", [])) != self.tasks:

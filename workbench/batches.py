@@ -16,6 +16,7 @@ evaluation (the balancer and the curricula change there) or a checkpoint (which 
 generator's state). The batches are the ones built in order without it, so a run's losses do not
 depend on it.
 """
+
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,7 @@ class Batch:
     are <|num|> (`number_index`), the number head's input `features` and loss targets
     (`number_targets`). A model without a number head has none of the last four; a head without
     `features` (or `loss_target`) reads the values themselves."""
+
     ids: Tensor
     values: Tensor
     positions: Tensor
@@ -72,7 +74,7 @@ def micro_batches(batch: dict, micro: int) -> list[dict]:
     if rows % micro:
         raise ValueError(f"{rows} rows do not split into {micro} micro-batches")
     size = rows // micro
-    return [{k: v if k in GLOBAL else v[m * size:(m + 1) * size] for k, v in batch.items()} for m in range(micro)]
+    return [{k: v if k in GLOBAL else v[m * size : (m + 1) * size] for k, v in batch.items()} for m in range(micro)]
 
 
 def token_count(batch: dict, module, world: int = 1) -> Tensor | None:
@@ -95,15 +97,21 @@ def number_fields(batch: dict, head, num_id: int) -> Batch:
     number_index = (targets == num_id).nonzero().squeeze(1)
     features = head.features(batch["values"].flatten()[num_index])
     wanted = head.loss_target(batch["target_values"].flatten()[loss_index][number_index])
-    return Batch(**batch, loss_index=loss_index, num_index=num_index, number_index=number_index, features=features,
-                 number_targets=wanted)
+    return Batch(
+        **batch,
+        loss_index=loss_index,
+        num_index=num_index,
+        number_index=number_index,
+        features=features,
+        number_targets=wanted,
+    )
 
 
 class Loader:
     """Step batches from `build(step)`, on a worker thread one step ahead when `ahead`.
 
-        batch = loader.get(step)          # built now, or taken from the worker
-        loader.prefetch(step + 1)         # only where step + 1 cannot depend on this step
+    batch = loader.get(step)          # built now, or taken from the worker
+    loader.prefetch(step + 1)         # only where step + 1 cannot depend on this step
     """
 
     def __init__(self, build, ahead: bool):

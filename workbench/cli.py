@@ -11,6 +11,7 @@ also comma-separated); fields of type `X | None` accept the word None. Choices a
 help; the config's own validation refuses others (so a choice registered later, e.g. an encoding
 defined in a test, is accepted).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,6 +53,7 @@ def _scalar(kind, optional):
         if kind is str and "," in text:  # "--tasks addition,division" as well as "--tasks addition division"
             return text
         return kind(text)
+
     parse.__name__ = getattr(kind, "__name__", str(kind))  # argparse names the type in its errors
     return parse
 
@@ -70,8 +72,14 @@ def add_arguments(parser: argparse.ArgumentParser, cls, defaults, skip=()) -> No
             continue
         kind, nargs = _parser_of(hints[f.name])
         choices = meta["choices"]() if callable(meta["choices"]) else meta["choices"]
-        parser.add_argument(flag(f.name), type=kind, nargs=nargs, default=default, metavar=meta["metavar"],
-                            help=text + (f" (choices: {', '.join(map(str, choices))})" if choices else ""))
+        parser.add_argument(
+            flag(f.name),
+            type=kind,
+            nargs=nargs,
+            default=default,
+            metavar=meta["metavar"],
+            help=text + (f" (choices: {', '.join(map(str, choices))})" if choices else ""),
+        )
 
 
 def values_of(args: dict, cls, skip=()) -> dict:
@@ -82,14 +90,17 @@ def values_of(args: dict, cls, skip=()) -> dict:
             continue
         value = args[f.name]
         if isinstance(value, list):
-            value = None if value == [None] else tuple(
-                part for v in value for part in (v.split(",") if isinstance(v, str) else [v]) if part != "")
+            value = (
+                None
+                if value == [None]
+                else tuple(part for v in value for part in (v.split(",") if isinstance(v, str) else [v]) if part != "")
+            )
         out[f.name] = value
     return out
 
 
 def unknown(kind: str, value, options) -> str:
-    """"unknown encoding 'bittoken'; did you mean 'bittokens'? (choices: ...)": the message for a
+    """ "unknown encoding 'bittoken'; did you mean 'bittokens'? (choices: ...)": the message for a
     name that is not one of `options`, with the nearest ones first."""
     options = [str(o) for o in options]
     close = difflib.get_close_matches(str(value), options, n=2, cutoff=0.6)
@@ -116,8 +127,9 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):
         choice = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)", message)
         if choice:  # argparse's own message, with the nearest choices named
-            message = message[:message.index("invalid choice")] + unknown(
-                "value", choice[1], re.findall(r"'([^']*)'", choice[2]) or choice[2].split(", "))
+            message = message[: message.index("invalid choice")] + unknown(
+                "value", choice[1], re.findall(r"'([^']*)'", choice[2]) or choice[2].split(", ")
+            )
         self.exit(2, f"{self.prog}: error: {message}\n(`{self.prog} --help` lists every option)\n")
 
     def fail(self, err: BaseException):

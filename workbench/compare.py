@@ -10,6 +10,7 @@ loss (metrics.jsonl), its best validation mean (eq. 15, evals.jsonl) and the ste
 training minutes and each task's test score (test_summary.csv). The curves themselves:
 `tensorboard --logdir runs/` (every run writes RUN/tb/).
 """
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,14 @@ def settings(folder: Path) -> dict:
         raise ValueError(f"{folder}: no such folder")
     if not path.exists():
         inside = sorted(p.parent.name for p in folder.glob("*/config.json"))
-        hint = (f"; it holds {len(inside)} run folders ({', '.join(inside[:3])}{', ...' if len(inside) > 3 else ''}): "
-                f"pass them, e.g. {folder}/*") if inside else ""
+        hint = (
+            (
+                f"; it holds {len(inside)} run folders ({', '.join(inside[:3])}{', ...' if len(inside) > 3 else ''}): "
+                f"pass them, e.g. {folder}/*"
+            )
+            if inside
+            else ""
+        )
         raise ValueError(f"{folder} is not a run folder (it has no config.json){hint}")
     try:
         record = json.loads(path.read_text())
@@ -51,11 +58,15 @@ def settings(folder: Path) -> dict:
 def outcome(folder: Path) -> dict:
     """What a run reached, from its logs and its test summary (NaN for what it has not written)."""
     from .rundir import load_metrics
+
     steps, evals = load_metrics(folder)
     last = int(steps["step"].iloc[-1]) if len(steps) and "step" in steps else 0
     finished = (folder / "test_summary.csv").exists()
-    row = {"status": "finished" if finished else f"stopped at step {last}" if last else "not started",
-           "steps": last, "last_loss": steps["loss"].iloc[-1] if "loss" in steps and len(steps) else float("nan")}
+    row = {
+        "status": "finished" if finished else f"stopped at step {last}" if last else "not started",
+        "steps": last,
+        "last_loss": steps["loss"].iloc[-1] if "loss" in steps and len(steps) else float("nan"),
+    }
     if "harmonic_mean" in evals and len(evals):
         best = evals.loc[evals["harmonic_mean"].idxmax()]
         row.update(best_val=float(best["harmonic_mean"]), best_step=int(best["step"]))

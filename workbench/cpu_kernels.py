@@ -21,6 +21,7 @@ these, or loads without the kernels' functions, is built again (a damaged or for
 one build, never a run). On Linux the checked file is loaded through its open descriptor, so it
 cannot be swapped between the check and the load.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -42,8 +43,21 @@ FLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-share
 POINTER, LONGS = ctypes.c_void_p, ctypes.POINTER(ctypes.c_long)
 SIGNATURES = {  # C function: its arguments (n and strides are long[4] / long[3] arrays)
     "norm_rotate_forward": [LONGS, POINTER, LONGS, POINTER, LONGS, POINTER, LONGS, POINTER, LONGS, POINTER],
-    "norm_rotate_backward_rotate": [LONGS, POINTER, LONGS, POINTER, LONGS, POINTER, LONGS, POINTER, LONGS,
-                                    POINTER, LONGS, POINTER, POINTER],
+    "norm_rotate_backward_rotate": [
+        LONGS,
+        POINTER,
+        LONGS,
+        POINTER,
+        LONGS,
+        POINTER,
+        LONGS,
+        POINTER,
+        LONGS,
+        POINTER,
+        LONGS,
+        POINTER,
+        POINTER,
+    ],
     "norm_rotate_backward_norm": [LONGS, POINTER, POINTER, POINTER, LONGS, POINTER, LONGS, POINTER],
 }
 
@@ -64,8 +78,12 @@ class _NotPrivate(Exception):
 
 
 def _skip(reason: str) -> None:
-    warnings.warn(f"workbench: the C kernels are off ({reason}); the PyTorch path runs instead: the same "
-                  "numbers, a few percent slower", RuntimeWarning, stacklevel=3)
+    warnings.warn(
+        f"workbench: the C kernels are off ({reason}); the PyTorch path runs instead: the same "
+        "numbers, a few percent slower",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 @functools.cache  # once per process
@@ -77,8 +95,9 @@ def library() -> ctypes.CDLL | None:
     if shutil.which(compiler) is None:
         _skip(f"no C compiler {compiler!r} on the PATH")
         return None
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), compiler, *FLAGS, platform.machine(),
-                                    platform.node()]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        "\0".join([SOURCE.read_text(), compiler, *FLAGS, platform.machine(), platform.node()]).encode()
+    ).hexdigest()[:16]
     name = f"cpu_kernels-{key}.so"
     folder = kernel_folder()
     try:
@@ -132,15 +151,23 @@ def _private_folder(folder: Path) -> int:
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
-        raise _NotPrivate(f"{folder} is not a folder (a link or a file); the kernels load only from a folder "
-                          "private to you: remove it") from None
+        raise _NotPrivate(
+            f"{folder} is not a folder (a link or a file); the kernels load only from a folder "
+            "private to you: remove it"
+        ) from None
     st = os.fstat(fd)
-    why = (f"belongs to another user (uid {st.st_uid})" if st.st_uid != os.getuid() else
-           f"is open to other users (mode {stat.S_IMODE(st.st_mode):03o})" if st.st_mode & 0o077 else "")
+    why = (
+        f"belongs to another user (uid {st.st_uid})"
+        if st.st_uid != os.getuid()
+        else f"is open to other users (mode {stat.S_IMODE(st.st_mode):03o})"
+        if st.st_mode & 0o077
+        else ""
+    )
     if why:
         os.close(fd)
-        raise _NotPrivate(f"{folder} {why}; the kernels load only from a folder private to you: chmod 700 it, "
-                          "or remove it")
+        raise _NotPrivate(
+            f"{folder} {why}; the kernels load only from a folder private to you: chmod 700 it, or remove it"
+        )
     return fd
 
 
@@ -191,8 +218,13 @@ def _build(compiler: str, folder_fd: int, folder: Path, name: str) -> None:
     """Compile into a temporary file of the private folder, record its SHA-256, rename both into place."""
     temporary = f".{name}.{os.getpid()}.{secrets.token_hex(4)}"
     try:
-        subprocess.run([compiler, *FLAGS, "-o", _path(folder_fd, folder, temporary), str(SOURCE), "-lm"],
-                       check=True, capture_output=True, text=True, timeout=120)
+        subprocess.run(
+            [compiler, *FLAGS, "-o", _path(folder_fd, folder, temporary), str(SOURCE), "-lm"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         fd = os.open(temporary, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder_fd)
         try:
             os.fchmod(fd, 0o700)
@@ -202,8 +234,9 @@ def _build(compiler: str, folder_fd: int, folder: Path, name: str) -> None:
         finally:
             os.close(fd)
         record = f"{temporary}.sha256"
-        fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                     dir_fd=folder_fd)
+        fd = os.open(
+            record, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder_fd
+        )
         with os.fdopen(fd, "w") as f:
             f.write(digest.hexdigest() + "\n")
         # the record first: a reader that finds the new library finds its record (a concurrent build

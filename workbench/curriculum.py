@@ -18,6 +18,7 @@ the authors' rule, once the binary curriculum passes its highest level, then 90 
 binary. Without binary pools such an encoding samples the decimal pool by its base-2 difficulty
 and uniformly at the end (`difficulty_column`).
 """
+
 from __future__ import annotations
 
 import math
@@ -99,16 +100,32 @@ class Curriculum:
     levels, a frontier at 0 would wait forever for a measurement at a level no question has.)
     """
 
-    def __init__(self, max_difficulty: int, total_steps: int, lr_max: float, zeta0: float = 0.9,
-                 start_frac: float = 0.1, preview_frac: float = 0.2, preview_decay: float = 0.8,
-                 alpha: float = 0.5, decay_start_frac: float = 0.5, warmup_frac: float = 0.1,
-                 frontier: int | None = None, levels=None):
+    def __init__(
+        self,
+        max_difficulty: int,
+        total_steps: int,
+        lr_max: float,
+        zeta0: float = 0.9,
+        start_frac: float = 0.1,
+        preview_frac: float = 0.2,
+        preview_decay: float = 0.8,
+        alpha: float = 0.5,
+        decay_start_frac: float = 0.5,
+        warmup_frac: float = 0.1,
+        frontier: int | None = None,
+        levels=None,
+    ):
         if int(max_difficulty) != max_difficulty or max_difficulty < 0:
             raise ValueError(f"max_difficulty must be an integer >= 0, got {max_difficulty}")
         if total_steps < 1 or not lr_max > 0:
             raise ValueError(f"need total_steps >= 1 and lr_max > 0, got {total_steps}, {lr_max}")
-        if not (0 < zeta0 <= 1 and 0 <= preview_frac < 1 and 0 < preview_decay <= 1
-                and 0 < decay_start_frac <= 1 and 0 <= start_frac <= 1):
+        if not (
+            0 < zeta0 <= 1
+            and 0 <= preview_frac < 1
+            and 0 < preview_decay <= 1
+            and 0 < decay_start_frac <= 1
+            and 0 <= start_frac <= 1
+        ):
             raise ValueError("zeta0, preview_frac, preview_decay, decay_start_frac, start_frac out of range")
         self.max_difficulty, self.total_steps, self.lr_max = int(max_difficulty), total_steps, lr_max
         self.zeta0, self.alpha = zeta0, alpha
@@ -147,7 +164,7 @@ class Curriculum:
     def level_probabilities(self) -> np.ndarray:
         """Probability of each level 0..max_difficulty for the next samples (sums to 1)."""
         probs = self.ratios.copy()
-        locked = np.flatnonzero(self.held[self.frontier + 1:]) + self.frontier + 1
+        locked = np.flatnonzero(self.held[self.frontier + 1 :]) + self.frontier + 1
         if locked.size:
             preview = self._decay_powers[locked - self.frontier]  # eq. 13
             probs *= 1 - self.preview_frac
@@ -166,8 +183,9 @@ class Curriculum:
         the frontier's performance beats the threshold. Returns whether it advanced."""
         for level, p in performance_by_level.items():
             if not 0 <= level <= self.max_difficulty or not 0 <= p <= 1:
-                raise ValueError(f"performance at level {level} must be in [0, 1] for a level in "
-                                 f"[0, {self.max_difficulty}], got {p}")
+                raise ValueError(
+                    f"performance at level {level} must be in [0, 1] for a level in [0, {self.max_difficulty}], got {p}"
+                )
         scored = [lv for lv in range(self.frontier + 1) if lv in performance_by_level and self.held[lv]]
         mass = self.ratios[scored].sum()
         if scored and mass > 0:
@@ -177,7 +195,7 @@ class Curriculum:
         p = performance_by_level.get(self.frontier)
         if p is None or not p > self.threshold(self.frontier, step, lr):
             return False
-        higher = np.flatnonzero(self.held[self.frontier + 1:])
+        higher = np.flatnonzero(self.held[self.frontier + 1 :])
         if not higher.size:  # the highest level passes: the curriculum is done
             self.mastered = True
             return False
@@ -188,19 +206,31 @@ class Curriculum:
         return True
 
     def state_dict(self) -> dict:
-        return {"max_difficulty": self.max_difficulty, "frontier": self.frontier, "ratios": self.ratios.tolist(),
-                "mastered": self.mastered, "levels": np.flatnonzero(self.held).tolist()}
+        return {
+            "max_difficulty": self.max_difficulty,
+            "frontier": self.frontier,
+            "ratios": self.ratios.tolist(),
+            "mastered": self.mastered,
+            "levels": np.flatnonzero(self.held).tolist(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         if state.get("max_difficulty") != self.max_difficulty:
-            raise ValueError(f"checkpoint curriculum has max_difficulty {state.get('max_difficulty')}, "
-                             f"this one {self.max_difficulty}")
+            raise ValueError(
+                f"checkpoint curriculum has max_difficulty {state.get('max_difficulty')}, "
+                f"this one {self.max_difficulty}"
+            )
         if "levels" in state and state["levels"] != np.flatnonzero(self.held).tolist():
             raise ValueError("checkpoint curriculum was built on other difficulty levels than this one's")
         ratios = np.asarray(state["ratios"], dtype=np.float64)
         frontier = int(state["frontier"])
-        if (ratios.shape != self.ratios.shape or not 0 <= frontier <= self.max_difficulty
-                or np.any(ratios < 0) or abs(ratios.sum() - 1) > 1e-6 or np.any(ratios[frontier + 1:] != 0)):
+        if (
+            ratios.shape != self.ratios.shape
+            or not 0 <= frontier <= self.max_difficulty
+            or np.any(ratios < 0)
+            or abs(ratios.sum() - 1) > 1e-6
+            or np.any(ratios[frontier + 1 :] != 0)
+        ):
             raise ValueError("corrupt curriculum state (frontier/ratios do not fit together)")
         self.frontier, self.ratios, self.mastered = frontier, ratios, bool(state.get("mastered", False))
 
@@ -226,8 +256,9 @@ class Sampler:
 
     def __post_init__(self):
         if self.endgame not in ENDGAMES or not 0 <= self.endgame_share <= 1:
-            raise ValueError(f"endgame must be one of {ENDGAMES} with a share in [0, 1], got "
-                             f"{self.endgame!r}, {self.endgame_share}")
+            raise ValueError(
+                f"endgame must be one of {ENDGAMES} with a share in [0, 1], got {self.endgame!r}, {self.endgame_share}"
+            )
 
     def in_endgame(self, task: str, step: int) -> bool:
         """The task has handed over from its binary pool to the decimal one."""
@@ -238,11 +269,14 @@ class Sampler:
     def sample(self, task: str, n: int, step: int, rng: np.random.Generator) -> list:
         pool = self.pools[task]
         if task in self.binary:
-            decimal = 0 if not self.in_endgame(task, step) else n if self.endgame == "fixed" else round((1 - STANDBY) * n)
+            decimal = (
+                0 if not self.in_endgame(task, step) else n if self.endgame == "fixed" else round((1 - STANDBY) * n)
+            )
             binary_pool = self.binary[task][0]
             picks = self.curricula[task].sample(binary_pool.difficulty, n - decimal, rng) if n > decimal else []
-            return ([pool.samples[i] for i in rng.integers(0, len(pool.samples), decimal)]
-                    + [binary_pool.samples[i] for i in picks])
+            return [pool.samples[i] for i in rng.integers(0, len(pool.samples), decimal)] + [
+                binary_pool.samples[i] for i in picks
+            ]
         column = difficulty_column(self.difficulty_base, step, self.total_steps, self.endgame_share)
         binary_end_phase = self.difficulty_base == 2 and column == "difficulty_sd"
         if task not in self.curricula or binary_end_phase:
@@ -258,6 +292,8 @@ class Sampler:
                 if not self.in_endgame(task, step):
                     out[task] = (self.binary[task][1], "difficulty")
             else:
-                out[task] = (val[task], difficulty_column(self.difficulty_base, step, self.total_steps,
-                                                          self.endgame_share))
+                out[task] = (
+                    val[task],
+                    difficulty_column(self.difficulty_base, step, self.total_steps, self.endgame_share),
+                )
         return out

@@ -25,6 +25,7 @@ of their `train_argument_parser.py`), behind the interface of `curriculum.Curric
 `lr` and `lr_max` only need the same units: train passes the schedule's multiplier (lr_max = 1),
 and `lr_floor` = 0.1 maps it to the authors' lr, whose cosine ends at 0.1 x lr_max.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -43,15 +44,28 @@ ERROR_FLOOR = 0.01  # (1 - p) is clamped at this before normalising (their inver
 class AuthorsCurriculum:
     """The authors' frontier, thresholds and level shares (module docstring), one task."""
 
-    def __init__(self, max_difficulty: int, total_steps: int, lr_max: float, zeta0: float = 0.9,
-                 preview_frac: float = 0.2, preview_decay: float = 0.8, warmup_frac: float = 0.1,
-                 levels=None, hand_over: bool = False, checks: int = 1, lr_floor: float = 0.1):
+    def __init__(
+        self,
+        max_difficulty: int,
+        total_steps: int,
+        lr_max: float,
+        zeta0: float = 0.9,
+        preview_frac: float = 0.2,
+        preview_decay: float = 0.8,
+        warmup_frac: float = 0.1,
+        levels=None,
+        hand_over: bool = False,
+        checks: int = 1,
+        lr_floor: float = 0.1,
+    ):
         held = np.arange(int(max_difficulty) + 1) if levels is None else np.unique(np.asarray(levels, np.int64))
         if held.size == 0 or held.min() < 0 or held.max() > max_difficulty:
             raise ValueError(f"levels must be a non-empty set of integers in [0, {max_difficulty}]")
         if total_steps < 1 or not lr_max > 0 or checks < 1 or not 0 <= lr_floor < 1:
-            raise ValueError(f"need total_steps >= 1, lr_max > 0, checks >= 1 and lr_floor in [0, 1), got "
-                             f"{total_steps}, {lr_max}, {checks}, {lr_floor}")
+            raise ValueError(
+                f"need total_steps >= 1, lr_max > 0, checks >= 1 and lr_floor in [0, 1), got "
+                f"{total_steps}, {lr_max}, {checks}, {lr_floor}"
+            )
         self.max_difficulty, self.levels = int(max_difficulty), held
         self.total_steps, self.lr_max, self.lr_floor = total_steps, lr_max, lr_floor
         self.zeta0, self.preview_frac, self.preview_decay = zeta0, preview_frac, preview_decay
@@ -112,8 +126,9 @@ class AuthorsCurriculum:
         """Record the evaluation; advance up to `checks` times. Returns whether the frontier moved."""
         for level, p in performance_by_level.items():
             if not 0 <= level <= self.max_difficulty or not 0 <= p <= 1:
-                raise ValueError(f"performance at level {level} must be in [0, 1] for a level in "
-                                 f"[0, {self.max_difficulty}], got {p}")
+                raise ValueError(
+                    f"performance at level {level} must be in [0, 1] for a level in [0, {self.max_difficulty}], got {p}"
+                )
             self.history[int(level)] = (self.history.get(int(level), []) + [float(p)])[-HISTORY:]
         start = self.frontier
         for _ in range(self.checks):
@@ -129,13 +144,21 @@ class AuthorsCurriculum:
         return self.frontier != start
 
     def state_dict(self) -> dict:
-        return {"rule": "authors", "max_difficulty": self.max_difficulty, "frontier": self.frontier,
-                "history": {str(k): v for k, v in self.history.items()}, "mastered": self.mastered,
-                "levels": self.levels.tolist()}
+        return {
+            "rule": "authors",
+            "max_difficulty": self.max_difficulty,
+            "frontier": self.frontier,
+            "history": {str(k): v for k, v in self.history.items()},
+            "mastered": self.mastered,
+            "levels": self.levels.tolist(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
-        if state.get("rule") != "authors" or state.get("levels") != self.levels.tolist() \
-                or state.get("max_difficulty") != self.max_difficulty:
+        if (
+            state.get("rule") != "authors"
+            or state.get("levels") != self.levels.tolist()
+            or state.get("max_difficulty") != self.max_difficulty
+        ):
             raise ValueError("checkpoint curriculum is not an authors' curriculum on these difficulty levels")
         frontier = int(state["frontier"])
         history = {int(k): [float(p) for p in v] for k, v in state["history"].items()}

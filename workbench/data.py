@@ -4,6 +4,7 @@ Samples are concatenated into rows of context + 1 tokens. Each token keeps the i
 sample (doc id) and its position inside it, so attention never crosses a sample boundary and
 RoPE positions restart at every sample. A target is only learned inside its own sample.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,6 +23,7 @@ from .tokenizer import Tokenizer
 @dataclass
 class Pool:
     """Tokenized samples of one task with their difficulties (base 2 and base 10)."""
+
     task: str
     frame: object  # the generated DataFrame
     samples: list  # (ids, values, loss_mask) per row
@@ -70,8 +72,9 @@ class NotEnoughSamples(ValueError):
     """The samples given to `pack` are too few (or too short) to fill the rows."""
 
 
-def pack(samples, batch_size: int, context: int, pad_id: int, num_id: int = 4,
-         part: tuple[int, int] = (0, 1)) -> dict[str, torch.Tensor]:
+def pack(
+    samples, batch_size: int, context: int, pad_id: int, num_id: int = 4, part: tuple[int, int] = (0, 1)
+) -> dict[str, torch.Tensor]:
     """Concatenate samples (ids, values, loss_mask[, task index]) into [B, context] inputs/targets;
     the last one in a row is cut. `task_ids` holds each target's task index (0 without one).
 
@@ -85,8 +88,8 @@ def pack(samples, batch_size: int, context: int, pad_id: int, num_id: int = 4,
         raise ValueError(f"{batch_size} rows do not split evenly over {world} processes")
     width, per = context + 1, batch_size // world
     lengths = np.fromiter((len(s[0]) for s in samples), dtype=np.int64, count=len(samples))
-    starts = _row_starts(lengths, batch_size, width)[rank * per:(rank + 1) * per + 1]
-    mine, lengths = samples[starts[0]:starts[-1]], lengths[starts[0]:starts[-1]]
+    starts = _row_starts(lengths, batch_size, width)[rank * per : (rank + 1) * per + 1]
+    mine, lengths = samples[starts[0] : starts[-1]], lengths[starts[0] : starts[-1]]
     offsets = np.cumsum(lengths) - lengths  # where each sample starts in the flat concatenation
     take = offsets[starts[:-1] - starts[0], None] + np.arange(width)  # the rows, flat
     ids, values, mask = (np.concatenate([s[k] for s in mine])[take] for k in range(3))
@@ -97,11 +100,18 @@ def pack(samples, batch_size: int, context: int, pad_id: int, num_id: int = 4,
     least = 1 if world == 1 else 0  # a part's count may be 0: the ranks clamp their sum
     ids, values, task = ids.astype(np.int64, copy=False), values.astype(np.float64, copy=False), task.astype(np.int64)
     t = torch.from_numpy
-    return {"ids": t(ids[:, :-1]), "values": t(values[:, :-1]), "positions": t(positions[:, :-1]),
-            "doc_ids": t(doc[:, :-1]), "targets": t(ids[:, 1:]), "target_values": t(values[:, 1:]),
-            "loss_mask": t(loss_mask.astype(bool, copy=False)), "task_ids": t(task[:, 1:]),
-            "ce_count": torch.tensor(max(least, int(loss_mask.sum()))),
-            "number_count": torch.tensor(max(least, int((loss_mask & (ids[:, 1:] == num_id)).sum())))}
+    return {
+        "ids": t(ids[:, :-1]),
+        "values": t(values[:, :-1]),
+        "positions": t(positions[:, :-1]),
+        "doc_ids": t(doc[:, :-1]),
+        "targets": t(ids[:, 1:]),
+        "target_values": t(values[:, 1:]),
+        "loss_mask": t(loss_mask.astype(bool, copy=False)),
+        "task_ids": t(task[:, 1:]),
+        "ce_count": torch.tensor(max(least, int(loss_mask.sum()))),
+        "number_count": torch.tensor(max(least, int((loss_mask & (ids[:, 1:] == num_id)).sum()))),
+    }
 
 
 def _row_starts(lengths: np.ndarray, rows: int, width: int) -> np.ndarray:
@@ -117,8 +127,7 @@ def _row_starts(lengths: np.ndarray, rows: int, width: int) -> np.ndarray:
     return starts
 
 
-def draw(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Generator,
-         pick=None) -> list:
+def draw(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Generator, pick=None) -> list:
     """counts[task] samples of each task, shuffled together, as (ids, values, loss_mask, task
     index), the index being the task's position in `pools`. `pick(task, n, rng)` gives the samples
     (the curriculum, or another pool of the task); uniform from pools[task] without it."""
@@ -134,9 +143,17 @@ def draw(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Generato
     return [chosen[i] for i in order]
 
 
-def next_batch(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Generator, pick,
-               rows: int, context: int, pad_id: int, num_id: int,
-               part: tuple[int, int] = (0, 1)) -> dict[str, torch.Tensor]:
+def next_batch(
+    pools: dict[str, Pool],
+    counts: dict[str, int],
+    rng: np.random.Generator,
+    pick,
+    rows: int,
+    context: int,
+    pad_id: int,
+    num_id: int,
+    part: tuple[int, int] = (0, 1),
+) -> dict[str, torch.Tensor]:
     """pack(draw(...)): `rows` rows over all processes, of which `part` (rank, world) builds its
     own. When the draw falls short (the balancer favoured tasks with long samples), draw the same
     counts again and append, until the rows are full."""

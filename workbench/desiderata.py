@@ -13,6 +13,7 @@ D2 and D4 apply to them, D3 and D5–D9 do not (reported as "n/a").
 Heads are "ideal": the head output a perfect model would produce for a value p (`ideal_output`),
 so D7 and D8 measure the encoding and its loss/decision rule, not a particular trained model.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,14 @@ from tqdm.auto import tqdm
 from . import encoders, metrics, numbers
 
 DESIDERATA = {
-    "D1": "Token efficiency", "D2": "Uniqueness", "D3": "Structured", "D4": "Scale invariance",
-    "D5": "Normalization", "D6": "Numerical stability", "D7": "Continuity", "D8": "Robustness",
+    "D1": "Token efficiency",
+    "D2": "Uniqueness",
+    "D3": "Structured",
+    "D4": "Scale invariance",
+    "D5": "Normalization",
+    "D6": "Numerical stability",
+    "D7": "Continuity",
+    "D8": "Robustness",
     "D9": "Arithmetic",
 }
 
@@ -39,17 +46,17 @@ DESIDERATA = {
 
 # Verdict rules; each (pass_if, trade_off_if) is applied to the number `scorecard` reports.
 THRESHOLDS = {
-    "D1": dict(pass_max=1.05, trade_off_max=1.5),        # tokens per number in real text
-    "D2": dict(pass_min=1.0, trade_off_min=0.99),        # exact round trip fraction, no collisions for pass
-    "D3": dict(pass_min=0.7, readout_min=0.99),          # median Spearman(|x-y|, ||enc x - enc y||) over scales
-                                                          # >= pass_min and linear readout >= readout_min: pass;
-                                                          # readout only: trade-off (order linear, geometry not)
-    "D4": dict(pass_min=1.0, trade_off_min=0.5),         # fraction of decades 1e-14..1e15 with exact >= D4_DECADE_EXACT
-    "D5": dict(pass_min=0.99, trade_off_min=0.99),       # exact after RMS+LayerNorm (pass), injective (trade-off)
-    "D6": dict(pass_min=0.99, trade_off_min=0.99),       # exact after bf16 & both fp8 (pass), bf16 only (trade-off)
-    "D7": dict(pass_min=0.9, trade_off_min=0.5),         # mean Spearman(|p - t|, loss(p, t)) around targets
+    "D1": dict(pass_max=1.05, trade_off_max=1.5),  # tokens per number in real text
+    "D2": dict(pass_min=1.0, trade_off_min=0.99),  # exact round trip fraction, no collisions for pass
+    "D3": dict(pass_min=0.7, readout_min=0.99),  # median Spearman(|x-y|, ||enc x - enc y||) over scales
+    # >= pass_min and linear readout >= readout_min: pass;
+    # readout only: trade-off (order linear, geometry not)
+    "D4": dict(pass_min=1.0, trade_off_min=0.5),  # fraction of decades 1e-14..1e15 with exact >= D4_DECADE_EXACT
+    "D5": dict(pass_min=0.99, trade_off_min=0.99),  # exact after RMS+LayerNorm (pass), injective (trade-off)
+    "D6": dict(pass_min=0.99, trade_off_min=0.99),  # exact after bf16 & both fp8 (pass), bf16 only (trade-off)
+    "D7": dict(pass_min=0.9, trade_off_min=0.5),  # mean Spearman(|p - t|, loss(p, t)) around targets
     "D8": dict(pass_sigma=0.25, trade_off_sigma=0.1, min_exact=0.99),  # noise σ (× RMS) still decoded
-    "D9": dict(pass_min=0.4, trade_off_min=0.4),         # held-out exact match: both ops (pass), one op (trade-off)
+    "D9": dict(pass_min=0.4, trade_off_min=0.4),  # held-out exact match: both ops (pass), one op (trade-off)
 }
 
 D4_DECADE_EXACT = 0.99  # a decade counts as exact for D4 when this share of its values round-trips exactly
@@ -61,8 +68,9 @@ SIZES = {  # measure_all(full=False): about a minute on one CPU core, most of it
 
 
 # -- shared helpers ---------------------------------------------------------------------------
-def sample_values(n: int, seed: int = 0, lo: float = -14, hi: float = 15, max_digits: int = 15,
-                  signed: bool = True) -> np.ndarray:
+def sample_values(
+    n: int, seed: int = 0, lo: float = -14, hi: float = 15, max_digits: int = 15, signed: bool = True
+) -> np.ndarray:
     """n values, magnitude log-uniform in [10^lo, 10^hi), 1..max_digits significant digits."""
     if not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
@@ -135,6 +143,7 @@ def d1_corpus(names=None, vocab_size: int = 2048) -> pd.DataFrame:
     """Tokens per number in the shipped corpus: <|num|> tokens (+ a '-' token for encodings
     that leave the sign to text) or digit pieces, divided by the numbers `numbers.parse` finds."""
     from .tokenizer import Tokenizer, corpus_text
+
     text = corpus_text()
     values = np.array(numbers.parse(text, signed=True)[1])
     rows = []
@@ -147,8 +156,15 @@ def d1_corpus(names=None, vocab_size: int = 2048) -> pd.DataFrame:
                 number_tokens += int((values < 0).sum())
         else:
             number_tokens = int(((ids >= len(tok.special_tokens)) & (ids < tok.offset)).sum())
-        rows.append(dict(encoding=name, numbers=len(values), number_tokens=number_tokens,
-                         tokens_per_number=number_tokens / len(values), corpus_tokens=len(ids)))
+        rows.append(
+            dict(
+                encoding=name,
+                numbers=len(values),
+                number_tokens=number_tokens,
+                tokens_per_number=number_tokens / len(values),
+                corpus_tokens=len(ids),
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -156,15 +172,21 @@ def d1_tasks(names=None, n: int = 30, seed: int = 0, tasks=None, vocab_size: int
     """Table 5 style: mean input (<|bos|>…<|eoq|>) and output (answer + <|eos|>) tokens per sample."""
     from .tasks import generate, numeric
     from .tokenizer import Tokenizer
+
     frames = {task: generate(task, n, seed=seed, split="test") for task in (tasks or numeric())}
     rows = []
     for name in names or encoders.names():
         tok = Tokenizer(name, vocab_size=vocab_size)
         for task, df in frames.items():
             lengths = [tok.sample(p, a)[2] for p, a in zip(df["prompt"], df["answer"])]
-            rows.append(dict(encoding=name, task=task,
-                             input_tokens=float(np.mean([(~m).sum() for m in lengths])),
-                             output_tokens=float(np.mean([m.sum() for m in lengths]))))
+            rows.append(
+                dict(
+                    encoding=name,
+                    task=task,
+                    input_tokens=float(np.mean([(~m).sum() for m in lengths])),
+                    output_tokens=float(np.mean([m.sum() for m in lengths])),
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -186,11 +208,17 @@ def d2_uniqueness(names=None, n: int = 10_000, seed: int = 0) -> pd.DataFrame:
         distinct_codes = len(np.unique(enc.numpy(), axis=0))
         neighbour = _encode_or_nan(codec, _target(codec, neighbours))
         same_as_neighbour = (neighbour == enc.numpy()).all(1) if neighbour.shape == enc.shape else np.zeros(n, bool)
-        rows.append(dict(encoding=name, n=n, exact=float(_same(decoded, target).mean()),
-                         collisions=distinct_values - distinct_codes,
-                         neighbour_collisions=float(same_as_neighbour.mean()),
-                         median_rel_error=float(np.median(_relative_error(decoded, target))),
-                         encodes="|x|" if not codec.signed else "x"))
+        rows.append(
+            dict(
+                encoding=name,
+                n=n,
+                exact=float(_same(decoded, target).mean()),
+                collisions=distinct_values - distinct_codes,
+                neighbour_collisions=float(same_as_neighbour.mean()),
+                median_rel_error=float(np.median(_relative_error(decoded, target))),
+                encodes="|x|" if not codec.signed else "x",
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -232,9 +260,15 @@ def d3_structure(names=None, n_pairs: int = 5_000, seed: int = 0, scales=None) -
             distance = (a - b).norm(dim=1).numpy()
             rho = _spearman(np.abs(x[:n_pairs] - x[n_pairs:]), distance)
             readout = _ridge_readout(ex[:n_pairs], x[:n_pairs], ex[n_pairs:])
-            rows.append(dict(encoding=name, scale=s, spearman=rho,
-                             linear_readout_spearman=_spearman(readout, x[n_pairs:]),
-                             nn_is_numeric_neighbour=_nearest_neighbour_order(ex[:1000], x[:1000])))
+            rows.append(
+                dict(
+                    encoding=name,
+                    scale=s,
+                    spearman=rho,
+                    linear_readout_spearman=_spearman(readout, x[n_pairs:]),
+                    nn_is_numeric_neighbour=_nearest_neighbour_order(ex[:1000], x[:1000]),
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -259,9 +293,18 @@ def _nearest_neighbour_order(enc: torch.Tensor, x: np.ndarray) -> float:
 
 
 # -- D4 scale invariance ---------------------------------------------------------------------
-SPECIALS = {"0": 0.0, "-0": -0.0, "inf": math.inf, "-inf": -math.inf, "nan": math.nan,
-            "subnormal 5e-324": 5e-324, "smallest normal": 2.2250738585072014e-308,
-            "1e300": 1e300, "-1e300": -1e300, "1.7976931348623157e308": 1.7976931348623157e308}
+SPECIALS = {
+    "0": 0.0,
+    "-0": -0.0,
+    "inf": math.inf,
+    "-inf": -math.inf,
+    "nan": math.nan,
+    "subnormal 5e-324": 5e-324,
+    "smallest normal": 2.2250738585072014e-308,
+    "1e300": 1e300,
+    "-1e300": -1e300,
+    "1.7976931348623157e308": 1.7976931348623157e308,
+}
 
 
 def _round_trip_or_lost(codec, x: np.ndarray) -> np.ndarray:
@@ -291,8 +334,15 @@ def d4_decades(names=None, n_per_decade: int = 300, seed: int = 0, lo: int = -14
             x = np.array([float(f"{v:.14e}") for v in x])
             target = _target(codec, x)
             err = _relative_error(_round_trip_or_lost(codec, x), target)
-            rows.append(dict(encoding=name, decade=k, exact=float((err == 0).mean()),
-                             median_rel_error=float(np.median(err)), max_rel_error=float(err.max())))
+            rows.append(
+                dict(
+                    encoding=name,
+                    decade=k,
+                    exact=float((err == 0).mean()),
+                    median_rel_error=float(np.median(err)),
+                    max_rel_error=float(err.max()),
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -346,8 +396,17 @@ def d5_normalization(names=None, n: int = 2_000, seed: int = 0, d_model: int = 2
         try:
             A, c = head.embedding_map(e)
         except ValueError:  # a non-linear join: the linear recovery below does not apply
-            rows += [dict(encoding=name, norm=kind, injective=np.nan, encoding_error=np.nan, exact=np.nan,
-                          median_rel_error=np.nan) for kind in ("none", "rmsnorm", "layernorm")]
+            rows += [
+                dict(
+                    encoding=name,
+                    norm=kind,
+                    injective=np.nan,
+                    encoding_error=np.nan,
+                    exact=np.nan,
+                    median_rel_error=np.nan,
+                )
+                for kind in ("none", "rmsnorm", "layernorm")
+            ]
             continue
         enc = codec.encode(torch.from_numpy(target))
         v = head.embed(e.expand(n, -1), torch.from_numpy(target)).double()
@@ -363,15 +422,27 @@ def d5_normalization(names=None, n: int = 2_000, seed: int = 0, d_model: int = 2
             err = _relative_error(decoded, target)
             grid = np.round(y.numpy() / D5_TOLERANCE).astype(np.int64)
             distinct = len(np.unique(grid, axis=0)) / len(np.unique(target))
-            rows.append(dict(encoding=name, norm=kind, injective=float(min(distinct, 1.0)),
-                             encoding_error=float((recovered - enc).abs().max()),
-                             exact=float((err == 0).mean()), median_rel_error=float(np.median(err))))
+            rows.append(
+                dict(
+                    encoding=name,
+                    norm=kind,
+                    injective=float(min(distinct, 1.0)),
+                    encoding_error=float((recovered - enc).abs().max()),
+                    exact=float((err == 0).mean()),
+                    median_rel_error=float(np.median(err)),
+                )
+            )
     return pd.DataFrame(rows)
 
 
 # -- D6 numerical stability ------------------------------------------------------------------
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
-          "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+DTYPES = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "float8_e4m3fn": torch.float8_e4m3fn,
+    "float8_e5m2": torch.float8_e5m2,
+}
 
 
 def d6_precision(names=None, n: int = 10_000, seed: int = 0) -> pd.DataFrame:
@@ -385,9 +456,15 @@ def d6_precision(names=None, n: int = 10_000, seed: int = 0) -> pd.DataFrame:
         for label, dtype in DTYPES.items():
             decoded = codec.decode(enc.to(dtype).float()).numpy()
             err = _relative_error(decoded, target)
-            rows.append(dict(encoding=name, dtype=label, exact=float((err == 0).mean()),
-                             median_rel_error=float(np.median(err)),
-                             log_smape=float(metrics.log_smape(decoded, target).mean())))
+            rows.append(
+                dict(
+                    encoding=name,
+                    dtype=label,
+                    exact=float((err == 0).mean()),
+                    median_rel_error=float(np.median(err)),
+                    log_smape=float(metrics.log_smape(decoded, target).mean()),
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -404,8 +481,9 @@ def d7_example(names=None, confidence: float = 4.0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def d7_curves(names=None, targets=(7.0, 0.0123, 123456.0, 1e9), points: int = 401,
-              confidence: float = 4.0) -> pd.DataFrame:
+def d7_curves(
+    names=None, targets=(7.0, 0.0123, 123456.0, 1e9), points: int = 401, confidence: float = 4.0
+) -> pd.DataFrame:
     """Loss of an ideal head predicting p for target t, p on a grid t·(1 + δ), δ in [-1, 1]
     (and 0 … 2 for t = 7)."""
     rows = []
@@ -424,8 +502,7 @@ def d7_continuity(curves: pd.DataFrame) -> pd.DataFrame:
     """Per encoding and target: Spearman(|p - t|, loss) (1 = loss grows with the error)."""
     rows = []
     for (name, t), g in curves.groupby(["encoding", "target"], sort=False):
-        rows.append(dict(encoding=name, target=t,
-                         spearman=_spearman(np.abs(g["prediction"] - t), g["loss"])))
+        rows.append(dict(encoding=name, target=t, spearman=_spearman(np.abs(g["prediction"] - t), g["loss"])))
     return pd.DataFrame(rows)
 
 
@@ -446,8 +523,14 @@ def d8_noise(names=None, n: int = 2_000, seed: int = 0, sigmas=None) -> pd.DataF
         for sigma in sigmas or D8_SIGMAS:
             noisy = vector + sigma * rms * torch.randn(vector.shape, generator=gen, dtype=torch.float64)
             decoded = head.predict(head.output_of(noisy)).numpy()
-            rows.append(dict(encoding=name, sigma=sigma, exact=float(_same(decoded, target).mean()),
-                             log_smape=float(metrics.log_smape(decoded, target).mean())))
+            rows.append(
+                dict(
+                    encoding=name,
+                    sigma=sigma,
+                    exact=float(_same(decoded, target).mean()),
+                    log_smape=float(metrics.log_smape(decoded, target).mean()),
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -457,9 +540,21 @@ def _exact_result(x: np.ndarray, y: np.ndarray, op: str) -> np.ndarray:
     return np.array([float(f(Decimal(repr(a)), Decimal(repr(b)))) for a, b in zip(x.tolist(), y.tolist())])
 
 
-def d9_operator(names=None, ops=("add", "mul"), steps: int = 400, n_train: int = 20_000,
-                n_test: int = 1_000, hidden: int = 256, batch: int = 128, lr: float = 3e-3,
-                seed: int = 0, lo: float = 0, hi: float = 2, max_digits: int = 2, progress: bool = False) -> pd.DataFrame:
+def d9_operator(
+    names=None,
+    ops=("add", "mul"),
+    steps: int = 400,
+    n_train: int = 20_000,
+    n_test: int = 1_000,
+    hidden: int = 256,
+    batch: int = 128,
+    lr: float = 3e-3,
+    seed: int = 0,
+    lo: float = 0,
+    hi: float = 2,
+    max_digits: int = 2,
+    progress: bool = False,
+) -> pd.DataFrame:
     """A small MLP learns enc(x), enc(y) -> the encoding's own head output for x op y, trained
     with the encoding's own loss; decoded with its own predict on held-out pairs.
     Operands: positive, magnitude 10^lo … 10^hi, `max_digits` significant digits."""
@@ -474,8 +569,13 @@ def d9_operator(names=None, ops=("add", "mul"), steps: int = 400, n_train: int =
             torch.manual_seed(seed)  # module initialisation; the data order uses its own generator
             codec, head = _codec(name), _head(name, hidden)
             inputs = torch.cat([codec.encode(torch.from_numpy(x)), codec.encode(torch.from_numpy(y))], 1).float()
-            mlp = nn.Sequential(nn.Linear(inputs.shape[1], hidden), nn.GELU(), nn.Linear(hidden, hidden),
-                                nn.GELU(), nn.Linear(hidden, hidden))
+            mlp = nn.Sequential(
+                nn.Linear(inputs.shape[1], hidden),
+                nn.GELU(),
+                nn.Linear(hidden, hidden),
+                nn.GELU(),
+                nn.Linear(hidden, hidden),
+            )
             params = list(mlp.parameters()) + list(head.parameters())
             opt = torch.optim.Adam(params, lr=lr)
             gen = torch.Generator().manual_seed(seed)
@@ -489,15 +589,23 @@ def d9_operator(names=None, ops=("add", "mul"), steps: int = 400, n_train: int =
             with torch.no_grad():
                 pred = head.predict(head(mlp(inputs[n_train:]))).numpy()
             truth = z[n_train:]
-            rows.append(dict(encoding=name, op=op, steps=steps, final_loss=loss.item(),
-                             exact=float(metrics.exact_match(pred, truth).mean()),
-                             log_smape=float(metrics.log_smape(pred, truth).mean())))
+            rows.append(
+                dict(
+                    encoding=name,
+                    op=op,
+                    steps=steps,
+                    final_loss=loss.item(),
+                    exact=float(metrics.exact_match(pred, truth).mean()),
+                    log_smape=float(metrics.log_smape(pred, truth).mean()),
+                )
+            )
     return pd.DataFrame(rows)
 
 
 # -- all of it, and the verdicts -------------------------------------------------------------
-def measure_all(full: bool = False, seed: int = 0, n_values: int | None = None, d9_steps: int | None = None,
-                progress: bool = True) -> dict[str, pd.DataFrame]:
+def measure_all(
+    full: bool = False, seed: int = 0, n_values: int | None = None, d9_steps: int | None = None, progress: bool = True
+) -> dict[str, pd.DataFrame]:
     """Every measurement at the small (default) or full size; n_values / d9_steps override."""
     size = dict(SIZES["full" if full else "small"])
     if n_values is not None:
@@ -542,6 +650,7 @@ def scorecard(m: dict[str, pd.DataFrame]) -> pd.DataFrame:
     T = THRESHOLDS
     rows = []
     for name in encoders.names():
+
         def get(key, column, agg, **where):
             df = m[key][m[key]["encoding"] == name]
             for k, v in where.items():
@@ -560,30 +669,64 @@ def scorecard(m: dict[str, pd.DataFrame]) -> pd.DataFrame:
         d6_fp8 = min(get("D6", "exact", np.mean, dtype=k) for k in ("float8_e4m3fn", "float8_e5m2"))
         d7 = get("D7", "spearman", np.mean)
         noise = m["D8"][(m["D8"]["encoding"] == name) & (m["D8"]["exact"] >= T["D8"]["min_exact"])]
-        d8 = float(noise["sigma"].max()) if len(noise) else (0.0 if (m["D8"]["encoding"] == name).any() else float("nan"))
+        d8 = (
+            float(noise["sigma"].max())
+            if len(noise)
+            else (0.0 if (m["D8"]["encoding"] == name).any() else float("nan"))
+        )
         d9_add = get("D9", "exact", np.mean, op="add")
         d9_mul = get("D9", "exact", np.mean, op="mul")
         verdicts = {
             "D1": (d1, f"{d1:.2f} tokens/number", d1 <= T["D1"]["pass_max"], d1 <= T["D1"]["trade_off_max"]),
-            "D2": (d2, f"exact {d2:.4f}, collisions {collisions:.3g}",
-                   d2 >= T["D2"]["pass_min"] and collisions == 0, d2 >= T["D2"]["trade_off_min"]),
-            "D3": (d3, f"distance Spearman {d3:.2f}, linear readout {d3_readout:.3f}",
-                   d3 >= T["D3"]["pass_min"] and d3_readout >= T["D3"]["readout_min"],
-                   d3_readout >= T["D3"]["readout_min"]),
+            "D2": (
+                d2,
+                f"exact {d2:.4f}, collisions {collisions:.3g}",
+                d2 >= T["D2"]["pass_min"] and collisions == 0,
+                d2 >= T["D2"]["trade_off_min"],
+            ),
+            "D3": (
+                d3,
+                f"distance Spearman {d3:.2f}, linear readout {d3_readout:.3f}",
+                d3 >= T["D3"]["pass_min"] and d3_readout >= T["D3"]["readout_min"],
+                d3_readout >= T["D3"]["readout_min"],
+            ),
             "D4": (d4, f"{d4:.0%} of decades exact", d4 >= T["D4"]["pass_min"], d4 >= T["D4"]["trade_off_min"]),
-            "D5": (d5_exact, f"exact {d5_exact:.3f}, injective {d5_inj:.3f}",
-                   d5_exact >= T["D5"]["pass_min"], d5_inj >= T["D5"]["trade_off_min"]),
-            "D6": (d6_bf16, f"exact bf16 {d6_bf16:.3f}, fp8 {d6_fp8:.3f}",
-                   min(d6_bf16, d6_fp8) >= T["D6"]["pass_min"], d6_bf16 >= T["D6"]["trade_off_min"]),
+            "D5": (
+                d5_exact,
+                f"exact {d5_exact:.3f}, injective {d5_inj:.3f}",
+                d5_exact >= T["D5"]["pass_min"],
+                d5_inj >= T["D5"]["trade_off_min"],
+            ),
+            "D6": (
+                d6_bf16,
+                f"exact bf16 {d6_bf16:.3f}, fp8 {d6_fp8:.3f}",
+                min(d6_bf16, d6_fp8) >= T["D6"]["pass_min"],
+                d6_bf16 >= T["D6"]["trade_off_min"],
+            ),
             "D7": (d7, f"Spearman(|p-t|, loss) {d7:.2f}", d7 >= T["D7"]["pass_min"], d7 >= T["D7"]["trade_off_min"]),
             "D8": (d8, f"exact up to σ = {d8:.2f}·RMS", d8 >= T["D8"]["pass_sigma"], d8 >= T["D8"]["trade_off_sigma"]),
-            "D9": (min(d9_add, d9_mul), f"exact add {d9_add:.2f}, mul {d9_mul:.2f}",
-                   min(d9_add, d9_mul) >= T["D9"]["pass_min"], max(d9_add, d9_mul) >= T["D9"]["trade_off_min"]),
+            "D9": (
+                min(d9_add, d9_mul),
+                f"exact add {d9_add:.2f}, mul {d9_mul:.2f}",
+                min(d9_add, d9_mul) >= T["D9"]["pass_min"],
+                max(d9_add, d9_mul) >= T["D9"]["trade_off_min"],
+            ),
         }
         for d, (value, text, pass_ok, trade_ok) in verdicts.items():
             verdict = _grade(value, pass_ok, trade_ok)
-            rows.append(dict(encoding=name, desideratum=d, name=DESIDERATA[d], value=value,
-                             measured=text if verdict != "n/a" else "not applicable (text tokens)"
-                             if not _codec(name).single_token else "not measured for this encoding",
-                             verdict=verdict, paper=_codec(name).paper_verdicts.get(d, "—")))
+            rows.append(
+                dict(
+                    encoding=name,
+                    desideratum=d,
+                    name=DESIDERATA[d],
+                    value=value,
+                    measured=text
+                    if verdict != "n/a"
+                    else "not applicable (text tokens)"
+                    if not _codec(name).single_token
+                    else "not measured for this encoding",
+                    verdict=verdict,
+                    paper=_codec(name).paper_verdicts.get(d, "—"),
+                )
+            )
     return pd.DataFrame(rows)

@@ -20,6 +20,7 @@ the one a single process gives), and the answers are gathered on every rank in t
 perplexity is pooled from each rank's token sums. Every rank ends with the same scores, so the
 balancer and curricula, which every rank keeps, stay in step.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -61,8 +62,10 @@ def start(device: torch.device) -> tuple[int, int, torch.device]:
         dist.init_process_group(backend, timeout=TIMEOUT, **({"device_id": device} if backend == "nccl" else {}))
         atexit.register(_finish)
     elif dist.get_backend() != backend:
-        raise ValueError(f"this process already trains over {dist.get_backend()} and cannot switch to {backend} "
-                         f"for --device {device}: run the protocol on one kind of device")
+        raise ValueError(
+            f"this process already trains over {dist.get_backend()} and cannot switch to {backend} "
+            f"for --device {device}: run the protocol on one kind of device"
+        )
     return dist.get_rank(), dist.get_world_size(), device
 
 
@@ -82,8 +85,11 @@ def evaluate_shared(model, tok, frames: dict, max_new_tokens: int | None, rank: 
     if world == 1:
         return evaluate(model, tok, frames, max_new_tokens)
     batches = [(task, start) for task, frame in frames.items() for start in range(0, len(frame), BATCH)]
-    mine = [(k, evaluate(model, tok, {task: frames[task].iloc[start:start + BATCH]}, max_new_tokens))
-            for k, (task, start) in enumerate(batches) if k % world == rank]
+    mine = [
+        (k, evaluate(model, tok, {task: frames[task].iloc[start : start + BATCH]}, max_new_tokens))
+        for k, (task, start) in enumerate(batches)
+        if k % world == rank
+    ]
     gathered = [None] * world
     dist.all_gather_object(gathered, mine)
     answered = sorted((k, part) for parts in gathered for k, part in parts)
@@ -97,15 +103,31 @@ def perplexity_shared(model, tok, texts, rank: int, world: int, progress: bool =
     if world == 1:
         return perplexity(model, tok, texts, progress=progress)
     share = math.ceil(len(texts) / world)
-    mine = texts[rank * share:(rank + 1) * share]
+    mine = texts[rank * share : (rank + 1) * share]
     part = perplexity(model, tok, mine, progress=progress and rank == 0) if mine else None
-    sums = torch.tensor([part["ce_all"] * part["tokens"], part["tokens"],
-                         part["ce_text"] * part["text_tokens"] if part["text_tokens"] else 0.0, part["text_tokens"]]
-                        if part else [0.0] * 4, dtype=torch.float64, device=model.lm_head.weight.device)
+    sums = torch.tensor(
+        [
+            part["ce_all"] * part["tokens"],
+            part["tokens"],
+            part["ce_text"] * part["text_tokens"] if part["text_tokens"] else 0.0,
+            part["text_tokens"],
+        ]
+        if part
+        else [0.0] * 4,
+        dtype=torch.float64,
+        device=model.lm_head.weight.device,
+    )
     dist.all_reduce(sums)
     ce_all, ce_text = (sums[0] / sums[1]).item(), (sums[2] / sums[3]).item() if sums[3] else math.nan
-    return {"ppl_all": math.exp(ce_all), "ppl_text": math.exp(ce_text), "ce_all": ce_all, "ce_text": ce_text,
-            "tokens": int(sums[1]), "text_tokens": int(sums[3]), "samples": len(texts)}
+    return {
+        "ppl_all": math.exp(ce_all),
+        "ppl_text": math.exp(ce_text),
+        "ce_all": ce_all,
+        "ce_text": ce_text,
+        "tokens": int(sums[1]),
+        "text_tokens": int(sums[3]),
+        "samples": len(texts),
+    }
 
 
 @contextmanager
@@ -116,12 +138,14 @@ def shared_pools(folder: Path, rank: int, world: int):
     if world == 1:
         yield
         return
+
     def share(task, n, tokenizer, seed, split, regime):
         path = folder / hashlib.sha256(repr((task, n, seed, split, regime)).encode()).hexdigest()[:16]
         if rank == 0:
             _write_pool(build_pool(task, n, tokenizer, seed, split, regime), path)
         dist.barrier()  # the files are complete
         return _read_pool(task, path)
+
     if rank == 0:
         shutil.rmtree(folder, ignore_errors=True)  # what a run killed in its set-up left
     try:
@@ -149,8 +173,10 @@ def _write_pool(pool: Pool, path: Path) -> None:
 
 def _read_pool(task: str, path: Path) -> Pool:
     """A pool mapped from `_write_pool`'s files (its frame, which training never reads, is not kept)."""
+
     def load(name):
         return np.asarray(np.load(path / name, mmap_mode="r"))  # a plain array over the map
+
     fields = [load(f"field{k}.npy") for k in range(len(list(path.glob("field*.npy"))))]
     return Pool(task, None, FlatSamples(fields, load("offsets.npy")), load("difficulty.npy"), load("difficulty_sd.npy"))
 

@@ -9,6 +9,7 @@ runs of that preset in OUT, of their tokens over their train_seconds (which coun
 and the final test too, as a run's time does). Where OUT has none, it is THROUGHPUT's figure for
 the preset (docs/training.md, "Before a plan starts"), or no estimate for a preset without one.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,6 +37,7 @@ class RunState:
 def state_of(name: str, cfg, out: Path, overwrite: bool) -> RunState:
     """Where run `name` of the plan stands in OUT, read from its files (nothing is written)."""
     from . import rundir  # torch: imported when a plan is looked at, not when the command starts
+
     cfg = cfg.updated(out=str(out / name))
     run = RunState(name, cfg.model.preset, cfg.tokens, "to train", cfg.tokens)
     if rundir.finished(cfg):
@@ -73,8 +75,13 @@ def throughputs(states: list[RunState]) -> dict[str, tuple[float, str]]:
 
 
 def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.1f} h" if seconds >= 7200 else f"{seconds / 60:.0f} min" if seconds >= 120 \
+    return (
+        f"{seconds / 3600:.1f} h"
+        if seconds >= 7200
+        else f"{seconds / 60:.0f} min"
+        if seconds >= 120
         else f"{seconds:.0f} s"
+    )
 
 
 def report(desc: str, runs: dict, out, jobs: int = 1, overwrite: bool = False, executor=None) -> str:
@@ -83,30 +90,48 @@ def report(desc: str, runs: dict, out, jobs: int = 1, overwrite: bool = False, e
     states = [state_of(name, cfg, out, overwrite) for name, cfg in runs.items()]
     count = {k: sum(s.state == k for s in states) for k in ("finished", "resumable", "to train", "other configuration")}
     total, left = sum(s.tokens for s in states), sum(s.left for s in states)
-    lines = [f"{desc}: {len(states)} runs in {out}" + ("" if out.is_dir() else " (a folder not made yet)"),
-             f"  finished before:   {count['finished']:>5} (read, not trained)",
-             f"  resumable:         {count['resumable']:>5} (from their checkpoints)",
-             f"  to train:          {count['to train']:>5}"]
+    lines = [
+        f"{desc}: {len(states)} runs in {out}" + ("" if out.is_dir() else " (a folder not made yet)"),
+        f"  finished before:   {count['finished']:>5} (read, not trained)",
+        f"  resumable:         {count['resumable']:>5} (from their checkpoints)",
+        f"  to train:          {count['to train']:>5}",
+    ]
     if count["other configuration"]:
-        lines.append(f"  finished with another configuration: {count['other configuration']} (refused unless "
-                     "--overwrite, which retrains them)")
+        lines.append(
+            f"  finished with another configuration: {count['other configuration']} (refused unless "
+            "--overwrite, which retrains them)"
+        )
     lines.append(f"tokens to train: {left / 1e6:,.1f}M of the plan's {total / 1e6:,.1f}M")
     speeds = throughputs(states)
     pending = [s for s in states if s.left > 0]
     unknown = sorted({s.preset for s in pending if s.preset not in speeds})
     kind = executor.executor if executor is not None else "local"
-    parallel = len(pending) if kind == "slurm" and not executor.array_parallelism else \
-        (executor.array_parallelism if executor is not None and kind != "local" and executor.array_parallelism else jobs)
+    parallel = (
+        len(pending)
+        if kind == "slurm" and not executor.array_parallelism
+        else (
+            executor.array_parallelism
+            if executor is not None and kind != "local" and executor.array_parallelism
+            else jobs
+        )
+    )
     if unknown:
-        lines.append(f"estimated time: none for preset(s) {', '.join(unknown)} (no finished run of theirs in {out} "
-                     "to measure, and no figure in workbench.dryrun.THROUGHPUT)")
+        lines.append(
+            f"estimated time: none for preset(s) {', '.join(unknown)} (no finished run of theirs in {out} "
+            "to measure, and no figure in workbench.dryrun.THROUGHPUT)"
+        )
     elif pending:
         seconds = [s.left / speeds[s.preset][0] for s in pending]
         wall = max(sum(seconds) / max(1, min(parallel, len(pending))), max(seconds))
-        lines.append(f"estimated time: {_hours(sum(seconds))} of training, about {_hours(wall)} with "
-                     f"{min(parallel, len(pending))} run(s) side by side")
-        lines += [f"  {preset}: {speed:,.0f} tokens/s ({source})" for preset, (speed, source) in speeds.items()
-                  if any(s.preset == preset for s in pending)]
+        lines.append(
+            f"estimated time: {_hours(sum(seconds))} of training, about {_hours(wall)} with "
+            f"{min(parallel, len(pending))} run(s) side by side"
+        )
+        lines += [
+            f"  {preset}: {speed:,.0f} tokens/s ({source})"
+            for preset, (speed, source) in speeds.items()
+            if any(s.preset == preset for s in pending)
+        ]
     else:
         lines.append("estimated time: nothing left to train")
     lines.append("nothing was trained or written (--dry-run)")

@@ -1,5 +1,6 @@
 """Our models answering the tasks: greedy answers to the questions of each task, scored by the
 task's own rule (log-sMAPE and exact match for arithmetic, accuracy for the list tasks)."""
+
 from __future__ import annotations
 
 import math
@@ -52,28 +53,46 @@ def answer_cap(tok: Tokenizer, answers) -> int:
     return max(len(tok.encode(str(a))[0]) for a in answers) + 1
 
 
-def evaluate(model: GPT, tok: Tokenizer, frames: dict[str, pd.DataFrame], max_new_tokens: int | None = None,
-             batch_size: int = 64) -> pd.DataFrame:
+def evaluate(
+    model: GPT, tok: Tokenizer, frames: dict[str, pd.DataFrame], max_new_tokens: int | None = None, batch_size: int = 64
+) -> pd.DataFrame:
     """Greedy answers to every question of every task -> one row per sample. `max_new_tokens`:
     a fixed generation cap, or None for `answer_cap` of each batch."""
     rows = []
     for task, frame in frames.items():
         for start in range(0, len(frame), batch_size):
-            chunk = frame.iloc[start:start + batch_size]
+            chunk = frame.iloc[start : start + batch_size]
             cap = max_new_tokens or answer_cap(tok, chunk["answer"])
             texts, n_in, n_out = answer(model, tok, list(chunk["prompt"]), cap)
             scored = score(task, texts, list(chunk["answer"]))
-            rows.append(pd.DataFrame({"task": task, "prompt": chunk["prompt"].to_numpy(),
-                                      "answer": chunk["answer"].to_numpy(), "prediction": texts,
-                                      "score": scored["score"].to_numpy(), "exact": scored["exact"].to_numpy(),
-                                      "input_tokens": n_in, "output_tokens": n_out}))
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "task": task,
+                        "prompt": chunk["prompt"].to_numpy(),
+                        "answer": chunk["answer"].to_numpy(),
+                        "prediction": texts,
+                        "score": scored["score"].to_numpy(),
+                        "exact": scored["exact"].to_numpy(),
+                        "input_tokens": n_in,
+                        "output_tokens": n_out,
+                    }
+                )
+            )
     return pd.concat(rows, ignore_index=True)
 
 
 def summarize(samples: pd.DataFrame) -> pd.DataFrame:
     """Per task: mean score (log-sMAPE or accuracy), exact match, tokens per problem (Table 5)."""
-    summary = samples.groupby("task").agg(score=("score", "mean"), exact=("exact", "mean"),
-                                          input_tokens=("input_tokens", "mean"),
-                                          output_tokens=("output_tokens", "mean"),
-                                          n=("score", "size")).reset_index()
+    summary = (
+        samples.groupby("task")
+        .agg(
+            score=("score", "mean"),
+            exact=("exact", "mean"),
+            input_tokens=("input_tokens", "mean"),
+            output_tokens=("output_tokens", "mean"),
+            n=("score", "size"),
+        )
+        .reset_index()
+    )
     return summary.assign(tokens=summary.input_tokens + summary.output_tokens)

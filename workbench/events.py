@@ -13,6 +13,7 @@ checkpoint (TensorBoard's purge_step), as `rundir.truncate_log` drops them from 
 WORKBENCH_TENSORBOARD=0 turns them off; without the tensorboard package a run says so once and
 trains without them.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,12 +45,10 @@ class Events:
         except ImportError as err:
             if not _warned:
                 _warned.append(True)
-                print(f"no TensorBoard events for this run ({err}): pip install -r requirements.txt",
-                      file=sys.stderr)
+                print(f"no TensorBoard events for this run ({err}): pip install -r requirements.txt", file=sys.stderr)
             return
         # the purge marker is written only when purge_step is given: a fresh run needs none
-        self.writer = SummaryWriter(str(Path(out) / FOLDER), purge_step=start + 1 if start else None,
-                                    flush_secs=10)
+        self.writer = SummaryWriter(str(Path(out) / FOLDER), purge_step=start + 1 if start else None, flush_secs=10)
 
     def add(self, group: str, row: dict, step: int) -> None:
         """Every number of `row` (but its step and clock) as GROUP/NAME at `step`."""
@@ -69,6 +68,7 @@ def read(out) -> dict[str, list[tuple[int, float]]]:
     """{tag: [(step, value), ...]} as TensorBoard reads RUN/tb/ (steps a resume purged left out);
     values are float32, as event files store them."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     events = EventAccumulator(str(Path(out) / FOLDER), size_guidance={"scalars": 0})  # 0: keep every point
     events.Reload()
     return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}

@@ -17,6 +17,7 @@ than one GPU starts torchrun inside it, one process per GPU. A run that fails, o
 killed, does not stop the others: at the end `RunsFailed` names each one with its error (and its
 job's log), after the finished ones were kept.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,16 +51,26 @@ class RunsFailed(RuntimeError):
 @dataclass
 class Executor:
     """Where the runs train; the flags of every plan's command."""
-    executor: str = setting("local", "where the runs train: local (this machine, --jobs processes), "
-                            "submitit-local (one submitit job per run, on this machine), slurm (one Slurm job "
-                            "per run, sent with sbatch; run the command on a login node)", choices=EXECUTORS)
+
+    executor: str = setting(
+        "local",
+        "where the runs train: local (this machine, --jobs processes), "
+        "submitit-local (one submitit job per run, on this machine), slurm (one Slurm job "
+        "per run, sent with sbatch; run the command on a login node)",
+        choices=EXECUTORS,
+    )
     partition: str | None = setting(None, "Slurm partition of the jobs (default: the cluster's default partition)")
-    time: int = setting(240, "time limit of each job, in minutes; a job killed at its limit keeps its checkpoint "
-                        "and the next call of the same command resumes it")
+    time: int = setting(
+        240,
+        "time limit of each job, in minutes; a job killed at its limit keeps its checkpoint "
+        "and the next call of the same command resumes it",
+    )
     cpus_per_job: int = setting(1, "CPU cores per job (the runs' --threads stay as the plan sets them)")
     gpus_per_job: int = setting(0, "GPUs per job; more than one starts torchrun inside the job, one process per GPU")
-    array_parallelism: int | None = setting(None, "jobs running at once (default: --jobs with submitit-local; "
-                                            "all of them with slurm, as the scheduler allows)")
+    array_parallelism: int | None = setting(
+        None,
+        "jobs running at once (default: --jobs with submitit-local; all of them with slurm, as the scheduler allows)",
+    )
 
     def __post_init__(self):
         check_choices(self)
@@ -78,8 +89,9 @@ class Executor:
         try:
             import submitit  # noqa: F401
         except ImportError:
-            raise ValueError(f"--executor {self.executor} needs the submitit package "
-                             "(pip install -r requirements.txt)") from None
+            raise ValueError(
+                f"--executor {self.executor} needs the submitit package (pip install -r requirements.txt)"
+            ) from None
         if self.executor == "slurm":
             _check_slurm(self.partition, self.time)
 
@@ -93,6 +105,7 @@ def train_once(cfg, run_dir: Path, overwrite: bool = False) -> pd.DataFrame:
     from .results import results_from_summary
     from .rundir import finished, recorded_differences, resumable
     from .train import train
+
     cfg = cfg.updated(out=str(run_dir))
     differ = recorded_differences(cfg) if finished(cfg) else ""
     if differ and not overwrite:
@@ -105,8 +118,9 @@ def train_once(cfg, run_dir: Path, overwrite: bool = False) -> pd.DataFrame:
     return results_from_summary(summary).join(summary.set_index("task")[columns], on="task")
 
 
-def run_all(runs: dict, out: Path, jobs: int = 1, overwrite: bool = False, desc: str = "runs",
-            executor: Executor | None = None) -> dict[str, pd.DataFrame]:
+def run_all(
+    runs: dict, out: Path, jobs: int = 1, overwrite: bool = False, desc: str = "runs", executor: Executor | None = None
+) -> dict[str, pd.DataFrame]:
     """Train (or read) every run {name: TrainConfig} into OUT/<name>; returns {name: its results
     table}. Local executor: `jobs` at a time, in this process when jobs is 1. Submitit executors:
     one job per run not finished yet."""
@@ -119,8 +133,10 @@ def run_all(runs: dict, out: Path, jobs: int = 1, overwrite: bool = False, desc:
         results, failed = _run_as_jobs(runs, Path(out), jobs, overwrite, desc, executor)
     if failed:
         shown = "\n".join(f"  {name} ({Path(out) / name}): {why}" for name, why in failed.items())
-        raise RunsFailed(f"{len(failed)} of {len(runs)} runs failed (the {len(results)} others are kept; rerun the "
-                         f"same command to retry the failed ones):\n{shown}")
+        raise RunsFailed(
+            f"{len(failed)} of {len(runs)} runs failed (the {len(results)} others are kept; rerun the "
+            f"same command to retry the failed ones):\n{shown}"
+        )
     return results
 
 
@@ -161,6 +177,7 @@ def _run_as_jobs(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str, e
     run read here as the local executor reads it. ({name: results}, {name: why it failed})."""
     executor.check()  # before anything is submitted
     from .rundir import finished, recorded_differences
+
     results, failed, todo = {}, {}, {}
 
     def read(name, cfg):  # a finished run's results, or why they cannot be read (another configuration)
@@ -168,6 +185,7 @@ def _run_as_jobs(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str, e
             results[name] = train_once(cfg, out / name, overwrite)
         except (ValueError, OSError) as err:
             failed[name] = f"{type(err).__name__}: {err}"
+
     for name, cfg in runs.items():
         placed = cfg.updated(out=str(out / name))
         if finished(placed) and not (overwrite and recorded_differences(placed)):
@@ -181,14 +199,18 @@ def _run_as_jobs(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str, e
         else:
             failed[name] = why
     counts = {k: sum(o == k for o, _ in ended.values()) for k in ("finished", "killed", "failed")}
-    print(f"{desc} ({executor.executor}): {len(runs)} runs: {len(runs) - len(todo)} finished before (read, not "
-          f"submitted), {len(todo)} submitted: {counts['finished']} finished, {counts['killed']} killed, "
-          f"{counts['failed']} failed" + (f"; job logs in {logs}" if todo else ""), file=sys.stderr)
+    print(
+        f"{desc} ({executor.executor}): {len(runs)} runs: {len(runs) - len(todo)} finished before (read, not "
+        f"submitted), {len(todo)} submitted: {counts['finished']} finished, {counts['killed']} killed, "
+        f"{counts['failed']} failed" + (f"; job logs in {logs}" if todo else ""),
+        file=sys.stderr,
+    )
     return results, failed
 
 
-def _submit_and_wait(todo: dict, out: Path, jobs: int, overwrite: bool, desc: str,
-                     executor: Executor) -> tuple[dict, Path]:
+def _submit_and_wait(
+    todo: dict, out: Path, jobs: int, overwrite: bool, desc: str, executor: Executor
+) -> tuple[dict, Path]:
     """Submit one job per run, at most the parallelism at a time (on Slurm: one array, the
     scheduler keeps to it), and wait for all; ({name: (finished | killed | failed, why)}, the
     submission's folder)."""
@@ -197,7 +219,7 @@ def _submit_and_wait(todo: dict, out: Path, jobs: int, overwrite: bool, desc: st
     waiting, running, ended, batches = list(todo), {}, {}, 0
     with tqdm(total=len(todo), desc=f"{desc} ({executor.executor} jobs)") as bar:
         while waiting or running:
-            names, waiting = waiting[:limit - len(running)], waiting[limit - len(running):]
+            names, waiting = waiting[: limit - len(running)], waiting[limit - len(running) :]
             if names:
                 # a batch's jobs run at once, so their process IDs (a local job's ID) differ; a later
                 # batch gets a folder of its own, where no earlier job's result can wait
@@ -205,9 +227,13 @@ def _submit_and_wait(todo: dict, out: Path, jobs: int, overwrite: bool, desc: st
                 batch = folder / str(batches)
                 batch.mkdir(mode=0o700)
                 submitter = _submitit_executor(executor, batch, desc)
-                submitted = submitter.map_array(_train_job, [todo[n] for n in names],
-                                                [(out / n).resolve() for n in names], [overwrite] * len(names),
-                                                [executor.gpus_per_job] * len(names))
+                submitted = submitter.map_array(
+                    _train_job,
+                    [todo[n] for n in names],
+                    [(out / n).resolve() for n in names],
+                    [overwrite] * len(names),
+                    [executor.gpus_per_job] * len(names),
+                )
                 running.update(zip(submitted, names))
             for job in [j for j in running if j.done()]:
                 ended[running.pop(job)] = _outcome(job)
@@ -235,13 +261,22 @@ def _own_file(path: Path) -> bool:
 
 def _submitit_executor(executor: Executor, folder: Path, desc: str):
     import submitit
+
     slurm = executor.executor == "slurm"
     submitter = submitit.AutoExecutor(folder, cluster="slurm" if slurm else "local")
-    submitter.update_parameters(name=desc, timeout_min=executor.time, cpus_per_task=executor.cpus_per_job,
-                                gpus_per_node=executor.gpus_per_job, nodes=1, tasks_per_node=1)
+    submitter.update_parameters(
+        name=desc,
+        timeout_min=executor.time,
+        cpus_per_task=executor.cpus_per_job,
+        gpus_per_node=executor.gpus_per_job,
+        nodes=1,
+        tasks_per_node=1,
+    )
     if slurm:
-        submitter.update_parameters(slurm_array_parallelism=executor.array_parallelism or 256,
-                                    **({"slurm_partition": executor.partition} if executor.partition else {}))
+        submitter.update_parameters(
+            slurm_array_parallelism=executor.array_parallelism or 256,
+            **({"slurm_partition": executor.partition} if executor.partition else {}),
+        )
     return submitter
 
 
@@ -249,6 +284,7 @@ def _outcome(job) -> tuple[str, str]:
     """(finished | killed | failed, why) of an ended job; `why` names its log. A job that left no
     result (ended by the scheduler, a signal or the memory limit) was killed: its run resumes."""
     from submitit.core.utils import FailedJobError
+
     state = job.state.split(" ")[0].upper()  # "CANCELLED by 0": cancelled
     log = f"(log: {job.paths.stderr})"
     resumes = f"its run keeps its last checkpoint and the next call resumes it {log}"
@@ -278,16 +314,31 @@ def _train_job(cfg, run_dir: Path, overwrite: bool, gpus: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:  # the run, handed to this job's own torchrun processes
         spec = Path(tmp) / "run.pkl"
         spec.write_bytes(pickle.dumps((cfg, run_dir, overwrite)))
-        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}",
-                        "-m", "workbench.executors", str(spec)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                f"--nproc-per-node={gpus}",
+                "-m",
+                "workbench.executors",
+                str(spec),
+            ],
+            check=True,
+        )
 
 
 def _check_slurm(partition: str | None, minutes: int) -> None:
     if shutil.which("sbatch") is None:
-        raise ValueError("--executor slurm: there is no sbatch on PATH (run the command on the cluster's login node; "
-                         "--executor submitit-local runs the same jobs on this machine)")
+        raise ValueError(
+            "--executor slurm: there is no sbatch on PATH (run the command on the cluster's login node; "
+            "--executor submitit-local runs the same jobs on this machine)"
+        )
     listing = _ask(["sinfo", "--noheader", "--format=%P %l"], "is the Slurm controller up?")
-    _ask(["sacct", "--noheader", "--starttime", "now"], "submitit follows its jobs with sacct: job accounting is needed")
+    _ask(
+        ["sacct", "--noheader", "--starttime", "now"], "submitit follows its jobs with sacct: job accounting is needed"
+    )
     limits, default = {}, None
     for line in listing.splitlines():
         name, limit = line.split()
@@ -298,8 +349,10 @@ def _check_slurm(partition: str | None, minutes: int) -> None:
         raise ValueError("--partition: " + unknown("Slurm partition", partition, limits))
     chosen = partition or default
     if chosen is None:
-        raise ValueError(f"--executor slurm: the cluster has no default partition; name one with --partition "
-                         f"(partitions: {', '.join(limits) or 'none'})")
+        raise ValueError(
+            f"--executor slurm: the cluster has no default partition; name one with --partition "
+            f"(partitions: {', '.join(limits) or 'none'})"
+        )
     if limits[chosen] is not None and minutes > limits[chosen]:
         raise ValueError(f"--time {minutes}: partition {chosen!r} allows at most {limits[chosen]} minutes per job")
 

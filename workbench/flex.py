@@ -10,6 +10,7 @@ sees key k of the same row when both belong to the same sample (doc id) and k <=
 "auto"); elsewhere, and inside an already compiled region, flex_attention as it is (on a CPU its
 unfused reference implementation, forward only: right, but only for checks; training refuses it).
 """
+
 from __future__ import annotations
 
 import torch
@@ -17,6 +18,7 @@ from torch import Tensor
 
 try:
     from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
+
     AVAILABLE = True
 except ImportError:  # a torch without FlexAttention: the dense mask it is
     BlockMask, AVAILABLE = (), False
@@ -30,11 +32,14 @@ def is_block_mask(mask) -> bool:
 
 def document_mask(doc_ids: Tensor):
     """The block mask of causal attention within each sample of packed rows (doc ids [B, T])."""
+
     def same_sample_causal(b, h, q, k):
         return (doc_ids[b, q] == doc_ids[b, k]) & (k <= q)
+
     B, T = doc_ids.shape
-    return create_block_mask(same_sample_causal, B, None, T, T, device=doc_ids.device,
-                             _compile=doc_ids.device.type == "cuda")
+    return create_block_mask(
+        same_sample_causal, B, None, T, T, device=doc_ids.device, _compile=doc_ids.device.type == "cuda"
+    )
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, block_mask) -> Tensor:

@@ -26,6 +26,7 @@ once per batch by `attention_plan`). Samples of our numeric tasks are 8-30 token
 ~40 keys instead of the row's 256. It runs on the CPU's flash-attention kernel, block by block;
 elsewhere (CUDA, torch.compile, or when the mask leaves nothing to skip) it is plain SDPA.
 """
+
 from __future__ import annotations
 
 import functools
@@ -96,8 +97,13 @@ class _Rotate(torch.autograd.Function):
 
 def _rstd(x: Tensor) -> Tensor:
     """1 / sqrt(mean(x²) + eps) over the last dimension, as _RMSNorm computes it."""
-    return torch.linalg.vector_norm(x, dim=-1, keepdim=True).square_().div_(x.shape[-1]) \
-        .add_(torch.finfo(x.dtype).eps).rsqrt_()
+    return (
+        torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+        .square_()
+        .div_(x.shape[-1])
+        .add_(torch.finfo(x.dtype).eps)
+        .rsqrt_()
+    )
 
 
 class _NormRotate(torch.autograd.Function):
@@ -120,8 +126,9 @@ class _NormRotate(torch.autograd.Function):
         if grad.stride(-1) != 1:
             grad = grad.contiguous()
         grad_y, product, grad_x = (x.new_empty(x.shape) for _ in range(3))
-        lib.norm_rotate_backward_rotate(n, *_at(grad), *_at(x), *_at(rstd), *_at(cos), *_at(sin),
-                                        grad_y.data_ptr(), product.data_ptr())
+        lib.norm_rotate_backward_rotate(
+            n, *_at(grad), *_at(x), *_at(rstd), *_at(cos), *_at(sin), grad_y.data_ptr(), product.data_ptr()
+        )
         mean = product.mean(-1)  # PyTorch's reduction, so PyTorch's rounding
         lib.norm_rotate_backward_norm(n, grad_y.data_ptr(), mean.data_ptr(), *_at(x), *_at(rstd), grad_x.data_ptr())
         return grad_x, None, None
@@ -169,8 +176,14 @@ class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad, _):
         grad_hidden, grad_weight = ctx.saved_tensors
-        return (grad_hidden * grad.to(grad_hidden.dtype), grad_weight * grad.to(grad_weight.dtype),
-                None, None, None, None)
+        return (
+            grad_hidden * grad.to(grad_hidden.dtype),
+            grad_weight * grad.to(grad_weight.dtype),
+            None,
+            None,
+            None,
+            None,
+        )
 
 
 class _LinearAtRows(torch.autograd.Function):
@@ -189,8 +202,7 @@ class _LinearAtRows(torch.autograd.Function):
         x, weight, rows = ctx.saved_tensors
         every_grad = grad.new_zeros(ctx.total, grad.shape[1]).index_copy_(0, rows, grad)
         every_x = x.new_zeros(ctx.total, x.shape[1]).index_copy_(0, rows, x)
-        return (grad.mm(weight), every_grad.t().mm(every_x), every_grad.sum(0) if ctx.has_bias else None,
-                None, None)
+        return (grad.mm(weight), every_grad.t().mm(every_x), every_grad.sum(0) if ctx.has_bias else None, None, None)
 
 
 class _ScaleAtRows(torch.autograd.Function):
@@ -222,7 +234,8 @@ class _BlockAttention(torch.autograd.Function):
         lse = None
         for start, end, lo, hi in blocks:
             o, block_lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-                q[:, :, start:end], k[:, :, lo:hi], v[:, :, lo:hi], attn_mask=bias[:, :, start:end, lo:hi])
+                q[:, :, start:end], k[:, :, lo:hi], v[:, :, lo:hi], attn_mask=bias[:, :, start:end, lo:hi]
+            )
             if lse is None:
                 lse = block_lse.new_empty(B, H, T)
             out[:, :, start:end], lse[:, :, start:end] = o, block_lse
@@ -236,8 +249,16 @@ class _BlockAttention(torch.autograd.Function):
         dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
         for start, end, lo, hi in ctx.blocks:
             gq, gk, gv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
-                grad[:, :, start:end], q[:, :, start:end], k[:, :, lo:hi], v[:, :, lo:hi], out[:, :, start:end],
-                lse[:, :, start:end], 0.0, False, attn_mask=bias[:, :, start:end, lo:hi])
+                grad[:, :, start:end],
+                q[:, :, start:end],
+                k[:, :, lo:hi],
+                v[:, :, lo:hi],
+                out[:, :, start:end],
+                lse[:, :, start:end],
+                0.0,
+                False,
+                attn_mask=bias[:, :, start:end, lo:hi],
+            )
             dq[:, :, start:end] = gq
             dk[:, :, lo:hi] += gk  # the key windows of neighbouring blocks overlap
             dv[:, :, lo:hi] += gv
@@ -313,9 +334,16 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 def norm_rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """rotate(rms_norm(x), cos, sin) for x [B, H, T, D], cos and sin [B or 1, 1 or H, T, D/2]."""
-    if (x.device.type == "cpu" and x.dim() == 4 and cos.dim() == 4 and x.dtype == cos.dtype == sin.dtype == torch.float32
-            and x.stride(-1) == cos.stride(-1) == sin.stride(-1) == 1 and not torch.compiler.is_compiling()
-            and torch.get_num_threads() == 1 and _kernels_agree(x.shape[-1])):
+    if (
+        x.device.type == "cpu"
+        and x.dim() == 4
+        and cos.dim() == 4
+        and x.dtype == cos.dtype == sin.dtype == torch.float32
+        and x.stride(-1) == cos.stride(-1) == sin.stride(-1) == 1
+        and not torch.compiler.is_compiling()
+        and torch.get_num_threads() == 1
+        and _kernels_agree(x.shape[-1])
+    ):
         return _NormRotate.apply(x, cos, sin)
     return rotate(rms_norm(x), cos, sin)
 
@@ -344,9 +372,12 @@ def _kernels_agree(head_size: int) -> bool:
             outputs.append((y.detach(), leaf.grad))
     agree = all(torch.equal(a, b) for a, b in zip(*outputs))
     if not agree:
-        warnings.warn("workbench: the C kernels' QK-norm + RoPE differ from PyTorch's in the last bits on this "
-                      "machine; the PyTorch path runs (the same numbers as elsewhere, a few percent slower)",
-                      RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            "workbench: the C kernels' QK-norm + RoPE differ from PyTorch's in the last bits on this "
+            "machine; the PyTorch path runs (the same numbers as elsewhere, a few percent slower)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     return agree
 
 
@@ -358,8 +389,9 @@ def chunk_elements(device: torch.device) -> int:
     return 1 << 26 if device.type == "cuda" else 1 << 21
 
 
-def linear_cross_entropy(hidden: Tensor, weight: Tensor, targets: Tensor, row_weights: Tensor | None = None,
-                         chunk_elements: int = 1 << 21) -> tuple[Tensor, Tensor]:
+def linear_cross_entropy(
+    hidden: Tensor, weight: Tensor, targets: Tensor, row_weights: Tensor | None = None, chunk_elements: int = 1 << 21
+) -> tuple[Tensor, Tensor]:
     """(sum over rows of row_weight x the cross-entropy of logits hidden [N, d] @ weight[V, d].T
     against targets [N], and each row's unweighted cross-entropy [N], detached), in chunks of about
     `chunk_elements` logits (8 MB in float32: the chunk stays in a CPU's cache; `chunk_elements(device)`)."""
@@ -370,5 +402,6 @@ def linear_cross_entropy(hidden: Tensor, weight: Tensor, targets: Tensor, row_we
     if row_weights.shape != targets.shape:
         raise ValueError(f"row_weights must be [N] like targets; got {tuple(row_weights.shape)}")
     want_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
-    return _LinearCrossEntropy.apply(hidden, weight, targets, row_weights.detach(),
-                                     max(1, chunk_elements // weight.shape[0]), want_grad)
+    return _LinearCrossEntropy.apply(
+        hidden, weight, targets, row_weights.detach(), max(1, chunk_elements // weight.shape[0]), want_grad
+    )

@@ -38,6 +38,7 @@ basic_arithmetic with allow_parentheses=False does: it prints one divisor and di
 reasoning-gym's decimal_arithmetic sets the decimal module's context precision of the calling thread
 to 12 digits as it draws; `questions` draws inside a local context, so the caller's is untouched.
 """
+
 from __future__ import annotations
 
 import re
@@ -156,16 +157,24 @@ def convert(item: dict, task: str) -> dict:
     if not agrees(exact, item["answer"], int(precision.group(1)) if precision else None):
         raise Dropped("disagrees", f"{expression!r}: reasoning-gym answers {item['answer']!r}, exactly {exact}")
     metadata = item.get("metadata") or {}
-    return dict(prompt=f"{fmt(M1, e1)} {op} {fmt(M2, e2)}", answer=fmt(M, e), answer_exact=_value(M, e) == exact,
-                source=metadata.get("source_dataset"), source_index=metadata.get("source_index"),
-                question=item["question"], given=str(item["answer"]))
+    return dict(
+        prompt=f"{fmt(M1, e1)} {op} {fmt(M2, e2)}",
+        answer=fmt(M, e),
+        answer_exact=_value(M, e) == exact,
+        source=metadata.get("source_dataset"),
+        source_index=metadata.get("source_index"),
+        question=item["question"],
+        given=str(item["answer"]),
+    )
 
 
 def _reasoning_gym():
     try:
         import reasoning_gym
     except ImportError:
-        raise ImportError(f"questions from an independent generator need the package reasoning-gym: {INSTALL}") from None
+        raise ImportError(
+            f"questions from an independent generator need the package reasoning-gym: {INSTALL}"
+        ) from None
     return reasoning_gym
 
 
@@ -202,10 +211,14 @@ def questions(task: str, n: int = 500, seed: int = 0, sources=None) -> pd.DataFr
                     reasons[why.reason] += 1
                 index += 1
         if len(kept) < share:
-            raise ValueError(f"reasoning-gym's {name} gave {len(kept)} {task} questions of {share} in {tries} items "
-                             f"(dropped: {dict(reasons)})")
+            raise ValueError(
+                f"reasoning-gym's {name} gave {len(kept)} {task} questions of {share} in {tries} items "
+                f"(dropped: {dict(reasons)})"
+            )
         rows += kept
         dropped[name], drawn[name] = {r: reasons[r] for r in DROP_REASONS}, index
-    table = pd.DataFrame(rows, columns=["prompt", "answer", "answer_exact", "source", "source_index", "question", "given"])
+    table = pd.DataFrame(
+        rows, columns=["prompt", "answer", "answer_exact", "source", "source_index", "question", "given"]
+    )
     table.attrs.update(dropped=dropped, drawn=drawn)
     return table

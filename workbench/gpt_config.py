@@ -2,6 +2,7 @@
 named sizes, `PRESETS`. Apart from model.py, which builds the network, so that a command's flags
 (`config.py`) can list them without importing torch.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -32,9 +33,13 @@ class GPTConfig:
     attention: str = "auto"
 
     def __post_init__(self):
-        for name, value, allowed in (("activation", self.activation, ACTIVATION_NAMES), ("norm", self.norm, NORMS),
-                                     ("init", self.init, INITS), ("loss", self.loss, LOSSES),
-                                     ("attention", self.attention, ATTENTIONS)):
+        for name, value, allowed in (
+            ("activation", self.activation, ACTIVATION_NAMES),
+            ("norm", self.norm, NORMS),
+            ("init", self.init, INITS),
+            ("loss", self.loss, LOSSES),
+            ("attention", self.attention, ATTENTIONS),
+        ):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
         if self.d_model % self.n_head or (self.d_model // self.n_head) % 2:
@@ -56,5 +61,6 @@ PRESETS = {
 def preset(name: str, **overrides) -> GPTConfig:
     if name not in PRESETS:
         from .cli import unknown
+
         raise ValueError(unknown("preset", name, PRESETS))
     return replace(PRESETS[name], **overrides)

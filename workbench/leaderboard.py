@@ -22,6 +22,7 @@ zoo_precision --encodings NAME --out runs/study`) join the board by reading: `st
 merges study folders over the published results/ (a cell in a later folder replaces the same cell
 before it), and nothing is written into results/.
 """
+
 from __future__ import annotations
 
 import html
@@ -56,12 +57,20 @@ def leaderboard(intervals: pd.DataFrame, delta: float = DELTA) -> pd.DataFrame:
     board = on_board(intervals)
     board["rank"] = 0
     for _, group in board.groupby(["protocol", "task", "digits"]):
-        board.loc[group.index, "rank"] = [1 + int(((group.low > high) & (group["mean"] - mean > delta)).sum())
-                                          for mean, high in zip(group["mean"], group.high)]
+        board.loc[group.index, "rank"] = [
+            1 + int(((group.low > high) & (group["mean"] - mean > delta)).sum())
+            for mean, high in zip(group["mean"], group.high)
+        ]
     order = board.task.map(tasks.names().index)  # the tasks in the registry's (the paper's) order
-    return board.assign(order=order).sort_values(["protocol", "order", "digits", "rank", "mean"],
-                                                 ascending=[True, True, True, True, False],
-                                                 ignore_index=True).drop(columns="order")
+    return (
+        board.assign(order=order)
+        .sort_values(
+            ["protocol", "order", "digits", "rank", "mean"],
+            ascending=[True, True, True, True, False],
+            ignore_index=True,
+        )
+        .drop(columns="order")
+    )
 
 
 def table(board: pd.DataFrame, protocol: str = "multitask") -> pd.DataFrame:
@@ -72,16 +81,24 @@ def table(board: pd.DataFrame, protocol: str = "multitask") -> pd.DataFrame:
     order shows every encoding whose rows entered the ranks."""
     part = board[board.protocol == protocol]
     column = part.task if protocol == "multitask" else part.task + " d=" + part.digits.astype(str)
-    cells = part.assign(column=column, cell=[f"{m:.2f} [{lo:.2f}, {hi:.2f}] ({r})" for m, lo, hi, r in
-                                             zip(part["mean"], part.low, part.high, part["rank"])])
+    cells = part.assign(
+        column=column,
+        cell=[
+            f"{m:.2f} [{lo:.2f}, {hi:.2f}] ({r})"
+            for m, lo, hi, r in zip(part["mean"], part.low, part.high, part["rank"])
+        ],
+    )
     wide = cells.pivot(index="encoding", columns="column", values="cell")[list(dict.fromkeys(cells.column))]
     wide.insert(0, "mean rank", cells.groupby("encoding")["rank"].mean().round(2))
     wide = wide.sort_values("mean rank")
     absent = board[~board.encoding.isin(wide.index)].groupby("encoding")["rank"].mean()
     if len(absent):  # by their mean rank on the other protocol, then by name
         order = sorted(absent.index, key=lambda e: (absent[e], e))
-        wide = pd.concat([wide, pd.DataFrame({"mean rank": np.nan}, index=order)]) if len(wide) else \
-            pd.DataFrame({"mean rank": np.nan}, index=order)
+        wide = (
+            pd.concat([wide, pd.DataFrame({"mean rank": np.nan}, index=order)])
+            if len(wide)
+            else pd.DataFrame({"mean rank": np.nan}, index=order)
+        )
     cells_ = wide.columns.drop("mean rank")
     wide[cells_] = wide[cells_].fillna("no runs")
     wide.index = [encoders.label(e) for e in wide.index]
@@ -95,34 +112,67 @@ def figure(board: pd.DataFrame):
     text as HTML, so every label taken from the intervals is escaped: a "<a href=...>" in a CSV
     cell shows as text, never as a link."""
     import plotly.graph_objects as go
+
     label = board.task.map(lambda t: tasks.get(t).label)
-    board = board.assign(column=np.where(board.protocol == "multitask", label, label + ", d=" + board.digits.astype(str)))
+    board = board.assign(
+        column=np.where(board.protocol == "multitask", label, label + ", d=" + board.digits.astype(str))
+    )
     order = table(board).index.tolist()
     labels = {e: encoders.label(e) for e in board.encoding.unique()}
     columns = list(dict.fromkeys(board.column))
-    grid = board.assign(row=board.encoding.map(labels)).pivot(index="row", columns="column", values=["mean", "low", "high", "rank"])
+    grid = board.assign(row=board.encoding.map(labels)).pivot(
+        index="row", columns="column", values=["mean", "low", "high", "rank"]
+    )
     grid = grid.reindex(index=order, columns=pd.MultiIndex.from_product([["mean", "low", "high", "rank"], columns]))
-    text = [[("no runs" if np.isnan(m) else f"{m:.2f}<br>#{int(r)}") for m, r in zip(grid["mean"].loc[e], grid["rank"].loc[e])]
-            for e in order]
-    hover = [[f"{_text(e)}, {_text(c)}: " + ("no finished runs" if np.isnan(m) else
-                                                         f"{m:.3f} [{lo:.3f}, {hi:.3f}], rank {r:.0f}")
-              for c, m, lo, hi, r in zip(columns, grid["mean"].loc[e], grid["low"].loc[e], grid["high"].loc[e],
-                                         grid["rank"].loc[e])]
-             for e in order]
-    fig = go.Figure(go.Heatmap(z=grid["mean"].to_numpy(), x=[_text(c) for c in columns], y=[_text(e) for e in order],
-                               text=text, texttemplate="%{text}",
-                               hovertext=hover, hoverinfo="text", zmin=0, zmax=1, colorscale="Viridis",
-                               colorbar=dict(title="score")))
+    text = [
+        [
+            ("no runs" if np.isnan(m) else f"{m:.2f}<br>#{int(r)}")
+            for m, r in zip(grid["mean"].loc[e], grid["rank"].loc[e])
+        ]
+        for e in order
+    ]
+    hover = [
+        [
+            f"{_text(e)}, {_text(c)}: "
+            + ("no finished runs" if np.isnan(m) else f"{m:.3f} [{lo:.3f}, {hi:.3f}], rank {r:.0f}")
+            for c, m, lo, hi, r in zip(
+                columns, grid["mean"].loc[e], grid["low"].loc[e], grid["high"].loc[e], grid["rank"].loc[e]
+            )
+        ]
+        for e in order
+    ]
+    fig = go.Figure(
+        go.Heatmap(
+            z=grid["mean"].to_numpy(),
+            x=[_text(c) for c in columns],
+            y=[_text(e) for e in order],
+            text=text,
+            texttemplate="%{text}",
+            hovertext=hover,
+            hoverinfo="text",
+            zmin=0,
+            zmax=1,
+            colorscale="Viridis",
+            colorbar=dict(title="score"),
+        )
+    )
     if board.protocol.nunique() == 2:  # between the protocols
-        fig.add_vline(x=board[board.protocol == "multitask"].column.nunique() - 0.5, line_color="white",
-                      line_width=4)
+        fig.add_vline(x=board[board.protocol == "multitask"].column.nunique() - 0.5, line_color="white", line_width=4)
     fig.update_layout(
-        width=1200, height=170 + 42 * len(order), margin=dict(t=140, l=190),
-        title=dict(text="Encoding leaderboard: score and rank per task at laptop scale", subtitle=dict(
-            text="left: the six tasks trained together with text (Study 2b's protocol, 3 seeds); right: multiplication "
-                 "and division each<br>trained alone at d significant digits (Study 1's protocol, 2 seeds). Score: "
-                 "log-sMAPE or accuracy (higher is better); #rank = 1 + encodings whose 95 % interval lies above")),
-        xaxis=dict(title="task (protocol)", side="bottom", tickangle=-30), yaxis=dict(title="encoding", autorange="reversed"))
+        width=1200,
+        height=170 + 42 * len(order),
+        margin=dict(t=140, l=190),
+        title=dict(
+            text="Encoding leaderboard: score and rank per task at laptop scale",
+            subtitle=dict(
+                text="left: the six tasks trained together with text (Study 2b's protocol, 3 seeds); right: multiplication "
+                "and division each<br>trained alone at d significant digits (Study 1's protocol, 2 seeds). Score: "
+                "log-sMAPE or accuracy (higher is better); #rank = 1 + encodings whose 95 % interval lies above"
+            ),
+        ),
+        xaxis=dict(title="task (protocol)", side="bottom", tickangle=-30),
+        yaxis=dict(title="encoding", autorange="reversed"),
+    )
     return fig
 
 
@@ -133,8 +183,10 @@ def _text(label) -> str:
 
 
 # -- the command ----------------------------------------------------------------------------------
-TITLES = {"multitask": "The six tasks trained together with text (Study 2b's protocol, d = 1)",
-          "precision": "Multiplication and division trained alone (Study 1's protocol, per d)"}
+TITLES = {
+    "multitask": "The six tasks trained together with text (Study 2b's protocol, d = 1)",
+    "precision": "Multiplication and division trained alone (Study 1's protocol, per d)",
+}
 
 
 def _cells(intervals: pd.DataFrame) -> set:
@@ -157,28 +209,43 @@ def sources(folders) -> list[str]:
         if not cells:
             held = sorted(set(intervals.study)) if len(intervals) else []
             wanted = sorted(s for studies in PROTOCOLS.values() for s in studies)
-            raise ValueError(f"study folder {str(folder)!r} holds no cell of the leaderboard (its studies: {held}; the "
-                             f"board reads {wanted}): run e.g. python -m workbench.experiments study --studies "
-                             f"zoo_precision --encodings NAME --out {folder}")
+            raise ValueError(
+                f"study folder {str(folder)!r} holds no cell of the leaderboard (its studies: {held}; the "
+                f"board reads {wanted}): run e.g. python -m workbench.experiments study --studies "
+                f"zoo_precision --encodings NAME --out {folder}"
+            )
         names = sorted({c[3] for c in cells})
         labels = "; ".join(encoders.label(e) for e in names)
-        lines.append(f"{_shown(folder)}: {len(cells)} cells of {len(names)} encoding(s) ({labels})"
-                     + (f", {len(cells & before)} of them replacing the same cells above" if before else ""))
+        lines.append(
+            f"{_shown(folder)}: {len(cells)} cells of {len(names)} encoding(s) ({labels})"
+            + (f", {len(cells & before)} of them replacing the same cells above" if before else "")
+        )
         before |= cells
     return lines
 
 
 def main(argv=None) -> None:
-    parser = Parser(prog="python -m workbench.leaderboard",
-                    description="Print the encoding leaderboard: the published results (results/), with the cells of "
-                                "your own study folders merged over them (read only: nothing is written into "
-                                "results/). Cell: mean [95 % interval] (rank), rank among the encodings listed.")
-    parser.add_argument("--study", nargs="+", action="extend", default=[], metavar="DIR",
-                        help="study folders (python -m workbench.experiments study --out DIR), merged in this order "
-                             "over results/: a cell a later folder holds replaces the same cell before it")
+    parser = Parser(
+        prog="python -m workbench.leaderboard",
+        description="Print the encoding leaderboard: the published results (results/), with the cells of "
+        "your own study folders merged over them (read only: nothing is written into "
+        "results/). Cell: mean [95 % interval] (rank), rank among the encodings listed.",
+    )
+    parser.add_argument(
+        "--study",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="DIR",
+        help="study folders (python -m workbench.experiments study --out DIR), merged in this order "
+        "over results/: a cell a later folder holds replaces the same cell before it",
+    )
     parser.add_argument("--alone", action="store_true", help="the --study folders only, without results/")
-    parser.add_argument("--csv", metavar="OUT", help="also write the board (one row per protocol, task, d and "
-                                                     "encoding: mean, low, high, rank) to this CSV")
+    parser.add_argument(
+        "--csv",
+        metavar="OUT",
+        help="also write the board (one row per protocol, task, d and encoding: mean, low, high, rank) to this CSV",
+    )
     parser.add_argument("--figures", metavar="DIR", help="also draw the leaderboard figure into DIR (HTML and PNG)")
     args = parser.parse_args(argv)
     try:
@@ -187,6 +254,7 @@ def main(argv=None) -> None:
         folders = ([] if args.alone else [study.PUBLISHED]) + args.study
         if args.csv or args.figures:
             from .notebooks import check_output_folder  # results/, figures/ and the checkout are never written
+
             if args.csv:
                 check_output_folder(Path(args.csv).parent, f"--csv {args.csv!r}'s folder")
             if args.figures:
@@ -194,8 +262,10 @@ def main(argv=None) -> None:
         lines = sources(folders)
         board = leaderboard(study.read_studies(folders)[1])
         print("\n".join(["encoding leaderboard from:"] + [f"  {line}" for line in lines]))
-        print(f"cell: mean [95 % interval] (rank); rank = 1 + the encodings listed whose interval lies entirely "
-              f"above and whose mean is more than {DELTA} higher, per task and d")
+        print(
+            f"cell: mean [95 % interval] (rank); rank = 1 + the encodings listed whose interval lies entirely "
+            f"above and whose mean is more than {DELTA} higher, per task and d"
+        )
         for protocol in PROTOCOLS:
             if (board.protocol == protocol).any():
                 print(f"\n{TITLES[protocol]}\n" + table(board, protocol).rename_axis(columns=None).to_string(na_rep=""))
@@ -204,6 +274,7 @@ def main(argv=None) -> None:
             print(f"\nboard written to {args.csv}")
         if args.figures:
             from . import plots
+
             written = plots.save(figure(board), "leaderboard", args.figures)
             print(f"figure written to {', '.join(map(str, written))}")
     except (ValueError, OSError) as err:

@@ -8,6 +8,7 @@ frequency φ of F(x·y) must read ≥ ceil(log_P |X|) components of each input. 
   (b) learned: a small MLP sees only a window of w input components and predicts one output
       component, for FoNE, log-FoNE (FoNE of log10 x) and BitTokens bits.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,7 +38,7 @@ def homomorphism_error(n: int = 1_000, seed: int = 0, digits: int = 6) -> pd.Dat
     if n < 1 or not 1 <= digits <= 8:
         raise ValueError(f"need n >= 1 and 1 <= digits <= 8, got {n}, {digits}")
     rng = np.random.default_rng(seed)
-    scale = 10 ** digits
+    scale = 10**digits
     a, b = rng.integers(0, 10 ** (digits + 4), (2, n))
     x, y = a / scale, b / scale  # exact decimals with `digits` fraction digits, < 10^4
     s = np.array([float(Fraction(int(i) + int(j), scale)) for i, j in zip(a, b)])
@@ -46,11 +47,14 @@ def homomorphism_error(n: int = 1_000, seed: int = 0, digits: int = 6) -> pd.Dat
     codec = fone.FoNE()
     enc = [codec.encode(torch.from_numpy(v)).double().numpy().reshape(n, -1, 2) for v in (x, y, s)]
     ex, ey, es = (e[..., 0] + 1j * e[..., 1] for e in enc)
-    return pd.DataFrame(dict(
-        period_exponent=fone.EXPONENTS,
-        add_exact_phases=np.abs(Fs - Fx * Fy).max(0),
-        add_float32_encoding=np.abs(es - ex * ey).max(0),
-        mul_exact_phases=np.abs(Fp - Fx * Fy).max(0)))
+    return pd.DataFrame(
+        dict(
+            period_exponent=fone.EXPONENTS,
+            add_exact_phases=np.abs(Fs - Fx * Fy).max(0),
+            add_float32_encoding=np.abs(es - ex * ey).max(0),
+            mul_exact_phases=np.abs(Fp - Fx * Fy).max(0),
+        )
+    )
 
 
 # -- Proposition 4.3 (a): conditional entropy on an exhaustive grid ---------------------------
@@ -59,7 +63,7 @@ def quantized_phase(values: np.ndarray, exponent: int, P: int) -> np.ndarray:
     v = np.asarray(values, dtype=np.int64)
     if exponent < 0:
         raise ValueError("integer grids need exponent >= 0")
-    return ((v % 10 ** exponent) * P) // 10 ** exponent
+    return ((v % 10**exponent) * P) // 10**exponent
 
 
 def entropy_bits(labels: np.ndarray, given: np.ndarray) -> float:
@@ -69,8 +73,9 @@ def entropy_bits(labels: np.ndarray, given: np.ndarray) -> float:
     _, joint_counts = np.unique(joint, return_counts=True)
     _, given_counts = np.unique(g, return_counts=True)
     n = len(labels)
-    return float(-(joint_counts * np.log2(joint_counts / n)).sum() / n
-                 + (given_counts * np.log2(given_counts / n)).sum() / n)
+    return float(
+        -(joint_counts * np.log2(joint_counts / n)).sum() / n + (given_counts * np.log2(given_counts / n)).sum() / n
+    )
 
 
 def window_entropy(digits: int = 3, P: int = 10, ops=("add", "mul")) -> pd.DataFrame:
@@ -81,7 +86,7 @@ def window_entropy(digits: int = 3, P: int = 10, ops=("add", "mul")) -> pd.DataF
     10^1 … 10^(2·digits) for the result, each quantized to P states."""
     if not 1 <= digits <= 3 or P < 2:
         raise ValueError(f"need 1 <= digits <= 3 and P >= 2, got {digits}, {P}")
-    grid = np.arange(10 ** digits, dtype=np.int64)
+    grid = np.arange(10**digits, dtype=np.int64)
     x, y = (g.ravel() for g in np.meshgrid(grid, grid, indexing="ij"))
     inputs = range(1, digits + 1)
     qx = {e: quantized_phase(x, e, P) for e in inputs}
@@ -96,11 +101,18 @@ def window_entropy(digits: int = 3, P: int = 10, ops=("add", "mul")) -> pd.DataF
                 for e in range(start, start + w):
                     key = (key * P + qx[e]) * P + qy[e]
                 for e_out in outputs:
-                    rows.append(dict(op=op, output_period=e_out, width=w, window_start=start,
-                                     entropy=entropy_bits(quantized_phase(z, e_out, P), key)))
+                    rows.append(
+                        dict(
+                            op=op,
+                            output_period=e_out,
+                            width=w,
+                            window_start=start,
+                            entropy=entropy_bits(quantized_phase(z, e_out, P), key),
+                        )
+                    )
     df = pd.DataFrame(rows)
     best = df.groupby(["op", "output_period", "width"], as_index=False)["entropy"].min()
-    best["pigeonhole_bound"] = math.ceil(math.log(10 ** digits, P))
+    best["pigeonhole_bound"] = math.ceil(math.log(10**digits, P))
     return best
 
 
@@ -109,8 +121,14 @@ def width_needed(best: pd.DataFrame, tol: float = 1e-9) -> pd.DataFrame:
     rows = []
     for (op, e), g in best.groupby(["op", "output_period"]):
         zero = g[g["entropy"] <= tol]["width"]
-        rows.append(dict(op=op, output_period=e, width_needed=int(zero.min()) if len(zero) else None,
-                         entropy_at_width_1=float(g[g["width"] == 1]["entropy"].iloc[0])))
+        rows.append(
+            dict(
+                op=op,
+                output_period=e,
+                width_needed=int(zero.min()) if len(zero) else None,
+                entropy_at_width_1=float(g[g["width"] == 1]["entropy"].iloc[0]),
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -118,12 +136,14 @@ def width_needed(best: pd.DataFrame, tol: float = 1e-9) -> pd.DataFrame:
 def _fone_of(transform):
     """FoNE probe of transform(v): components (cos, sin) per period 10^φ, targets the digit a
     period reads."""
+
     def components(v):
         angle = 2 * np.pi * fone.phases(transform(v))
         return np.stack([np.cos(angle), np.sin(angle)], -1), fone.EXPONENTS.copy()
 
     def target(v, position):
         return fone.digits_at(transform(v))[:, int(np.flatnonzero(fone.EXPONENTS == position)[0])]
+
     return components, target
 
 
@@ -136,8 +156,11 @@ def _bit_target(v, position):
 
 
 # Probe encodings: (components [N, k, c] and the position of each, the class of one output component).
-PROBES = {"fone": _fone_of(lambda v: v), "log_fone": _fone_of(torch.log10),
-          "bittokens": (_bits_components, _bit_target)}
+PROBES = {
+    "fone": _fone_of(lambda v: v),
+    "log_fone": _fone_of(torch.log10),
+    "bittokens": (_bits_components, _bit_target),
+}
 
 
 def _probe(encoding: str):
@@ -161,14 +184,22 @@ def target_component(encoding: str, values: np.ndarray, position: int) -> np.nda
 PROBE_OUTPUT = {"fone": 3, "log_fone": -2, "bittokens": 12 + 8}
 
 
-def probe_windows(encodings=("fone", "log_fone", "bittokens"), ops=("add", "mul"), widths=(1, 2, 4, 8, 64),
-                  n_train: int = 4_000, n_test: int = 1_000, steps: int = 300, hidden: int = 128,
-                  seed: int = 0, digits: int = 3) -> pd.DataFrame:
+def probe_windows(
+    encodings=("fone", "log_fone", "bittokens"),
+    ops=("add", "mul"),
+    widths=(1, 2, 4, 8, 64),
+    n_train: int = 4_000,
+    n_test: int = 1_000,
+    steps: int = 300,
+    hidden: int = 128,
+    seed: int = 0,
+    digits: int = 3,
+) -> pd.DataFrame:
     """Held-out accuracy of an MLP that sees only the w input components nearest to the output
     component (of both x and y), for integer operands 1 ≤ x, y < 10^digits."""
     rng = np.random.default_rng(seed)
-    x = rng.integers(1, 10 ** digits, n_train + n_test).astype(np.float64)
-    y = rng.integers(1, 10 ** digits, n_train + n_test).astype(np.float64)
+    x = rng.integers(1, 10**digits, n_train + n_test).astype(np.float64)
+    y = rng.integers(1, 10**digits, n_train + n_test).astype(np.float64)
     rows = []
     for name in encodings:
         fx, position = features(name, x)
@@ -181,18 +212,28 @@ def probe_windows(encodings=("fone", "log_fone", "bittokens"), ops=("add", "mul"
             baseline = np.bincount(label[n_train:]).max() / n_test
             for w in widths:
                 window = np.sort(order[: min(w, len(position))])
-                inp = torch.from_numpy(np.concatenate([fx[:, window].reshape(len(x), -1),
-                                                       fy[:, window].reshape(len(y), -1)], 1)).float()
+                inp = torch.from_numpy(
+                    np.concatenate([fx[:, window].reshape(len(x), -1), fy[:, window].reshape(len(y), -1)], 1)
+                ).float()
                 acc = _train_probe(inp, torch.from_numpy(label), classes, n_train, steps, hidden, seed)
-                rows.append(dict(encoding=name, op=op, output_component=out_pos, width=len(window),
-                                 accuracy=acc, majority_baseline=float(baseline)))
+                rows.append(
+                    dict(
+                        encoding=name,
+                        op=op,
+                        output_component=out_pos,
+                        width=len(window),
+                        accuracy=acc,
+                        majority_baseline=float(baseline),
+                    )
+                )
     return pd.DataFrame(rows)
 
 
 def _train_probe(inp, label, classes, n_train, steps, hidden, seed) -> float:
     torch.manual_seed(seed)
-    mlp = nn.Sequential(nn.Linear(inp.shape[1], hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
-                        nn.Linear(hidden, classes))
+    mlp = nn.Sequential(
+        nn.Linear(inp.shape[1], hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, classes)
+    )
     opt = torch.optim.Adam(mlp.parameters(), lr=3e-3)
     gen = torch.Generator().manual_seed(seed)
     for _ in range(steps):

@@ -21,6 +21,7 @@ this one, so `check(path)` raises `LockLost` before anything more is written the
 `atomic.write_atomic` into a held folder asks), and leaving the `with` block raises it too. Removing
 ".lock" alone lets nobody in: the folder's own lock still refuses a second holder.
 """
+
 from __future__ import annotations
 
 import errno
@@ -103,13 +104,15 @@ def _hold(target: Path, shown: str, lock_folder: bool):
     target.parent.mkdir(parents=True, exist_ok=True)
     folder = target.parent.resolve()
     key = folder / target.name
-    covers = folder if lock_folder else folder / target.name[1:-len(".lock")]
+    covers = folder if lock_folder else folder / target.name[1 : -len(".lock")]
     with _guard:
         entry = _held.get(key)
         if entry is not None and entry.pid == os.getpid():
             if entry.thread != threading.get_ident():
-                raise InUse(f"{shown} is in use by another thread of this process ({entry.thread_name}); wait for "
-                            "it to finish, or choose another output")
+                raise InUse(
+                    f"{shown} is in use by another thread of this process ({entry.thread_name}); wait for "
+                    "it to finish, or choose another output"
+                )
             why = _broken(entry)
             if why:
                 raise LockLost(_lost_message(entry, why))
@@ -146,8 +149,10 @@ def _acquire(key: Path, shown: str, covers: Path, folder: Path | None) -> _Held:
             fcntl.flock(folder_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(folder_fd)
-            raise InUse(f"{shown} is in use by process {_holder_at(key)}; wait for it to finish, stop it, or "
-                        "choose another output") from None
+            raise InUse(
+                f"{shown} is in use by process {_holder_at(key)}; wait for it to finish, stop it, or "
+                "choose another output"
+            ) from None
         except OSError:  # a file system without folder locks: the lock file alone guards it
             os.close(folder_fd)
             folder_fd = None
@@ -161,16 +166,19 @@ def _acquire(key: Path, shown: str, covers: Path, folder: Path | None) -> _Held:
         except BlockingIOError:
             holder = _holder(fd)
             os.close(fd)
-            raise InUse(f"{shown} is in use by process {holder}; wait for it to finish, stop it, or choose another "
-                        "output") from None
+            raise InUse(
+                f"{shown} is in use by process {holder}; wait for it to finish, stop it, or choose another output"
+            ) from None
         try:
             now = os.lstat(key)
         except FileNotFoundError:
             now = None
         if now is None or (now.st_dev, now.st_ino) != file_id:  # replaced between open and lock
             os.close(fd)
-            raise InUse(f"{shown}: its lock file {key} was replaced while it was being locked; another process is "
-                        "starting there, try again")
+            raise InUse(
+                f"{shown}: its lock file {key} was replaced while it was being locked; another process is "
+                "starting there, try again"
+            )
         record = f"{os.getpid()} {' '.join(sys.argv)[:500]}\n".encode("utf-8", "replace")
         os.pwrite(fd, record, 0)
         os.ftruncate(fd, len(record))  # a plain file of ours (checked above), never a link's target
@@ -193,18 +201,28 @@ def _open_lock_file(key: Path, shown: str) -> tuple[int, tuple[int, int]]:
                 to = f" to {os.readlink(key)!r}"
             except OSError:
                 to = ""
-            raise UnsafeLock(f"{shown}: its lock file {key} is a symbolic link{to}; a lock never follows a link "
-                             "(it would write into the file linked to): remove the link") from None
-        raise UnsafeLock(f"{shown}: its lock file {key} cannot be opened ({err.strerror}); remove it if it is "
-                         "not a lock file") from None
+            raise UnsafeLock(
+                f"{shown}: its lock file {key} is a symbolic link{to}; a lock never follows a link "
+                "(it would write into the file linked to): remove the link"
+            ) from None
+        raise UnsafeLock(
+            f"{shown}: its lock file {key} cannot be opened ({err.strerror}); remove it if it is not a lock file"
+        ) from None
     st = os.fstat(fd)
-    why = ("is not a plain file" if not stat.S_ISREG(st.st_mode) else
-           f"has {st.st_nlink} names (a hard link: writing it would change another file)" if st.st_nlink != 1 else
-           f"holds {st.st_size} bytes, more than a lock file's record" if st.st_size > _RECORD_MAX else "")
+    why = (
+        "is not a plain file"
+        if not stat.S_ISREG(st.st_mode)
+        else f"has {st.st_nlink} names (a hard link: writing it would change another file)"
+        if st.st_nlink != 1
+        else f"holds {st.st_size} bytes, more than a lock file's record"
+        if st.st_size > _RECORD_MAX
+        else ""
+    )
     if why:
         os.close(fd)
-        raise UnsafeLock(f"{shown}: its lock file {key} {why}; it was left as it is: remove it, or choose "
-                         "another output")
+        raise UnsafeLock(
+            f"{shown}: its lock file {key} {why}; it was left as it is: remove it, or choose another output"
+        )
     return fd, (st.st_dev, st.st_ino)
 
 
@@ -227,8 +245,10 @@ def _broken(entry: _Held) -> str:
 
 
 def _lost_message(entry: _Held, why: str) -> str:
-    return (f"{entry.shown}: {why} while this process held its lock, so another writer may have started "
-            "there; nothing more was written (check the folder, then run again)")
+    return (
+        f"{entry.shown}: {why} while this process held its lock, so another writer may have started "
+        "there; nothing more was written (check the folder, then run again)"
+    )
 
 
 def _release(entry: _Held) -> None:

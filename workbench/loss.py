@@ -16,6 +16,7 @@ logits are never kept. Means divide by the batch's `ce_count` / `number_count`, 
 whole global batch, so data-parallel ranks average to the single-process loss. With `--loss
 separate_means` the number loss is averaged over the numbers instead (Table 9's reading).
 """
+
 from __future__ import annotations
 
 import torch
@@ -25,7 +26,7 @@ from .fused import chunk_elements, linear_cross_entropy
 
 
 def losses(model, batch, task_weights: Tensor | None = None, hidden: Tensor | None = None) -> dict[str, Tensor]:
-    """"loss" (what is optimized), "ce" and "number" (unweighted means, for the log; "token_loss":
+    """ "loss" (what is optimized), "ce" and "number" (unweighted means, for the log; "token_loss":
     the token module's loss over ce_count) and each task's summed unweighted per-token loss and its
     target count ("task_loss", "task_tokens": C.4's normalisation measures them). A target's weight
     is task_weights[its task] (1 without). `hidden`: `model(batch)`, computed here if not given
@@ -35,7 +36,9 @@ def losses(model, batch, task_weights: Tensor | None = None, hidden: Tensor | No
     targets = batch.targets.flatten().index_select(0, loss_index)
     tasks = batch.task_ids.flatten().index_select(0, loss_index)
     weights = task_weights[tasks] if task_weights is not None else torch.ones_like(targets, dtype=torch.float32)
-    ce_sum, ce_each = linear_cross_entropy(hidden, model.lm_head.weight, targets, weights, chunk_elements(hidden.device))
+    ce_sum, ce_each = linear_cross_entropy(
+        hidden, model.lm_head.weight, targets, weights, chunk_elements(hidden.device)
+    )
     per_token = ce_each.detach().clone()
     out = {"ce": ce_each.sum() / ce_count}
     total = ce_sum / ce_count

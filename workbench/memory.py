@@ -1,6 +1,7 @@
 """Memory a run needs, checked before anything is trained: a configuration that cannot fit is
 refused with what to lower, not killed hours later (the device's memory for the training step,
 the host's for the questions)."""
+
 from __future__ import annotations
 
 import tracemalloc
@@ -12,8 +13,9 @@ from .data import make_pool
 from .tokenizer import Tokenizer
 
 
-def check_memory(cfg: TrainConfig, vocab_size: int, tok: Tokenizer | None = None,
-                 device: torch.device | None = None) -> int:
+def check_memory(
+    cfg: TrainConfig, vocab_size: int, tok: Tokenizer | None = None, device: torch.device | None = None
+) -> int:
     """Refuse a configuration that cannot fit in the free memory of the device, before anything is
     trained (an estimate: weights, gradients and optimizer state, the activations autograd keeps,
     the attention masks and, given the tokenizer, the questions: `data_bytes`, in host memory).
@@ -26,14 +28,21 @@ def check_memory(cfg: TrainConfig, vocab_size: int, tok: Tokenizer | None = None
     step = params * 4 * 4 + activations + masks
     data = data_bytes(cfg, tok) if tok is not None else 0  # the questions live in host memory
     on_gpu = device is not None and device.type == "cuda"
-    questions = (f"{data / 2**30:.1f} GiB for the questions (--pool-size {cfg.data.pool_size}, --val-samples "
-                 f"{cfg.evaluation.val_samples}, --test-samples {cfg.evaluation.test_samples} per task)")
+    questions = (
+        f"{data / 2**30:.1f} GiB for the questions (--pool-size {cfg.data.pool_size}, --val-samples "
+        f"{cfg.evaluation.val_samples}, --test-samples {cfg.evaluation.test_samples} per task)"
+    )
     training = f"{step / 2**30:.1f} GiB for --batch-size {rows} x --context {T} with preset {cfg.model.preset!r}"
-    for need, free, parts in ([(step, free_memory(device), training), (data, free_memory(None), questions)] if on_gpu
-                              else [(step + data, free_memory(None), f"{training}, {questions}")]):
+    for need, free, parts in (
+        [(step, free_memory(device), training), (data, free_memory(None), questions)]
+        if on_gpu
+        else [(step + data, free_memory(None), f"{training}, {questions}")]
+    ):
         if free is not None and need > free:
-            raise MemoryError(f"this run needs about {need / 2**30:.1f} GiB but {free / 2**30:.1f} GiB are free"
-                              f"{' on the GPU' if on_gpu and parts == training else ''}: {parts}; lower them")
+            raise MemoryError(
+                f"this run needs about {need / 2**30:.1f} GiB but {free / 2**30:.1f} GiB are free"
+                f"{' on the GPU' if on_gpu and parts == training else ''}: {parts}; lower them"
+            )
     return step + data
 
 
@@ -56,7 +65,11 @@ def data_bytes(cfg: TrainConfig, tok: Tokenizer) -> int:
         del pool
         copies = 2 if cfg.difficulty.binary_pool else 1
         kept += per_question * copies * (cfg.data.pool_size + cfg.evaluation.val_samples + cfg.evaluation.test_samples)
-        peak = max(peak, peak_per_question * max(cfg.data.pool_size, 8 * cfg.evaluation.val_samples, 8 * cfg.evaluation.test_samples))
+        peak = max(
+            peak,
+            peak_per_question
+            * max(cfg.data.pool_size, 8 * cfg.evaluation.val_samples, 8 * cfg.evaluation.test_samples),
+        )
     return int(kept + peak)
 
 

@@ -7,6 +7,7 @@ reduce. A prediction may be any real number (NaN, inf: it scores 0 / no match); 
 finite, because a score against a broken label would be meaningless. Complex or non-numeric
 input is an error, never a number with its imaginary part dropped.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,8 +33,7 @@ def _real(x, name: str) -> np.ndarray:
 def _pred_target(pred, target) -> tuple[np.ndarray, np.ndarray]:
     p, t = _real(pred, "pred"), _real(target, "target")
     if p.shape != t.shape and p.ndim and t.ndim:
-        raise ValueError(f"pred has shape {p.shape} but target {t.shape}: they must be equal "
-                         "(or one a scalar)")
+        raise ValueError(f"pred has shape {p.shape} but target {t.shape}: they must be equal (or one a scalar)")
     if not np.all(np.isfinite(t)):
         raise ValueError(f"targets must be finite numbers, got {t[~np.isfinite(t)][:5]}")
     return np.broadcast_arrays(p, t)
@@ -73,8 +73,13 @@ def exact_match(pred, target) -> np.ndarray:
     """Same sign, same decimal exponent and the same first 15 significant digits. NaN/inf
     predictions never match. Always at least 1-D (a scalar pair gives shape [1])."""
     p, t = (np.atleast_1d(a) for a in _pred_target(pred, target))
-    out = np.array([math.isfinite(a) and _first_digits(a) == _first_digits(b)
-                    for a, b in zip(p.ravel().tolist(), t.ravel().tolist())], dtype=bool)
+    out = np.array(
+        [
+            math.isfinite(a) and _first_digits(a) == _first_digits(b)
+            for a, b in zip(p.ravel().tolist(), t.ravel().tolist())
+        ],
+        dtype=bool,
+    )
     return out.reshape(p.shape)
 
 
@@ -87,17 +92,22 @@ def _pairs(preds, targets, what: str) -> list:
 
 def interval_accuracy(pred_letters, target_letters) -> np.ndarray:
     """Exact letter match ("B" == " B "; "b" != "B", the answer is a capital letter A-F)."""
-    return np.array([p is not None and str(p).strip() == str(t).strip()
-                     for p, t in _pairs(pred_letters, target_letters, "letters")], dtype=bool)
+    return np.array(
+        [
+            p is not None and str(p).strip() == str(t).strip()
+            for p, t in _pairs(pred_letters, target_letters, "letters")
+        ],
+        dtype=bool,
+    )
 
 
 def sorting_accuracy(pred_lists, target_lists) -> np.ndarray:
     """The whole list must be right: same length and every element equal as float64."""
+
     def same(p, t):
-        return (p is not None and len(p) == len(t)
-                and all(float(a) == float(b) for a, b in zip(p, t)))
-    return np.array([same(p, t) for p, t in _pairs(pred_lists, target_lists, "lists")],
-                    dtype=bool)
+        return p is not None and len(p) == len(t) and all(float(a) == float(b) for a, b in zip(p, t))
+
+    return np.array([same(p, t) for p, t in _pairs(pred_lists, target_lists, "lists")], dtype=bool)
 
 
 def generalized_mean(performance, lam: float = -1.0, eps: float = 1e-6) -> float:
@@ -115,7 +125,7 @@ def generalized_mean(performance, lam: float = -1.0, eps: float = 1e-6) -> float
         raise ValueError(f"scores + eps must be finite and > 0 (>= 0 for lam > 0), got {p}")
     if lam == 0:
         return float(np.exp(np.mean(np.log(p))))
-    return float(np.mean(p ** lam) ** (1.0 / lam))
+    return float(np.mean(p**lam) ** (1.0 / lam))
 
 
 def perplexity(mean_nll: float) -> float:

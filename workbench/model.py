@@ -26,6 +26,7 @@ fused autograd functions of `fused.py` (same values, less memory traffic, and at
 the keys of other samples: on a CPU they set the speed, benchmarks/train.py); QK-norm + RoPE as C on
 a one-thread CPU (cpu_kernels.c, the same bits).
 """
+
 from __future__ import annotations
 
 import math
@@ -151,7 +152,7 @@ class KVCache:
     @property
     def visible(self) -> Tensor:
         """[B, keys] bool: which keys a query may attend to."""
-        return self._visible[:, :self.seen]
+        return self._visible[:, : self.seen]
 
     def grow(self) -> Tensor:
         """One more token, visible to every later one; returns `visible`."""
@@ -168,17 +169,23 @@ class KVCache:
             size = max(self.capacity, 2 * (start + n))
             keys, values = (t.new_empty(*t.shape[:2], size, t.shape[3]) for t in (k, v))
             if self.keys[layer] is not None:
-                keys[:, :, :start], values[:, :, :start] = self.keys[layer][:, :, :start], self.values[layer][:, :, :start]
+                keys[:, :, :start], values[:, :, :start] = (
+                    self.keys[layer][:, :, :start],
+                    self.values[layer][:, :, :start],
+                )
             self.keys[layer], self.values[layer] = keys, values
-        self.keys[layer][:, :, start:start + n], self.values[layer][:, :, start:start + n] = k, v
+        self.keys[layer][:, :, start : start + n], self.values[layer][:, :, start : start + n] = k, v
         self.length[layer] = start + n
-        return self.keys[layer][:, :, :start + n], self.values[layer][:, :, :start + n]
+        return self.keys[layer][:, :, : start + n], self.values[layer][:, :, : start + n]
 
 
 class Block(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.norm1, self.norm2 = Norm(cfg.d_model, cfg.norm, cfg.norm_weight), Norm(cfg.d_model, cfg.norm, cfg.norm_weight)
+        self.norm1, self.norm2 = (
+            Norm(cfg.d_model, cfg.norm, cfg.norm_weight),
+            Norm(cfg.d_model, cfg.norm, cfg.norm_weight),
+        )
         self.attn = Attention(cfg)
         self.up = nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model, bias=cfg.bias)
         self.down = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model, bias=cfg.bias)
@@ -197,8 +204,14 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, cfg: GPTConfig, encoding: NumberEncoding, vocab_size: int, num_id: int = NUM_ID,
-                 piece_ids: dict[str, int] | None = None):
+    def __init__(
+        self,
+        cfg: GPTConfig,
+        encoding: NumberEncoding,
+        vocab_size: int,
+        num_id: int = NUM_ID,
+        piece_ids: dict[str, int] | None = None,
+    ):
         super().__init__()
         if not 0 <= num_id < vocab_size:
             raise ValueError(f"num_id {num_id} is outside the vocabulary of {vocab_size}")
@@ -223,7 +236,7 @@ class GPT(nn.Module):
         if self.cfg.init == "modded":
             for m in residual:
                 nn.init.zeros_(m.weight)
-            nn.init.normal_(self.lm_head.weight, std=self.cfg.d_model ** -0.5)
+            nn.init.normal_(self.lm_head.weight, std=self.cfg.d_model**-0.5)
             return
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
@@ -250,8 +263,9 @@ class GPT(nn.Module):
                 groups["head"].append(p)
         return groups
 
-    def embed(self, ids: Tensor, values: Tensor, num_index: Tensor | None = None,
-              features: Tensor | None = None) -> Tensor:
+    def embed(
+        self, ids: Tensor, values: Tensor, num_index: Tensor | None = None, features: Tensor | None = None
+    ) -> Tensor:
         """Token embeddings [B, T, d], the number head's join at the <|num|> positions. Training
         batches bring those positions (`num_index`, flat in B x T) and the head's `features` of
         their values, computed where the batch was packed (batches.py); without them both are found
@@ -267,13 +281,25 @@ class GPT(nn.Module):
         flat = x.flatten(0, 1)
         rows = flat.index_select(0, num_index)
         with torch.autocast(x.device.type, enabled=False), true_float32():  # the join in float32, as the head
-            joined = (self.number_head.join(rows, features) if features is not None
-                      else self.number_head.embed(rows, values.flatten()[num_index]))
+            joined = (
+                self.number_head.join(rows, features)
+                if features is not None
+                else self.number_head.embed(rows, values.flatten()[num_index])
+            )
         return flat.index_copy(0, num_index, joined.to(x.dtype)).view_as(x)
 
-    def trunk(self, ids: Tensor, values: Tensor, positions: Tensor, mask, cache: KVCache | None = None,
-              num_index: Tensor | None = None, features: Tensor | None = None, added: Tensor | None = None,
-              rows: Tensor | None = None) -> Tensor:
+    def trunk(
+        self,
+        ids: Tensor,
+        values: Tensor,
+        positions: Tensor,
+        mask,
+        cache: KVCache | None = None,
+        num_index: Tensor | None = None,
+        features: Tensor | None = None,
+        added: Tensor | None = None,
+        rows: Tensor | None = None,
+    ) -> Tensor:
         """Final (normalized) hidden states [B, T, d]. `mask` [B, 1, T, T_keys] bool, or a
         FlexAttention block mask (`attention_mask`); `added` [B, T, d]: the token module's addition
         to the embeddings. With `rows` (flat indices into B x T), those rows' only, [N, d]: where it
@@ -284,8 +310,11 @@ class GPT(nn.Module):
             x = x + added.to(x.dtype)
         compiled = self.compiled_layers is not None and cache is None and self.training
         # the keys each query block may see (CPU only; not under compile, whose guards would see new blocks every step)
-        plan = attention_plan(mask) if cache is None and not compiled and self.cfg.attention == "auto" \
-            and not flex.is_block_mask(mask) else None
+        plan = (
+            attention_plan(mask)
+            if cache is None and not compiled and self.cfg.attention == "auto" and not flex.is_block_mask(mask)
+            else None
+        )
         if not compiled and rows is not None and self._last_block_on_rows(x, rows):
             return self.layers(x, positions, mask, plan, cache, rows)
         hidden = (self.compiled_layers if compiled else self.layers)(x, positions, mask, plan, cache)
@@ -294,11 +323,15 @@ class GPT(nn.Module):
     def _last_block_on_rows(self, x: Tensor, rows: Tensor) -> bool:
         """Whether the last block may run past its attention on `rows` alone: RMSNorm and no autocast
         (what the row-wise layers of fused.py are written for), and some positions left out."""
-        return self.cfg.norm == "rms" and not torch.is_autocast_enabled(x.device.type) and \
-            rows.numel() < x.shape[0] * x.shape[1]
+        return (
+            self.cfg.norm == "rms"
+            and not torch.is_autocast_enabled(x.device.type)
+            and rows.numel() < x.shape[0] * x.shape[1]
+        )
 
-    def layers(self, x: Tensor, positions: Tensor, mask, plan=None, cache: KVCache | None = None,
-               rows: Tensor | None = None) -> Tensor:
+    def layers(
+        self, x: Tensor, positions: Tensor, mask, plan=None, cache: KVCache | None = None, rows: Tensor | None = None
+    ) -> Tensor:
         """The blocks and the final norm on embeddings x [B, T, d]: what `--compile` compiles."""
         angles = positions[:, None, :, None].float() * self.inv_freq  # [B, 1, T, D/2]
         cos, sin = angles.cos(), angles.sin()
@@ -325,8 +358,16 @@ class GPT(nn.Module):
         `batches.Batch`, its number fields computed ahead). The lm head and the number head read
         them in `loss.losses`; the logits of every position are never formed in training."""
         added = self.token_module.embed(batch.ids, batch.doc_ids) if self.token_module is not None else None
-        return self.trunk(batch.ids, batch.values, batch.positions, self.attention_mask(batch.doc_ids),
-                          num_index=batch.num_index, features=batch.features, added=added, rows=batch.loss_index)
+        return self.trunk(
+            batch.ids,
+            batch.values,
+            batch.positions,
+            self.attention_mask(batch.doc_ids),
+            num_index=batch.num_index,
+            features=batch.features,
+            added=added,
+            rows=batch.loss_index,
+        )
 
     def logits(self, ids: Tensor, values: Tensor, positions: Tensor, doc_ids: Tensor) -> Tensor:
         """Logits [B, T, V] of packed rows (ids and values [B, T], positions restarting at each
@@ -351,8 +392,9 @@ class GPT(nn.Module):
             return self.number_head.loss(out, values)
 
     @torch.no_grad()
-    def generate(self, prompts: list[tuple[np.ndarray, np.ndarray]], max_new_tokens: int,
-                 eos_id: int, pad_id: int = 0) -> list[tuple[list[int], list[float]]]:
+    def generate(
+        self, prompts: list[tuple[np.ndarray, np.ndarray]], max_new_tokens: int, eos_id: int, pad_id: int = 0
+    ) -> list[tuple[list[int], list[float]]]:
         """Greedy continuation of each prompt (token ids, values) until <|eos|> (included) or
         `max_new_tokens`: its (ids, values). Prompts are left-padded into one batch; padding is
         never attended to."""
@@ -365,15 +407,16 @@ class GPT(nn.Module):
         positions = torch.zeros(B, L, dtype=torch.long)
         for b, (i, v) in enumerate(prompts):
             n = len(i)
-            ids[b, L - n:], values[b, L - n:] = torch.as_tensor(i), torch.as_tensor(v, dtype=torch.float64)
-            real[b, L - n:], positions[b, L - n:] = True, torch.arange(n)
+            ids[b, L - n :], values[b, L - n :] = torch.as_tensor(i), torch.as_tensor(v, dtype=torch.float64)
+            real[b, L - n :], positions[b, L - n :] = True, torch.arange(n)
         # padding attends to padding only (a query that sees no key would give NaN), real tokens to real ones
         mask = ((real[:, :, None] == real[:, None, :]) & torch.ones(L, L, dtype=torch.bool).tril())[:, None]
         cache = KVCache(len(self.blocks), real.to(device), L + max_new_tokens)
         history = ids.to(device)  # every token so far, for a token module that reads them (padding is never a piece)
         added = self._added(history, real)
-        hidden = self.trunk(ids.to(device), values.to(device), positions.to(device), mask.to(device), cache,
-                            added=added)[:, -1]
+        hidden = self.trunk(
+            ids.to(device), values.to(device), positions.to(device), mask.to(device), cache, added=added
+        )[:, -1]
         # the answers stay on the device; a GPU reads whether every row is done only every few tokens
         tokens = torch.full((B, max_new_tokens), pad_id, dtype=torch.long, device=device)
         numbers = torch.zeros(B, max_new_tokens, dtype=torch.float64, device=device)
@@ -390,8 +433,14 @@ class GPT(nn.Module):
             step_mask = cache.grow()[:, None, None]
             history = torch.cat([history, token[:, None]], 1) if self.token_module is not None else history
             added = self._added(history, cache.visible)
-            hidden = self.trunk(token[:, None], value[:, None], next_position[:, None], step_mask, cache,
-                                added=None if added is None else added[:, -1:])[:, -1]
+            hidden = self.trunk(
+                token[:, None],
+                value[:, None],
+                next_position[:, None],
+                step_mask,
+                cache,
+                added=None if added is None else added[:, -1:],
+            )[:, -1]
             next_position += 1
         out = []
         for row_ids, row_values in zip(tokens[:, :steps].tolist(), numbers[:, :steps].tolist()):

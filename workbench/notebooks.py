@@ -37,6 +37,7 @@ its runs/ folder, never in a tracked folder of the checkout (`out_dir=.` wrote 1
 into it); figures/ is written only by the default run, `make figures`. A relative path means the
 repository root, where the notebooks run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,9 +65,15 @@ SESSION_METADATA = ("widgets", "papermill", "execution")
 # into a notebook as its kernel starts. The tracked notebooks carry it and a save in the lab keeps it
 # as it is, so opening a notebook does not mark it modified (on another patch release of Python the
 # lab still sees a new version; saving writes this one back).
-LANGUAGE_INFO = {"codemirror_mode": {"name": "ipython", "version": 3}, "file_extension": ".py",
-                 "mimetype": "text/x-python", "name": "python", "nbconvert_exporter": "python",
-                 "pygments_lexer": "ipython3", "version": "3.11.7"}
+LANGUAGE_INFO = {
+    "codemirror_mode": {"name": "ipython", "version": 3},
+    "file_extension": ".py",
+    "mimetype": "text/x-python",
+    "name": "python",
+    "nbconvert_exporter": "python",
+    "pygments_lexer": "ipython3",
+    "version": "3.11.7",
+}
 
 
 class _KnownParameters(logging.Filter):
@@ -85,6 +92,7 @@ def __getattr__(name):
     --help and a mistyped flag need neither."""
     if name in ("jupytext", "papermill"):
         import importlib
+
         return importlib.import_module(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -92,6 +100,7 @@ def __getattr__(name):
 def _read(path):
     """The notebook of a jupytext .py (or .ipynb) file."""
     import jupytext
+
     return jupytext.read(path)
 
 
@@ -114,7 +123,9 @@ def _assignments(nb):
     if len(cells) != 1:
         raise ValueError(f"a notebook needs exactly one cell tagged 'parameters', found {len(cells)}")
     for node in ast.parse(cells[0].source).body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         for target in targets:
             if isinstance(target, ast.Name):
                 yield target.id, node.value, getattr(node, "annotation", None)
@@ -132,7 +143,7 @@ def parameters_of(nb) -> dict:
 
 
 def _type_of(value) -> str | None:
-    """"float" for 1e6, "list[int]" for [0, 3]; None when a default says nothing (None, mixed)."""
+    """ "float" for 1e6, "list[int]" for [0, 3]; None when a default says nothing (None, mixed)."""
     if isinstance(value, list):
         kinds = {_type_of(v) for v in value}
         return f"list[{kinds.pop()}]" if len(kinds) == 1 and None not in kinds else None
@@ -140,8 +151,10 @@ def _type_of(value) -> str | None:
 
 
 def _understood(kind: str) -> bool:
-    return all(part.strip().removeprefix("list[").removesuffix("]") in ("bool", "int", "float", "str", "None", "dict")
-               for part in kind.split("|"))
+    return all(
+        part.strip().removeprefix("list[").removesuffix("]") in ("bool", "int", "float", "str", "None", "dict")
+        for part in kind.split("|")
+    )
 
 
 def parameter_types(nb) -> dict[str, str | None]:
@@ -159,10 +172,14 @@ def _fits(value, kind: str) -> bool:
         if k.startswith("list[") and k.endswith("]"):
             if isinstance(value, list) and all(_fits(v, k[5:-1]) for v in value):
                 return True
-        elif ((k == "None" and value is None) or (k == "bool" and isinstance(value, bool))
-              or (k == "str" and isinstance(value, str)) or (k == "dict" and isinstance(value, dict))
-              or (k in ("int", "float") and isinstance(value, int) and not isinstance(value, bool))
-              or (k == "float" and isinstance(value, float) and math.isfinite(value))):
+        elif (
+            (k == "None" and value is None)
+            or (k == "bool" and isinstance(value, bool))
+            or (k == "str" and isinstance(value, str))
+            or (k == "dict" and isinstance(value, dict))
+            or (k in ("int", "float") and isinstance(value, int) and not isinstance(value, bool))
+            or (k == "float" and isinstance(value, float) and math.isfinite(value))
+        ):
             return True
     return False
 
@@ -179,8 +196,10 @@ def check_json(value, where: str) -> None:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as err:
-            raise ValueError(f"notebook parameter {where} is not valid text (a byte the terminal could not decode, "
-                             f"at character {err.start}); give it as UTF-8") from None
+            raise ValueError(
+                f"notebook parameter {where} is not valid text (a byte the terminal could not decode, "
+                f"at character {err.start}); give it as UTF-8"
+            ) from None
         return
     if isinstance(value, list):
         for i, item in enumerate(value):
@@ -189,13 +208,16 @@ def check_json(value, where: str) -> None:
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
-                raise ValueError(f"notebook parameter {where} has a key {key!r} ({type(key).__name__}); dict keys "
-                                 "must be strings")
+                raise ValueError(
+                    f"notebook parameter {where} has a key {key!r} ({type(key).__name__}); dict keys must be strings"
+                )
             check_json(item, f"{where}[{key!r}]")
         return
     kind = "a non-finite float" if isinstance(value, float) else f"a {type(value).__name__}"
-    raise ValueError(f"notebook parameter {where} is {kind}; parameters take JSON values only (str, int, finite "
-                     "float, bool, None, lists, dicts with str keys)")
+    raise ValueError(
+        f"notebook parameter {where} is {kind}; parameters take JSON values only (str, int, finite "
+        "float, bool, None, lists, dicts with str keys)"
+    )
 
 
 def as_lists(value):
@@ -212,6 +234,7 @@ def check_parameters(name: str, nb, parameters: dict) -> None:
     unknown = sorted(set(parameters) - set(types))
     if unknown:
         from .cli import unknown as nearest
+
         raise ValueError(f"notebook {name}: " + "; ".join(nearest("parameter", u, sorted(types)) for u in unknown))
     for key, value in parameters.items():
         check_json(value, key)
@@ -219,8 +242,9 @@ def check_parameters(name: str, nb, parameters: dict) -> None:
         if types[key] is not None and not _fits(value, types[key]):
             listed = isinstance(value, str) and "list[" in types[key]
             hint = f"; write a list, e.g. {key}=[{value!r}]" if listed else ""
-            raise ValueError(f"notebook {name}: parameter {key} takes {types[key]}, got "
-                             f"{value!r} ({type(value).__name__}){hint}")
+            raise ValueError(
+                f"notebook {name}: parameter {key} takes {types[key]}, got {value!r} ({type(value).__name__}){hint}"
+            )
 
 
 # -- what each parameter of our notebooks may take ----------------------------------------------
@@ -232,6 +256,7 @@ FORMATS = ("html", "json", "png", "svg")  # plots.save; json: the values a figur
 class Limit:
     """What a parameter's value (or each item of a list) may be: low <= value <= high, one of
     `choices`, `check(value)` returning "" or what is wrong; a list's length within `length`."""
+
     low: float | None = None
     high: float | None = None
     choices: tuple | None = None
@@ -240,14 +265,17 @@ class Limit:
     shown: str = ""  # how `params` shows the limit, where the fields do not say it
 
     def problem(self, value) -> str:
-        """"" when `value` is within this limit, else what is wrong, for an error message."""
+        """ "" when `value` is within this limit, else what is wrong, for an error message."""
         if value is None:
             return ""
         if isinstance(value, list):
             if self.length and not self.length[0] <= len(value) <= self.length[1]:
                 low, high = self.length
-                return f"takes {low} to {high} items, got {len(value)}" if low != high else \
-                    f"takes {low} items, got {len(value)}"
+                return (
+                    f"takes {low} to {high} items, got {len(value)}"
+                    if low != high
+                    else f"takes {low} items, got {len(value)}"
+                )
             for item in value:
                 why = self.problem(item)
                 if why:
@@ -255,6 +283,7 @@ class Limit:
             return ""
         if self.choices is not None and value not in self.choices:
             from .cli import unknown
+
             return unknown("value", value, self.choices)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
@@ -298,11 +327,13 @@ def _cores() -> int:
 
 def _encoding(value) -> str:
     from . import encoders
+
     return "" if value in encoders.names() else _unknown("encoding", value, encoders.names())
 
 
 def _tasks(value) -> str:
     from . import tasks
+
     names = [t.strip() for t in value.split(",")]
     for task in names:
         if task not in tasks.names():
@@ -312,6 +343,7 @@ def _tasks(value) -> str:
 
 def _preset(value) -> str:
     from .model import PRESETS
+
     return "" if value in PRESETS else _unknown("preset", value, PRESETS)
 
 
@@ -320,8 +352,15 @@ def _device(value) -> str:
 
 
 def _study_folder(value) -> str:
-    return "" if _where(value).is_dir() else ("expected an existing folder, and there is none there" + _relative(value)
-                                              + "; a study writes one: python -m workbench.experiments study --out DIR")
+    return (
+        ""
+        if _where(value).is_dir()
+        else (
+            "expected an existing folder, and there is none there"
+            + _relative(value)
+            + "; a study writes one: python -m workbench.experiments study --out DIR"
+        )
+    )
 
 
 def _retrofit_encoding(value) -> str:
@@ -330,6 +369,7 @@ def _retrofit_encoding(value) -> str:
 
 def _unknown(kind, value, choices) -> str:
     from .cli import unknown
+
     return unknown(kind, value, choices)
 
 
@@ -361,10 +401,13 @@ def _released(value) -> str:
 
 def _model(value) -> str:
     from .retrofit.hub import KNOWN
+
     if value in KNOWN or _where(value).is_dir():
         return ""
-    return (f"expected the folder of a Hugging Face causal LM or a packaged model ({', '.join(KNOWN)}), and there "
-            "is no folder there" + _relative(value))
+    return (
+        f"expected the folder of a Hugging Face causal LM or a packaged model ({', '.join(KNOWN)}), and there "
+        "is no folder there" + _relative(value)
+    )
 
 
 def _decades(value) -> str:
@@ -376,30 +419,76 @@ FIGURE_FORMATS = Limit(choices=FORMATS, length=(1, len(FORMATS)))
 DECADES = Limit(-14, 14, length=(2, 2))  # the paper's magnitudes 1e-14 ... 1e15 (tasks.sampling)
 MAX_DIGITS = Limit(1, 17)
 LIMITS: dict[str, dict[str, Limit]] = {
-    "01_desiderata": dict(n_values=Limit(100, 1_000_000), seed=SEED, d9_steps=Limit(1, 100_000), threads=THREADS,
-                          figure_formats=FIGURE_FORMATS),
-    "02_fone_locality": dict(n_pairs=Limit(1, 1_000_000), grid_digits=Limit(1, 3), precision=Limit(2, 1_000),
-                             probe_steps=Limit(1, 10_000), seed=SEED, threads=THREADS, figure_formats=FIGURE_FORMATS),
-    "03_training": dict(encoding=Limit(check=_encoding), tasks=Limit(check=_tasks), preset=Limit(check=_preset),
-                        tokens=Limit(1, 1e11), seed=SEED, decades=DECADES, max_digits=MAX_DIGITS,
-                        eval_every=Limit(1, 1_000_000), val_samples=Limit(1, 100_000), test_samples=Limit(1, 100_000),
-                        threads=THREADS, figure_formats=FIGURE_FORMATS),
-    "04_paper_figures": dict(official_data=Limit(check=_released, shown='"auto" or an existing folder'),
-                             study_dir=Limit(check=_study_folder, length=(1, 20), shown="existing folders, 1-20 items"),
-                             results_csv=Limit(check=_file, shown="an existing file"),
-                             answers_dir=Limit(check=_folder, shown="an existing folder"),
-                             exponent_samples=Limit(1, 10_000_000), generator_samples=Limit(1, 1_000_000),
-                             bootstrap_draws=Limit(1, 100_000), seed=SEED, figure_formats=FIGURE_FORMATS),
-    "05_retrofit": dict(model=Limit(check=_model, shown="a model folder or a packaged model's name"),
-                        pretrain_tokens=Limit(1, 1e10), hidden=Limit(8, 16_384), layers=Limit(1, 128),
-                        heads=Limit(1, 256), context=Limit(8, 65_536), vocab_size=Limit(257, 1_000_000),
-                        pretrain_lr=Limit(1e-8, 1.0), text_share=Limit(0, 1, check=_below_one), encodings=Limit(check=_retrofit_encoding, length=(1, 20)),
-                        tasks=Limit(check=_tasks), tokens=Limit(1, 1e10), batch_tokens=Limit(1, 10_000_000),
-                        lr=Limit(1e-8, 1.0), head_lr=Limit(1e-8, 1.0), decades=DECADES, max_digits=MAX_DIGITS,
-                        pool_size=Limit(1, 10_000_000), val_samples=Limit(1, 100_000), eval_every=Limit(1, 1_000_000),
-                        test_samples=Limit(1, 100_000), text_samples=Limit(1, 100_000),
-                        seeds=Limit(0, SEED_MAX, length=(1, 100)), bootstrap_draws=Limit(1, 1_000_000),
-                        device=Limit(check=_device), threads=THREADS, figure_formats=FIGURE_FORMATS),
+    "01_desiderata": dict(
+        n_values=Limit(100, 1_000_000),
+        seed=SEED,
+        d9_steps=Limit(1, 100_000),
+        threads=THREADS,
+        figure_formats=FIGURE_FORMATS,
+    ),
+    "02_fone_locality": dict(
+        n_pairs=Limit(1, 1_000_000),
+        grid_digits=Limit(1, 3),
+        precision=Limit(2, 1_000),
+        probe_steps=Limit(1, 10_000),
+        seed=SEED,
+        threads=THREADS,
+        figure_formats=FIGURE_FORMATS,
+    ),
+    "03_training": dict(
+        encoding=Limit(check=_encoding),
+        tasks=Limit(check=_tasks),
+        preset=Limit(check=_preset),
+        tokens=Limit(1, 1e11),
+        seed=SEED,
+        decades=DECADES,
+        max_digits=MAX_DIGITS,
+        eval_every=Limit(1, 1_000_000),
+        val_samples=Limit(1, 100_000),
+        test_samples=Limit(1, 100_000),
+        threads=THREADS,
+        figure_formats=FIGURE_FORMATS,
+    ),
+    "04_paper_figures": dict(
+        official_data=Limit(check=_released, shown='"auto" or an existing folder'),
+        study_dir=Limit(check=_study_folder, length=(1, 20), shown="existing folders, 1-20 items"),
+        results_csv=Limit(check=_file, shown="an existing file"),
+        answers_dir=Limit(check=_folder, shown="an existing folder"),
+        exponent_samples=Limit(1, 10_000_000),
+        generator_samples=Limit(1, 1_000_000),
+        bootstrap_draws=Limit(1, 100_000),
+        seed=SEED,
+        figure_formats=FIGURE_FORMATS,
+    ),
+    "05_retrofit": dict(
+        model=Limit(check=_model, shown="a model folder or a packaged model's name"),
+        pretrain_tokens=Limit(1, 1e10),
+        hidden=Limit(8, 16_384),
+        layers=Limit(1, 128),
+        heads=Limit(1, 256),
+        context=Limit(8, 65_536),
+        vocab_size=Limit(257, 1_000_000),
+        pretrain_lr=Limit(1e-8, 1.0),
+        text_share=Limit(0, 1, check=_below_one),
+        encodings=Limit(check=_retrofit_encoding, length=(1, 20)),
+        tasks=Limit(check=_tasks),
+        tokens=Limit(1, 1e10),
+        batch_tokens=Limit(1, 10_000_000),
+        lr=Limit(1e-8, 1.0),
+        head_lr=Limit(1e-8, 1.0),
+        decades=DECADES,
+        max_digits=MAX_DIGITS,
+        pool_size=Limit(1, 10_000_000),
+        val_samples=Limit(1, 100_000),
+        eval_every=Limit(1, 1_000_000),
+        test_samples=Limit(1, 100_000),
+        text_samples=Limit(1, 100_000),
+        seeds=Limit(0, SEED_MAX, length=(1, 100)),
+        bootstrap_draws=Limit(1, 1_000_000),
+        device=Limit(check=_device),
+        threads=THREADS,
+        figure_formats=FIGURE_FORMATS,
+    ),
 }
 OUTPUTS = ("out_dir", "figures_dir")  # parameters that name a folder the notebook writes
 
@@ -420,8 +509,10 @@ def check_limits(name: str, parameters: dict, default_run: bool = False) -> None
     if name == "05_retrofit":
         hidden, heads = parameters.get("hidden", 128), parameters.get("heads", 4)
         if isinstance(hidden, int) and isinstance(heads, int) and heads >= 1 and hidden % heads:
-            raise ValueError(f"notebook {name}: parameter hidden ({hidden}) must be a multiple of heads ({heads}): "
-                             "each attention head gets hidden / heads dimensions")
+            raise ValueError(
+                f"notebook {name}: parameter hidden ({hidden}) must be a multiple of heads ({heads}): "
+                "each attention head gets hidden / heads dimensions"
+            )
 
 
 def check_output_folder(folder, what: str, allow_figures: bool = False) -> Path:
@@ -435,12 +526,15 @@ def check_output_folder(folder, what: str, allow_figures: bool = False) -> Path:
         return path
     where = "the repository's root" if path == root else f"the repository's {path.relative_to(root).as_posix()}/"
     figures = " (figures/ is written only by the default run, make figures)" if path.is_relative_to(FIGURES) else ""
-    raise ValueError(f"{what} is {str(folder)!r}, {where}: a run writes only outside the repository or inside its "
-                     f"runs/ folder{figures}; choose e.g. runs/{path.name if path != root else 'mine'}")
+    raise ValueError(
+        f"{what} is {str(folder)!r}, {where}: a run writes only outside the repository or inside its "
+        f"runs/ folder{figures}; choose e.g. runs/{path.name if path != root else 'mine'}"
+    )
 
 
-def execute(name: str, parameters: dict | None = None, output_dir=None, notebook_dir=None,
-            default_run: bool = False) -> Path:
+def execute(
+    name: str, parameters: dict | None = None, output_dir=None, notebook_dir=None, default_run: bool = False
+) -> Path:
     """Run notebooks/<name>.py with `parameters` on kernel python3; return the executed .ipynb.
     `default_run`: make figures' own run, the only one that may write figures/."""
     notebook_dir = Path(notebook_dir) if notebook_dir is not None else NOTEBOOK_DIR
@@ -454,13 +548,23 @@ def execute(name: str, parameters: dict | None = None, output_dir=None, notebook
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"{name}.ipynb"
     import papermill
+
     try:
-        papermill.execute_notebook(nb, str(target), parameters=parameters, kernel_name="python3",
-                                   cwd=str(ROOT), progress_bar=False, log_output=False)
+        papermill.execute_notebook(
+            nb,
+            str(target),
+            parameters=parameters,
+            kernel_name="python3",
+            cwd=str(ROOT),
+            progress_bar=False,
+            log_output=False,
+        )
     except papermill.PapermillExecutionError as err:
         first_line = err.source.strip().splitlines()[0] if err.source.strip() else ""
-        raise NotebookError(f"notebook {name}: cell {err.cell_index} ({first_line!r}) raised "
-                            f"{err.ename}: {err.evalue}\nexecuted notebook: {target}") from None
+        raise NotebookError(
+            f"notebook {name}: cell {err.cell_index} ({first_line!r}) raised "
+            f"{err.ename}: {err.evalue}\nexecuted notebook: {target}"
+        ) from None
     except BaseException:
         if target.exists() and target.stat().st_size == 0:  # nothing executed: leave no empty notebook behind
             target.unlink()
@@ -486,8 +590,10 @@ def check_pairs(notebook_dir=None) -> list[str]:
         a, b = _cells(py), _cells(ipynb)
         if a != b:
             index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-            problems.append(f"{name}: .py and .ipynb differ from cell {index} on "
-                            f"({len(a)} vs {len(b)} cells); run `jupytext --sync notebooks/{name}.py`")
+            problems.append(
+                f"{name}: .py and .ipynb differ from cell {index} on "
+                f"({len(a)} vs {len(b)} cells); run `jupytext --sync notebooks/{name}.py`"
+            )
     if problems:
         raise ValueError("notebook twins disagree:\n  " + "\n  ".join(problems))
     return names
@@ -598,30 +704,54 @@ class _Parser(Parser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="python -m workbench.notebooks", description=__doc__.split("\n\n")[0],
-                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(
+        prog="python -m workbench.notebooks",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser(
-        "run", formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         help="execute the notebooks (default: all five with default parameters, writing figures/)",
         description="Execute notebooks with papermill. With no option this is `make figures`: all five "
-                    "notebooks, default parameters, figures written into figures/. With --only, -p or "
-                    "--output-dir the run gets its own directory (printed at the start and the end) and "
-                    "figures/ is left alone.",
-        epilog_of=lambda: "parameters of each notebook (name = default  (type) meaning):\n" + parameters_text())
-    run.add_argument("--only", action="append", choices=NOTEBOOKS, metavar="NAME",
-                     help=f"run just this notebook; repeatable (choices: {', '.join(NOTEBOOKS)}; default: all)")
-    run.add_argument("-p", "--parameter", action="append", default=[], metavar="KEY=VALUE",
-                     help="set a parameter of the one notebook named by --only; repeatable; VALUE is read as "
-                          "a Python literal (1e5, [0, 3], None, True), anything else as a string "
-                          "(default: the notebook's own defaults, listed below)")
-    run.add_argument("--output-dir", default=None, metavar="DIR",
-                     help="run directory for the executed notebooks, figures and results "
-                          "(default: runs/notebooks/<date>-<time>-<notebooks>/, or for the default run "
-                          "runs/notebooks/ and figures/)")
+        "notebooks, default parameters, figures written into figures/. With --only, -p or "
+        "--output-dir the run gets its own directory (printed at the start and the end) and "
+        "figures/ is left alone.",
+        epilog_of=lambda: "parameters of each notebook (name = default  (type) meaning):\n" + parameters_text(),
+    )
+    run.add_argument(
+        "--only",
+        action="append",
+        choices=NOTEBOOKS,
+        metavar="NAME",
+        help=f"run just this notebook; repeatable (choices: {', '.join(NOTEBOOKS)}; default: all)",
+    )
+    run.add_argument(
+        "-p",
+        "--parameter",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a parameter of the one notebook named by --only; repeatable; VALUE is read as "
+        "a Python literal (1e5, [0, 3], None, True), anything else as a string "
+        "(default: the notebook's own defaults, listed below)",
+    )
+    run.add_argument(
+        "--output-dir",
+        default=None,
+        metavar="DIR",
+        help="run directory for the executed notebooks, figures and results "
+        "(default: runs/notebooks/<date>-<time>-<notebooks>/, or for the default run "
+        "runs/notebooks/ and figures/)",
+    )
     params = sub.add_parser("params", help="list each notebook's parameters: name, default, type, meaning")
-    params.add_argument("names", nargs="*", metavar="NAME",
-                        help=f"notebooks to describe (choices: {', '.join(NOTEBOOKS)}; default: all)")
+    params.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help=f"notebooks to describe (choices: {', '.join(NOTEBOOKS)}; default: all)",
+    )
     sub.add_parser("check", help="verify that the .py and .ipynb twins hold the same cells")
     return parser
 

@@ -26,6 +26,7 @@ operator. So "x=-3", "(-3", "[-1.5, -2]" and "a -3" hold negative numbers, while
 
 -0.0 renders as "-0" (and "-0" parses to -0.0), so the sign of zero survives the round trip.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,6 +52,7 @@ _MAX_CHUNK_DIGITS = 15  # parts cut from a longer number keep at most this many 
 class Number(NamedTuple):
     """One number read from text: its float64 value and its written form, the text it was read
     from ("1.50" for 1.5; a part of a split number is its own piece of the text)."""
+
     value: float
     text: str
 
@@ -82,7 +84,7 @@ def canonical(text: str) -> str:
     "007" -> "7", "0.000" -> "0", "-0.0" -> "-0". Where float64 holds the number, this is
     render(value, 17)."""
     sign = "-" if text.startswith("-") else ""
-    integer, _, fraction = text[len(sign):].partition(".")
+    integer, _, fraction = text[len(sign) :].partition(".")
     fraction = fraction.rstrip("0")
     return sign + (integer.lstrip("0") or "0") + ("." + fraction if fraction else "")
 
@@ -158,7 +160,7 @@ def split_number(text: str) -> tuple[str | Number, ...]:
     i = 0
     while i < n:
         if step[i]:
-            parts.append(Number(float(text[i:step[i]]), text[i:step[i]]))
+            parts.append(Number(float(text[i : step[i]]), text[i : step[i]]))
             i = step[i]
         else:
             parts.append(text[i])
@@ -177,8 +179,9 @@ def parse_parts(text: str, signed: bool = True) -> list[str | Number]:
     if not isinstance(text, str):
         raise ValueError(f"expected a string, got {type(text).__name__}")
     if NUM_TOKEN in text:
-        raise ValueError(f"the text contains the placeholder {NUM_TOKEN!r} itself: a parsed "
-                         "template would be ambiguous")
+        raise ValueError(
+            f"the text contains the placeholder {NUM_TOKEN!r} itself: a parsed template would be ambiguous"
+        )
     out: list[str | Number] = []
 
     def add_text(piece):

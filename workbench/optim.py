@@ -11,6 +11,7 @@
 Every param group remembers its base lr in group["initial_lr"]; `apply_schedule` sets
 group["lr"] = initial_lr * lr_multiplier(step) (and Muon's momentum) before each step.
 """
+
 from __future__ import annotations
 
 import functools
@@ -83,16 +84,33 @@ class Muon(torch.optim.Optimizer):
     all-gather gives every rank all the updates (each computed once, so the result is the
     single-process one, bit for bit). 2-D parameters only, as torch's."""
 
-    def __init__(self, params, lr: float, weight_decay: float, momentum: float = 0.95,
-                 nesterov: bool = True, ns_coefficients=(3.4445, -4.7750, 2.0315), eps: float = 1e-7,
-                 ns_steps: int = 5, adjust_lr_fn: str = "original", precision: str = "float32"):
+    def __init__(
+        self,
+        params,
+        lr: float,
+        weight_decay: float,
+        momentum: float = 0.95,
+        nesterov: bool = True,
+        ns_coefficients=(3.4445, -4.7750, 2.0315),
+        eps: float = 1e-7,
+        ns_steps: int = 5,
+        adjust_lr_fn: str = "original",
+        precision: str = "float32",
+    ):
         if adjust_lr_fn not in ("original", "match_rms_adamw"):
             raise ValueError(f"adjust_lr_fn must be 'original' or 'match_rms_adamw', got {adjust_lr_fn!r}")
         if precision not in ("float32", "bfloat16"):
             raise ValueError(f"precision must be 'float32' or 'bfloat16', got {precision!r}")
-        defaults = dict(lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov,
-                        ns_coefficients=tuple(ns_coefficients), eps=eps, ns_steps=ns_steps,
-                        adjust_lr_fn=adjust_lr_fn)
+        defaults = dict(
+            lr=lr,
+            weight_decay=weight_decay,
+            momentum=momentum,
+            nesterov=nesterov,
+            ns_coefficients=tuple(ns_coefficients),
+            eps=eps,
+            ns_steps=ns_steps,
+            adjust_lr_fn=adjust_lr_fn,
+        )
         super().__init__(params, defaults)
         self.precision = precision
         for group in self.param_groups:
@@ -104,6 +122,7 @@ class Muon(torch.optim.Optimizer):
         if self.precision == "float32":
             return _newton_schulz_fp32(update, group["ns_coefficients"], group["ns_steps"], group["eps"])
         from torch.optim._muon import _zeropower_via_newtonschulz  # torch's bf16 iteration
+
         return _zeropower_via_newtonschulz(update, group["ns_coefficients"], group["ns_steps"], group["eps"])
 
     @torch.no_grad()
@@ -122,12 +141,16 @@ class Muon(torch.optim.Optimizer):
                 update = p.grad.lerp(buf, group["momentum"]) if group["nesterov"] else buf
                 updates.append(self._iterate(update, group) if i % world == rank else None)
             if world > 1:
-                updates = _share(updates, params, rank, world,
-                                 torch.bfloat16 if self.precision == "bfloat16" else torch.float32)
+                updates = _share(
+                    updates, params, rank, world, torch.bfloat16 if self.precision == "bfloat16" else torch.float32
+                )
             for p, update in zip(params, updates):
                 rows, cols = p.shape
-                scale = (math.sqrt(max(1.0, rows / cols)) if group["adjust_lr_fn"] == "original"
-                         else 0.2 * math.sqrt(max(rows, cols)))
+                scale = (
+                    math.sqrt(max(1.0, rows / cols))
+                    if group["adjust_lr_fn"] == "original"
+                    else 0.2 * math.sqrt(max(rows, cols))
+                )
                 p.mul_(1 - group["lr"] * group["weight_decay"])
                 p.add_(update.to(p.dtype), alpha=-group["lr"] * scale)
         return loss
@@ -138,6 +161,7 @@ Float32Muon = Muon  # its earlier name (precision float32 is the default)
 
 def _ranks() -> tuple[int, int]:
     import torch.distributed as dist
+
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
@@ -147,20 +171,21 @@ def _share(updates: list, params: list, rank: int, world: int, dtype: torch.dtyp
     """Rank r computed updates r, r + world, ... (in `dtype`, the iteration's): one all-gather of
     each rank's share, flattened and padded to the longest, gives every rank all of them."""
     import torch.distributed as dist
+
     owners = [i % world for i in range(len(params))]
     sizes = [sum(params[i].numel() for i in range(len(params)) if owners[i] == r) for r in range(world)]
     mine = [u.flatten() for u in updates if u is not None]
     longest = max(sizes)
     send = torch.zeros(longest, dtype=dtype, device=params[0].device)
     if mine:
-        send[:sizes[rank]] = torch.cat(mine)
+        send[: sizes[rank]] = torch.cat(mine)
     gathered = [torch.empty_like(send) for _ in range(world)]
     dist.all_gather(gathered, send)
     offsets = [0] * world
     out = []
     for i, p in enumerate(params):
         r = owners[i]
-        out.append(gathered[r][offsets[r]:offsets[r] + p.numel()].view_as(p))
+        out.append(gathered[r][offsets[r] : offsets[r] + p.numel()].view_as(p))
         offsets[r] += p.numel()
     return out
 
@@ -175,8 +200,7 @@ def _checked_groups(model) -> dict[str, list[torch.nn.Parameter]]:
     for name, params in groups.items():
         for p in params:
             if id(p) in owner:
-                raise ValueError(f"a parameter of shape {tuple(p.shape)} is in groups "
-                                 f"{owner[id(p)]!r} and {name!r}")
+                raise ValueError(f"a parameter of shape {tuple(p.shape)} is in groups {owner[id(p)]!r} and {name!r}")
             owner[id(p)] = name
     named = dict(model.named_parameters())
     missing = [n for n, p in named.items() if id(p) not in owner]
@@ -198,29 +222,47 @@ def build_optimizers(model, cfg: OptimConfig | None = None) -> list[torch.optim.
         raise ValueError(f"optimizer must be 'muon' or 'adamw', not {cfg.optimizer!r}")
     groups = _checked_groups(model)
     lrs = {"embedding": cfg.embedding_lr, "head": cfg.head_lr, "scalar": cfg.scalar_lr}
-    adam_groups = [dict(params=groups[n], lr=lrs[n], initial_lr=lrs[n], name=n)
-                   for n in lrs if groups[n]]
+    adam_groups = [dict(params=groups[n], lr=lrs[n], initial_lr=lrs[n], name=n) for n in lrs if groups[n]]
     optimizers = []
     if groups["hidden"] and cfg.optimizer == "muon":
-        optimizers.append(Muon(
-            [dict(params=groups["hidden"], initial_lr=cfg.hidden_lr, name="hidden")],
-            lr=cfg.hidden_lr, weight_decay=cfg.weight_decay, momentum=cfg.muon_momentum_start,
-            nesterov=cfg.nesterov, ns_coefficients=cfg.ns_coefficients, eps=cfg.ns_eps,
-            ns_steps=cfg.ns_steps, adjust_lr_fn=cfg.muon_adjust_lr_fn,
-            precision=newton_schulz_dtype(cfg, groups["hidden"][0].device)))
+        optimizers.append(
+            Muon(
+                [dict(params=groups["hidden"], initial_lr=cfg.hidden_lr, name="hidden")],
+                lr=cfg.hidden_lr,
+                weight_decay=cfg.weight_decay,
+                momentum=cfg.muon_momentum_start,
+                nesterov=cfg.nesterov,
+                ns_coefficients=cfg.ns_coefficients,
+                eps=cfg.ns_eps,
+                ns_steps=cfg.ns_steps,
+                adjust_lr_fn=cfg.muon_adjust_lr_fn,
+                precision=newton_schulz_dtype(cfg, groups["hidden"][0].device),
+            )
+        )
     elif groups["hidden"]:
-        optimizers.append(torch.optim.AdamW(
-            [dict(params=groups["hidden"], initial_lr=cfg.adamw_hidden_lr, name="hidden")],
-            lr=cfg.adamw_hidden_lr, betas=cfg.adam_betas, eps=cfg.adam_eps,
-            weight_decay=cfg.adamw_weight_decay))
+        optimizers.append(
+            torch.optim.AdamW(
+                [dict(params=groups["hidden"], initial_lr=cfg.adamw_hidden_lr, name="hidden")],
+                lr=cfg.adamw_hidden_lr,
+                betas=cfg.adam_betas,
+                eps=cfg.adam_eps,
+                weight_decay=cfg.adamw_weight_decay,
+            )
+        )
     if adam_groups:
         # CPU: foreach, the same update bit for bit (tests/test_optim.py) in one call per group
         # instead of one per tensor. CUDA: fused, one kernel for all groups, its step counters on
         # the device (the host never reads them)
         on_gpu = adam_groups[0]["params"][0].device.type == "cuda"
-        optimizers.append(torch.optim.Adam(adam_groups, betas=cfg.adam_betas, eps=cfg.adam_eps,
-                                           weight_decay=cfg.weight_decay,
-                                           **({"fused": True} if on_gpu else {"foreach": True})))
+        optimizers.append(
+            torch.optim.Adam(
+                adam_groups,
+                betas=cfg.adam_betas,
+                eps=cfg.adam_eps,
+                weight_decay=cfg.weight_decay,
+                **({"fused": True} if on_gpu else {"foreach": True}),
+            )
+        )
     return optimizers
 
 
@@ -243,8 +285,7 @@ def apply_schedule(optimizers, step: int, total_steps: int, cfg: OptimConfig | N
         raise ValueError(f"lr_floor must be >= 0, got {cfg.lr_floor}")
     mult = lr_multiplier(step, total_steps, cfg.warmup_frac)
     warming = step < round(cfg.warmup_frac * total_steps)
-    momentum = muon_momentum(step, cfg.muon_momentum_warmup_steps, cfg.muon_momentum_start,
-                             cfg.muon_momentum)
+    momentum = muon_momentum(step, cfg.muon_momentum_warmup_steps, cfg.muon_momentum_start, cfg.muon_momentum)
     for opt in optimizers:
         for group in opt.param_groups:
             base = group["initial_lr"]

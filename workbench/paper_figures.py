@@ -9,6 +9,7 @@ results CSV of our runs in the schema below.
 
 The results schema and its reader are `workbench.results`'s.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,20 +36,27 @@ RADAR_ORDER = [paper.task_of(c) for c in paper.table(1).columns]  # the column o
 # Figure 4's methods, by each encoding's `paper_label` (the paper's "Subword" is triple digit).
 METHOD_LABELS = {name: encoders.get(name).paper_label for name in encoders.names() if encoders.get(name).paper_label}
 SUBWORD = next(name for name, label in METHOD_LABELS.items() if label == "Subword")
-PAPER_METHODS = {column: name for column in paper.METHODS for name, label in METHOD_LABELS.items()
-                 if column.replace(" (Ours)", "") == label}
+PAPER_METHODS = {
+    column: name
+    for column in paper.METHODS
+    for name, label in METHOD_LABELS.items()
+    if column.replace(" (Ours)", "") == label
+}
 PAPER_METRICS = {"exact match acc": "accuracy", "log-smape": "log_smape", "perplexity": "perplexity"}
 SAMPLE_COUNTS = (25, 50, 100, 200, 300, 400, 500)
 
 
 # ---------------------------------------------------------------- sources
 
+
 def official_folder(path) -> Path:
     """The released folder, checked: a clear ValueError instead of a late FileNotFoundError."""
     folder = Path(path).expanduser()
     if not folder.is_dir():
-        raise ValueError(f"official_data {str(path)!r} is not a directory; pass the folder of the "
-                         "authors' released files (e.g. ../shared/data/official_bittokens) or None")
+        raise ValueError(
+            f"official_data {str(path)!r} is not a directory; pass the folder of the "
+            "authors' released files (e.g. ../shared/data/official_bittokens) or None"
+        )
     if not (folder / "combined_samples_long.csv").is_file():
         raise ValueError(f"official_data {str(folder)!r} lacks combined_samples_long.csv; is it the released folder?")
     return folder
@@ -73,13 +81,16 @@ def released_folder(path) -> Path | None:
 
 def frontier_from_tables() -> pd.DataFrame:
     """Tables 1-3 as one long frame: model, reasoning, task, performance, exact, tokens (shares in [0, 1])."""
+
     def long(n, name):
         table = paper.table(n).reset_index()
         tasks = [c for c in table.columns if c in PAPER_TASKS]
-        frame = table.melt(id_vars=["Model", "Reasoning"], value_vars=tasks, var_name="task",
-                           value_name=name).rename(columns={"Model": "model", "Reasoning": "reasoning"})
+        frame = table.melt(id_vars=["Model", "Reasoning"], value_vars=tasks, var_name="task", value_name=name).rename(
+            columns={"Model": "model", "Reasoning": "reasoning"}
+        )
         frame["task"] = frame["task"].map(PAPER_TASKS)
         return frame
+
     perf = long(1, "performance")
     perf["performance"] /= 100
     exact = long(2, "exact")
@@ -93,7 +104,8 @@ def official_samples(folder) -> pd.DataFrame:
     """combined_samples_long.csv, one row per answer, with the paper's model and reasoning labels."""
     frame = official.load_samples(official_folder(folder))
     return frame.assign(model=frame["paper_model"], reasoning=frame["paper_reasoning"]).drop(
-        columns=["paper_model", "paper_reasoning"])
+        columns=["paper_model", "paper_reasoning"]
+    )
 
 
 def frontier_from_samples(samples: pd.DataFrame, drop_unknown_tokens: bool = True) -> pd.DataFrame:
@@ -105,8 +117,9 @@ def frontier_from_samples(samples: pd.DataFrame, drop_unknown_tokens: bool = Tru
     tokens = samples["tokens"].where(samples["tokens"] >= 0) if drop_unknown_tokens else samples["tokens"]
     exact = samples["exact15"].where(samples["task"].isin(ARITHMETIC))
     frame = samples.assign(tokens=tokens, exact=exact).groupby(["model", "reasoning", "task"], sort=False)
-    return frame.agg(performance=("performance", "mean"), exact=("exact", "mean"),
-                     tokens=("tokens", "mean")).reset_index()
+    return frame.agg(
+        performance=("performance", "mean"), exact=("exact", "mean"), tokens=("tokens", "mean")
+    ).reset_index()
 
 
 def paper_tables() -> dict[int, pd.DataFrame]:
@@ -115,6 +128,7 @@ def paper_tables() -> dict[int, pd.DataFrame]:
 
 
 # ---------------------------------------------------------------- Figures 2 and 3
+
 
 def _setting(reasoning: pd.Series) -> pd.Series:
     return np.where(reasoning == "maximal", "maximal reasoning", "minimal / no reasoning")
@@ -127,8 +141,12 @@ MODEL_COLORS = dict(zip(MODELS, plots.PALETTE))
 SETTING_DASH = {"maximal reasoning": "solid", "minimal / no reasoning": "dot"}
 SETTING_SYMBOL = {"maximal reasoning": "circle", "minimal / no reasoning": "diamond-open"}
 TASK_ORDER = [TASK_LABELS[t] for t in RADAR_ORDER]
-METRIC_NAMES = {"log_smape": "log-sMAPE", "accuracy": "exact-match acc.", "exact_match": "exact match",
-                "perplexity": "perplexity"}
+METRIC_NAMES = {
+    "log_smape": "log-sMAPE",
+    "accuracy": "exact-match acc.",
+    "exact_match": "exact match",
+    "perplexity": "perplexity",
+}
 
 
 def _metric_of(task: str) -> str:
@@ -136,10 +154,13 @@ def _metric_of(task: str) -> str:
 
 
 def _facet_titles(fig: go.Figure, with_metric: bool = True) -> None:
-    """"label=Mult" facet titles -> "Mult (log-sMAPE)"."""
+    """ "label=Mult" facet titles -> "Mult (log-sMAPE)"."""
     metric = {TASK_LABELS[t]: METRIC_NAMES[_metric_of(t)] for t in TASK_LABELS}
-    fig.for_each_annotation(lambda a: a.update(text=(lambda t: f"{t} ({metric[t]})" if with_metric and t in metric
-                                                     else t)(a.text.split("=")[-1])))
+    fig.for_each_annotation(
+        lambda a: a.update(
+            text=(lambda t: f"{t} ({metric[t]})" if with_metric and t in metric else t)(a.text.split("=")[-1])
+        )
+    )
 
 
 def _log_ticks(low: float, high: float) -> dict:
@@ -160,28 +181,54 @@ def radar_figure(frontier: pd.DataFrame) -> go.Figure:
     data = radar_data(frontier)
     tasks = [t for t in RADAR_ORDER if t in data.columns]
     theta = [TASK_LABELS[t] for t in tasks] + [TASK_LABELS[tasks[0]]]
-    fig = make_subplots(rows=1, cols=2, specs=[[{"type": "polar"}] * 2], horizontal_spacing=0.14,
-                        subplot_titles=["maximal reasoning", "minimal or no reasoning"])
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        specs=[[{"type": "polar"}] * 2],
+        horizontal_spacing=0.14,
+        subplot_titles=["maximal reasoning", "minimal or no reasoning"],
+    )
     shown = set()
     for row in data.itertuples(index=False):
         r = [getattr(row, t) for t in tasks]
-        fig.add_trace(go.Scatterpolar(r=r + r[:1], theta=theta, mode="lines+markers", name=row.model,
-                                      legendgroup=row.model, showlegend=row.model not in shown,
-                                      line=dict(color=MODEL_COLORS.get(row.model), width=2),
-                                      hovertemplate="%{theta}: %{r:.1f}%<extra>" + f"{row.model} ({row.reasoning})</extra>"),
-                      row=1, col=1 if row.reasoning == "maximal" else 2)
+        fig.add_trace(
+            go.Scatterpolar(
+                r=r + r[:1],
+                theta=theta,
+                mode="lines+markers",
+                name=row.model,
+                legendgroup=row.model,
+                showlegend=row.model not in shown,
+                line=dict(color=MODEL_COLORS.get(row.model), width=2),
+                hovertemplate="%{theta}: %{r:.1f}%<extra>" + f"{row.model} ({row.reasoning})</extra>",
+            ),
+            row=1,
+            col=1 if row.reasoning == "maximal" else 2,
+        )
         shown.add(row.model)
     # Add on top, clockwise. The rings are named in the subtitle: radial tick labels would sit on the lines.
-    fig.update_polars(angularaxis=dict(rotation=90, direction="clockwise", tickfont=dict(size=16)),
-                      radialaxis=dict(range=[0, 108], tickvals=[25, 50, 75, 100], showticklabels=False))
+    fig.update_polars(
+        angularaxis=dict(rotation=90, direction="clockwise", tickfont=dict(size=16)),
+        radialaxis=dict(range=[0, 108], tickvals=[25, 50, 75, 100], showticklabels=False),
+    )
     fig.update_annotations(yshift=40, font=dict(size=18))
-    fig.update_layout(title=dict(text="Figure 2: frontier LLMs' score per task (Table 1)", y=0.97,
-                                 subtitle=dict(text="log-sMAPE (%) for Add, Mult, Div, Mean, Std, Exp; exact-match "
-                                                    "accuracy (%) for MinMax, Interval, Sort;<br>rings at 25, 50, 75 "
-                                                    "and 100 %, the centre is 0 %")),
-                      polar=dict(domain=dict(x=[0, 0.4])), polar2=dict(domain=dict(x=[0.5, 0.9])),
-                      legend=dict(title="model", font=dict(size=14), x=0.95), margin=dict(t=150, b=40, l=40),
-                      width=1150, height=600)
+    fig.update_layout(
+        title=dict(
+            text="Figure 2: frontier LLMs' score per task (Table 1)",
+            y=0.97,
+            subtitle=dict(
+                text="log-sMAPE (%) for Add, Mult, Div, Mean, Std, Exp; exact-match "
+                "accuracy (%) for MinMax, Interval, Sort;<br>rings at 25, 50, 75 "
+                "and 100 %, the centre is 0 %"
+            ),
+        ),
+        polar=dict(domain=dict(x=[0, 0.4])),
+        polar2=dict(domain=dict(x=[0.5, 0.9])),
+        legend=dict(title="model", font=dict(size=14), x=0.95),
+        margin=dict(t=150, b=40, l=40),
+        width=1150,
+        height=600,
+    )
     return fig
 
 
@@ -201,31 +248,52 @@ def tokens_figure(frontier: pd.DataFrame, ours: pd.DataFrame | None = None) -> g
         symbols[OURS_SETTING] = "star"
         order += extra
     data = data.assign(score=data["performance"] * 100, label=data["task"].map(TASK_LABELS))
-    fig = px.scatter(data, x="tokens", y="score", color="model", symbol="setting", facet_col="label",
-                     facet_col_wrap=3, log_x=True, hover_data=["reasoning"], facet_row_spacing=0.08,
-                     category_orders={"label": TASK_ORDER, "model": order},
-                     color_discrete_map=colors, symbol_map=symbols,
-                     labels={"tokens": "tokens per problem", "score": "score (%)",
-                             "model": "model", "setting": "setting"})
+    fig = px.scatter(
+        data,
+        x="tokens",
+        y="score",
+        color="model",
+        symbol="setting",
+        facet_col="label",
+        facet_col_wrap=3,
+        log_x=True,
+        hover_data=["reasoning"],
+        facet_row_spacing=0.08,
+        category_orders={"label": TASK_ORDER, "model": order},
+        color_discrete_map=colors,
+        symbol_map=symbols,
+        labels={"tokens": "tokens per problem", "score": "score (%)", "model": "model", "setting": "setting"},
+    )
     _facet_titles(fig)
     fig.update_traces(marker=dict(size=11, line=dict(width=1.5)))
     fig.update_xaxes(**_log_ticks(1, 10**6), showticklabels=True)
     fig.update_yaxes(range=[0, 105])
-    fig.update_layout(title=dict(text="Figure 3: tokens generated per problem against score (Tables 1 and 3)",
-                                 subtitle=dict(text="score: log-sMAPE for arithmetic, exact-match accuracy for "
-                                                    "MinMax, Interval, Sort; mean over 500 questions per task"
-                                                    + ("; stars: the workbench's models on the same questions"
-                                                       if ours is not None and len(ours) else ""))),
-                      margin=dict(t=110), width=1200, height=900)
+    fig.update_layout(
+        title=dict(
+            text="Figure 3: tokens generated per problem against score (Tables 1 and 3)",
+            subtitle=dict(
+                text="score: log-sMAPE for arithmetic, exact-match accuracy for "
+                "MinMax, Interval, Sort; mean over 500 questions per task"
+                + ("; stars: the workbench's models on the same questions" if ours is not None and len(ours) else "")
+            ),
+        ),
+        margin=dict(t=110),
+        width=1200,
+        height=900,
+    )
     return fig
 
 
 # ---------------------------------------------------------------- per-difficulty curves, Figure 8
 
+
 def difficulty_curves(samples: pd.DataFrame) -> pd.DataFrame:
     """Mean performance per (task, model, reasoning, difficulty_sd) with the sample count."""
-    return (samples.groupby(["task", "model", "reasoning", "difficulty_sd"])["performance"]
-            .agg(performance="mean", n="size").reset_index())
+    return (
+        samples.groupby(["task", "model", "reasoning", "difficulty_sd"])["performance"]
+        .agg(performance="mean", n="size")
+        .reset_index()
+    )
 
 
 def bin_difficulty(curves: pd.DataFrame, bins: int = 10) -> pd.DataFrame:
@@ -236,21 +304,45 @@ def bin_difficulty(curves: pd.DataFrame, bins: int = 10) -> pd.DataFrame:
     for task, part in curves.groupby("task"):
         low, high = part["difficulty_sd"].min(), part["difficulty_sd"].max()
         width = max(1, int(np.ceil((high - low + 1) / bins)))
-        part = part.assign(bin=low + (part["difficulty_sd"] - low) // width * width,
-                           total=part["performance"] * part["n"])
+        part = part.assign(
+            bin=low + (part["difficulty_sd"] - low) // width * width, total=part["performance"] * part["n"]
+        )
         grouped = part.groupby(["model", "reasoning", "bin"]).agg(total=("total", "sum"), n=("n", "sum")).reset_index()
-        out.append(grouped.assign(task=task, performance=grouped["total"] / grouped["n"], width=width,
-                                  difficulty_sd=grouped["bin"] + (width - 1) / 2))
-    return pd.concat(out, ignore_index=True)[["task", "model", "reasoning", "difficulty_sd", "width", "performance", "n"]]
+        out.append(
+            grouped.assign(
+                task=task,
+                performance=grouped["total"] / grouped["n"],
+                width=width,
+                difficulty_sd=grouped["bin"] + (width - 1) / 2,
+            )
+        )
+    return pd.concat(out, ignore_index=True)[
+        ["task", "model", "reasoning", "difficulty_sd", "width", "performance", "n"]
+    ]
 
 
 def _frontier_lines(data: pd.DataFrame, x: str, y: str, labels: dict, **kw) -> go.Figure:
     """One line per model (colour) and setting (dash, marker), one panel per task."""
     data = data.assign(setting=_setting(data["reasoning"]), label=data["task"].map(TASK_LABELS))
-    fig = px.line(data, x=x, y=y, color="model", line_dash="setting", symbol="setting", facet_col="label",
-                  facet_col_wrap=3, markers=True, facet_row_spacing=0.09, facet_col_spacing=0.05,
-                  category_orders={"label": TASK_ORDER, "model": MODELS}, color_discrete_map=MODEL_COLORS,
-                  line_dash_map=SETTING_DASH, symbol_map=SETTING_SYMBOL, labels=labels, **kw)
+    fig = px.line(
+        data,
+        x=x,
+        y=y,
+        color="model",
+        line_dash="setting",
+        symbol="setting",
+        facet_col="label",
+        facet_col_wrap=3,
+        markers=True,
+        facet_row_spacing=0.09,
+        facet_col_spacing=0.05,
+        category_orders={"label": TASK_ORDER, "model": MODELS},
+        color_discrete_map=MODEL_COLORS,
+        line_dash_map=SETTING_DASH,
+        symbol_map=SETTING_SYMBOL,
+        labels=labels,
+        **kw,
+    )
     fig.update_traces(line=dict(width=2), marker=dict(size=7))
     fig.update_layout(legend=dict(title="model, setting", font=dict(size=12)), width=1250, height=950)
     return fig
@@ -261,15 +353,26 @@ def difficulty_figure(curves: pd.DataFrame, min_samples: int = 5, bins: int = 10
     than `min_samples` answers of a model is not drawn."""
     data = bin_difficulty(curves, bins)
     data = data[data["n"] >= min_samples].assign(score=lambda d: d["performance"] * 100)
-    fig = _frontier_lines(data, "difficulty_sd", "score", {"difficulty_sd": "decimal difficulty (A.3)",
-                                                            "score": "score (%)"}, hover_data=["n", "width"])
+    fig = _frontier_lines(
+        data,
+        "difficulty_sd",
+        "score",
+        {"difficulty_sd": "decimal difficulty (A.3)", "score": "score (%)"},
+        hover_data=["n", "width"],
+    )
     _facet_titles(fig)
     fig.update_xaxes(matches=None, showticklabels=True)
     fig.update_yaxes(range=[0, 105])
-    fig.update_layout(title=dict(text="Frontier LLMs' score against the decimal difficulty of the question",
-                                 subtitle=dict(text=f"released per-sample results, difficulties merged into {bins} "
-                                                    f"bins per task; bins with < {min_samples} answers left out")),
-                      margin=dict(t=110))
+    fig.update_layout(
+        title=dict(
+            text="Frontier LLMs' score against the decimal difficulty of the question",
+            subtitle=dict(
+                text=f"released per-sample results, difficulties merged into {bins} "
+                f"bins per task; bins with < {min_samples} answers left out"
+            ),
+        ),
+        margin=dict(t=110),
+    )
     return fig
 
 
@@ -292,18 +395,29 @@ def stability(samples: pd.DataFrame, sizes=SAMPLE_COUNTS, draws: int = 200, seed
 
 def stability_figure(spread: pd.DataFrame) -> go.Figure:
     """Standard deviation of the n-sample mean score, per task, one line per model and setting."""
-    fig = _frontier_lines(spread.assign(std_pct=spread["std"] * 100), "n", "std_pct",
-                          {"n": "questions per task (n)", "std_pct": "std of the mean score (pp)"})
+    fig = _frontier_lines(
+        spread.assign(std_pct=spread["std"] * 100),
+        "n",
+        "std_pct",
+        {"n": "questions per task (n)", "std_pct": "std of the mean score (pp)"},
+    )
     _facet_titles(fig)
     fig.update_xaxes(showticklabels=True)
-    fig.update_layout(title=dict(text="Figure 8: how much the benchmark score moves with the number of questions",
-                                 subtitle=dict(text="standard deviation of the mean score over bootstrap draws of n of "
-                                                    "the 500 released answers per task, in percentage points")),
-                      margin=dict(t=110))
+    fig.update_layout(
+        title=dict(
+            text="Figure 8: how much the benchmark score moves with the number of questions",
+            subtitle=dict(
+                text="standard deviation of the mean score over bootstrap draws of n of "
+                "the 500 released answers per task, in percentage points"
+            ),
+        ),
+        margin=dict(t=110),
+    )
     return fig
 
 
 # ---------------------------------------------------------------- Figure 4 and our results
+
 
 def method_scores(n: int) -> pd.DataFrame:
     """Table 4 (multi-task) or 7 (solo-task) as long rows: row (the paper's label), task, encoding,
@@ -323,8 +437,9 @@ def method_scores(n: int) -> pd.DataFrame:
 # Figure 4's rows in the order of Tables 4 and 7 (Min/Max ... Div, then Exp, Mean, Std), named as there.
 PAPER_ROWS = list(paper.table(7).index)
 ROW_OF_TASK = {paper.task_of(row): row for row in PAPER_ROWS if paper.task_of(row)}
-PAPER_REGIME = ("the paper's rows: 117M-parameter GPT-2, 10B tokens, operands over (-1e15, 1e15) with "
-                "up to 15 significant digits")
+PAPER_REGIME = (
+    "the paper's rows: 117M-parameter GPT-2, 10B tokens, operands over (-1e15, 1e15) with up to 15 significant digits"
+)
 REGIME_COLUMNS = ("preset", "tokens", "decades", "max_digits")
 
 
@@ -338,13 +453,20 @@ def _regime_part(column: str, value) -> str:
         return f"{escape(str(value))} model"
     if column == "tokens":
         value = float(value)
-        return next(f"{value / scale:g}{unit} tokens" for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k"), (1, ""))
-                    if value >= scale or scale == 1)
+        return next(
+            f"{value / scale:g}{unit} tokens"
+            for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k"), (1, ""))
+            if value >= scale or scale == 1
+        )
     if column == "decades":
         if value is None:
             return "the paper's full operand range"
         bounds = [int(b) for b in re.findall(r"-?\d+", str(value))]
-        return (f"operands 10<sup>{bounds[0]}</sup> … 10<sup>{bounds[1] + 1}</sup>" if len(bounds) == 2 else f"decades {escape(str(value))}")
+        return (
+            f"operands 10<sup>{bounds[0]}</sup> … 10<sup>{bounds[1] + 1}</sup>"
+            if len(bounds) == 2
+            else f"decades {escape(str(value))}"
+        )
     if value is None:
         return "all significant digits"
     digits = int(float(value))
@@ -368,16 +490,16 @@ def _our_scores(results: pd.DataFrame, intervals: pd.DataFrame | None = None) ->
     are those intervals; perplexities keep ± std over seeds."""
     ours = validate_results(results)
     ours = ours[ours["metric"] != "exact_match"]
-    agg = (ours.groupby(["task", "encoding", "metric"])["value"].agg(value="mean", std="std", seeds="size")
-           .reset_index())
+    agg = ours.groupby(["task", "encoding", "metric"])["value"].agg(value="mean", std="std", seeds="size").reset_index()
     agg["row"] = agg["task"].map(ROW_OF_TASK).fillna(agg["task"].map(lambda t: TASK_LABELS.get(t, "text")))
     agg.loc[agg["metric"] == "perplexity_text", "row"] = "text only"
     low, high = agg["seeds"].min(), agg["seeds"].max()
     seeds = f"{low}" if low == high else f"{low}–{high}"
-    bars = ("one seed, no error bars" if high == 1 else f"bars: mean, error bars: ± std over {seeds} seeds")
+    bars = "one seed, no error bars" if high == 1 else f"bars: mean, error bars: ± std over {seeds} seeds"
     if intervals is not None:
-        agg = agg.merge(intervals[["encoding", "task", "metric", "low", "high"]], on=["encoding", "task", "metric"],
-                        how="left")
+        agg = agg.merge(
+            intervals[["encoding", "task", "metric", "low", "high"]], on=["encoding", "task", "metric"], how="left"
+        )
         bars = f"bars: mean over {seeds} seeds, error bars: 95 % bootstrap interval (perplexity: ± std)"
     return agg, bars
 
@@ -405,29 +527,62 @@ def _bars(fig: go.Figure, data: pd.DataFrame, row: int, show_legend: bool) -> No
                 continue
             error = dict(type="data", array=rows["std"].fillna(0), thickness=1.5) if "std" in rows else None
             if "low" in rows and rows["low"].notna().any():
-                error = dict(type="data", symmetric=False, array=(rows["high"] - rows["value"]).fillna(0),
-                             arrayminus=(rows["value"] - rows["low"]).fillna(0), thickness=1.5)
-            labels = dict(text=bar_labels(rows["value"]), textposition="outside", textangle=-90,
-                          textfont=dict(size=13, color="#444444"), constraintext="none",
-                          cliponaxis=False) if col == 1 else {}
-            fig.add_trace(go.Bar(x=rows["row"], y=rows["value"].fillna(0), error_y=error, name=encoders.label(encoding),
-                                 marker_color=plots.encoding_color(encoding), legendgroup=encoding,
-                                 showlegend=show_legend and col == 1, **labels), row=row, col=col)
+                error = dict(
+                    type="data",
+                    symmetric=False,
+                    array=(rows["high"] - rows["value"]).fillna(0),
+                    arrayminus=(rows["value"] - rows["low"]).fillna(0),
+                    thickness=1.5,
+                )
+            labels = (
+                dict(
+                    text=bar_labels(rows["value"]),
+                    textposition="outside",
+                    textangle=-90,
+                    textfont=dict(size=13, color="#444444"),
+                    constraintext="none",
+                    cliponaxis=False,
+                )
+                if col == 1
+                else {}
+            )
+            fig.add_trace(
+                go.Bar(
+                    x=rows["row"],
+                    y=rows["value"].fillna(0),
+                    error_y=error,
+                    name=encoders.label(encoding),
+                    marker_color=plots.encoding_color(encoding),
+                    legendgroup=encoding,
+                    showlegend=show_legend and col == 1,
+                    **labels,
+                ),
+                row=row,
+                col=col,
+            )
     scores = data[~data["metric"].isin(PERPLEXITIES)]
     order = [r for r in PAPER_ROWS if r in set(scores["row"])] + sorted(set(scores["row"]) - set(PAPER_ROWS))
     metric = scores.drop_duplicates("row").set_index("row")["metric"].map(METRIC_NAMES | {"accuracy": "accuracy"})
-    fig.update_xaxes(categoryorder="array", categoryarray=order, tickvals=order, tickangle=0,
-                     ticktext=[f"{r}<br><span style='font-size:14px'>{metric[r]}</span>" for r in order],
-                     row=row, col=1)
+    fig.update_xaxes(
+        categoryorder="array",
+        categoryarray=order,
+        tickvals=order,
+        tickangle=0,
+        ticktext=[f"{r}<br><span style='font-size:14px'>{metric[r]}</span>" for r in order],
+        row=row,
+        col=1,
+    )
     fig.update_yaxes(range=[0, 1.05], title_text="score (↑)", row=row, col=1)
     fig.update_yaxes(title_text="perplexity (↓)", rangemode="tozero", row=row, col=2)
     texts = sorted(set(data.loc[data["metric"].isin(PERPLEXITIES), "row"]))
-    fig.update_xaxes(tickangle=0, tickvals=texts, ticktext=[t.replace(" text only", "<br>text only") for t in texts],
-                     row=row, col=2)
+    fig.update_xaxes(
+        tickangle=0, tickvals=texts, ticktext=[t.replace(" text only", "<br>text only") for t in texts], row=row, col=2
+    )
 
 
-def methods_figure(results: pd.DataFrame | None = None, source: str | None = None,
-                   intervals: pd.DataFrame | None = None) -> go.Figure:
+def methods_figure(
+    results: pd.DataFrame | None = None, source: str | None = None, intervals: pd.DataFrame | None = None
+) -> go.Figure:
     """Figure 4: score per task and encoding in the multi-task (Table 4) and solo-task (Table 7)
     runs of the paper, and our runs (mean ± std over seeds) when `results` are given; `source`
     (e.g. the CSV's name) is named in our row's title. Our regime comes from the results' columns
@@ -435,36 +590,65 @@ def methods_figure(results: pd.DataFrame | None = None, source: str | None = Non
     panels = [("Paper, multi-task (Table 4)", method_scores(4)), ("Paper, solo-task (Table 7)", method_scores(7))]
     if results is not None:
         ours, bars = _our_scores(results, intervals)
-        title = (f"This workbench{f' ({escape(source)})' if source else ''}<br>"
-                 f"<span style='font-size:15px'>{describe_regime(results)}<br>{bars}</span>")
+        title = (
+            f"This workbench{f' ({escape(source)})' if source else ''}<br>"
+            f"<span style='font-size:15px'>{describe_regime(results)}<br>{bars}</span>"
+        )
         panels.append((title, ours))
-    fig = make_subplots(rows=len(panels), cols=2, column_widths=[0.8, 0.2], vertical_spacing=0.12,
-                        horizontal_spacing=0.07, subplot_titles=[t for title, _ in panels for t in (title, "")])
+    fig = make_subplots(
+        rows=len(panels),
+        cols=2,
+        column_widths=[0.8, 0.2],
+        vertical_spacing=0.12,
+        horizontal_spacing=0.07,
+        subplot_titles=[t for title, _ in panels for t in (title, "")],
+    )
     for i, (_, data) in enumerate(panels, start=1):
         _bars(fig, data, i, show_legend=i == 1)
         if not data["metric"].isin(PERPLEXITIES).any():
             axes = fig.get_subplot(i, 2)
-            fig.add_annotation(text="perplexity<br>not measured", showarrow=False, xref="paper", yref="paper",
-                               x=sum(axes.xaxis.domain) / 2, y=sum(axes.yaxis.domain) / 2,
-                               font=dict(color="#7f7f7f"))
+            fig.add_annotation(
+                text="perplexity<br>not measured",
+                showarrow=False,
+                xref="paper",
+                yref="paper",
+                x=sum(axes.xaxis.domain) / 2,
+                y=sum(axes.yaxis.domain) / 2,
+                font=dict(color="#7f7f7f"),
+            )
             blank = dict(showticklabels=False, showgrid=False, zeroline=False, showline=False, title_text="")
             fig.update_xaxes(**blank, row=i, col=2)
             fig.update_yaxes(**blank, row=i, col=2)
-    fig.for_each_annotation(lambda a: a.update(x=0, xanchor="left", align="left", font=dict(size=18)) if a.text in
-                            [title for title, _ in panels] else None)
-    fig.update_layout(barmode="group", width=1050, height=220 + 370 * len(panels), margin=dict(t=220, l=70, r=20),
-                      title=dict(text="Figure 4: score per task and number encoding", y=0.985,
-                                 subtitle=dict(text=f"Score: exact-match accuracy (Min/Max, Interval, Sorting) or log-sMAPE "
-                                                    f"(arithmetic), higher is better;<br>perplexity on text, lower is better. "
-                                                    f"Bars under {SMALL_BAR} carry their value; n/a: not measured.<br>"
-                                                    f"{PAPER_REGIME[0].upper()}{PAPER_REGIME[1:]}; their \"Subword\" "
-                                                    f"is {encoders.label(SUBWORD)}.")),
-                      legend=dict(orientation="h", x=0, y=1 + 40 / (370 * len(panels)), yanchor="bottom",
-                                  title="encoding:"))
+    fig.for_each_annotation(
+        lambda a: (
+            a.update(x=0, xanchor="left", align="left", font=dict(size=18))
+            if a.text in [title for title, _ in panels]
+            else None
+        )
+    )
+    fig.update_layout(
+        barmode="group",
+        width=1050,
+        height=220 + 370 * len(panels),
+        margin=dict(t=220, l=70, r=20),
+        title=dict(
+            text="Figure 4: score per task and number encoding",
+            y=0.985,
+            subtitle=dict(
+                text=f"Score: exact-match accuracy (Min/Max, Interval, Sorting) or log-sMAPE "
+                f"(arithmetic), higher is better;<br>perplexity on text, lower is better. "
+                f"Bars under {SMALL_BAR} carry their value; n/a: not measured.<br>"
+                f'{PAPER_REGIME[0].upper()}{PAPER_REGIME[1:]}; their "Subword" '
+                f"is {encoders.label(SUBWORD)}."
+            ),
+        ),
+        legend=dict(orientation="h", x=0, y=1 + 40 / (370 * len(panels)), yanchor="bottom", title="encoding:"),
+    )
     return fig
 
 
 # ---------------------------------------------------------------- Figures 5-7 (data set)
+
 
 def exponent_pairs(frame: pd.DataFrame) -> pd.DataFrame:
     """Decimal exponents of the two operands of an addition or multiplication sample."""
@@ -477,24 +661,50 @@ def exponent_pairs(frame: pd.DataFrame) -> pd.DataFrame:
 def exponent_figure(sources: dict[str, pd.DataFrame], title: str) -> go.Figure:
     """Figures 5 and 6: 2-D histogram of operand exponents, one panel per source, coloured by the
     share of that source's questions (one colour scale for all panels)."""
-    fig = make_subplots(rows=1, cols=len(sources), horizontal_spacing=0.1,
-                        subplot_titles=[f"{name} ({len(exponent_pairs(frame)):,} questions)"
-                                        for name, frame in sources.items()])
+    fig = make_subplots(
+        rows=1,
+        cols=len(sources),
+        horizontal_spacing=0.1,
+        subplot_titles=[f"{name} ({len(exponent_pairs(frame)):,} questions)" for name, frame in sources.items()],
+    )
     for i, (name, frame) in enumerate(sources.items(), start=1):
         pairs = exponent_pairs(frame)
-        fig.add_trace(go.Histogram2d(x=pairs["num1_exp"], y=pairs["num2_exp"], histnorm="percent", name=name,
-                                     xbins=dict(start=-15.5, end=15.5, size=1), ybins=dict(start=-15.5, end=15.5, size=1),
-                                     coloraxis="coloraxis",
-                                     hovertemplate="exponents %{x}, %{y}: %{z:.2f}% of questions<extra></extra>"),
-                      row=1, col=i)
-        fig.update_xaxes(title_text="decimal exponent of operand 1", range=[-15.5, 15.5], constrain="domain",
-                         dtick=5, row=1, col=i)
-        fig.update_yaxes(title_text="decimal exponent of operand 2", range=[-15.5, 15.5], constrain="domain",
-                         dtick=5, scaleanchor=f"x{i if i > 1 else ''}", row=1, col=i)
-    fig.update_layout(title=dict(text=title, subtitle=dict(text="share of questions per pair of operand exponents "
-                                                                "(the exponent of 3.5e-4 is -4)")),
-                      width=560 * len(sources) + 120, height=600, margin=dict(t=120),
-                      coloraxis=dict(colorscale="Viridis", colorbar=dict(title=dict(text="share of<br>questions (%)"))))
+        fig.add_trace(
+            go.Histogram2d(
+                x=pairs["num1_exp"],
+                y=pairs["num2_exp"],
+                histnorm="percent",
+                name=name,
+                xbins=dict(start=-15.5, end=15.5, size=1),
+                ybins=dict(start=-15.5, end=15.5, size=1),
+                coloraxis="coloraxis",
+                hovertemplate="exponents %{x}, %{y}: %{z:.2f}% of questions<extra></extra>",
+            ),
+            row=1,
+            col=i,
+        )
+        fig.update_xaxes(
+            title_text="decimal exponent of operand 1", range=[-15.5, 15.5], constrain="domain", dtick=5, row=1, col=i
+        )
+        fig.update_yaxes(
+            title_text="decimal exponent of operand 2",
+            range=[-15.5, 15.5],
+            constrain="domain",
+            dtick=5,
+            scaleanchor=f"x{i if i > 1 else ''}",
+            row=1,
+            col=i,
+        )
+    fig.update_layout(
+        title=dict(
+            text=title,
+            subtitle=dict(text="share of questions per pair of operand exponents (the exponent of 3.5e-4 is -4)"),
+        ),
+        width=560 * len(sources) + 120,
+        height=600,
+        margin=dict(t=120),
+        coloraxis=dict(colorscale="Viridis", colorbar=dict(title=dict(text="share of<br>questions (%)"))),
+    )
     return fig
 
 
@@ -506,8 +716,16 @@ def difficulty_distribution(sources: dict[str, dict[str, pd.DataFrame]]) -> pd.D
             if "difficulty_sd" not in frame.columns:
                 raise ValueError(f"{source}/{task} has no difficulty_sd column")
             share = frame["difficulty_sd"].value_counts(normalize=True).sort_index()
-            rows.append(pd.DataFrame({"source": source, "task": task, "difficulty_sd": share.index.astype(int),
-                                      "share": share.to_numpy()}))
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "source": source,
+                        "task": task,
+                        "difficulty_sd": share.index.astype(int),
+                        "share": share.to_numpy(),
+                    }
+                )
+            )
     return pd.concat(rows, ignore_index=True)
 
 
@@ -546,8 +764,9 @@ def difficulty_distribution_figure(shares: pd.DataFrame, bins: int = 40) -> go.F
     (`difficulty_bins`: Exp's wide range on a log axis)."""
     binned = difficulty_bins(shares, bins)
     labels = [label for label in TASK_ORDER if label in set(binned["task"].map(TASK_LABELS))]
-    fig = make_subplots(rows=(len(labels) + 2) // 3, cols=3, subplot_titles=labels, vertical_spacing=0.1,
-                        horizontal_spacing=0.07)
+    fig = make_subplots(
+        rows=(len(labels) + 2) // 3, cols=3, subplot_titles=labels, vertical_spacing=0.1, horizontal_spacing=0.07
+    )
     sources = list(dict.fromkeys(shares["source"]))
     for k, label in enumerate(labels):
         row, col = k // 3 + 1, k % 3 + 1
@@ -555,20 +774,46 @@ def difficulty_distribution_figure(shares: pd.DataFrame, bins: int = 40) -> go.F
             part = binned[(binned["task"].map(TASK_LABELS) == label) & (binned["source"] == source)].sort_values("low")
             x = np.append(part["low"].to_numpy(), part["high"].iloc[-1]) if len(part) else []
             y = np.append(part["share"].to_numpy(), part["share"].iloc[-1]) * 100 if len(part) else []
-            fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv", name=source, legendgroup=source,
-                                     showlegend=k == 0, line=dict(color=plots.PALETTE[i], width=2, dash=plots.DASHES[i]),
-                                     fill="tozeroy" if i == 0 else None, fillcolor="rgba(31,119,180,0.12)",
-                                     hovertemplate="difficulty %{x}: %{y:.1f}% of questions<extra>" + source + "</extra>"),
-                          row=row, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=y,
+                    mode="lines",
+                    line_shape="hv",
+                    name=source,
+                    legendgroup=source,
+                    showlegend=k == 0,
+                    line=dict(color=plots.PALETTE[i], width=2, dash=plots.DASHES[i]),
+                    fill="tozeroy" if i == 0 else None,
+                    fillcolor="rgba(31,119,180,0.12)",
+                    hovertemplate="difficulty %{x}: %{y:.1f}% of questions<extra>" + source + "</extra>",
+                ),
+                row=row,
+                col=col,
+            )
         log = bool(binned.loc[binned["task"].map(TASK_LABELS) == label, "log"].any())
-        fig.update_xaxes(type="log" if log else "linear", row=row, col=col,
-                         title_text=("decimal difficulty (A.3)" + (", log scale" if log else "")) if row == (len(labels) + 2) // 3 or log else None)
+        fig.update_xaxes(
+            type="log" if log else "linear",
+            row=row,
+            col=col,
+            title_text=("decimal difficulty (A.3)" + (", log scale" if log else ""))
+            if row == (len(labels) + 2) // 3 or log
+            else None,
+        )
         fig.update_yaxes(title_text="questions (%)" if col == 1 else None, rangemode="tozero", row=row, col=col)
-    fig.update_layout(title=dict(text="Figure 7: distribution of the decimal difficulty per task",
-                                 subtitle=dict(text=f"share of each source's questions per difficulty bin "
-                                                    f"(up to {bins} bins per task, the same for every source)")),
-                      legend=dict(orientation="h", x=0, y=-0.07, yanchor="top", title=""),
-                      width=1250, height=1080, margin=dict(t=140, b=120))
+    fig.update_layout(
+        title=dict(
+            text="Figure 7: distribution of the decimal difficulty per task",
+            subtitle=dict(
+                text=f"share of each source's questions per difficulty bin "
+                f"(up to {bins} bins per task, the same for every source)"
+            ),
+        ),
+        legend=dict(orientation="h", x=0, y=-0.07, yanchor="top", title=""),
+        width=1250,
+        height=1080,
+        margin=dict(t=140, b=120),
+    )
     return fig
 
 
@@ -576,4 +821,3 @@ def official_test_sets(folder, task_names=None) -> dict[str, pd.DataFrame]:
     """The released 500-sample test set of each task."""
     folder = official_folder(folder)
     return {t: official.load_test_set(t, folder) for t in task_names or official.released_tasks()}
-

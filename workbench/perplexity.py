@@ -18,6 +18,7 @@ row is the mean over test batches of exp(batch mean CE) (48 windows of 1024 toke
 batches). That is `ppl_all_batch_mean` here, over our batches of `rows` rows; it depends on the
 batching (with batches of equal token counts it is >= ppl_all, by Jensen), which is why ours pools.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,7 +52,7 @@ def windows(samples, context: int):
     before it in its window (positions restart at 0, as for every packed sample)."""
     for sample in samples:
         for start in range(0, max(len(sample[0]) - 1, 1), context):
-            yield tuple(part[start:start + context + 1] for part in sample)
+            yield tuple(part[start : start + context + 1] for part in sample)
 
 
 def pack_rows(pieces, width: int) -> list[list]:
@@ -84,14 +85,21 @@ def tensors(group, width: int, pad_id: int) -> dict[str, torch.Tensor]:
             col += len(i)
     target = mask[:, 1:] & (doc[:, 1:] == doc[:, :-1])
     t = torch.from_numpy
-    return {"ids": t(ids[:, :-1]), "values": t(values[:, :-1]), "positions": t(pos[:, :-1]),
-            "doc_ids": t(doc[:, :-1]), "targets": t(ids[:, 1:]), "target": t(target),
-            "numeric": t(numeric[:, 1:] & target)}
+    return {
+        "ids": t(ids[:, :-1]),
+        "values": t(values[:, :-1]),
+        "positions": t(pos[:, :-1]),
+        "doc_ids": t(doc[:, :-1]),
+        "targets": t(ids[:, 1:]),
+        "target": t(target),
+        "numeric": t(numeric[:, 1:] & target),
+    }
 
 
 @torch.no_grad()
-def perplexity(model: GPT, tok: Tokenizer, texts, rows: int = 8, context: int | None = None,
-               progress: bool = True) -> dict:
+def perplexity(
+    model: GPT, tok: Tokenizer, texts, rows: int = 8, context: int | None = None, progress: bool = True
+) -> dict:
     """Perplexity of `model` on the held-out `texts` (strings): ppl_all and ppl_text (pooled, see
     the module docstring), the authors' ppl_all_batch_mean, the mean cross-entropies (nats) and
     the token counts. `context` (default: the model's block size) bounds a window; `rows` rows of
@@ -110,7 +118,7 @@ def perplexity(model: GPT, tok: Tokenizer, texts, rows: int = 8, context: int | 
     counts = np.zeros(2, dtype=np.int64)
     try:
         for start in tqdm(range(0, len(packed), rows), desc="perplexity", disable=not progress, leave=False):
-            batch = tensors(packed[start:start + rows], context + 1, tok.pad_id)
+            batch = tensors(packed[start : start + rows], context + 1, tok.pad_id)
             logits = model.logits(*(batch[k].to(device) for k in ("ids", "values", "positions", "doc_ids")))
             target = batch["target"].to(device)
             ce = F.cross_entropy(logits[target].double(), batch["targets"].to(device)[target], reduction="none")
@@ -121,10 +129,17 @@ def perplexity(model: GPT, tok: Tokenizer, texts, rows: int = 8, context: int | 
     finally:
         model.train(was_training)
     ce_all, ce_text = float(sums[0] / counts[0]), float(sums[1] / counts[1]) if counts[1] else math.nan
-    return {"ppl_all": math.exp(ce_all), "ppl_text": math.exp(ce_text),
-            "ppl_all_batch_mean": float(np.mean(batch_ppl)), "ce_all": ce_all, "ce_text": ce_text,
-            "tokens": int(counts[0]), "text_tokens": int(counts[1]),
-            "numeric_tokens": int(counts[0] - counts[1]), "samples": len(texts)}
+    return {
+        "ppl_all": math.exp(ce_all),
+        "ppl_text": math.exp(ce_text),
+        "ppl_all_batch_mean": float(np.mean(batch_ppl)),
+        "ce_all": ce_all,
+        "ce_text": ce_text,
+        "tokens": int(counts[0]),
+        "text_tokens": int(counts[1]),
+        "numeric_tokens": int(counts[0] - counts[1]),
+        "samples": len(texts),
+    }
 
 
 def text_score(ppl: float, best: float = 40.0, scale: float = 100.0) -> float:

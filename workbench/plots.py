@@ -10,6 +10,7 @@ gets `runs/figures/` (SCRATCH, ignored by git) unless it names a folder.
 Importing this module makes "plotly_white+workbench" plotly's default template: white
 background, 16 px text, and a colour cycle of ten well-separated colours (d3's).
 """
+
 from __future__ import annotations
 
 import base64
@@ -33,17 +34,39 @@ FIGURES = ROOT / "figures"
 SCRATCH = ROOT / "runs" / "figures"
 
 # Ten colours that stay apart (d3's category10); figures with more series add dashes and markers.
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-           "#bcbd22", "#17becf"]
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 DASHES = ["solid", "dot", "dash", "dashdot", "longdash"]
 # One colour per encoding in every figure (BitTokens green, as the paper's "ours"); every other
 # registered encoding gets one of ZOO_COLORS from `encoding_color`.
-ENCODING_COLORS = {"triple_digit": "#1f77b4", "single_digit": "#ff7f0e", "xval": "#7f7f7f",
-                   "fone": "#d62728", "bittokens": "#2ca02c", "numerologic": "#8c564b",
-                   "log_fone": "#9467bd"}
-ZOO_COLORS = ["#17becf", "#bcbd22", "#e377c2", "#393b79", "#ad494a", "#637939", "#e7ba52", "#7b4173",
-              "#6b6ecf", "#843c39", "#8c6d31", "#3182bd", "#d6616b", "#9c9ede", "#74c476", "#fd8d3c"]
+ENCODING_COLORS = {
+    "triple_digit": "#1f77b4",
+    "single_digit": "#ff7f0e",
+    "xval": "#7f7f7f",
+    "fone": "#d62728",
+    "bittokens": "#2ca02c",
+    "numerologic": "#8c564b",
+    "log_fone": "#9467bd",
+}
+ZOO_COLORS = [
+    "#17becf",
+    "#bcbd22",
+    "#e377c2",
+    "#393b79",
+    "#ad494a",
+    "#637939",
+    "#e7ba52",
+    "#7b4173",
+    "#6b6ecf",
+    "#843c39",
+    "#8c6d31",
+    "#3182bd",
+    "#d6616b",
+    "#9c9ede",
+    "#74c476",
+    "#fd8d3c",
+]
 VERDICT_COLORS = {"pass": "#2ca02c", "trade-off": "#ffbf00", "fail": "#d62728", "n/a": "#e5e5e5"}
+
 
 def encoding_color(name: str) -> str:
     """The colour of an encoding in every figure: ENCODING_COLORS' for the paper's five and
@@ -53,6 +76,7 @@ def encoding_color(name: str) -> str:
     if name in ENCODING_COLORS:
         return ENCODING_COLORS[name]
     from . import encoders  # here, not at import time: plots is imported by modules encoders need
+
     taken = set(ENCODING_COLORS.values())
     for other in [n for n in encoders.names() if n not in ENCODING_COLORS]:
         if other == name:
@@ -73,12 +97,14 @@ def _free_zoo_color(name: str, taken: set) -> str:
 def encoding_colors(names=None) -> dict[str, str]:
     """{name: colour} for plotly's color_discrete_map: every registered encoding, or `names`."""
     from . import encoders
+
     return {n: encoding_color(n) for n in (names if names is not None else encoders.names())}
 
 
 # Text sizes chosen so a figure shown at the README's width (~880 px) stays readable.
-pio.templates["workbench"] = go.layout.Template(layout=dict(
-    font=dict(size=16), colorway=PALETTE, title=dict(font=dict(size=21), subtitle=dict(font=dict(size=15)))))
+pio.templates["workbench"] = go.layout.Template(
+    layout=dict(font=dict(size=16), colorway=PALETTE, title=dict(font=dict(size=21), subtitle=dict(font=dict(size=15))))
+)
 pio.templates.default = "plotly_white+workbench"
 
 _kaleido_ready: bool | None = None
@@ -87,14 +113,16 @@ _kaleido_ready: bool | None = None
 def _start_kaleido() -> bool:
     global _kaleido_ready
     if _kaleido_ready is None:
-        if not (shutil.which("chromium") or shutil.which("chromium-browser")
-                or os.environ.get("BROWSER_PATH")):
-            warnings.warn("No Chromium on PATH: figures are saved as HTML only "
-                          "(apt-get install -y chromium for PNG/SVG).", stacklevel=3)
+        if not (shutil.which("chromium") or shutil.which("chromium-browser") or os.environ.get("BROWSER_PATH")):
+            warnings.warn(
+                "No Chromium on PATH: figures are saved as HTML only (apt-get install -y chromium for PNG/SVG).",
+                stacklevel=3,
+            )
             _kaleido_ready = False
         else:
             try:
                 import kaleido
+
                 kaleido.start_sync_server(silence_warnings=True)
                 _kaleido_ready = True
             except Exception as err:  # noqa: BLE001 - any browser failure means HTML only
@@ -114,8 +142,9 @@ def _plain(value):
     return [_plain(v) for v in value] if isinstance(value, list) else value
 
 
-def save(fig: go.Figure, name: str, out_dir: str | os.PathLike | None = None,
-         formats: tuple[str, ...] = ("html", "png")) -> list[Path]:
+def save(
+    fig: go.Figure, name: str, out_dir: str | os.PathLike | None = None, formats: tuple[str, ...] = ("html", "png")
+) -> list[Path]:
     """Write `fig` as `<out_dir>/<name>.<fmt>` for each format (out_dir None: runs/figures/);
     returns the files written."""
     out = Path(out_dir) if out_dir is not None else SCRATCH
@@ -124,8 +153,9 @@ def save(fig: go.Figure, name: str, out_dir: str | os.PathLike | None = None,
     for fmt in formats:
         path = out / f"{name}.{fmt}"
         if fmt == "html":
-            write_atomic(path, lambda tmp: fig.write_html(tmp, include_plotlyjs="directory", full_html=True,
-                                                         div_id=name))  # fixed id: same figure, same bytes
+            write_atomic(
+                path, lambda tmp: fig.write_html(tmp, include_plotlyjs="directory", full_html=True, div_id=name)
+            )  # fixed id: same figure, same bytes
         elif fmt == "json":  # the figure's data and layout, arrays as plain lists: the values it draws
             write_atomic(path, lambda tmp: Path(tmp).write_text(json.dumps(_plain(json.loads(fig.to_json())))))
         elif _start_kaleido():
@@ -138,13 +168,12 @@ def save(fig: go.Figure, name: str, out_dir: str | os.PathLike | None = None,
     return written
 
 
-
 # -- log axes ------------------------------------------------------------------------------------
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
 def power_of_ten(exponent: int, mantissa: int = 1) -> str:
-    """"10⁻¹⁵", "2·10⁻¹⁵", "1": one way of writing every tick of a log axis."""
+    """ "10⁻¹⁵", "2·10⁻¹⁵", "1": one way of writing every tick of a log axis."""
     if exponent == 0:
         return str(mantissa)
     return ("" if mantissa == 1 else f"{mantissa}·") + "10" + str(exponent).translate(_SUPERSCRIPT)
@@ -162,28 +191,55 @@ def log_ticks(low: float, high: float, max_ticks: int = 8) -> dict:
     else:
         step = max(1, math.ceil((last - first + 1) / max_ticks))
         ticks = [(e, 1) for e in range(math.ceil(first / step) * step, last + 1, step)]  # 1 = 10⁰ among them
-    ticks = [(e, m) for e, m in ticks if low / 1.001 <= m * 10.0 ** e <= high * 1.001] or [(first, 1)]
-    return dict(tickvals=[m * 10.0 ** e for e, m in ticks], ticktext=[power_of_ten(e, m) for e, m in ticks])
+    ticks = [(e, m) for e, m in ticks if low / 1.001 <= m * 10.0**e <= high * 1.001] or [(first, 1)]
+    return dict(tickvals=[m * 10.0**e for e, m in ticks], ticktext=[power_of_ten(e, m) for e, m in ticks])
 
 
-def log_with_zeros(data, x: str, y: str, facet: str, facets: list[str], x_title: str, y_title: str,
-                   zero_label: str = "exactly 0") -> go.Figure:
+def log_with_zeros(
+    data, x: str, y: str, facet: str, facets: list[str], x_title: str, y_title: str, zero_label: str = "exactly 0"
+) -> go.Figure:
     """One panel per facet: values > 0 on a log axis, exact zeros (which a log axis cannot show)
     as markers on a strip of their own underneath, labelled `zero_label`."""
-    fig = make_subplots(rows=2, cols=len(facets), row_heights=[0.85, 0.15], shared_xaxes=True,
-                        shared_yaxes=True, vertical_spacing=0.03, horizontal_spacing=0.03, subplot_titles=facets)
+    fig = make_subplots(
+        rows=2,
+        cols=len(facets),
+        row_heights=[0.85, 0.15],
+        shared_xaxes=True,
+        shared_yaxes=True,
+        vertical_spacing=0.03,
+        horizontal_spacing=0.03,
+        subplot_titles=facets,
+    )
     positive = data[data[y] > 0]
     if (data[y] < 0).any():
         raise ValueError(f"{y} has negative values; a log axis shows values > 0 and this strip zeros")
     for col, name in enumerate(facets, start=1):
         part = data[data[facet] == name]
         above, zero = part[part[y] > 0], part[part[y] == 0]
-        fig.add_trace(go.Scatter(x=above[x], y=above[y], mode="lines+markers", showlegend=False,
-                                 line=dict(color=PALETTE[0]), hovertemplate="%{x}: %{y:.3g}<extra></extra>"),
-                      row=1, col=col)
-        fig.add_trace(go.Scatter(x=zero[x], y=[0] * len(zero), mode="markers", showlegend=False,
-                                 marker=dict(color=PALETTE[0], symbol="circle-open", size=7),
-                                 hovertemplate="%{x}: exactly 0<extra></extra>"), row=2, col=col)
+        fig.add_trace(
+            go.Scatter(
+                x=above[x],
+                y=above[y],
+                mode="lines+markers",
+                showlegend=False,
+                line=dict(color=PALETTE[0]),
+                hovertemplate="%{x}: %{y:.3g}<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=zero[x],
+                y=[0] * len(zero),
+                mode="markers",
+                showlegend=False,
+                marker=dict(color=PALETTE[0], symbol="circle-open", size=7),
+                hovertemplate="%{x}: exactly 0<extra></extra>",
+            ),
+            row=2,
+            col=col,
+        )
     if len(positive):
         fig.update_yaxes(type="log", **log_ticks(positive[y].min(), positive[y].max()), row=1)
     fig.update_yaxes(title_text=y_title, row=1, col=1)

@@ -7,6 +7,7 @@ notebooks read and write them (`validate_results` enforces it).
     value     float  finite
     seed      int    >= 0; (encoding, task, metric, seed) is unique
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -50,7 +51,6 @@ def validate_results(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-
 def read_results(path) -> pd.DataFrame:
     """Read and validate a results CSV; extra columns (tokens per problem, seconds) are kept.
     A relative path not found from the working directory is looked up from the repository root,
@@ -71,9 +71,13 @@ def results_from_summary(summary: pd.DataFrame) -> pd.DataFrame:
     prose = summary["task"].isin(tasks.with_metric("perplexity"))
     numeric, text = summary[~prose], summary[prose]
     arithmetic = numeric["task"].isin(ARITHMETIC)
-    parts = [numeric.assign(metric=np.where(arithmetic, "log_smape", "accuracy"), value=numeric["score"]),
-             numeric[arithmetic].assign(metric="exact_match", value=numeric["exact"])]
+    parts = [
+        numeric.assign(metric=np.where(arithmetic, "log_smape", "accuracy"), value=numeric["score"]),
+        numeric[arithmetic].assign(metric="exact_match", value=numeric["exact"]),
+    ]
     if len(text):
-        parts += [text.assign(metric="perplexity", value=text["ppl_all"]),
-                  text.assign(metric="perplexity_text", value=text["ppl_text"])]
+        parts += [
+            text.assign(metric="perplexity", value=text["ppl_all"]),
+            text.assign(metric="perplexity_text", value=text["ppl_text"]),
+        ]
     return validate_results(pd.concat(parts, ignore_index=True))

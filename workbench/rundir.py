@@ -12,6 +12,7 @@ Every file is written atomically. A resume, or a study counting a finished run, 
 configuration (`config_differences`; the settings of PLACE_AND_PACE and RESUMABLE aside) and the
 same kernels (`kernel_difference`).
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,16 @@ from .config import TrainConfig, from_record, recorded
 from .model import GPT
 from .tokenizer import Tokenizer
 
-RUN_FILES = ("config.json", "environment.json", "metrics.jsonl", "evals.jsonl", "checkpoint.pt", "best.pt",
-             "test_samples.csv", "test_summary.csv")
+RUN_FILES = (
+    "config.json",
+    "environment.json",
+    "metrics.jsonl",
+    "evals.jsonl",
+    "checkpoint.pt",
+    "best.pt",
+    "test_samples.csv",
+    "test_summary.csv",
+)
 # Settings that change neither the training nor its results: where a run lives and how it is run.
 PLACE_AND_PACE = ("out", "overwrite", "device", "checkpoint_every", "prefetch", "same_kernels")
 # A resumed run may also change the kernels (threads, compile, the attention kernel: they change the
@@ -51,22 +60,30 @@ def prepare(cfg: TrainConfig, resume: bool, rank: int) -> tuple[Path, dict | Non
     out = Path(cfg.run.out)
     existing = [name for name in RUN_FILES if (out / name).exists()]
     if resume and not (out / "checkpoint.pt").exists():
-        raise FileNotFoundError(f"--resume: there is no {out / 'checkpoint.pt'} to continue from; start the run "
-                                "without --resume" + (f" (add --overwrite to replace {existing})" if existing else ""))
+        raise FileNotFoundError(
+            f"--resume: there is no {out / 'checkpoint.pt'} to continue from; start the run "
+            "without --resume" + (f" (add --overwrite to replace {existing})" if existing else "")
+        )
     if not resume and existing and not cfg.run.overwrite:
-        raise FileExistsError(f"{out} already holds a run ({', '.join(existing)}): pass --resume to continue "
-                              "it, --overwrite to replace it, or choose a new --out")
+        raise FileExistsError(
+            f"{out} already holds a run ({', '.join(existing)}): pass --resume to continue "
+            "it, --overwrite to replace it, or choose a new --out"
+        )
     ckpt = None
     if resume:
         ckpt = load_checkpoint(out / "checkpoint.pt")
         why = checkpoint_problem(ckpt)
         if why:
-            raise ValueError(f"--resume: {out / 'checkpoint.pt'} is not a checkpoint this workbench wrote ({why}); "
-                             "start the run again with --overwrite")
+            raise ValueError(
+                f"--resume: {out / 'checkpoint.pt'} is not a checkpoint this workbench wrote ({why}); "
+                "start the run again with --overwrite"
+            )
         differ = config_differences(ckpt["config"], cfg, ignore=RESUMABLE) or kernel_difference(cfg)
         if differ:
-            raise ValueError(f"--resume: {out} was trained with another configuration ({differ}); resume with "
-                             "those values, or start a new run (--overwrite or another --out)")
+            raise ValueError(
+                f"--resume: {out} was trained with another configuration ({differ}); resume with "
+                "those values, or start a new run (--overwrite or another --out)"
+            )
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         clean_temporaries(out, RUN_FILES)
@@ -78,8 +95,17 @@ def prepare(cfg: TrainConfig, resume: bool, rank: int) -> tuple[Path, dict | Non
 
 
 # What train.save_checkpoint writes: each key and the type of its value.
-CHECKPOINT_KEYS = {"model": dict, "optimizers": list, "balancer": dict, "normalizer": dict, "curricula": dict,
-                   "rng": str, "torch_rng": torch.Tensor, "state": dict, "config": dict}
+CHECKPOINT_KEYS = {
+    "model": dict,
+    "optimizers": list,
+    "balancer": dict,
+    "normalizer": dict,
+    "curricula": dict,
+    "rng": str,
+    "torch_rng": torch.Tensor,
+    "state": dict,
+    "config": dict,
+}
 
 
 def checkpoint_problem(ckpt) -> str:
@@ -110,8 +136,9 @@ def load_weights(model: GPT, path: Path) -> None:
     """Load a weights file (best.pt) into `model`; a ValueError naming the file if it holds no
     weights of this model (another size, encoding or vocabulary, or no weights at all)."""
     weights = load_checkpoint(path)
-    if not isinstance(weights, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
-                                                for k, v in weights.items()):
+    if not isinstance(weights, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
+    ):
         raise ValueError(f"{path} holds no model weights (a {type(weights).__name__} of other things)")
     try:
         model.load_state_dict(weights)
@@ -181,8 +208,10 @@ def config_differences(record: dict, cfg: TrainConfig, ignore=PLACE_AND_PACE) ->
     record = {**ADDED_SINCE, **record}
     now, missing = recorded(cfg), object()
     keys = [k for k in now if k not in ignore and record.get(k, missing) != now[k]]
-    shown = [f"{k}: {record[k]!r} (recorded) vs {now[k]!r}" if k in record else f"{k}: not recorded vs {now[k]!r}"
-             for k in keys[:6]]
+    shown = [
+        f"{k}: {record[k]!r} (recorded) vs {now[k]!r}" if k in record else f"{k}: not recorded vs {now[k]!r}"
+        for k in keys[:6]
+    ]
     return "; ".join(shown) + (f"; and {len(keys) - 6} more" if len(keys) > 6 else "")
 
 
@@ -225,33 +254,46 @@ def environment(cfg: TrainConfig, device: torch.device | None = None, run=None) 
     from .fused import _kernels_agree
     from .optim import cpu_has_bf16_matrix_units, newton_schulz_dtype
     from .tasks import text_sources
+
     device = device or torch.device("cpu")
-    record = {"workbench_commit": _commit(), "python": platform.python_version(),
-              "implementation": platform.python_implementation(),
-              **{name: version(name) for name in ("torch", "numpy", "pandas", "tokenizers")},
-              "threads": torch.get_num_threads(), "platform": platform.platform(), "machine": platform.machine(),
-              "cpu_model": cpu_model(), "kernels": kernels(device),
-              "cpu_capability": torch.backends.cpu.get_cpu_capability(), "numpy_simd": numpy_simd(),
-              "amx": cpu_has_bf16_matrix_units(),
-              "bpe_corpus_sha256": text_sources.SHIPPED_SHA256,
-              "text_source_sha256": text_sources.checksum(cfg.data.text_source)
-              if any(tasks.get(t).answer == "text" for t in cfg.tasks) else None}
+    record = {
+        "workbench_commit": _commit(),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        **{name: version(name) for name in ("torch", "numpy", "pandas", "tokenizers")},
+        "threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_model": cpu_model(),
+        "kernels": kernels(device),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "numpy_simd": numpy_simd(),
+        "amx": cpu_has_bf16_matrix_units(),
+        "bpe_corpus_sha256": text_sources.SHIPPED_SHA256,
+        "text_source_sha256": text_sources.checksum(cfg.data.text_source)
+        if any(tasks.get(t).answer == "text" for t in cfg.tasks)
+        else None,
+    }
     if run is not None:
         attention, prefetch = cfg.model.attention, cfg.run.prefetch
         record["tokenizer_sha256"] = run.tok.checksum  # a changed BPE file changes the losses from step 1
         head_size = run.model.cfg.d_model // run.model.cfg.n_head
         record["resolved"] = {
-            "device": str(device), "newton_schulz": newton_schulz_dtype(cfg.optim, device),
-            "attention": "flex" if attention == "flex" or (attention == "auto" and device.type == "cuda")
+            "device": str(device),
+            "newton_schulz": newton_schulz_dtype(cfg.optim, device),
+            "attention": "flex"
+            if attention == "flex" or (attention == "auto" and device.type == "cuda")
             else ("dense with the CPU block plan" if attention == "auto" else "dense"),
             "prefetch": prefetch == "on" or (prefetch == "auto" and device.type == "cuda"),
-            "grad_accum": run.accum, "list_sampling": cfg.regime.list_rule,
-            "cpu_kernels": device.type == "cpu" and torch.get_num_threads() == 1 and _kernels_agree(head_size)}
+            "grad_accum": run.accum,
+            "list_sampling": cfg.regime.list_rule,
+            "cpu_kernels": device.type == "cpu" and torch.get_num_threads() == 1 and _kernels_agree(head_size),
+        }
     return record
 
 
 def kernel_difference(cfg: TrainConfig, device: torch.device | None = None) -> str:
-    """"" when the run in cfg.out was made on this machine's kernels (or did not record them, or
+    """ "" when the run in cfg.out was made on this machine's kernels (or did not record them, or
     --no-same-kernels), else what differs, for the refusal."""
     if not cfg.run.same_kernels:
         return ""
@@ -269,8 +311,10 @@ def _commit() -> str | None:
     root = str(Path(__file__).resolve().parents[1])
 
     def git(*args):
-        return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=30,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", root, *args], capture_output=True, text=True, timeout=30, check=True
+        ).stdout.strip()
+
     try:
         head, changes = git("rev-parse", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
@@ -285,8 +329,9 @@ def fresh_run_dir(root="runs", prefix="train") -> Path:
     if int(os.environ.get("WORLD_SIZE", 1)) > 1:
         run_id = os.environ.get("TORCHELASTIC_RUN_ID", "none")
         if run_id in ("", "none"):
-            raise ValueError("under torchrun without --standalone the ranks cannot agree on a new run directory: "
-                             "name one with --out")
+            raise ValueError(
+                "under torchrun without --standalone the ranks cannot agree on a new run directory: name one with --out"
+            )
         return Path(root) / f"{prefix}-{run_id[:8]}"
     base = Path(root) / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
     Path(root).mkdir(parents=True, exist_ok=True)
@@ -342,10 +387,12 @@ class Logger:
 
 def load_metrics(run_dir) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(one row per training step, one row per evaluation) of a run directory."""
+
     def read(name):
         path = Path(run_dir) / name
         rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
         return pd.DataFrame(rows)
+
     return read("metrics.jsonl"), read("evals.jsonl")
 
 

@@ -24,6 +24,7 @@ Study 3's models are also scored on questions made elsewhere, without training (
 the authors' released test sets, OUT/cpu-study-official.csv; `generator_scores`: reasoning-gym's,
 workbench/generator.py, OUT/cpu-study-generator.csv).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -58,11 +59,24 @@ PART_LABELS = {"multitask": "Study 2", NUMERIC_CHECKPOINT: "Study 2b, checkpoint
 VARIANT = "bittokens_decimal_pool"  # the exploratory runs drawn as a sixth encoding of their study
 RESULTS_FILE, INTERVALS_FILE = "cpu-study.csv", "cpu-study-intervals.csv"  # what run_study writes into OUT
 # The shared small scale: cpu-tiny, batch 8 x 128, operands of magnitude 1 ... 100.
-COMMON = dict(preset="cpu-tiny", batch_size=8, decades=(0, 1), pool_size=20_000, test_samples=500,
-              eval_every=100, checkpoint_every=100, threads=1)
+COMMON = dict(
+    preset="cpu-tiny",
+    batch_size=8,
+    decades=(0, 1),
+    pool_size=20_000,
+    test_samples=500,
+    eval_every=100,
+    checkpoint_every=100,
+    threads=1,
+)
 PRECISION = TrainConfig.of(tasks=("multiplication",), tokens=1e6, val_samples=32, **COMMON)
-MULTITASK = TrainConfig.of(tasks=tuple(tasks.names("single_step") + tasks.names("comparison") + tasks.names("text")),
-                        tokens=4e6, max_digits=1, val_samples=64, **COMMON)
+MULTITASK = TrainConfig.of(
+    tasks=tuple(tasks.names("single_step") + tasks.names("comparison") + tasks.names("text")),
+    tokens=4e6,
+    max_digits=1,
+    val_samples=64,
+    **COMMON,
+)
 
 
 # Study 3: the two axes on which the paper's gap lives, the numbers' length and the training budget.
@@ -101,14 +115,28 @@ def zoo_encodings() -> tuple[str, ...]:
 
 
 def _precision(study: str, encodings, base: TrainConfig = PRECISION, digits=DIGITS) -> list[Run]:
-    return [Run(study, e, t, d, s, base.updated(encoding=e, tasks=(t,), max_digits=d, seed=s))
-            for t in PRECISION_TASKS for d in digits for e in encodings for s in PRECISION_SEEDS]
+    return [
+        Run(study, e, t, d, s, base.updated(encoding=e, tasks=(t,), max_digits=d, seed=s))
+        for t in PRECISION_TASKS
+        for d in digits
+        for e in encodings
+        for s in PRECISION_SEEDS
+    ]
 
 
 def _multitask(study: str, encodings, select_with_text: bool = True) -> list[Run]:
-    return [Run(study, e, "multitask", MULTITASK.data.max_digits, s,
-                MULTITASK.updated(encoding=e, seed=s, select_with_text=select_with_text))
-            for e in encodings for s in MULTITASK_SEEDS]
+    return [
+        Run(
+            study,
+            e,
+            "multitask",
+            MULTITASK.data.max_digits,
+            s,
+            MULTITASK.updated(encoding=e, seed=s, select_with_text=select_with_text),
+        )
+        for e in encodings
+        for s in MULTITASK_SEEDS
+    ]
 
 
 def budget_label(tokens: float) -> str:
@@ -120,15 +148,22 @@ def _budget_run(encoding: str, task: str, digits: int, seed: int, tokens: float)
     pools), trained alone on `task` for `tokens`."""
     regime = dict(decades=None, max_digits=None) if digits == PAPER_REGIME else dict(max_digits=digits)
     name = "bittokens" if encoding == VARIANT else encoding
-    cfg = BUDGET_BASE.updated(encoding=name, binary_pool=encoding != VARIANT, tasks=(task,), seed=seed, tokens=tokens,
-                  **regime)
+    cfg = BUDGET_BASE.updated(
+        encoding=name, binary_pool=encoding != VARIANT, tasks=(task,), seed=seed, tokens=tokens, **regime
+    )
     return Run(f"budget_{budget_label(tokens)}", encoding, task, digits, seed, cfg)
 
 
 def _budget_grid(encodings, digits, budgets=BUDGETS) -> list[Run]:
     """Budget first (every 1M run before any 3M run), so that a study cut short by time leaves whole budgets."""
-    return [_budget_run(e, t, d, s, b) for b in budgets for t in PRECISION_TASKS for d in digits for e in encodings
-            for s in BUDGET_SEEDS]
+    return [
+        _budget_run(e, t, d, s, b)
+        for b in budgets
+        for t in PRECISION_TASKS
+        for d in digits
+        for e in encodings
+        for s in BUDGET_SEEDS
+    ]
 
 
 def plan(which=PREREGISTERED) -> list[Run]:
@@ -139,13 +174,28 @@ def plan(which=PREREGISTERED) -> list[Run]:
         runs += _multitask("multitask", ENCODINGS)
     if DECIMAL_POOL in which:
         solo = PRECISION.updated(encoding="bittokens", binary_pool=False)
-        runs += [Run(f"precision_{DECIMAL_POOL}", "bittokens", t, d, s, solo.updated(tasks=(t,), max_digits=d, seed=s))
-                 for t in PRECISION_TASKS for d in DIGITS for s in PRECISION_SEEDS]
-        runs += [Run(f"multitask_{DECIMAL_POOL}", "bittokens", "multitask", MULTITASK.data.max_digits, s,
-                     MULTITASK.updated(encoding="bittokens", binary_pool=False, seed=s)) for s in MULTITASK_SEEDS]
+        runs += [
+            Run(f"precision_{DECIMAL_POOL}", "bittokens", t, d, s, solo.updated(tasks=(t,), max_digits=d, seed=s))
+            for t in PRECISION_TASKS
+            for d in DIGITS
+            for s in PRECISION_SEEDS
+        ]
+        runs += [
+            Run(
+                f"multitask_{DECIMAL_POOL}",
+                "bittokens",
+                "multitask",
+                MULTITASK.data.max_digits,
+                s,
+                MULTITASK.updated(encoding="bittokens", binary_pool=False, seed=s),
+            )
+            for s in MULTITASK_SEEDS
+        ]
     if NUMERIC_CHECKPOINT in which:
-        runs += [replace(r, study=NUMERIC_CHECKPOINT, config=r.config.updated(select_with_text=False))
-                 for r in plan(["multitask"])]
+        runs += [
+            replace(r, study=NUMERIC_CHECKPOINT, config=r.config.updated(select_with_text=False))
+            for r in plan(["multitask"])
+        ]
     if ZOO_PRECISION in which:
         runs += _precision(ZOO_PRECISION, zoo_encodings())
     if ZOO_MULTITASK in which:
@@ -166,24 +216,34 @@ def plan(which=PREREGISTERED) -> list[Run]:
 def select(runs: list[Run], encodings=None, seeds=None, tasks_=None, digits=None, budgets=None) -> list[Run]:
     """The runs whose encoding, seed, task ("multitask" for a multi-task run), digits and token
     budget are among those given (None: any)."""
-    chosen = [r for r in runs if (encodings is None or r.encoding in encodings) and (seeds is None or r.seed in seeds)
-              and (tasks_ is None or r.task in tasks_) and (digits is None or r.digits in digits)
-              and (budgets is None or r.config.tokens in budgets)]
+    chosen = [
+        r
+        for r in runs
+        if (encodings is None or r.encoding in encodings)
+        and (seeds is None or r.seed in seeds)
+        and (tasks_ is None or r.task in tasks_)
+        and (digits is None or r.digits in digits)
+        and (budgets is None or r.config.tokens in budgets)
+    ]
     if runs and not chosen:
-        raise ValueError("no run of the chosen parts matches --encodings/--seeds/--tasks/--digits/--budgets "
-                         f"{[encodings, seeds, tasks_, digits, budgets]}")
+        raise ValueError(
+            "no run of the chosen parts matches --encodings/--seeds/--tasks/--digits/--budgets "
+            f"{[encodings, seeds, tasks_, digits, budgets]}"
+        )
     return chosen
 
 
 def finished(cfg: TrainConfig) -> bool:
     """rundir.finished (the study needs it before torch is imported: experiments' --help)."""
     from .rundir import finished as done
+
     return done(cfg)
 
 
 def stale(runs: list[Run], out: Path) -> dict[str, str]:
     """{run name: the settings in which its finished run in OUT differs from the plan}."""
     from .rundir import recorded_differences  # torch: not at import (the commands' --help)
+
     found = {}
     for r in runs:
         cfg = r.config.updated(out=str(out / r.name))
@@ -192,8 +252,14 @@ def stale(runs: list[Run], out: Path) -> dict[str, str]:
     return found
 
 
-def run_study(which=PREREGISTERED, out="runs/study", jobs: int = 2, overwrite: bool = False,
-              executor: Executor | None = None, **selection) -> pd.DataFrame:
+def run_study(
+    which=PREREGISTERED,
+    out="runs/study",
+    jobs: int = 2,
+    overwrite: bool = False,
+    executor: Executor | None = None,
+    **selection,
+) -> pd.DataFrame:
     """Train every run of `which` (narrowed by `select`'s `selection`) not finished yet, `jobs` at a
     time (or as jobs of `executor`), then write and return the results of every finished run of
     every part. A run counts as finished only if its recorded configuration is the plan's: a
@@ -205,9 +271,13 @@ def run_study(which=PREREGISTERED, out="runs/study", jobs: int = 2, overwrite: b
         differ = stale(runs, out)
         if differ and not overwrite:
             shown = "; ".join(f"{name}: {d}" for name, d in list(differ.items())[:3])
-            raise ValueError(f"{len(differ)} run(s) in {out} were trained with another configuration than the plan "
-                             f"({shown}{' ...' if len(differ) > 3 else ''}); --overwrite retrains them")
-        todo = {r.name: r.config for r in runs if r.name in differ or not finished(r.config.updated(out=str(out / r.name)))}
+            raise ValueError(
+                f"{len(differ)} run(s) in {out} were trained with another configuration than the plan "
+                f"({shown}{' ...' if len(differ) > 3 else ''}); --overwrite retrains them"
+            )
+        todo = {
+            r.name: r.config for r in runs if r.name in differ or not finished(r.config.updated(out=str(out / r.name)))
+        }
         try:
             run_all(todo, out, jobs, overwrite, desc="study", executor=executor)
         finally:  # the finished runs are tabled even when others failed
@@ -221,8 +291,9 @@ def write_results(out: Path) -> pd.DataFrame:
     everything = plan(PARTS)
     differ = stale(everything, out)
     if differ:
-        warnings.warn(f"left out of the results, trained with another configuration than the plan: {sorted(differ)}",
-                      stacklevel=2)
+        warnings.warn(
+            f"left out of the results, trained with another configuration than the plan: {sorted(differ)}", stacklevel=2
+        )
     done = [r for r in everything if r.name not in differ and finished(r.config.updated(out=str(out / r.name)))]
     results = collect(done, out)
     write_atomic(out / RESULTS_FILE, lambda tmp: results.to_csv(tmp, index=False))
@@ -238,14 +309,18 @@ GENERATOR_FILE = "cpu-study-generator.csv"  # ... and on questions of an indepen
 def _unscored(out: Path, which, table: pd.DataFrame, **selection) -> list[Run]:
     """The finished runs of `which` in OUT (narrowed by `select`'s `selection`) with no row in `table`."""
     scored = set(table["run"]) if "run" in table else set()
-    return [r for r in select(plan(which), **selection) if finished(r.config.updated(out=str(out / r.name)))
-            and r.name not in scored]
+    return [
+        r
+        for r in select(plan(which), **selection)
+        if finished(r.config.updated(out=str(out / r.name))) and r.name not in scored
+    ]
 
 
 def _answer(out: Path, r: Run, questions: pd.DataFrame) -> pd.DataFrame:
     """Run r's best checkpoint answers `questions` of its task, scored; the study's columns added."""
     from .evaluate import evaluate
     from .rundir import load_run
+
     model, tok, _ = load_run(out / r.name)
     answers = evaluate(model, tok, {r.task: questions[["prompt", "answer"]]})
     return answers.assign(run=r.name, study=r.study, encoding=r.encoding, digits=r.digits, seed=r.seed)
@@ -258,6 +333,7 @@ def official_scores(out, data=None, which=BUDGET_PARTS, **selection) -> pd.DataF
     question (the study's columns, the question, prediction, score, exact match, tokens), written to
     OUT/cpu-study-official.csv. Runs already scored there are not scored again."""
     from .frontier.official import load_test_set
+
     out = Path(out)
     path = out / OFFICIAL_FILE
     done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["run"])
@@ -278,26 +354,37 @@ def generator_scores(out, n: int = 500, seed: int = 0, which=BUDGET_PARTS, **sel
     Runs already scored there are not scored again; a file scored with another n or seed is
     refused. `.attrs["dropped"]`: {task: the items dropped per source and reason} of the draws made."""
     from . import generator
+
     generator.check_draw(n, seed)
     out = Path(out)
     path = out / GENERATOR_FILE
     done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["run", "n", "generator_seed"])
     recorded = set(zip(done["n"], done["generator_seed"]))
     if recorded - {(n, seed)}:
-        raise ValueError(f"{path} holds questions drawn with (n, seed) {sorted(recorded)}, not ({n}, {seed}): "
-                         "score into another folder, or move the file aside")
+        raise ValueError(
+            f"{path} holds questions drawn with (n, seed) {sorted(recorded)}, not ({n}, {seed}): "
+            "score into another folder, or move the file aside"
+        )
     runs = _unscored(out, which, done, **selection)
     if other := sorted({r.task for r in runs} - set(generator.OPERATIONS)):
-        raise ValueError(f"the generator asks {sorted(generator.OPERATIONS)} only; the chosen runs also train on "
-                         f"{other} (narrow them with --studies or --tasks)")
+        raise ValueError(
+            f"the generator asks {sorted(generator.OPERATIONS)} only; the chosen runs also train on "
+            f"{other} (narrow them with --studies or --tasks)"
+        )
     drawn, parts = {}, ([done] if len(done) else [])
     for r in runs:
         if r.task not in drawn:
             drawn[r.task] = generator.questions(r.task, n, seed)
         questions = drawn[r.task]
         answers = _answer(out, r, questions)
-        parts.append(answers.assign(source=questions["source"].to_numpy(),
-                                    source_index=questions["source_index"].to_numpy(), n=n, generator_seed=seed))
+        parts.append(
+            answers.assign(
+                source=questions["source"].to_numpy(),
+                source_index=questions["source_index"].to_numpy(),
+                n=n,
+                generator_seed=seed,
+            )
+        )
         table = pd.concat(parts, ignore_index=True)
         write_atomic(path, lambda tmp: table.to_csv(tmp, index=False))  # after every run: resumable
     table = pd.concat(parts, ignore_index=True) if parts else done
@@ -313,9 +400,18 @@ def scored_cells(table: pd.DataFrame, draws: int = 2000) -> pd.DataFrame:
     for key, cell in table.groupby(["study", "task", "digits", "encoding"]):
         per_run = [g.score.to_numpy(dtype=float) for _, g in cell.groupby("run")]
         mean, low, high = hierarchical_bootstrap(per_run, draws)
-        rows.append(dict(zip(["study", "task", "digits", "encoding"], key), score=mean, low=low, high=high,
-                         exact=cell.exact.astype(float).mean(), runs=len(per_run), answers=len(cell),
-                         output_tokens=cell.output_tokens.mean() if "output_tokens" in cell else np.nan))
+        rows.append(
+            dict(
+                zip(["study", "task", "digits", "encoding"], key),
+                score=mean,
+                low=low,
+                high=high,
+                exact=cell.exact.astype(float).mean(),
+                runs=len(per_run),
+                answers=len(cell),
+                output_tokens=cell.output_tokens.mean() if "output_tokens" in cell else np.nan,
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -327,11 +423,16 @@ def other_question_cells(out) -> pd.DataFrame:
     """Study 3's scorings (2) and (3) of the runs in OUT, one row per cell and scoring
     (`scored_cells`, with a `scoring` column): the table published as OTHER_QUESTIONS_FILE."""
     out = Path(out)
-    parts = [scored_cells(pd.read_csv(out / name)).assign(scoring=scoring)
-             for name, scoring in SCORINGS.items() if (out / name).exists()]
+    parts = [
+        scored_cells(pd.read_csv(out / name)).assign(scoring=scoring)
+        for name, scoring in SCORINGS.items()
+        if (out / name).exists()
+    ]
     if not parts:
-        raise ValueError(f"{out} holds neither {' nor '.join(SCORINGS)}: score the runs first "
-                         "(python -m workbench.experiments study --out OUT --score-official DATA / --score-generator)")
+        raise ValueError(
+            f"{out} holds neither {' nor '.join(SCORINGS)}: score the runs first "
+            "(python -m workbench.experiments study --out OUT --score-official DATA / --score-generator)"
+        )
     return pd.concat(parts, ignore_index=True)
 
 
@@ -341,11 +442,18 @@ def frontier_points(cells: pd.DataFrame, digits: int = PAPER_REGIME) -> pd.DataF
     label, base encoding (its colour), task, output tokens per answer, score."""
     part = cells[(cells.scoring == "authors_test_sets") & (cells.digits == digits)]
     base = {e: "bittokens" if e == VARIANT else e for e in part.encoding.unique()}
-    return pd.DataFrame({
-        "model": [f"cpu-tiny {encoders.label(base[e])} ({s.removeprefix('budget_')} tokens)"
-                  for e, s in zip(part.encoding, part.study)],
-        "encoding": part.encoding.map(base), "task": part.task, "tokens": part.output_tokens,
-        "performance": part.score})
+    return pd.DataFrame(
+        {
+            "model": [
+                f"cpu-tiny {encoders.label(base[e])} ({s.removeprefix('budget_')} tokens)"
+                for e, s in zip(part.encoding, part.study)
+            ],
+            "encoding": part.encoding.map(base),
+            "task": part.task,
+            "tokens": part.output_tokens,
+            "performance": part.score,
+        }
+    )
 
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "results"  # the published study: read, never written by a study
@@ -359,13 +467,17 @@ def read_study(folder) -> tuple[pd.DataFrame, pd.DataFrame]:
     their columns, registered encodings (or VARIANT) and tasks, finite intervals with low <= high."""
     folder = Path(folder).expanduser()
     if not folder.is_dir():
-        raise ValueError(f"study folder {str(folder)!r} does not exist (a study writes it: python -m "
-                         f"workbench.experiments study --out {folder})")
+        raise ValueError(
+            f"study folder {str(folder)!r} does not exist (a study writes it: python -m "
+            f"workbench.experiments study --out {folder})"
+        )
     paths = [folder / RESULTS_FILE, folder / INTERVALS_FILE]
     missing = [p.name for p in paths if not p.is_file()]
     if missing:
-        raise ValueError(f"study folder {str(folder)!r} holds no {' or '.join(missing)} "
-                         f"(made by: python -m workbench.experiments study --out {folder})")
+        raise ValueError(
+            f"study folder {str(folder)!r} holds no {' or '.join(missing)} "
+            f"(made by: python -m workbench.experiments study --out {folder})"
+        )
     table, intervals = (_read_table(p) for p in paths)
     for path, frame, columns in ((paths[0], table, TABLE_COLUMNS), (paths[1], intervals, INTERVAL_COLUMNS)):
         _check_study_file(path, frame, columns)
@@ -383,19 +495,27 @@ def _check_study_file(path: Path, frame: pd.DataFrame, columns: list[str]) -> No
     if frame.empty:
         return
     if lacking := [c for c in columns if c not in frame.columns]:
-        raise ValueError(f"{path} lacks column(s) {lacking}: not a study table ({RESULTS_FILE} and {INTERVALS_FILE} "
-                         "are written by python -m workbench.experiments study)")
-    for column, known, hint in (("encoding", encoders.names() + [VARIANT], "is its file in workbench/encoders/?"),
-                                ("task", tasks.names(), "is its task registered?")):
+        raise ValueError(
+            f"{path} lacks column(s) {lacking}: not a study table ({RESULTS_FILE} and {INTERVALS_FILE} "
+            "are written by python -m workbench.experiments study)"
+        )
+    for column, known, hint in (
+        ("encoding", encoders.names() + [VARIANT], "is its file in workbench/encoders/?"),
+        ("task", tasks.names(), "is its task registered?"),
+    ):
         if unknown := sorted(set(frame[column].astype(str)) - set(known)):
-            raise ValueError(f"{path} holds rows of {column} {unknown}, which is not registered ({hint}); "
-                             f"registered: {', '.join(known)}")
+            raise ValueError(
+                f"{path} holds rows of {column} {unknown}, which is not registered ({hint}); "
+                f"registered: {', '.join(known)}"
+            )
     if "mean" in columns:
         values = frame[["mean", "low", "high"]].apply(pd.to_numeric, errors="coerce")
         bad = ~np.isfinite(values).all(axis=1) | (values.low > values.high)
         if bad.any():
-            raise ValueError(f"{path}: rows {list(frame.index[bad][:5])} have a mean, low or high that is not a "
-                             "finite number, or low > high")
+            raise ValueError(
+                f"{path}: rows {list(frame.index[bad][:5])} have a mean, low or high that is not a "
+                "finite number, or low > high"
+            )
 
 
 def read_studies(folders) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -431,12 +551,21 @@ def collect(runs: list[Run], out: Path) -> pd.DataFrame:
     for r in runs:
         summary = pd.read_csv(out / r.name / "test_summary.csv")
         for s in summary.itertuples(index=False):
-            common = dict(study=r.study, encoding=r.encoding, task=s.task, digits=r.digits, seed=r.seed,
-                          input_tokens=getattr(s, "input_tokens", np.nan),
-                          output_tokens=getattr(s, "output_tokens", np.nan), train_seconds=s.train_seconds)
+            common = dict(
+                study=r.study,
+                encoding=r.encoding,
+                task=s.task,
+                digits=r.digits,
+                seed=r.seed,
+                input_tokens=getattr(s, "input_tokens", np.nan),
+                output_tokens=getattr(s, "output_tokens", np.nan),
+                train_seconds=s.train_seconds,
+            )
             if tasks.get(s.task).metric == "perplexity":
-                rows += [dict(common, metric="perplexity", score=s.ppl_all),
-                         dict(common, metric="perplexity_text", score=s.ppl_text)]
+                rows += [
+                    dict(common, metric="perplexity", score=s.ppl_all),
+                    dict(common, metric="perplexity_text", score=s.ppl_text),
+                ]
                 continue
             rows.append(dict(common, metric=tasks.get(s.task).metric, score=s.score))
             if tasks.get(s.task).metric == "log_smape":
@@ -466,8 +595,9 @@ def bootstrap_intervals(runs: list[Run], out: Path, draws: int = 2000) -> pd.Dat
             samples.append(pd.read_csv(path).assign(study=r.study, encoding=r.encoding, digits=r.digits, seed=r.seed))
     rows = []
     if not samples:
-        return pd.DataFrame(columns=["study", "encoding", "task", "digits", "metric", "mean", "low", "high", "seeds",
-                                     "questions"])
+        return pd.DataFrame(
+            columns=["study", "encoding", "task", "digits", "metric", "mean", "low", "high", "seeds", "questions"]
+        )
     keys = ["study", "encoding", "task", "digits"]
     for key, part in pd.concat(samples).groupby(keys):
         for metric, column in ((tasks.get(key[2]).metric, "score"), ("exact_match", "exact")):
@@ -475,8 +605,17 @@ def bootstrap_intervals(runs: list[Run], out: Path, draws: int = 2000) -> pd.Dat
                 continue
             per_seed = [g[column].astype(float).to_numpy() for _, g in part.groupby("seed")]
             mean, low, high = hierarchical_bootstrap(per_seed, draws)
-            rows.append(dict(zip(keys, key), metric=metric, mean=mean, low=low, high=high,
-                             seeds=len(per_seed), questions=int(np.mean([len(s) for s in per_seed]))))
+            rows.append(
+                dict(
+                    zip(keys, key),
+                    metric=metric,
+                    mean=mean,
+                    low=low,
+                    high=high,
+                    seeds=len(per_seed),
+                    questions=int(np.mean([len(s) for s in per_seed])),
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -493,9 +632,26 @@ def fig4_results(table: pd.DataFrame, part: str = "multitask") -> pd.DataFrame:
     """A multi-task part's rows (Study 2 or 2b) in the results schema of `paper_figures` (Figure
     4's third row), with the regime columns that `paper_figures.describe_regime` reads."""
     rows = table[table["study"] == part].rename(columns={"score": "value"})
-    return rows.assign(preset=MULTITASK.model.preset, tokens=MULTITASK.tokens, decades=" ".join(map(str, MULTITASK.data.decades)),
-                       max_digits=MULTITASK.data.max_digits)[["encoding", "task", "metric", "value", "seed", "preset", "tokens",
-                                                         "decades", "max_digits", "input_tokens", "output_tokens"]]
+    return rows.assign(
+        preset=MULTITASK.model.preset,
+        tokens=MULTITASK.tokens,
+        decades=" ".join(map(str, MULTITASK.data.decades)),
+        max_digits=MULTITASK.data.max_digits,
+    )[
+        [
+            "encoding",
+            "task",
+            "metric",
+            "value",
+            "seed",
+            "preset",
+            "tokens",
+            "decades",
+            "max_digits",
+            "input_tokens",
+            "output_tokens",
+        ]
+    ]
 
 
 def precision_figure(intervals: pd.DataFrame):
@@ -505,36 +661,78 @@ def precision_figure(intervals: pd.DataFrame):
     from plotly.subplots import make_subplots
 
     from . import plots
+
     data = exploratory_as_encoding(intervals)
     data = data[data["study"] == "precision"]
-    names = {**{e: encoders.label(e) for e in ENCODINGS}, VARIANT: f"{encoders.label('bittokens')}, decimal pool (exploratory)"}
+    names = {
+        **{e: encoders.label(e) for e in ENCODINGS},
+        VARIANT: f"{encoders.label('bittokens')}, decimal pool (exploratory)",
+    }
     metrics = [("log_smape", "log-sMAPE"), ("exact_match", "exact match")]
-    fig = make_subplots(rows=2, cols=2, shared_xaxes=True, vertical_spacing=0.1, horizontal_spacing=0.08,
-                        subplot_titles=[f"{task}, {label}" for _, label in metrics for task in PRECISION_TASKS])
+    fig = make_subplots(
+        rows=2,
+        cols=2,
+        shared_xaxes=True,
+        vertical_spacing=0.1,
+        horizontal_spacing=0.08,
+        subplot_titles=[f"{task}, {label}" for _, label in metrics for task in PRECISION_TASKS],
+    )
     for i, (metric, label) in enumerate(metrics, start=1):
         for j, task in enumerate(PRECISION_TASKS, start=1):
             for encoding in ENCODINGS + (VARIANT,):
-                part = data[(data.task == task) & (data.metric == metric) & (data.encoding == encoding)].sort_values("digits")
+                part = data[(data.task == task) & (data.metric == metric) & (data.encoding == encoding)].sort_values(
+                    "digits"
+                )
                 if part.empty:
                     continue
                 color = plots.encoding_color("bittokens" if encoding == VARIANT else encoding)
-                fig.add_trace(go.Scatter(x=list(part.digits) + list(part.digits[::-1]), y=list(part.high) + list(part.low[::-1]),
-                                         mode="lines", fill="toself", fillcolor=color, opacity=0.18, line=dict(width=0),
-                                         hoverinfo="skip", showlegend=False, legendgroup=encoding), row=i, col=j)
-                fig.add_trace(go.Scatter(x=part.digits, y=part["mean"], mode="lines+markers", name=names[encoding],
-                                         line=dict(color=color, width=2.5, dash="dash" if encoding == VARIANT else None),
-                                         legendgroup=encoding,
-                                         showlegend=i == 1 and j == 1), row=i, col=j)
+                fig.add_trace(
+                    go.Scatter(
+                        x=list(part.digits) + list(part.digits[::-1]),
+                        y=list(part.high) + list(part.low[::-1]),
+                        mode="lines",
+                        fill="toself",
+                        fillcolor=color,
+                        opacity=0.18,
+                        line=dict(width=0),
+                        hoverinfo="skip",
+                        showlegend=False,
+                        legendgroup=encoding,
+                    ),
+                    row=i,
+                    col=j,
+                )
+                fig.add_trace(
+                    go.Scatter(
+                        x=part.digits,
+                        y=part["mean"],
+                        mode="lines+markers",
+                        name=names[encoding],
+                        line=dict(color=color, width=2.5, dash="dash" if encoding == VARIANT else None),
+                        legendgroup=encoding,
+                        showlegend=i == 1 and j == 1,
+                    ),
+                    row=i,
+                    col=j,
+                )
             fig.update_yaxes(range=[-0.02, 1.02], title_text=f"{label} (↑)" if j == 1 else None, row=i, col=j)
     fig.update_xaxes(tickvals=list(DIGITS), title_text="significant digits per operand (d)", row=2)
-    fig.update_layout(width=1050, height=760, title=dict(
-        text="Study 1: score against operand precision, each encoding trained alone",
-        subtitle=dict(text=f"cpu-tiny model, {PRECISION.tokens / 1e6:g}M tokens per run, "
-                           "operands 1…100 with at most d significant digits;<br>line: mean over "
-                           f"{len(PRECISION_SEEDS)} seeds, band: 95 % bootstrap interval (seeds, then "
-                           f"{PRECISION.evaluation.test_samples} test questions each)"
-                           + ("; dashed: exploratory, not pre-registered" if (data.encoding == VARIANT).any() else ""))),
-        legend=dict(orientation="h", y=-0.12, x=0), margin=dict(t=150))
+    fig.update_layout(
+        width=1050,
+        height=760,
+        title=dict(
+            text="Study 1: score against operand precision, each encoding trained alone",
+            subtitle=dict(
+                text=f"cpu-tiny model, {PRECISION.tokens / 1e6:g}M tokens per run, "
+                "operands 1…100 with at most d significant digits;<br>line: mean over "
+                f"{len(PRECISION_SEEDS)} seeds, band: 95 % bootstrap interval (seeds, then "
+                f"{PRECISION.evaluation.test_samples} test questions each)"
+                + ("; dashed: exploratory, not pre-registered" if (data.encoding == VARIANT).any() else "")
+            ),
+        ),
+        legend=dict(orientation="h", y=-0.12, x=0),
+        margin=dict(t=150),
+    )
     return fig
 
 
@@ -546,27 +744,39 @@ DELTA = 0.071
 WITHIN = "within the cross-CPU spread"
 
 
-def separation(intervals: pd.DataFrame, a: str = "bittokens", b: str = "single_digit",
-               metric: str = "log_smape", delta: float = DELTA) -> pd.DataFrame:
+def separation(
+    intervals: pd.DataFrame,
+    a: str = "bittokens",
+    b: str = "single_digit",
+    metric: str = "log_smape",
+    delta: float = DELTA,
+) -> pd.DataFrame:
     """Study 1, per task and d: the two encodings' means and 95 % intervals, and which is ahead
     ("differ"; `_versus`' rule), else "overlap" or WITHIN."""
     part = intervals[(intervals.study == "precision") & (intervals.metric == metric)]
     return _versus(part[part.encoding == a], part[part.encoding == b], ["task", "digits"], a, b, delta)
 
 
-def _versus(left: pd.DataFrame, right: pd.DataFrame, keys: list[str], a: str, b: str,
-            delta: float = DELTA) -> pd.DataFrame:
+def _versus(
+    left: pd.DataFrame, right: pd.DataFrame, keys: list[str], a: str, b: str, delta: float = DELTA
+) -> pd.DataFrame:
     """Rows of `left` (named a) and `right` (named b) matched on `keys`: both means and intervals, and
     which is ahead where the 95 % intervals do not overlap and the means lie more than `delta` apart
     ("differ"); "overlap" where the intervals overlap; WITHIN where they do not but the gap is at most
     `delta` (the run-to-run spread across CPUs: not called a difference)."""
     both = left.merge(right, on=keys, suffixes=(f"_{a}", f"_{b}"))
-    apart = np.where(both[f"low_{a}"] > both[f"high_{b}"], a, np.where(both[f"low_{b}"] > both[f"high_{a}"], b, "overlap"))
+    apart = np.where(
+        both[f"low_{a}"] > both[f"high_{b}"], a, np.where(both[f"low_{b}"] > both[f"high_{a}"], b, "overlap")
+    )
     small = (both[f"mean_{a}"] - both[f"mean_{b}"]).abs() <= delta
     ahead = np.where((apart != "overlap") & small, WITHIN, apart)
-    return both.assign(differ=(ahead != "overlap") & (ahead != WITHIN), ahead=ahead)[
-        keys + [f"mean_{a}", f"low_{a}", f"high_{a}", f"mean_{b}", f"low_{b}", f"high_{b}", "differ", "ahead"]
-    ].sort_values(keys).reset_index(drop=True)
+    return (
+        both.assign(differ=(ahead != "overlap") & (ahead != WITHIN), ahead=ahead)[
+            keys + [f"mean_{a}", f"low_{a}", f"high_{a}", f"mean_{b}", f"low_{b}", f"high_{b}", "differ", "ahead"]
+        ]
+        .sort_values(keys)
+        .reset_index(drop=True)
+    )
 
 
 def task_scores(intervals: pd.DataFrame, part: str = "multitask", threshold: float = 0.9) -> pd.DataFrame:
@@ -580,8 +790,13 @@ def task_scores(intervals: pd.DataFrame, part: str = "multitask", threshold: flo
 def part_difference(intervals: pd.DataFrame, a: str = "multitask", b: str = NUMERIC_CHECKPOINT) -> pd.DataFrame:
     """Per encoding and numeric task: two multi-task parts' means and intervals (Study 2 against 2b)."""
     rows = intervals[intervals.metric != "exact_match"][["study", "encoding", "task", "mean", "low", "high"]]
-    return _versus(rows[rows.study == a].drop(columns="study"), rows[rows.study == b].drop(columns="study"),
-                   ["encoding", "task"], a, b)
+    return _versus(
+        rows[rows.study == a].drop(columns="study"),
+        rows[rows.study == b].drop(columns="study"),
+        ["encoding", "task"],
+        a,
+        b,
+    )
 
 
 def first_difference(sep: pd.DataFrame) -> dict:
@@ -599,8 +814,15 @@ def ordering(intervals: pd.DataFrame, study: str = "precision", metric: str = "l
     rows = []
     for (task, digits), group in part.groupby(["task", "digits"]):
         ranked = group.sort_values("mean", ascending=False)
-        rows.append(dict(task=task, digits=digits, ordering=" > ".join(
-            f"{r.encoding} {r.mean:.2f} [{r.low:.2f}, {r.high:.2f}]" for r in ranked.itertuples())))
+        rows.append(
+            dict(
+                task=task,
+                digits=digits,
+                ordering=" > ".join(
+                    f"{r.encoding} {r.mean:.2f} [{r.low:.2f}, {r.high:.2f}]" for r in ranked.itertuples()
+                ),
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -629,8 +851,9 @@ def budget_rows(table: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(budget=rows.study.map(budget_of))
 
 
-def budget_verdicts(intervals: pd.DataFrame, a: str = VARIANT, b: str = "single_digit", metric: str = "log_smape",
-                    delta: float = DELTA) -> pd.DataFrame:
+def budget_verdicts(
+    intervals: pd.DataFrame, a: str = VARIANT, b: str = "single_digit", metric: str = "log_smape", delta: float = DELTA
+) -> pd.DataFrame:
     """Per task, d and budget: both encodings' means and 95 % intervals and the registered verdict
     (`_versus`: who is ahead, "overlap", or within the cross-CPU spread)."""
     part = budget_rows(intervals[intervals.metric == metric])
@@ -653,37 +876,97 @@ def budget_figure(intervals: pd.DataFrame, metric: str = "log_smape"):
     from plotly.subplots import make_subplots
 
     from . import plots
+
     data = budget_rows(intervals[intervals.metric == metric])
     digits = sorted(data.digits.unique())
     label = {d: "the paper's regime" if d == PAPER_REGIME else f"d = {d}" for d in digits}
-    names = {VARIANT: f"{encoders.label('bittokens')}, decimal pool", **{e: encoders.label(e) for e in
-                                                                         data.encoding.unique() if e != VARIANT}}
-    fig = make_subplots(rows=len(PRECISION_TASKS), cols=len(digits), shared_yaxes=True, horizontal_spacing=0.04,
-                        vertical_spacing=0.12, subplot_titles=[f"{t}, {label[d]}" for t in PRECISION_TASKS for d in digits])
+    names = {
+        VARIANT: f"{encoders.label('bittokens')}, decimal pool",
+        **{e: encoders.label(e) for e in data.encoding.unique() if e != VARIANT},
+    }
+    fig = make_subplots(
+        rows=len(PRECISION_TASKS),
+        cols=len(digits),
+        shared_yaxes=True,
+        horizontal_spacing=0.04,
+        vertical_spacing=0.12,
+        subplot_titles=[f"{t}, {label[d]}" for t in PRECISION_TASKS for d in digits],
+    )
     for i, task in enumerate(PRECISION_TASKS, start=1):
         for j, d in enumerate(digits, start=1):
             for k, encoding in enumerate(names):
-                part = data[(data.task == task) & (data.digits == d) & (data.encoding == encoding)].sort_values("budget")
+                part = data[(data.task == task) & (data.digits == d) & (data.encoding == encoding)].sort_values(
+                    "budget"
+                )
                 if part.empty:
                     continue
                 color = plots.encoding_color("bittokens" if encoding == VARIANT else encoding)
                 dodge = 10 ** (0.04 * (k - (len(names) - 1) / 2))  # side by side on the log axis, not on top
                 x = list(part.budget / 1e6 * dodge)
-                fig.add_trace(go.Scatter(x=x + x[::-1], y=list(part.high) + list(part.low[::-1]), mode="lines",
-                                         fill="toself", fillcolor=color, opacity=0.18, line=dict(width=0),
-                                         hoverinfo="skip", showlegend=False, legendgroup=encoding), row=i, col=j)
-                fig.add_trace(go.Scatter(x=x, y=part["mean"], mode="lines+markers", name=names[encoding],
-                                         error_y=dict(type="data", symmetric=False, array=part.high - part["mean"],
-                                                      arrayminus=part["mean"] - part.low, color=color, width=4),
-                                         line=dict(color=color, width=2.5, dash="dash" if encoding == VARIANT else None),
-                                         legendgroup=encoding, showlegend=i == 1 and j == 1), row=i, col=j)
-            fig.update_xaxes(type="log", tickvals=[1, 3, 10], range=[-0.15, 1.15],  # 0.7M ... 14M, every panel alike
-                             title_text="training tokens (millions)" if i == 2 else None, row=i, col=j)
-        fig.update_yaxes(range=[-0.02, 1.02], title_text=f"{task}, {METRIC_LABELS.get(metric, metric)} (↑)", row=i, col=1)
-    seeds = int(intervals[intervals.study.str.startswith("budget_")].seeds.max()) if "seeds" in intervals else len(BUDGET_SEEDS)
-    fig.update_layout(width=300 * len(digits) + 150, height=720, legend=dict(orientation="h", y=-0.14, x=0),
-                      title=dict(text="Study 3: score against the training budget, each encoding trained alone",
-                                 subtitle=dict(text=f"cpu-tiny; operands 1…100 with at most d significant digits, or the paper's regime "
-                                                    f"(1e-14…1e15); mean of {seeds} seeds with its 95 % interval")),
-                      margin=dict(t=130))
+                fig.add_trace(
+                    go.Scatter(
+                        x=x + x[::-1],
+                        y=list(part.high) + list(part.low[::-1]),
+                        mode="lines",
+                        fill="toself",
+                        fillcolor=color,
+                        opacity=0.18,
+                        line=dict(width=0),
+                        hoverinfo="skip",
+                        showlegend=False,
+                        legendgroup=encoding,
+                    ),
+                    row=i,
+                    col=j,
+                )
+                fig.add_trace(
+                    go.Scatter(
+                        x=x,
+                        y=part["mean"],
+                        mode="lines+markers",
+                        name=names[encoding],
+                        error_y=dict(
+                            type="data",
+                            symmetric=False,
+                            array=part.high - part["mean"],
+                            arrayminus=part["mean"] - part.low,
+                            color=color,
+                            width=4,
+                        ),
+                        line=dict(color=color, width=2.5, dash="dash" if encoding == VARIANT else None),
+                        legendgroup=encoding,
+                        showlegend=i == 1 and j == 1,
+                    ),
+                    row=i,
+                    col=j,
+                )
+            fig.update_xaxes(
+                type="log",
+                tickvals=[1, 3, 10],
+                range=[-0.15, 1.15],  # 0.7M ... 14M, every panel alike
+                title_text="training tokens (millions)" if i == 2 else None,
+                row=i,
+                col=j,
+            )
+        fig.update_yaxes(
+            range=[-0.02, 1.02], title_text=f"{task}, {METRIC_LABELS.get(metric, metric)} (↑)", row=i, col=1
+        )
+    seeds = (
+        int(intervals[intervals.study.str.startswith("budget_")].seeds.max())
+        if "seeds" in intervals
+        else len(BUDGET_SEEDS)
+    )
+    fig.update_layout(
+        width=300 * len(digits) + 150,
+        height=720,
+        legend=dict(orientation="h", y=-0.14, x=0),
+        title=dict(
+            text="Study 3: score against the training budget, each encoding trained alone",
+            subtitle=dict(
+                text=f"cpu-tiny; operands 1…100 with at most d significant digits, or the paper's regime "
+                f"(1e-14…1e15); mean of {seeds} seeds with its 95 % interval"
+            ),
+        ),
+        margin=dict(t=130),
+    )
     return fig

@@ -16,6 +16,7 @@ Reads of `host_resident` tensors, which stay on the host on a GPU too (Adam's st
 `optimizer_counters`), are not counted; nor is `.to(device)`: on a CPU it cannot tell a copy to
 the host from one to the GPU.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -44,8 +45,12 @@ class _HostReads(TorchFunctionMode):
 def optimizer_counters(optimizers) -> list:
     """The step counters of torch's Adam: kept on the host unless `capturable` or `fused`
     (torch/optim/adam.py), so reading them never waits for a GPU."""
-    return [state["step"] for opt in optimizers for state in opt.state.values()
-            if isinstance(state.get("step"), torch.Tensor) and state["step"].device.type == "cpu"]
+    return [
+        state["step"]
+        for opt in optimizers
+        for state in opt.state.values()
+        if isinstance(state.get("step"), torch.Tensor) and state["step"].device.type == "cpu"
+    ]
 
 
 class HostSyncs:

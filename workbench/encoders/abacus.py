@@ -34,6 +34,7 @@ digits line up across numbers whose fraction lengths differ, but it gives a frac
 digit the same place as the units. (The authors also add the embedding of place 0 at every
 other token; we add nothing there, with either count.)
 """
+
 from __future__ import annotations
 
 from numbers import Integral
@@ -61,8 +62,10 @@ class Abacus(ReversedDigits):
         if not isinstance(reverse, bool):
             raise ValueError(f"{self.name}: reverse must be True or False, got {reverse!r}")
         if positions not in POSITIONS:
-            raise ValueError(f"{self.name}: positions must be one of {POSITIONS} (source: the authors' count, restarted "
-                             f"at every token that is not a digit), got {positions!r}")
+            raise ValueError(
+                f"{self.name}: positions must be one of {POSITIONS} (source: the authors' count, restarted "
+                f"at every token that is not a digit), got {positions!r}"
+            )
         self.max_offset, self.max_places, self.reverse = int(max_offset), int(max_places), reverse
         self.positions = positions
 

@@ -28,6 +28,7 @@ over the digit tokens' logits). The encodings without one (None, the default) tr
 A new encoding is one new file in this folder: subclass `NumberEncoding` (and `NumberHead`, or
 `DigitEncoding` from digits.py) and decorate it with `@register`; the package imports every module.
 """
+
 from __future__ import annotations
 
 from numbers import Integral, Real
@@ -167,8 +168,10 @@ class TokenModule(nn.Module):
     def __init__(self, encoding: NumberEncoding, d_model: int, piece_ids: dict[str, int] | None):
         super().__init__()
         if not piece_ids:
-            raise ValueError(f"encoding {encoding.name!r} reads the token ids of its pieces: build the model "
-                             "with piece_ids=Tokenizer(...).piece_ids")
+            raise ValueError(
+                f"encoding {encoding.name!r} reads the token ids of its pieces: build the model "
+                "with piece_ids=Tokenizer(...).piece_ids"
+            )
         self.encoding, self.d_model, self.piece_ids = encoding, d_model, dict(piece_ids)
 
     def embed(self, ids: Tensor, doc_ids: Tensor) -> Tensor | None:
@@ -221,12 +224,14 @@ def as_float64(x) -> Tensor:
 
 def _check_integers(ints: np.ndarray) -> None:
     """Raise for the first integer float64 cannot hold exactly (all |n| <= 2**53 can)."""
-    for n in ints[(ints > 2**53) | (ints < -2**53)].tolist():
+    for n in ints[(ints > 2**53) | (ints < -(2**53))].tolist():
         try:
             exact = float(n) == n  # Python compares an int with a float exactly
         except OverflowError:
             exact = False
         if not exact:
             shown = n if n.bit_length() < 1000 else f"of {n.bit_length()} bits"
-            raise ValueError(f"the integer {shown} has no exact float64 (it would be rounded); "
-                             "pass it as a float if rounding is meant")
+            raise ValueError(
+                f"the integer {shown} has no exact float64 (it would be rounded); "
+                "pass it as a float if rounding is meant"
+            )

@@ -23,6 +23,7 @@ flag (digits 0).
 Digits are exact integers from `decimal_parts`; the authors compute them in float64 arithmetic
 (floor(log10|x|), |x| / 10^E), which can miss the last digits or the exponent near powers of 10.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,7 +60,7 @@ def scientific(x: Tensor) -> tuple[np.ndarray, np.ndarray]:
 
 def _digits(values: np.ndarray, count: int) -> np.ndarray:
     """The last `count` decimal digits of each value, most significant first: int64 [N, count]."""
-    return values[:, None] // _POW10[None, count - 1::-1] % 10
+    return values[:, None] // _POW10[None, count - 1 :: -1] % 10
 
 
 # -- onehot: the authors' 21 one-hot digits -----------------------------------------------------
@@ -92,7 +93,7 @@ def digits_to_float64(digits: np.ndarray) -> Tensor:
     """[N, 21] onehot-layout digits -> float64, correctly rounded from the decimal they spell."""
     d = np.asarray(digits, dtype=np.int64).reshape(-1, ONEHOT_DIGITS)
     biased = (d[:, 1:4] * _POW10[2::-1]).sum(1)
-    significand = (d[:, 4:] * _POW10[SIGNIFICAND - 1::-1]).sum(1)
+    significand = (d[:, 4:] * _POW10[SIGNIFICAND - 1 :: -1]).sum(1)
     out = []
     for sign, exp, sig in zip(d[:, 0].tolist(), biased.tolist(), significand.tolist()):
         if exp == RESERVED_EXPONENT:
@@ -110,8 +111,10 @@ def bcd(x) -> Tensor:
     x = as_float64(x).detach().cpu()
     significand, exponent = scientific(x)
     codes = torch.from_numpy(np.concatenate([_digits(np.abs(exponent), 3), _digits(significand, SIGNIFICAND)], 1))
-    flags = torch.stack([torch.signbit(x), torch.isinf(x), torch.isnan(x),
-                         torch.from_numpy(exponent < 0)], 1).float() * 2 - 1
+    flags = (
+        torch.stack([torch.signbit(x), torch.isinf(x), torch.isnan(x), torch.from_numpy(exponent < 0)], 1).float() * 2
+        - 1
+    )
     digit_bits = rearrange(_DIGIT_BITS[codes], "n digit bit -> n (digit bit)")
     return torch.cat([flags[:, :3], digit_bits, flags[:, 3:]], 1)
 
@@ -124,7 +127,7 @@ def bcd_to_float64(bits: Tensor) -> Tensor:
     digit_bits = rearrange(b[:, 3:-1], "n (digit bit) -> n digit bit", bit=4)
     codes = (digit_bits * torch.tensor([8, 4, 2, 1])).sum(-1).clamp(max=9).numpy()
     exponent = (codes[:, :3] * _POW10[2::-1]).sum(1) * np.where(b[:, -1].numpy() == 1, -1, 1)
-    significand = (codes[:, 3:] * _POW10[SIGNIFICAND - 1::-1]).sum(1)
+    significand = (codes[:, 3:] * _POW10[SIGNIFICAND - 1 :: -1]).sum(1)
     out = []
     for sig, exp, (negative, inf, nan) in zip(significand.tolist(), exponent.tolist(), b[:, :3].tolist()):
         value = math.nan if nan else math.inf if inf else float(f"{sig}e{exp - SIGNIFICAND + 1}")

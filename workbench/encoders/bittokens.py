@@ -38,6 +38,7 @@ authors' code (KreitnerL/BitTokens); the other behaviour is one option away.
       reciprocal, so the token's RMS is sqrt(2) = 1.41 with it; "width" sqrt(d_model / width),
       unit RMS like base 2 (where the authors scale by the whole width too).
 """
+
 from __future__ import annotations
 
 import math
@@ -98,12 +99,29 @@ class BitTokens(NumberEncoding):
     difficulty_base = 2
     label = "BitTokens"
     paper_label = "BitToken"
-    paper_verdicts = {"D1": "pass", "D2": "pass", "D3": "pass", "D4": "pass", "D5": "pass",
-                      "D6": "pass", "D7": "trade-off", "D8": "pass", "D9": "pass"}
+    paper_verdicts = {
+        "D1": "pass",
+        "D2": "pass",
+        "D3": "pass",
+        "D4": "pass",
+        "D5": "pass",
+        "D6": "pass",
+        "D7": "trade-off",
+        "D8": "pass",
+        "D9": "pass",
+    }
 
-    def __init__(self, combine: str = "sum", head: str = "linear", reciprocal: bool = True,
-                 base: int = 2, concat_rescale: bool = True, mlp_hidden: float = 0.5,
-                 base10_layout: str = "onehot", base10_pad_scale: str = "value"):
+    def __init__(
+        self,
+        combine: str = "sum",
+        head: str = "linear",
+        reciprocal: bool = True,
+        base: int = 2,
+        concat_rescale: bool = True,
+        mlp_hidden: float = 0.5,
+        base10_layout: str = "onehot",
+        base10_pad_scale: str = "value",
+    ):
         if combine not in COMBINE:
             raise ValueError(f"combine must be one of {COMBINE}, got {combine!r}")
         if head not in HEADS:
@@ -118,8 +136,10 @@ class BitTokens(NumberEncoding):
             if not isinstance(value, bool):
                 raise ValueError(f"{option} must be True or False, got {value!r}")
         if isinstance(mlp_hidden, bool) or not isinstance(mlp_hidden, Real) or not 0 < mlp_hidden < math.inf:
-            raise ValueError(f"mlp_hidden is the MLP's hidden width as a fraction of d_model "
-                             f"(0.5: d_model // 2), a positive number; got {mlp_hidden!r}")
+            raise ValueError(
+                f"mlp_hidden is the MLP's hidden width as a fraction of d_model "
+                f"(0.5: d_model // 2), a positive number; got {mlp_hidden!r}"
+            )
         self.combine, self.head_kind, self.reciprocal, self.base = combine, head, reciprocal, base
         self.concat_rescale, self.mlp_hidden, self.base10_layout = concat_rescale, mlp_hidden, base10_layout
         self.base10_pad_scale = base10_pad_scale
@@ -164,8 +184,9 @@ class BitTokens(NumberEncoding):
 
     def bits_to_values(self, bits: Tensor) -> Tensor:
         """Value dims or logits -> float64: a bit is 1 where > 0; a one-hot digit is its argmax."""
-        return {"binary": bits_to_float64, "onehot": base10.onehot_to_float64,
-                "bcd": base10.bcd_to_float64}[self.layout](bits)
+        return {"binary": bits_to_float64, "onehot": base10.onehot_to_float64, "bcd": base10.bcd_to_float64}[
+            self.layout
+        ](bits)
 
     def number_head(self, d_model: int) -> BitTokensHead:
         return BitTokensHead(self, d_model)
@@ -187,11 +208,14 @@ class BitTokensHead(NumberHead):
         super().__init__(encoding, d_model)
         width, bits, combine, head = encoding.width, encoding.bits, encoding.combine, encoding.head_kind
         if combine in ("sum", "product", "concat", "zero_pad") and d_model < width:
-            raise ValueError(f"combine={combine!r} pads the {width}-dim encoding to d_model, "
-                             f"so d_model must be >= {width}, got {d_model}")
+            raise ValueError(
+                f"combine={combine!r} pads the {width}-dim encoding to d_model, "
+                f"so d_model must be >= {width}, got {d_model}"
+            )
         if head == "none" and d_model < bits:
-            raise ValueError(f"head='none' reads {bits} logits from the hidden state; "
-                             f"d_model must be >= {bits}, got {d_model}")
+            raise ValueError(
+                f"head='none' reads {bits} logits from the hidden state; d_model must be >= {bits}, got {d_model}"
+            )
         if combine in ("weighted", "weighted_sum"):
             self.combine = nn.Linear(width, d_model, bias=False)
         if head == "linear":
@@ -223,7 +247,7 @@ class BitTokensHead(NumberHead):
 
     def kept(self, num_embedding: Tensor) -> Tensor:
         """concat's part of [NUM]: dims width…d, rescaled to unit RMS when concat_rescale."""
-        kept = num_embedding[..., self.encoding.width:]
+        kept = num_embedding[..., self.encoding.width :]
         return unit_rms(kept) if self.encoding.concat_rescale else kept
 
     def forward(self, hidden: Tensor) -> Tensor:

@@ -8,6 +8,7 @@ head writes the digits.
 Also home of `decimal_parts`, the exact shortest decimal of a float64 that FoNE and the
 base-10 BitTokens read their digits from.
 """
+
 from __future__ import annotations
 
 import re
@@ -67,7 +68,7 @@ class DigitEncoding(NumberEncoding):
         return list(self.pieces)
 
     def number_tokens(self, text: str) -> list[str]:
-        """"-1234.5" -> ["-", "123", "4", ".", "5"] for group 3 (ASCII digits only)."""
+        """ "-1234.5" -> ["-", "123", "4", ".", "5"] for group 3 (ASCII digits only)."""
         match = _PLAIN_DECIMAL.fullmatch(text) if isinstance(text, str) else None
         if match is None:
             raise ValueError(f"not a plain decimal number: {text!r}")
@@ -81,7 +82,7 @@ class DigitEncoding(NumberEncoding):
 
     def cut(self, digits: str) -> list[str]:
         """A run of digits -> its pieces: left to right, `group` digits each."""
-        return [digits[i:i + self.group] for i in range(0, len(digits), self.group)]
+        return [digits[i : i + self.group] for i in range(0, len(digits), self.group)]
 
     def number_text(self, pieces: list[str]) -> str:
         """Inverse of `number_tokens`: the text of a number's pieces."""
@@ -96,7 +97,9 @@ class DigitEncoding(NumberEncoding):
         index = {p: i for i, p in enumerate(self.pieces)}
         ids = [[index[p] for p in self._value_pieces(v)] for v in as_float64(x).tolist()]
         longest = max((len(r) for r in ids), default=0)
-        return torch.tensor([r + [-1] * (longest - len(r)) for r in ids], dtype=torch.float64).reshape(len(ids), longest)
+        return torch.tensor([r + [-1] * (longest - len(r)) for r in ids], dtype=torch.float64).reshape(
+            len(ids), longest
+        )
 
     def _value_pieces(self, value: float) -> list[str]:
         """The pieces of render(value, 17); an error names the encoding and the value."""

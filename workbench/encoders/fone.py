@@ -47,6 +47,7 @@ Options. Defaults follow the paper's text, where it is silent the authors' code
       10^-16. Such labels follow no digit the model reads, so their cross-entropy cannot fall to
       0: a loss floor the exact labels lack (docs/fidelity.md measures both).
 """
+
 from __future__ import annotations
 
 import math
@@ -67,8 +68,9 @@ _POW10 = 10 ** np.arange(19, dtype=np.int64)
 _POW10_FLOAT = np.array([float(10**k) if k <= 308 else np.inf for k in range(400)])
 HEADS = ("layernorm", "linear")
 DIGIT_LABELS = ("exact", "float64")
-_PROTOTYPES = torch.stack([torch.cos(2 * math.pi * torch.arange(10) / 10),
-                           torch.sin(2 * math.pi * torch.arange(10) / 10)], 1)  # [10, 2]
+_PROTOTYPES = torch.stack(
+    [torch.cos(2 * math.pi * torch.arange(10) / 10), torch.sin(2 * math.pi * torch.arange(10) / 10)], 1
+)  # [10, 2]
 
 
 LARGEST = float(np.nextafter(1e17, 0))  # the largest float64 whose digits the periods hold
@@ -83,17 +85,23 @@ def check_range(x, name: str = "fone", sign: bool = True) -> Tensor:
     if len(bad):
         raise ValueError(f"{name} cannot encode {bad[0].item()!r}: only finite numbers have digits")
     if sign and (x < 0).any():
-        raise ValueError(f"{name} cannot encode {x[x < 0][0].item()!r}: it encodes |x| (the minus sign is a text "
-                         "token, signed=False); pass the magnitude")
+        raise ValueError(
+            f"{name} cannot encode {x[x < 0][0].item()!r}: it encodes |x| (the minus sign is a text "
+            "token, signed=False); pass the magnitude"
+        )
     magnitude = x.abs()
     if (magnitude > LARGEST).any():
-        raise ValueError(f"{name} cannot encode {x[magnitude > LARGEST][0].item()!r}: its periods hold the digits at "
-                         "places 10^-32 … 10^16, so 1e17 and more would wrap around (|x| mod 10^17)")
+        raise ValueError(
+            f"{name} cannot encode {x[magnitude > LARGEST][0].item()!r}: its periods hold the digits at "
+            "places 10^-32 … 10^16, so 1e17 and more would wrap around (|x| mod 10^17)"
+        )
     m, q = decimal_parts(magnitude)
     for k in np.flatnonzero((q < FINEST) & (m != 0)).tolist():
         if int(m[k]) % 10 ** (FINEST - int(q[k])):
-            raise ValueError(f"{name} cannot encode {x[k].item()!r}: its finest period reads the digit at 10^-32, "
-                             "and this value has digits below it (they would be lost)")
+            raise ValueError(
+                f"{name} cannot encode {x[k].item()!r}: its finest period reads the digit at 10^-32, "
+                "and this value has digits below it (they would be lost)"
+            )
     return x
 
 
@@ -146,8 +154,17 @@ class FoNE(NumberEncoding):
     signed = False
     label = "FoNE"
     paper_label = "FoNE"
-    paper_verdicts = {"D1": "pass", "D2": "pass", "D3": "pass", "D4": "pass", "D5": "pass",
-                      "D6": "pass", "D7": "pass", "D8": "pass", "D9": "fail"}
+    paper_verdicts = {
+        "D1": "pass",
+        "D2": "pass",
+        "D3": "pass",
+        "D4": "pass",
+        "D5": "pass",
+        "D6": "pass",
+        "D7": "pass",
+        "D8": "pass",
+        "D9": "fail",
+    }
 
     def __init__(self, head: str = "layernorm", zero_features: bool = False, digit_labels: str = "exact"):
         if head not in HEADS:
@@ -228,8 +245,9 @@ class FoNEHead(NumberHead):
 
     def loss_from(self, out: Tensor, wanted: Tensor) -> Tensor:
         """Cross-entropy of the digit logits against the 49 digits of |target|, mean over digits: [N]."""
-        per_digit = F.cross_entropy(rearrange(out.float(), "n period digit -> n digit period"), wanted.to(out.device),
-                                    reduction="none")
+        per_digit = F.cross_entropy(
+            rearrange(out.float(), "n period digit -> n digit period"), wanted.to(out.device), reduction="none"
+        )
         return per_digit.mean(-1)
 
     def predict(self, out: Tensor) -> Tensor:

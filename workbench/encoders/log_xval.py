@@ -39,6 +39,7 @@ trained with it; its s stays within ±5 over our tasks' range as our xVal's, and
 predicts the logarithm s, with the same relative precision at every magnitude, where a head that
 predicts x itself must regress values 30 decades apart with one float32 output.
 """
+
 from __future__ import annotations
 
 import math
@@ -68,11 +69,14 @@ class LogXVal(NumberEncoding):
         if isinstance(scale, bool) or not isinstance(scale, Real) or not 0 < scale < math.inf:
             raise ValueError(f"{self.name}: scale must be a finite number > 0, got {scale!r}")
         if variant not in VARIANTS:
-            raise ValueError(f"{self.name}: variant must be one of {VARIANTS} (source: the authors' scale and head), "
-                             f"got {variant!r}")
+            raise ValueError(
+                f"{self.name}: variant must be one of {VARIANTS} (source: the authors' scale and head), got {variant!r}"
+            )
         if variant == "source" and scale != 6.0:
-            raise ValueError(f"{self.name}: variant=source sets the authors' scale (log10(3e9) / 10); give no scale, "
-                             f"got scale={scale!r}")
+            raise ValueError(
+                f"{self.name}: variant=source sets the authors' scale (log10(3e9) / 10); give no scale, "
+                f"got scale={scale!r}"
+            )
         self.variant = variant
         self.scale = SOURCE_SCALE if variant == "source" else float(scale)
 
@@ -93,8 +97,10 @@ class LogXVal(NumberEncoding):
         s = torch.sign(x) * torch.log1p(x.abs()) / (LN10 * self.scale)
         small = (s.abs() < TINY) & (x != 0)
         if small.any():
-            raise ValueError(f"{self.name} cannot encode {x[small][0].item()!r}: its scale s would underflow below "
-                             f"float64's normal numbers (|x| from {self.smallest:.3g} up, and 0, are encoded)")
+            raise ValueError(
+                f"{self.name} cannot encode {x[small][0].item()!r}: its scale s would underflow below "
+                f"float64's normal numbers (|x| from {self.smallest:.3g} up, and 0, are encoded)"
+            )
         return s.unsqueeze(-1)
 
     def decode(self, encoding: Tensor) -> Tensor:
@@ -135,7 +141,7 @@ class LogXValHead(NumberHead):
         n, mean = len(s), s.mean()
         total = self.count + n
         delta = mean - self.mean
-        self.m2 += ((s - mean) ** 2).sum() + delta ** 2 * self.count * n / total
+        self.m2 += ((s - mean) ** 2).sum() + delta**2 * self.count * n / total
         self.mean += delta * n / total
         self.count.fill_(total)
 

@@ -31,6 +31,7 @@ and our tokenizer is not a Hugging Face one. Here the loss multiplies the final 
 the digit targets by the ten digit rows of the lm head only ([n, 10] logits), and is added per
 target token with the target's task weight, like the cross-entropy.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,8 +60,10 @@ class NumberTokenLoss(SingleDigit):
         if isinstance(weight, bool) or not isinstance(weight, Real) or not 0 <= weight < math.inf:
             raise ValueError(f"{self.name}: weight must be a finite number >= 0, got {weight!r}")
         if loss not in LOSSES:
-            raise ValueError(f"{self.name}: loss must be one of {LOSSES} (source: the authors' mean over the digit "
-                             f"targets added to the mean cross-entropy), got {loss!r}")
+            raise ValueError(
+                f"{self.name}: loss must be one of {LOSSES} (source: the authors' mean over the digit "
+                f"targets added to the mean cross-entropy), got {loss!r}"
+            )
         self.variant, self.weight, self.loss = variant, float(weight), loss
 
     def token_module(self, d_model: int, piece_ids: dict[str, int] | None) -> NumberTokenLossModule:
@@ -72,14 +75,20 @@ class NumberTokenLossModule(TokenModule):
 
     def __init__(self, encoding: NumberTokenLoss, d_model: int, piece_ids: dict[str, int] | None):
         super().__init__(encoding, d_model, piece_ids)
-        self.digit_list = [self.piece_ids[str(d)] for d in range(10)]  # for targets on the host, where batches are packed
+        self.digit_list = [
+            self.piece_ids[str(d)] for d in range(10)
+        ]  # for targets on the host, where batches are packed
         self.register_buffer("digit_ids", torch.tensor(self.digit_list), persistent=False)
 
     def averaged_over(self, targets: Tensor) -> Tensor | None:
         """loss="source": the digit targets (the authors' mean); else None, all targets."""
         if self.encoding.loss != "source":
             return None
-        ids = self.digit_ids if self.digit_ids.device == targets.device else torch.tensor(self.digit_list, device=targets.device)
+        ids = (
+            self.digit_ids
+            if self.digit_ids.device == targets.device
+            else torch.tensor(self.digit_list, device=targets.device)
+        )
         return torch.isin(targets, ids)
 
     def loss(self, hidden: Tensor, lm_weight: Tensor, targets: Tensor) -> Tensor:

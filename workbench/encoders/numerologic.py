@@ -8,6 +8,7 @@ the point. Counts above MAX_COUNT share one piece ("<21+>", "<.21+>"). The text 
 digit pieces without the counts (`number_text`), so a count the model writes wrongly never changes
 the value read. Not in the BitTokens paper; added to the workbench as a related-work baseline.
 """
+
 from __future__ import annotations
 
 from functools import cached_property
@@ -40,9 +41,9 @@ class NumeroLogic(DigitEncoding):
     def number_tokens(self, text: str) -> list[str]:
         digits = super().number_tokens(text)  # validates the text; "-", digits, ".", digits
         sign = digits[:1] if digits[:1] == ["-"] else []
-        body = digits[len(sign):]
+        body = digits[len(sign) :]
         point = body.index(".") if "." in body else len(body)
-        integer, fraction = body[:point], body[point + 1:]
+        integer, fraction = body[:point], body[point + 1 :]
         out = sign + [_count(len(integer))] + integer
         if point < len(body):
             out += [".", _count(len(fraction), ".")] + fraction

@@ -15,6 +15,7 @@ _d_p_ can learn what the fixed one gives). RT writes the point as "_._"; ours is
 other digit encodings. The text of a number is its digits in the order written (`number_text`),
 so a place the model writes wrongly never changes the value read, as NumeroLogic's counts.
 """
+
 from __future__ import annotations
 
 import re
@@ -48,11 +49,13 @@ class PlaceValue(DigitEncoding):
     def number_tokens(self, text: str) -> list[str]:
         pieces = super().number_tokens(text)  # validates; "-", digits, ".", digits in written order
         sign = pieces[:1] if pieces[:1] == ["-"] else []
-        integer, point, fraction = "".join(pieces[len(sign):]).partition(".")
+        integer, point, fraction = "".join(pieces[len(sign) :]).partition(".")
         if len(integer) - 1 > self.max_place or -len(fraction) < self.min_place:
-            raise ValueError(f"{self.name}: {shown(text)} has digits at places 10^{len(integer) - 1} ... "
-                             f"10^{-len(fraction)}, beyond max_place {self.max_place} / min_place "
-                             f"{self.min_place}; widen those options")
+            raise ValueError(
+                f"{self.name}: {shown(text)} has digits at places 10^{len(integer) - 1} ... "
+                f"10^{-len(fraction)}, beyond max_place {self.max_place} / min_place "
+                f"{self.min_place}; widen those options"
+            )
         out = sign + [f"_{d}_{len(integer) - 1 - k}_" for k, d in enumerate(integer)]
         return out + ([point] + [f"_{d}_{-1 - k}_" for k, d in enumerate(fraction)] if point else [])
 

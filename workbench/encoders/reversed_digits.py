@@ -13,6 +13,7 @@ What we do differently: Lee et al. reverse the integer answers of addition only;
 number, operands, fractions and the numbers in prose included (as the Abacus paper does), so the
 model reads and writes one format. No options.
 """
+
 from __future__ import annotations
 
 import re
@@ -40,7 +41,7 @@ class ReversedDigits(DigitEncoding):
     def number_tokens(self, text: str) -> list[str]:
         pieces = super().number_tokens(text)  # validates; "-", digits, ".", digits in written order
         sign = pieces[:1] if pieces[:1] == ["-"] else []
-        return sign + list(reverse("".join(pieces[len(sign):])))
+        return sign + list(reverse("".join(pieces[len(sign) :])))
 
     def number_text(self, pieces: list[str]) -> str:
         """The text of a run of pieces: each number in it un-reversed; pieces that form no number

@@ -19,6 +19,7 @@ number the tokens do not mean. Numbers written next to each other in text ("1.0.
 come back as their values' texts side by side ("10.5"), as single-token numbers without their
 written forms do.
 """
+
 from __future__ import annotations
 
 from decimal import Decimal
@@ -60,8 +61,10 @@ class Scientific(DigitEncoding):
             return sign + ["0", "<e+0>"]
         exponent = value.adjusted()
         if abs(exponent) > self.max_exponent:
-            raise ValueError(f"{self.name}: {shown(text)} is of the order 10^{exponent}, beyond the exponent tokens "
-                             f"±{self.max_exponent}; raise the option max_exponent")
+            raise ValueError(
+                f"{self.name}: {shown(text)} is of the order 10^{exponent}, beyond the exponent tokens "
+                f"±{self.max_exponent}; raise the option max_exponent"
+            )
         digits = "".join(map(str, value.as_tuple().digits)).rstrip("0")  # exact (normalize() would round)
         return sign + list(digits) + [f"<e{exponent:+d}>"]
 

@@ -1,4 +1,5 @@
 """Single-digit tokenization: every digit, "-" and "." is its own token (e.g. Llama 2, Gemini)."""
+
 from . import register
 from .digits import DigitEncoding
 

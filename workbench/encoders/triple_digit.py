@@ -14,6 +14,7 @@ counts came from the authors' tokenizer):
           "1000000" -> 100 000 0      "0.007" -> 0 . 007
 Either way the pieces of a number's text join back to exactly that text.
 """
+
 from __future__ import annotations
 
 from functools import cached_property
@@ -46,6 +47,6 @@ class TripleDigit(DigitEncoding):
         out, i = [], 0
         while i < len(digits):  # a piece never starts with 0 unless it is "0"
             length = 1 if digits[i] == "0" else min(self.group, len(digits) - i)
-            out.append(digits[i:i + length])
+            out.append(digits[i : i + length])
             i += length
         return out

@@ -10,6 +10,7 @@ tokenizer itself. What we do differently: they study integers only; we cut a fra
 point to the right (the point is where places line up), and every string of 1 to `group` digits
 is a piece ("000", "007"), which the cut needs. Option `group`: 3 (the paper's) or 2.
 """
+
 from __future__ import annotations
 
 from . import register
@@ -29,7 +30,7 @@ class TripleDigitR2L(DigitEncoding):
     def number_tokens(self, text: str) -> list[str]:
         pieces = super().number_tokens(text)  # validates; integer and fraction cut left to right
         sign = pieces[:1] if pieces[:1] == ["-"] else []
-        integer, point, fraction = "".join(pieces[len(sign):]).partition(".")
+        integer, point, fraction = "".join(pieces[len(sign) :]).partition(".")
         head = len(integer) % self.group  # the leftmost group is the short one
         out = sign + ([integer[:head]] if head else []) + self.cut(integer[head:])
         return out + ([point] + self.cut(fraction) if point else [])

@@ -33,6 +33,7 @@ s^-1 of the head output. Option `head_width`: 3072 (default, the authors' fixed
 `dim_feedforward`; the text gives no width), or 0 for 4·d (this workbench's earlier head). The two
 agree at the paper's d = 768; at cpu-tiny (d = 128) they are 3072 and 512.
 """
+
 from __future__ import annotations
 
 import math
@@ -60,8 +61,10 @@ def scale(x, offset: float = OFFSET) -> Tensor:
     magnitude = x.abs()
     small = (magnitude < SMALLEST) & (magnitude > 0)
     if small.any():
-        raise ValueError(f"xval cannot encode {x[small][0].item()!r}: its scale holds magnitudes from 1e-14 up "
-                         "(and 0); smaller ones would all read as 0, their sign ambiguous (see xval.py)")
+        raise ValueError(
+            f"xval cannot encode {x[small][0].item()!r}: its scale holds magnitudes from 1e-14 up "
+            "(and 0); smaller ones would all read as 0, their sign ambiguous (see xval.py)"
+        )
     s = torch.sign(x) * (torch.log10(magnitude.clamp(min=SMALLEST) + offset) / 6 + 2.5)
     return torch.where(magnitude >= SMALLEST, s, torch.zeros_like(s))
 
@@ -87,15 +90,25 @@ class XVal(NumberEncoding):
     name = "xval"
     label = "xVal"
     paper_label = "xVal"
-    paper_verdicts = {"D1": "pass", "D2": "pass", "D3": "pass", "D4": "fail", "D5": "pass",
-                      "D6": "fail", "D7": "pass", "D8": "pass", "D9": "fail"}
+    paper_verdicts = {
+        "D1": "pass",
+        "D2": "pass",
+        "D3": "pass",
+        "D4": "fail",
+        "D5": "pass",
+        "D6": "fail",
+        "D7": "pass",
+        "D8": "pass",
+        "D9": "fail",
+    }
 
     def __init__(self, offset: float = OFFSET, head_width: int = HEAD_WIDTH):
         if isinstance(offset, bool) or not isinstance(offset, Real) or not 0 <= offset < math.inf:
             raise ValueError(f"offset must be a finite number >= 0 (1e-14: the authors', 0: none), got {offset!r}")
         if isinstance(head_width, bool) or not isinstance(head_width, int) or head_width < 0:
-            raise ValueError(f"head_width must be an integer >= 0 (3072: the authors', 0: 4 x d_model), "
-                             f"got {head_width!r}")
+            raise ValueError(
+                f"head_width must be an integer >= 0 (3072: the authors', 0: 4 x d_model), got {head_width!r}"
+            )
         self.offset, self.head_width = float(offset), head_width
 
     @property

@@ -13,6 +13,7 @@ Two formats, read into one row per answer (task, model, reasoning, response, lab
   Labels come from the benchmark JSONL of `prompts.export_benchmark`, passed as `benchmark` or
   found in the folder (the JSONL whose records have "text_prompt" and "answer").
 """
+
 import re
 from pathlib import Path
 
@@ -24,8 +25,10 @@ from . import client, paper
 from .official import MODELS, released_tasks
 from .scoring import MODES, read_jsonl, score
 
-FILENAME = re.compile(r"^(?P<task>[A-Za-z]+)_decimal_uniform_test_500_shuffle_(?P<model>.+?)"
-                      r"_re_(?P<reasoning>[A-Za-z]+)\.csv$")
+FILENAME = re.compile(
+    r"^(?P<task>[A-Za-z]+)_decimal_uniform_test_500_shuffle_(?P<model>.+?)"
+    r"_re_(?P<reasoning>[A-Za-z]+)\.csv$"
+)
 FILE_ROWS = 500  # the authors score the first 500 answers of each file
 COLUMNS = ["task", "model", "reasoning", "response", "label", "tokens", "difficulty_sd", "source"]
 NO_REASONING_SETTING = "-"  # our client's files do not record one
@@ -47,28 +50,42 @@ def _authors_csv(path, m):
         raise ValueError(f"{path} lacks columns {sorted(missing)}")
     if df["answer"].isna().any():
         raise ValueError(f"{path}: row {int(df['answer'].isna().to_numpy().argmax())} has no label (answer)")
-    return pd.DataFrame({
-        "task": task, "model": m.group("model"), "reasoning": m.group("reasoning"),
-        "response": df["raw_response"],  # NaN: no response
-        "label": df["answer"],
-        "tokens": _numbers(df, "tokens", -1).astype(int), "difficulty_sd": _numbers(df, "difficulty_sd", float("nan")),
-        "source": path.name})
+    return pd.DataFrame(
+        {
+            "task": task,
+            "model": m.group("model"),
+            "reasoning": m.group("reasoning"),
+            "response": df["raw_response"],  # NaN: no response
+            "label": df["answer"],
+            "tokens": _numbers(df, "tokens", -1).astype(int),
+            "difficulty_sd": _numbers(df, "difficulty_sd", float("nan")),
+            "source": path.name,
+        }
+    )
 
 
 def _client_jsonl(path, records, labels):
     df = pd.DataFrame(records, columns=sorted({"id", "response"}.union(*records)))
     if labels is None:
-        raise ValueError(f"{path} holds answers of our client but no benchmark gives their labels; "
-                         "pass benchmark= or put the benchmark JSONL in the folder")
+        raise ValueError(
+            f"{path} holds answers of our client but no benchmark gives their labels; "
+            "pass benchmark= or put the benchmark JSONL in the folder"
+        )
     if unknown := set(df["id"]) - set(labels.index):
         raise ValueError(f"{path}: {len(unknown)} answer ids are not in the benchmark, e.g. {sorted(unknown)[:3]}")
     bench = labels.loc[df["id"]].reset_index(drop=True)
-    return pd.DataFrame({
-        "task": bench["task"], "model": df.get("model", pd.Series(path.stem, index=df.index)),
-        "reasoning": NO_REASONING_SETTING, "response": df["response"], "label": bench["answer"].astype(str),
-        "tokens": _numbers(df, "completion_tokens", -1).astype(int),
-        "difficulty_sd": _numbers(bench, "difficulty_sd", float("nan")),
-        "source": path.name})
+    return pd.DataFrame(
+        {
+            "task": bench["task"],
+            "model": df.get("model", pd.Series(path.stem, index=df.index)),
+            "reasoning": NO_REASONING_SETTING,
+            "response": df["response"],
+            "label": bench["answer"].astype(str),
+            "tokens": _numbers(df, "completion_tokens", -1).astype(int),
+            "difficulty_sd": _numbers(bench, "difficulty_sd", float("nan")),
+            "source": path.name,
+        }
+    )
 
 
 def _benchmark_labels(benchmark):
@@ -97,8 +114,10 @@ def load_answer_folder(folder, benchmark=None):
     ours = [p for p in jsonl if {"response", "error"} & set(first[p])]
     frames += [_client_jsonl(p, client.answered(jsonl[p], p, seen), labels) for p in ours]
     if not frames:
-        raise ValueError(f"no answer files in {folder}: expected {{Task}}_decimal_uniform_test_500_shuffle_"
-                         "{model}_re_{reasoning}.csv or our client's JSONL")
+        raise ValueError(
+            f"no answer files in {folder}: expected {{Task}}_decimal_uniform_test_500_shuffle_"
+            "{model}_re_{reasoning}.csv or our client's JSONL"
+        )
     return pd.concat(frames, ignore_index=True)[COLUMNS]
 
 
@@ -106,8 +125,9 @@ def rescore(answers):
     """`answers` with parsed_/performance_/exact_ columns for each scoring mode."""
     out = answers.copy()
     for mode in MODES:
-        scores = pd.DataFrame([score(t, r, a, mode) for t, r, a in zip(out["task"], out["response"], out["label"])],
-                              index=out.index)
+        scores = pd.DataFrame(
+            [score(t, r, a, mode) for t, r, a in zip(out["task"], out["response"], out["label"])], index=out.index
+        )
         out[[f"{c}_{mode}" for c in scores.columns]] = scores
     return out
 
@@ -146,8 +166,9 @@ def side_by_side(scored, n):
 def differences(scored):
     """One sentence: how many answers the careful reading scores differently, and the table cell
     that moves most."""
-    changed = ((scored["performance_paper"] - scored["performance_careful"]).abs() > 1e-12) | \
-              (scored["exact_paper"] != scored["exact_careful"])
+    changed = ((scored["performance_paper"] - scored["performance_careful"]).abs() > 1e-12) | (
+        scored["exact_paper"] != scored["exact_careful"]
+    )
     text = f"The careful reading scores {int(changed.sum()):,} of {len(scored):,} answers differently"
     moves = []
     for n in (1, 2):
@@ -155,9 +176,14 @@ def differences(scored):
         gap = (careful - paper).stack()
         if len(gap) and gap.abs().max() > 0:
             (model, reasoning, task), delta = gap.abs().idxmax(), gap[gap.abs().idxmax()]
-            moves.append((abs(delta), f"Table {n}, {model} ({reasoning}), {task}: "
-                          f"{paper.loc[(model, reasoning), task]:.1f} (paper) vs "
-                          f"{careful.loc[(model, reasoning), task]:.1f} (careful)"))
+            moves.append(
+                (
+                    abs(delta),
+                    f"Table {n}, {model} ({reasoning}), {task}: "
+                    f"{paper.loc[(model, reasoning), task]:.1f} (paper) vs "
+                    f"{careful.loc[(model, reasoning), task]:.1f} (careful)",
+                )
+            )
     if not moves:
         return text + "; no table cell moves."
     return text + "; the largest change of a table cell is " + max(moves)[1] + "."

@@ -40,6 +40,7 @@ last readable one of:
 
 Both readers run in time linear in the response (no backtracking regexes, no rescans per brace).
 """
+
 import bisect
 import json
 import re
@@ -76,7 +77,7 @@ def _single_object(text):
     """P0: with exactly one '{' and one '}', keep only what lies between them."""
     if text.count("{") != 1 or text.count("}") != 1:
         return text
-    after = text[text.index("{") + 1:]
+    after = text[text.index("{") + 1 :]
     return "{" + after.split("}")[0] + "}"
 
 
@@ -103,7 +104,7 @@ def _drop_blocks(text, tag):
     opening, closing = re.compile(f"<{tag}>", re.I), re.compile(f"</{tag}>", re.I)
     parts, pos = [], 0
     while (m := opening.search(text, pos)) and (c := closing.search(text, m.end())):
-        parts += [text[pos:m.start()], " "]
+        parts += [text[pos : m.start()], " "]
         pos = c.end()
     return "".join(parts) + text[pos:]
 
@@ -127,7 +128,7 @@ def _first_answer_object(text):
     for start in sorted(closes):
         i = bisect.bisect_left(keys, start)
         if i < len(keys) and keys[i] + 8 <= closes[start] + 1:
-            return text[start:closes[start] + 1]
+            return text[start : closes[start] + 1]
     return None
 
 
@@ -182,7 +183,7 @@ def paper_list(text):
     elif _COMMA_NUMBERS.fullmatch(s):
         candidates.append("[" + s + "]")
     if (i := s.find("[")) >= 0 and (j := s.find("]", i + 1)) >= 0:
-        candidates.append(s[i:j + 1])
+        candidates.append(s[i : j + 1])
     for candidate in candidates:
         try:
             values = json.loads(candidate)
@@ -211,17 +212,23 @@ def _number_pattern(separators):
     (e, x 10^k, \\times 10^{k}); not followed by a digit or by '.5', ',5', "'5"."""
     group = rf"[0-9]{{1,3}}(?P<sep>[{separators}])[0-9]{{3}}(?:(?P=sep)[0-9]{{3}})*"
     power = r"[-+\u2212]?[0-9]+"
-    exponent = (rf"(?:[eE](?P<e>{power})|\s*(?:\\times|\\cdot|×|·|\*|x)\s*10\s*(?:\^|\*\*)\s*"
-                rf"(?:\{{\s*(?P<e1>{power})\s*\}}|\(\s*(?P<e2>{power})\s*\)|(?P<e3>{power})))?")
-    return (rf"(?P<sign>[{_MINUS}])?(?:(?P<int>{group}|[0-9]+)(?P<frac>\.[0-9]+)?|(?P<frac0>\.[0-9]+))"
-            rf"{exponent}(?![0-9]|[.,'][0-9])")
+    exponent = (
+        rf"(?:[eE](?P<e>{power})|\s*(?:\\times|\\cdot|×|·|\*|x)\s*10\s*(?:\^|\*\*)\s*"
+        rf"(?:\{{\s*(?P<e1>{power})\s*\}}|\(\s*(?P<e2>{power})\s*\)|(?P<e3>{power})))?"
+    )
+    return (
+        rf"(?P<sign>[{_MINUS}])?(?:(?P<int>{group}|[0-9]+)(?P<frac>\.[0-9]+)?|(?P<frac0>\.[0-9]+))"
+        rf"{exponent}(?![0-9]|[.,'][0-9])"
+    )
 
 
 _NUMBER = re.compile(_number_pattern(_SEPARATORS))
 _ELEMENT = re.compile(_number_pattern(_SEPARATORS.replace(",", "")))
 _NOT_AN_OPERAND = re.compile(r"\s*(?:[-+*/=×÷·^<>]|x\s*[0-9])")
-_ITEM = (rf"""["']?[{_MINUS}]?(?:[0-9]{{1,3}}(?:[{_SEPARATORS[1:]}][0-9]{{3}})+|[0-9]+)?(?:\.[0-9]+)?"""
-         rf"""(?:[eE][{_MINUS}]?[0-9]+)?["']?""")
+_ITEM = (
+    rf"""["']?[{_MINUS}]?(?:[0-9]{{1,3}}(?:[{_SEPARATORS[1:]}][0-9]{{3}})+|[0-9]+)?(?:\.[0-9]+)?"""
+    rf"""(?:[eE][{_MINUS}]?[0-9]+)?["']?"""
+)
 _LIST = re.compile(rf"\[\s*(?:{_ITEM}(?:\s*[,;]\s*{_ITEM})*)?\s*\]|{_ITEM}(?:\s*[,;]\s*{_ITEM})+")
 _LETTER = re.compile(r"(?:(?:option|interval)\s+)?\(?([A-J])\)?(?![A-Za-z0-9])", re.I)
 _QUOTED = re.compile(r"""(["'])([^"'\n]*)\1""")
@@ -229,8 +236,11 @@ _WRAPPERS = re.compile(r"""[\s*$`]*""")
 _STRIP = "*$`\"' \t\r\n"
 _KEY = re.compile(r"""["']answer["']\s*:\s*""", re.I)
 _BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
-_PROSE = re.compile(r"\b(?:final answer|answer|result|sorted (?:list|order)|sum|difference|product|quotient|"
-                    r"mean|average|standard deviation|maximum|minimum|max|min)\**\s*(?:is\b\s*:?|[:=])\s*", re.I)
+_PROSE = re.compile(
+    r"\b(?:final answer|answer|result|sorted (?:list|order)|sum|difference|product|quotient|"
+    r"mean|average|standard deviation|maximum|minimum|max|min)\**\s*(?:is\b\s*:?|[:=])\s*",
+    re.I,
+)
 
 
 def _decimal(m):

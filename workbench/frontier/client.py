@@ -21,6 +21,7 @@ The answers file holds two kinds of records, one per line:
 Only answers count as done: a rerun asks every failed question again, and the loaders
 (`answered`) skip failure records and keep the first answer of an id that appears twice.
 """
+
 import email.utils
 import http.client
 import json
@@ -167,13 +168,23 @@ class ChatClient:
     """chat(system, user) -> (content, usage) with retries (exponential backoff, or the server's
     Retry-After) on 429/5xx, timeouts and broken connections."""
 
-    def __init__(self, model, timeout=600.0, max_retries=5, backoff=2.0, sleep=time.sleep,
-                 max_reply_bytes=MAX_REPLY_BYTES, **params):
+    def __init__(
+        self,
+        model,
+        timeout=600.0,
+        max_retries=5,
+        backoff=2.0,
+        sleep=time.sleep,
+        max_reply_bytes=MAX_REPLY_BYTES,
+        **params,
+    ):
         base_url, key = os.environ.get(BASE_URL_ENV), (os.environ.get(API_KEY_ENV) or "").strip()
         bad = _header_safe(key)
         if bad is not None:
-            raise ValueError(f"{API_KEY_ENV} has whitespace or a non-printable character at "
-                             f"position {bad} (key not shown); it cannot go in an HTTP header")
+            raise ValueError(
+                f"{API_KEY_ENV} has whitespace or a non-printable character at "
+                f"position {bad} (key not shown); it cannot go in an HTTP header"
+            )
         if not base_url:
             raise ValueError(f"set {BASE_URL_ENV} to the endpoint's base URL (e.g. https://host/v1)")
         if not base_url.startswith(("http://", "https://")):
@@ -247,19 +258,28 @@ class ChatClient:
                 return self._post(body)
             except _Redirected as e:
                 code, location = e.args
-                raise LLMError(self._scrub(
-                    f"HTTP {code} from {self.url} redirects to {location}; redirects are not "
-                    f"followed (the API key would go along, and the POST would become a GET): "
-                    f"set {BASE_URL_ENV} to the endpoint that answers")) from None
+                raise LLMError(
+                    self._scrub(
+                        f"HTTP {code} from {self.url} redirects to {location}; redirects are not "
+                        f"followed (the API key would go along, and the POST would become a GET): "
+                        f"set {BASE_URL_ENV} to the endpoint that answers"
+                    )
+                ) from None
             except _TooBig as e:
-                raise LLMError(f"the reply from {self.url} is too large ({e.args[0]}; the limit is "
-                               f"max_reply_bytes={self.max_reply_bytes})") from None
+                raise LLMError(
+                    f"the reply from {self.url} is too large ({e.args[0]}; the limit is "
+                    f"max_reply_bytes={self.max_reply_bytes})"
+                ) from None
             except _Status as e:
                 code, retry_after, detail = e.args
                 reason = f"HTTP {code}"
                 if code not in RETRY_STATUS or last:
-                    raise LLMError(self._scrub(f"{reason} from {self.url} after {attempt + 1} attempts: "
-                                               f"{detail.decode('utf-8', 'replace')}")) from None
+                    raise LLMError(
+                        self._scrub(
+                            f"{reason} from {self.url} after {attempt + 1} attempts: "
+                            f"{detail.decode('utf-8', 'replace')}"
+                        )
+                    ) from None
                 wait = _retry_after(retry_after)
             except (OSError, http.client.HTTPException) as e:  # URLError, timeouts, resets, torn replies
                 reason = self._scrub(str(getattr(e, "reason", e)) or type(e).__name__)
@@ -271,14 +291,20 @@ class ChatClient:
             self.sleep(wait)
 
     def chat(self, system, user):
-        body = {"model": self.model, "messages": [{"role": "system", "content": system},
-                                                  {"role": "user", "content": user}], **self.params}
+        body = {
+            "model": self.model,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            **self.params,
+        }
         raw = self._ask(body)
         try:
             return _completion(raw)
         except ValueError as e:
-            raise LLMError(self._scrub(f"not a usable chat completion from {self.url} ({e}): "
-                                       f"{raw[:300].decode('utf-8', 'replace')}")) from None
+            raise LLMError(
+                self._scrub(
+                    f"not a usable chat completion from {self.url} ({e}): {raw[:300].decode('utf-8', 'replace')}"
+                )
+            ) from None
 
 
 def _content_length(value):
@@ -318,8 +344,12 @@ def _completion(raw):
     except MemoryError:
         raise ValueError("JSON too large to read in memory") from None
     choices = reply.get("choices") if isinstance(reply, dict) else None
-    if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)
-            and isinstance(choices[0].get("message"), dict)):
+    if not (
+        isinstance(choices, list)
+        and choices
+        and isinstance(choices[0], dict)
+        and isinstance(choices[0].get("message"), dict)
+    ):
         raise ValueError("no choices[0].message")
     usage = reply.get("usage")
     usage = {} if usage is None else usage
@@ -367,13 +397,20 @@ def _text_parts(parts):
 
 
 def _json_kind(value):
-    kinds = {type(None): "null", bool: "a boolean", int: "a number", float: "a number", str: "a string",
-             list: "a list", dict: "an object"}
+    kinds = {
+        type(None): "null",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+    }
     return kinds.get(type(value), type(value).__name__)
 
 
 def _record_kind(record):
-    """"answer", "failure" (a question that failed: asked again on a rerun) or None (damage)."""
+    """ "answer", "failure" (a question that failed: asked again on a rerun) or None (damage)."""
     if not isinstance(record, dict) or not isinstance(record.get("id"), (str, int)):
         return None
     if "response" in record:
@@ -401,8 +438,12 @@ def answered(records, source, seen=None):
         seen.add(key)
         answers.append(record)
     if repeated:
-        log.warning("%s: %d repeated answers dropped (the first answer to each question is kept), e.g. %s",
-                    source, len(repeated), repeated[:3])
+        log.warning(
+            "%s: %d repeated answers dropped (the first answer to each question is kept), e.g. %s",
+            source,
+            len(repeated),
+            repeated[:3],
+        )
     return answers
 
 
@@ -437,13 +478,16 @@ def _done_ids(path):
 @dataclass
 class RunSummary:
     """What one run_benchmark call did."""
+
     answered: int  # questions answered in this run
     failed: int  # questions that failed in this run (recorded; a rerun asks them again)
     done_before: int  # questions answered by earlier runs, not asked again
 
     def __str__(self):
-        return (f"{self.answered} answered, {self.failed} failed (asked again on a rerun), "
-                f"{self.done_before} answered before")
+        return (
+            f"{self.answered} answered, {self.failed} failed (asked again on a rerun), "
+            f"{self.done_before} answered before"
+        )
 
 
 def _ask_one(client, row):
@@ -490,8 +534,10 @@ def run_benchmark(client, benchmark_path, answers_path, tasks=None, limit=None, 
                 bar.set_postfix(failed=summary.failed)
                 log.warning("%s failed: %s", row.id, record["error"])
                 if in_a_row >= max_failures_in_a_row:
-                    raise LLMError(f"stopped after {in_a_row} questions in a row failed (the endpoint looks "
-                                   f"down or misconfigured); this run: {summary}")
+                    raise LLMError(
+                        f"stopped after {in_a_row} questions in a row failed (the endpoint looks "
+                        f"down or misconfigured); this run: {summary}"
+                    )
     if summary.failed:
         log.warning("%s: %s", answers_path, summary)
     return summary

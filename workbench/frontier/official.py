@@ -3,6 +3,7 @@ solver, and Tables 1-3 recomputed from the per-sample results (combined_samples_
 
 Folder: $WORKBENCH_OFFICIAL_DATA, else ../shared/data/official_bittokens next to the repo root.
 """
+
 import os
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -20,6 +21,7 @@ ENV = "WORKBENCH_OFFICIAL_DATA"
 def released_tasks() -> list[str]:
     """Our names of the tasks the authors released test sets and results for."""
     return [t for t in tasks.names() if tasks.get(t).released_name]
+
 
 # (released model id, released reasoning) -> (paper model name, paper reasoning label), appendix B.1
 MODELS = {
@@ -41,8 +43,11 @@ MODELS = {
 
 def data_dir(path=None):
     """The released-data folder: `path`, else $WORKBENCH_OFFICIAL_DATA, else ../shared/... ."""
-    folder = Path(path or os.environ.get(ENV) or
-                  Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "official_bittokens")
+    folder = Path(
+        path
+        or os.environ.get(ENV)
+        or Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "official_bittokens"
+    )
     if not folder.is_dir():
         raise FileNotFoundError(f"released BitTokens data not found at {folder}; pass a path or set {ENV}")
     return folder
@@ -59,8 +64,11 @@ def load_test_set(task, path=None):
     """The 500 questions of `task` given to the frontier models; text columns kept as exact strings."""
     if task not in released_tasks():
         raise ValueError(f"unknown task {task!r}; expected one of {released_tasks()}")
-    df = pd.read_csv(_file(f"{tasks.get(task).released_name}_decimal_uniform_test_500_shuffle.csv", path),
-                     dtype=str, keep_default_na=False)
+    df = pd.read_csv(
+        _file(f"{tasks.get(task).released_name}_decimal_uniform_test_500_shuffle.csv", path),
+        dtype=str,
+        keep_default_na=False,
+    )
     for col in ("difficulty", "difficulty_sd"):
         df[col] = pd.to_numeric(df[col]).astype(int)
     df.insert(0, "task", task)
@@ -138,8 +146,18 @@ def audit_labels(task, path=None):
             rows.append((prompt, released, ours, digit == 0, digit or np.nan, rel, right))
         else:
             rows.append((prompt, released, ours, released.strip() == ours.strip(), np.nan, np.nan, np.nan))
-    out = pd.DataFrame(rows, columns=["text_prompt", "released", "recomputed", "agrees",
-                                      "first_differing_digit", "relative_error", "digits_right"])
+    out = pd.DataFrame(
+        rows,
+        columns=[
+            "text_prompt",
+            "released",
+            "recomputed",
+            "agrees",
+            "first_differing_digit",
+            "relative_error",
+            "digits_right",
+        ],
+    )
     out.insert(0, "task", task)
     return out
 
@@ -152,10 +170,16 @@ def audit_summary(task_list=None, path=None):
     for task in task_list or released_tasks():
         a = audit_labels(task, path)
         bad, rel = ~a["agrees"], a["relative_error"]
-        rows.append({"task": task, "n": len(a), "differ": int(bad.sum()),
-                     "only_digit_15": int((a["first_differing_digit"] >= 15).sum()),
-                     "float_noise": int((bad & (rel <= 1e-13)).sum()),
-                     "wrong": int((bad & (rel > 1e-13)).sum()),
-                     "wrong_first_digit": int((bad & (rel > 0.1)).sum()),
-                     "min_digits_right": float(a.loc[bad, "digits_right"].min()) if bad.any() else np.nan})
+        rows.append(
+            {
+                "task": task,
+                "n": len(a),
+                "differ": int(bad.sum()),
+                "only_digit_15": int((a["first_differing_digit"] >= 15).sum()),
+                "float_noise": int((bad & (rel <= 1e-13)).sum()),
+                "wrong": int((bad & (rel > 1e-13)).sum()),
+                "wrong_first_digit": int((bad & (rel > 0.1)).sum()),
+                "min_digits_right": float(a.loc[bad, "digits_right"].min()) if bad.any() else np.nan,
+            }
+        )
     return pd.DataFrame(rows)

@@ -1,6 +1,7 @@
 """The frontier benchmark (appendix A.4): the 500-per-task questions with each task's system prompt
 (appendix A.1, defined with the task in `workbench.tasks`), exported for any chat model.
 """
+
 import json
 from pathlib import Path
 
@@ -24,10 +25,18 @@ def build_benchmark(n_per_task=500, seed=0, task_list=None):
     frames = []
     for task in task_list or tasks.numeric():
         df = tasks.generate(task, n_per_task, seed=seed, split="test")
-        frames.append(pd.DataFrame({
-            "id": [f"{task}-{i:05d}" for i in range(len(df))], "task": task,
-            "text_prompt": df["text_prompt"].astype(str), "answer": df["answer"].astype(str),
-            "difficulty": df["difficulty"].astype(int), "difficulty_sd": df["difficulty_sd"].astype(int)}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "id": [f"{task}-{i:05d}" for i in range(len(df))],
+                    "task": task,
+                    "text_prompt": df["text_prompt"].astype(str),
+                    "answer": df["answer"].astype(str),
+                    "difficulty": df["difficulty"].astype(int),
+                    "difficulty_sd": df["difficulty_sd"].astype(int),
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 

@@ -27,6 +27,7 @@ float64 repr, except for JSON integers and strings, which keep their digits. `pe
 the released files: log-sMAPE for arithmetic, accuracy (0/1) otherwise; `exact` is the 15-digit
 match for arithmetic and equals `performance` for the other tasks.
 """
+
 import json
 import math
 import re
@@ -114,8 +115,9 @@ def _careful(task, response, label):
             return shown, 0.0, False
         exact = _ROUND15.plus(pred) == _ROUND15.plus(ref)
         return shown, _log_smape(float(pred), float(ref)), exact
-    ok = pred is not None and (pred == ref if kind != "list" else
-                               len(pred) == len(ref) and all(a == b for a, b in zip(pred, ref)))
+    ok = pred is not None and (
+        pred == ref if kind != "list" else len(pred) == len(ref) and all(a == b for a, b in zip(pred, ref))
+    )
     return shown, float(ok), ok
 
 
@@ -152,20 +154,28 @@ def score_answers(answers, benchmark, mode="paper"):
         answers = pd.DataFrame(client.answered(read_jsonl(answers), answers))
     if not isinstance(benchmark, pd.DataFrame):
         benchmark = pd.DataFrame(read_jsonl(benchmark))
-    for name, df, cols in [("answers", answers, {"id", "response"}), ("benchmark", benchmark, {"id", "task", "answer"})]:
+    for name, df, cols in [
+        ("answers", answers, {"id", "response"}),
+        ("benchmark", benchmark, {"id", "task", "answer"}),
+    ]:
         if missing := cols - set(df.columns):
             raise ValueError(f"{name} lacks columns {sorted(missing)}")
     unknown = set(answers["id"]) - set(benchmark["id"])
     if unknown:
         raise ValueError(f"{len(unknown)} answer ids are not in the benchmark, e.g. {sorted(unknown)[:3]}")
     df = answers.drop(columns=[c for c in ("task", "answer") if c in answers]).merge(
-        benchmark[[c for c in ("id", "task", "answer", "difficulty_sd") if c in benchmark]], on="id", how="left")
+        benchmark[[c for c in ("id", "task", "answer", "difficulty_sd") if c in benchmark]], on="id", how="left"
+    )
     if "model" not in df:
         df["model"] = "model"
     scores = [score(t, r, a, mode) for t, r, a in zip(df["task"], df["response"], df["answer"])]
     df = pd.concat([df.reset_index(drop=True), pd.DataFrame(scores)], axis=1)
-    agg = {"n": ("id", "size"), "performance": ("performance", "mean"), "exact": ("exact", "mean"),
-           "unparsed": ("parsed", lambda s: int(s.isna().sum()))}
+    agg = {
+        "n": ("id", "size"),
+        "performance": ("performance", "mean"),
+        "exact": ("exact", "mean"),
+        "unparsed": ("parsed", lambda s: int(s.isna().sum())),
+    }
     if "completion_tokens" in df:
         agg["tokens"] = ("completion_tokens", "mean")
     summary = df.groupby(["model", "task"], sort=True).agg(**agg).reset_index()

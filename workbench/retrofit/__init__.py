@@ -22,8 +22,10 @@ def __getattr__(name):
     notebook runner's check of a model name (`hub.KNOWN`) need neither torch nor transformers."""
     if name in ("BASELINE", "NumberLM"):
         from . import model
+
         return getattr(model, name)
     if name == "RetrofitTokenizer":
         from .tokens import RetrofitTokenizer
+
         return RetrofitTokenizer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

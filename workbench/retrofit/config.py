@@ -3,6 +3,7 @@ with the retrofit's own defaults, and what is joined to the model) and its flags
 finetune.py, which runs it, so that `python -m workbench.retrofit --help` and a mistyped flag are
 answered without importing torch or transformers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,23 +28,40 @@ def encoding_choices() -> list[str]:
 class RetrofitConfig(Grouped):
     """A fine-tuning run: the model and what is joined to it here, the workbench's recipe in the
     training's groups (config.py; the same flags, the retrofit's own defaults)."""
-    model: str = setting("-", f"local folder of a Hugging Face causal LM (or OUT/model of an earlier run), or a "
-                         f"packaged model: {', '.join(KNOWN)}")
-    encoding: str = setting("bittokens", f"number encoding joined to the model; {BASELINE}: the model's own digit "
-                            "tokens (the baseline)", choices=encoding_choices)
+
+    model: str = setting(
+        "-",
+        f"local folder of a Hugging Face causal LM (or OUT/model of an earlier run), or a "
+        f"packaged model: {', '.join(KNOWN)}",
+    )
+    encoding: str = setting(
+        "bittokens",
+        f"number encoding joined to the model; {BASELINE}: the model's own digit tokens (the baseline)",
+        choices=encoding_choices,
+    )
     encoding_options: dict = setting({}, "options of the encoding")
-    tasks: tuple[str, ...] = setting(("multiplication",), "tasks to fine-tune on, e.g. multiplication,addition",
-                                     choices=tasks.names)
+    tasks: tuple[str, ...] = setting(
+        ("multiplication",), "tasks to fine-tune on, e.g. multiplication,addition", choices=tasks.names
+    )
     tokens: float = setting(2e5, "fine-tuning budget: tokens of the samples drawn (padding not counted)")
-    text_share: float = setting(0.25, "share of every step's tokens that is text of --text-source's training "
-                                "documents, to keep the model's language (0: numbers only)")
+    text_share: float = setting(
+        0.25,
+        "share of every step's tokens that is text of --text-source's training "
+        "documents, to keep the model's language (0: numbers only)",
+    )
     text_pool_size: int = setting(1000, "training text chunks the text share draws from")
     text_samples: int = setting(50, "held-out text chunks whose perplexity is measured before and after (0: none)")
-    dtype: str = setting("float32", "dtype of the model's body while training and when saved (auto: as stored); "
-                         "a low-precision body trains on float32 master weights; the number head is float32",
-                         choices=lambda: list(DTYPES))
-    lora: bool = setting(False, "train LoRA adapters on every linear layer, the added tokens' rows and the number "
-                         "head; the rest of the model stays frozen")
+    dtype: str = setting(
+        "float32",
+        "dtype of the model's body while training and when saved (auto: as stored); "
+        "a low-precision body trains on float32 master weights; the number head is float32",
+        choices=lambda: list(DTYPES),
+    )
+    lora: bool = setting(
+        False,
+        "train LoRA adapters on every linear layer, the added tokens' rows and the number "
+        "head; the rest of the model stays frozen",
+    )
     lora_rank: int = setting(16, "rank of the LoRA adapters")
     lora_alpha: float = setting(32.0, "LoRA scale alpha (the update is alpha / rank x B A)")
     lr: float = setting(1e-4, "AdamW learning rate of the model's weights (of the adapters with --lora)")
@@ -71,22 +89,36 @@ class RetrofitConfig(Grouped):
         if not 0 <= self.text_share < 1:
             raise ValueError(f"--text-share must be in [0, 1), got {self.text_share}")
         if self.text_share and "text" in self.tasks:
-            raise ValueError("--tasks holds text and --text-share is not 0: the balancer sets the text's share "
-                             "when it is a task; pass --text-share 0, or leave text out of --tasks")
+            raise ValueError(
+                "--tasks holds text and --text-share is not 0: the balancer sets the text's share "
+                "when it is a task; pass --text-share 0, or leave text out of --tasks"
+            )
         if self.dtype not in DTYPES:
             raise ValueError(f"--dtype must be one of {DTYPES}, got {self.dtype!r}")
         if self.encoding not in encoding_choices():
-            raise ValueError(f"--encoding {self.encoding!r} cannot be joined to a model: choose one of "
-                             f"{encoding_choices()} (digit encodings have no number head; {BASELINE} is the "
-                             "model's own digit tokens)")
+            raise ValueError(
+                f"--encoding {self.encoding!r} cannot be joined to a model: choose one of "
+                f"{encoding_choices()} (digit encodings have no number head; {BASELINE} is the "
+                "model's own digit tokens)"
+            )
         for part in (getattr(self, g) for g in self.GROUPS):
             check_choices(part)
         self.regime = self.data.regime()
         if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens) and self.tokens >= 1):
             raise ValueError(f"--tokens must be a finite number >= 1, got {self.tokens}")
-        for name, low in (("batch_tokens", 8), ("context", 8), ("pool_size", 1), ("val_samples", 1), ("test_samples", 1),
-                          ("text_samples", 0), ("text_pool_size", 1), ("eval_every", 1), ("lora_rank", 1), ("seed", 0),
-                          ("threads", 0)):
+        for name, low in (
+            ("batch_tokens", 8),
+            ("context", 8),
+            ("pool_size", 1),
+            ("val_samples", 1),
+            ("test_samples", 1),
+            ("text_samples", 0),
+            ("text_pool_size", 1),
+            ("eval_every", 1),
+            ("lora_rank", 1),
+            ("seed", 0),
+            ("threads", 0),
+        ):
             value = self.get(name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"{flag(name)} must be an integer >= {low}, got {value!r}")
@@ -103,12 +135,19 @@ def parser() -> argparse.ArgumentParser:
     catalog = encoders.catalog()
     options = "; ".join(f"{n}: {catalog[n] or 'none'}" for n in encoding_choices()[1:])
     parser = Parser(
-        prog="python -m workbench.retrofit", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m workbench.retrofit",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Fine-tune a local Hugging Face causal LM with a number encoding (or, --encoding none, with its "
-                    "own digit tokens) on the workbench's tasks; the model is saved in OUT/model.",
-        epilog=f"Encoding options (--encoding-option KEY=VALUE) and their defaults: {options}")
-    parser.add_argument("--encoding-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="an option of the encoding (repeatable)")
+        "own digit tokens) on the workbench's tasks; the model is saved in OUT/model.",
+        epilog=f"Encoding options (--encoding-option KEY=VALUE) and their defaults: {options}",
+    )
+    parser.add_argument(
+        "--encoding-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the encoding (repeatable)",
+    )
     add_flags(parser, RetrofitConfig(model="-"), skip=SKIPPED)
     return parser
 

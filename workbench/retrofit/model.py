@@ -28,6 +28,7 @@ may be float32, bfloat16 or float16; the number head and its loss always run in 
 Every check runs before the model or tokenizer is changed, and a folder is written beside its
 target and renamed into place, so a refusal or a failed save changes nothing.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -71,8 +72,10 @@ def number_head(encoding: NumberEncoding, width: int, name: str) -> NumberHead:
     except ValueError as error:
         raise ValueError(f"{name} (hidden size {width}) cannot hold the {encoding.name} number head: {error}") from None
     if head is None:
-        raise ValueError(f"the encoding {encoding.name!r} has no number head (its numbers are digit tokens), so it "
-                         f"cannot be joined to {name}; use --encoding {BASELINE} for the model's own digit tokens")
+        raise ValueError(
+            f"the encoding {encoding.name!r} has no number head (its numbers are digit tokens), so it "
+            f"cannot be joined to {name}; use --encoding {BASELINE} for the model's own digit tokens"
+        )
     return head
 
 
@@ -84,30 +87,44 @@ def check_model(model: nn.Module, name: str) -> int:
     missing = [p for p in ("inputs_embeds", "position_ids", "attention_mask") if p not in params]
     embedding, lm_head = model.get_input_embeddings(), model.get_output_embeddings()
     if missing:
-        raise ValueError(f"{name} ({type(model).__name__}): its forward takes no {missing}; numbers enter a model "
-                         "through inputs_embeds (at the positions and under the padding mask given)")
+        raise ValueError(
+            f"{name} ({type(model).__name__}): its forward takes no {missing}; numbers enter a model "
+            "through inputs_embeds (at the positions and under the padding mask given)"
+        )
     if embedding is None or lm_head is None:
-        raise ValueError(f"{name} ({type(model).__name__}) has no input or output embeddings "
-                         "(get_input_embeddings / get_output_embeddings): it has no place for the number token")
+        raise ValueError(
+            f"{name} ({type(model).__name__}) has no input or output embeddings "
+            "(get_input_embeddings / get_output_embeddings): it has no place for the number token"
+        )
     was_training = model.training
     model.eval()
     try:
         x = embedding(torch.tensor([[0, 1]], device=embedding.weight.device))
-        out = model(inputs_embeds=x, attention_mask=torch.ones(1, 2, dtype=torch.long, device=x.device),
-                    position_ids=torch.arange(2, device=x.device)[None], output_hidden_states=True)
+        out = model(
+            inputs_embeds=x,
+            attention_mask=torch.ones(1, 2, dtype=torch.long, device=x.device),
+            position_ids=torch.arange(2, device=x.device)[None],
+            output_hidden_states=True,
+        )
     except Exception as error:  # noqa: BLE001 - whatever the model raises, it cannot take inputs_embeds
         raise ValueError(f"{name} ({type(model).__name__}) does not run on inputs_embeds: {error}") from None
     finally:
         model.train(was_training)
     hidden = out.hidden_states[-1] if getattr(out, "hidden_states", None) else None
     if hidden is None or hidden.shape[-1] != embedding.embedding_dim:
-        raise ValueError(f"{name} ({type(model).__name__}) returns no last hidden state of its embedding width "
-                         f"{embedding.embedding_dim}: the number head has nothing to read")
+        raise ValueError(
+            f"{name} ({type(model).__name__}) returns no last hidden state of its embedding width "
+            f"{embedding.embedding_dim}: the number head has nothing to read"
+        )
     read = lm_head(hidden).float()
-    if not (torch.allclose(read, out.logits.float(), rtol=1e-3, atol=1e-4)
-            or torch.equal(read.argsort(-1), out.logits.float().argsort(-1))):  # a monotone cap keeps the order
-        raise ValueError(f"{name} ({type(model).__name__}): its last hidden state is not what its lm head reads, "
-                         "so a number head there would read another vector than the token head")
+    if not (
+        torch.allclose(read, out.logits.float(), rtol=1e-3, atol=1e-4)
+        or torch.equal(read.argsort(-1), out.logits.float().argsort(-1))
+    ):  # a monotone cap keeps the order
+        raise ValueError(
+            f"{name} ({type(model).__name__}): its last hidden state is not what its lm head reads, "
+            "so a number head there would read another vector than the token head"
+        )
     return embedding.embedding_dim
 
 
@@ -115,8 +132,15 @@ class NumberLM(nn.Module):
     """A causal LM (`model`, `tokenizer`: Hugging Face objects) with `encoding` (a registered
     single-token encoding, or None / BASELINE for the model's own digit tokens)."""
 
-    def __init__(self, model, tokenizer, encoding: str | None = None, options: dict | None = None,
-                 name: str | None = None, source: str | None = None):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        encoding: str | None = None,
+        options: dict | None = None,
+        name: str | None = None,
+        source: str | None = None,
+    ):
         super().__init__()
         name = name or getattr(model, "name_or_path", "") or type(model).__name__
         self.encoding_name, self.options = resolve(encoding, options)
@@ -157,11 +181,18 @@ class NumberLM(nn.Module):
     def run(self, ids: Tensor, values: Tensor, attention_mask: Tensor, position_ids=None, past=None, cache=False):
         """The model's output (logits, hidden_states, with `cache` past_key_values) on ids with
         their values, continuing from the cache `past`."""
-        return self.hf(inputs_embeds=self.embed(ids, values), attention_mask=attention_mask, position_ids=position_ids,
-                       past_key_values=past, use_cache=cache, output_hidden_states=True)
+        return self.hf(
+            inputs_embeds=self.embed(ids, values),
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past,
+            use_cache=cache,
+            output_hidden_states=True,
+        )
 
-    def forward(self, ids, values, attention_mask, targets, target_values, loss_mask, task_ids=None,
-                task_weights=None) -> dict[str, Tensor]:
+    def forward(
+        self, ids, values, attention_mask, targets, target_values, loss_mask, task_ids=None, task_weights=None
+    ) -> dict[str, Tensor]:
         """C.1's per-token loss, as GPT.forward: cross-entropy, plus 10 x the number loss where the
         target is <|num|>, each target weighted by its task's weight, averaged over all targets.
         "ce" and "number" are unweighted means for the log; with `task_ids` also each task's summed
@@ -169,7 +200,9 @@ class NumberLM(nn.Module):
         out = self.run(ids, values, attention_mask)
         m = loss_mask
         count = max(1, int(m.sum()))
-        weights = task_weights[task_ids[m]] if task_weights is not None else torch.ones_like(targets[m], dtype=torch.float32)
+        weights = (
+            task_weights[task_ids[m]] if task_weights is not None else torch.ones_like(targets[m], dtype=torch.float32)
+        )
         ce_each = F.cross_entropy(out.logits[m].float(), targets[m], reduction="none")
         total = (weights * ce_each).sum() / count
         per_token = ce_each.detach().clone()
@@ -191,10 +224,20 @@ class NumberLM(nn.Module):
         return losses
 
     @torch.no_grad()
-    def generate(self, prompts, max_new_tokens: int = 64, eos_id: int | None = None, pad_id: int | None = None, *,
-                 do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
-                 top_p: float | None = None, seed: int | None = None,
-                 mask_digits: bool = True) -> list[tuple[list[int], list[float]]]:
+    def generate(
+        self,
+        prompts,
+        max_new_tokens: int = 64,
+        eos_id: int | None = None,
+        pad_id: int | None = None,
+        *,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        mask_digits: bool = True,
+    ) -> list[tuple[list[int], list[float]]]:
         """Continue each prompt until <|eos|> (included) or `max_new_tokens`, with the model's KV
         cache: greedy, or with `do_sample` drawn after `temperature`, `top_k` and `top_p` (seeded
         by `seed`). A prompt is text (`tok.encode` reads it, numbers included) or (ids, values).
@@ -202,24 +245,41 @@ class NumberLM(nn.Module):
         model's own digit tokens are masked (`mask_digits`): a number is written through the
         encoding or not at all, never credited to it from digit tokens. Prompts are left-padded;
         padding is never attended to. Returns (ids, values) per prompt: `tok.decode(*out)`."""
-        if max_new_tokens < 1 or temperature <= 0 or (top_k is not None and top_k < 1) or \
-                (top_p is not None and not 0 < top_p <= 1):
-            raise ValueError(f"generate: need max_new_tokens >= 1, temperature > 0, top_k >= 1, 0 < top_p <= 1; got "
-                             f"{max_new_tokens}, {temperature}, {top_k}, {top_p}")
+        if (
+            max_new_tokens < 1
+            or temperature <= 0
+            or (top_k is not None and top_k < 1)
+            or (top_p is not None and not 0 < top_p <= 1)
+        ):
+            raise ValueError(
+                f"generate: need max_new_tokens >= 1, temperature > 0, top_k >= 1, 0 < top_p <= 1; got "
+                f"{max_new_tokens}, {temperature}, {top_k}, {top_p}"
+            )
         eos_id = self.tok.eos_id if eos_id is None else eos_id
         pad_id = self.tok.pad_id if pad_id is None else pad_id
-        prompts = [self.tok.encode(p) if isinstance(p, str) else p for p in ([prompts] if isinstance(prompts, str)
-                                                                             else prompts)]
-        sampling = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p, mask=mask_digits,
-                        generator=torch.Generator().manual_seed(seed) if seed is not None else None)
+        prompts = [
+            self.tok.encode(p) if isinstance(p, str) else p
+            for p in ([prompts] if isinstance(prompts, str) else prompts)
+        ]
+        sampling = dict(
+            do_sample=do_sample,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            mask=mask_digits,
+            generator=torch.Generator().manual_seed(seed) if seed is not None else None,
+        )
         self.eval()
         B, L = len(prompts), max(len(ids) for ids, _ in prompts)
         ids = torch.full((B, L), pad_id, dtype=torch.long)
         values = torch.zeros(B, L, dtype=torch.float64)
         mask = torch.zeros(B, L, dtype=torch.long)
         for b, (i, v) in enumerate(prompts):
-            ids[b, L - len(i):], values[b, L - len(i):], mask[b, L - len(i):] = (
-                torch.as_tensor(i), torch.as_tensor(v, dtype=torch.float64), 1)
+            ids[b, L - len(i) :], values[b, L - len(i) :], mask[b, L - len(i) :] = (
+                torch.as_tensor(i),
+                torch.as_tensor(v, dtype=torch.float64),
+                1,
+            )
         positions = (mask.cumsum(1) - 1).clamp(min=0)
         device = self.device
         out = self.run(ids.to(device), values.to(device), mask.to(device), positions.to(device), cache=True)
@@ -234,13 +294,27 @@ class NumberLM(nn.Module):
                 break
             mask = torch.cat([mask, torch.ones(B, 1, dtype=torch.long)], 1)
             positions = positions[:, -1:] + 1
-            out = self.run(token[:, None].to(device), value[:, None].to(device), mask.to(device), positions.to(device),
-                           past=out.past_key_values, cache=True)
+            out = self.run(
+                token[:, None].to(device),
+                value[:, None].to(device),
+                mask.to(device),
+                positions.to(device),
+                past=out.past_key_values,
+                cache=True,
+            )
         return generated
 
-    def _next_token(self, logits: Tensor, hidden: Tensor, do_sample: bool = False, temperature: float = 1.0,
-                    top_k: int | None = None, top_p: float | None = None, mask: bool = True,
-                    generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+    def _next_token(
+        self,
+        logits: Tensor,
+        hidden: Tensor,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        mask: bool = True,
+        generator: torch.Generator | None = None,
+    ) -> tuple[Tensor, Tensor]:
         """The next token [B] and its value [B] (the head's, where the token carries a number)."""
         logits = logits.float().cpu()
         if self.head is not None and mask:
@@ -277,16 +351,20 @@ class NumberLM(nn.Module):
         """Freeze the model; train LoRA adapters on all its linear layers, the rows of the added
         tokens (<|num|>, the markers) in its embedding and lm head, and the number head."""
         from peft import LoraConfig, get_peft_model
+
         if self.lora is not None:
             raise ValueError(f"{self.name} already has LoRA adapters")
         if self.source is None:
-            raise ValueError("a LoRA model is saved as adapters of its base model folder: load the model with "
-                             "NumberLM.from_pretrained(folder) to add LoRA")
+            raise ValueError(
+                "a LoRA model is saved as adapters of its base model folder: load the model with "
+                "NumberLM.from_pretrained(folder) to add LoRA"
+            )
         names = {module: n for n, module in self.hf.named_modules()}
         rows = self.tok.added_ids
         layers = {names[self.hf.get_input_embeddings()]: rows, names[self.hf.get_output_embeddings()]: rows}
-        config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules="all-linear",
-                            trainable_token_indices=layers)
+        config = LoraConfig(
+            r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules="all-linear", trainable_token_indices=layers
+        )
         with quiet():
             self.hf = get_peft_model(self.hf, config)
         self.lora = {"rank": rank, "alpha": alpha, "dropout": dropout}
@@ -297,12 +375,19 @@ class NumberLM(nn.Module):
         first, then renamed into place; an existing folder only with `overwrite`). A LoRA folder
         names its base model by name or by its path relative to `folder`."""
         from safetensors.torch import save_file
+
         folder = Path(folder)
         if folder.exists() and any(folder.iterdir()) and not overwrite:
             raise FileExistsError(f"{folder} is not empty; choose another folder or pass overwrite=True")
         base = self.base_reference(folder) if self.lora else None
-        meta = {"format": FORMAT, "encoding": self.encoding_name, "encoding_options": self.options,
-                "lora": self.lora, "base_model": base, "dtype": str(self.dtype).removeprefix("torch.")}
+        meta = {
+            "format": FORMAT,
+            "encoding": self.encoding_name,
+            "encoding_options": self.options,
+            "lora": self.lora,
+            "base_model": base,
+            "dtype": str(self.dtype).removeprefix("torch."),
+        }
 
         def fill(tmp: Path) -> None:
             with quiet():
@@ -314,9 +399,12 @@ class NumberLM(nn.Module):
                 config["base_model_name_or_path"] = base
                 adapter.write_text(json.dumps(config, indent=2))
             if self.head is not None:
-                save_file({k: v.detach().float().cpu().contiguous() for k, v in self.head.state_dict().items()},
-                          tmp / HEAD_FILE)
+                save_file(
+                    {k: v.detach().float().cpu().contiguous() for k, v in self.head.state_dict().items()},
+                    tmp / HEAD_FILE,
+                )
             (tmp / META_FILE).write_text(json.dumps(meta, indent=1))
+
         return write_folder(folder, fill)
 
     @property
@@ -332,8 +420,15 @@ class NumberLM(nn.Module):
         return os.path.relpath(Path(self.source).resolve(), Path(folder).resolve())
 
     @classmethod
-    def from_pretrained(cls, path, encoding: str | None = None, options: dict | None = None, *,
-                        dtype: str | torch.dtype = "auto", device_map=None) -> NumberLM:
+    def from_pretrained(
+        cls,
+        path,
+        encoding: str | None = None,
+        options: dict | None = None,
+        *,
+        dtype: str | torch.dtype = "auto",
+        device_map=None,
+    ) -> NumberLM:
         """A local folder or packaged model name ("smollm2-135m"): a plain causal LM (retrofitted
         with `encoding`; None: the baseline) or a folder this class saved (`encoding` None: its
         own; another one is refused). `dtype` (auto: as stored, float32, bfloat16, float16) is the
@@ -346,9 +441,11 @@ class NumberLM(nn.Module):
         if meta is not None:
             saved = (meta["encoding"], meta["encoding_options"])
             if encoding is not None and resolve(encoding, options) != saved:
-                raise ValueError(f"{path} was fine-tuned with the encoding {saved[0]!r} {saved[1] or ''}, not "
-                                 f"{encoding!r} {resolve(encoding, options)[1] or ''}: a number head belongs to "
-                                 "its encoding; load it without an encoding or with the saved one")
+                raise ValueError(
+                    f"{path} was fine-tuned with the encoding {saved[0]!r} {saved[1] or ''}, not "
+                    f"{encoding!r} {resolve(encoding, options)[1] or ''}: a number head belongs to "
+                    "its encoding; load it without an encoding or with the saved one"
+                )
             encoding, options = saved
         base = path
         if meta and meta["lora"]:
@@ -358,18 +455,23 @@ class NumberLM(nn.Module):
             else:
                 base = Path(named) if Path(named).is_absolute() else (path / named)
                 if not base.is_dir():
-                    raise ValueError(f"the LoRA folder {path} holds adapters of the base model {named} "
-                                     f"({base.resolve()}), which is not there: keep the base where it was "
-                                     "relative to the LoRA folder")
+                    raise ValueError(
+                        f"the LoRA folder {path} holds adapters of the base model {named} "
+                        f"({base.resolve()}), which is not there: keep the base where it was "
+                        "relative to the LoRA folder"
+                    )
         model, tokenizer = load_folder(base, path, dtype, device_map)
         lm = cls(model, tokenizer, encoding, options, name=str(path), source=source or str(base.resolve()))
         if meta and meta["lora"]:
             from peft import PeftModel
+
             try:
                 with quiet():
                     lm.hf = PeftModel.from_pretrained(lm.hf, str(path), is_trainable=True)
             except Exception as error:  # noqa: BLE001 - a missing or corrupt adapter
-                raise ValueError(f"cannot load the LoRA adapter of {path}: {str(error).splitlines()[0][:300]}") from None
+                raise ValueError(
+                    f"cannot load the LoRA adapter of {path}: {str(error).splitlines()[0][:300]}"
+                ) from None
             lm.lora = meta["lora"]
         if lm.head is not None and meta is not None:
             load_head(lm.head, path / HEAD_FILE)
@@ -397,11 +499,13 @@ def read_meta(path: Path) -> dict | None:
 def load_head(head: NumberHead, file: Path) -> None:
     """The saved head's weights (safetensors: no code is run), kept in float32."""
     from safetensors.torch import load_file
+
     if not file.exists():
         raise ValueError(f"{file.parent} names the encoding {head.encoding.name!r} but has no {file.name}")
     try:
         state = load_file(file)
         head.load_state_dict({k: v.float() for k, v in state.items()})
     except Exception as error:  # noqa: BLE001 - a corrupt file or another head's weights
-        raise ValueError(f"{file} does not hold this {head.encoding.name} head's weights: "
-                         f"{str(error).splitlines()[0][:300]}") from None
+        raise ValueError(
+            f"{file} does not hold this {head.encoding.name} head's weights: {str(error).splitlines()[0][:300]}"
+        ) from None

@@ -12,6 +12,7 @@ The tokenizer is the model's own, digits included: GPT-2's pre-tokenizer cuts a 
 from the letters around it and the BPE merges digits as the corpus has them, so the digit-token
 baseline of the retrofit writes numbers in the model's own pieces.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,31 +45,52 @@ def train_tokenizer(texts: list[str], vocab_size: int = 2048):
     <|endoftext|>, no padding token: the retrofit adds its own)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
+
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False, special_tokens=[EOS],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        show_progress=False,
+        special_tokens=[EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     bpe.train_from_iterator(texts, trainer)
     return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOS, bos_token=EOS)
 
 
-def build_model(architecture: str, tokenizer, hidden: int = 128, layers: int = 4, heads: int = 4,
-                context: int = 256, seed: int = 0):
+def build_model(
+    architecture: str, tokenizer, hidden: int = 128, layers: int = 4, heads: int = 4, context: int = 256, seed: int = 0
+):
     """A randomly initialised causal LM of `architecture` (GPT-2, Llama or Qwen2) for the
     tokenizer's vocabulary; no dropout."""
     from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, Qwen2Config
+
     if architecture not in ARCHITECTURES:
         raise ValueError(f"architecture must be one of {ARCHITECTURES}, got {architecture!r}")
     common = dict(vocab_size=len(tokenizer), bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)
     if architecture == "gpt2":
-        config = GPT2Config(n_embd=hidden, n_layer=layers, n_head=heads, n_positions=context, resid_pdrop=0.0,
-                            embd_pdrop=0.0, attn_pdrop=0.0, **common)
+        config = GPT2Config(
+            n_embd=hidden,
+            n_layer=layers,
+            n_head=heads,
+            n_positions=context,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            **common,
+        )
     else:
         kind = LlamaConfig if architecture == "llama" else Qwen2Config
-        config = kind(hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
-                      num_attention_heads=heads, num_key_value_heads=max(1, heads // 2),
-                      max_position_embeddings=context, **common)
+        config = kind(
+            hidden_size=hidden,
+            intermediate_size=4 * hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=max(1, heads // 2),
+            max_position_embeddings=context,
+            **common,
+        )
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(config)
 
@@ -81,8 +103,16 @@ def token_stream(tokenizer, texts: list[str]) -> np.ndarray:
     return np.array(ids, dtype=np.int64)
 
 
-def pretrain(model, tokenizer, texts: list[str], tokens: float, context: int = 256, batch_size: int = 8,
-             lr: float = 3e-3, seed: int = 0) -> list[float]:
+def pretrain(
+    model,
+    tokenizer,
+    texts: list[str],
+    tokens: float,
+    context: int = 256,
+    batch_size: int = 8,
+    lr: float = 3e-3,
+    seed: int = 0,
+) -> list[float]:
     """Next-token training on random windows of the token stream of `texts` for `tokens` tokens
     (AdamW, linear warm-up over 5 % then cosine); returns the loss of every step."""
     stream = token_stream(tokenizer, texts)
@@ -97,7 +127,7 @@ def pretrain(model, tokenizer, texts: list[str], tokens: float, context: int = 2
     bar = tqdm(range(steps), desc="pretraining")
     for step in bar:
         starts = rng.integers(0, len(stream) - context, batch_size)
-        batch = torch.from_numpy(np.stack([stream[s:s + context] for s in starts]))
+        batch = torch.from_numpy(np.stack([stream[s : s + context] for s in starts]))
         for group in optimizer.param_groups:
             group["lr"] = lr * lr_multiplier(step, steps, 0.05)
         loss = model(input_ids=batch, labels=batch).loss  # the model shifts the labels itself
@@ -112,8 +142,10 @@ def pretrain(model, tokenizer, texts: list[str], tokens: float, context: int = 2
 
 def save(model, tokenizer, folder) -> Path:
     """save_pretrained of model and tokenizer into `folder` (written beside it, then renamed)."""
+
     def fill(tmp: Path) -> None:
         with quiet():
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
+
     return write_folder(Path(folder), fill)

@@ -9,6 +9,7 @@ encoding has runs of several seeds). The perplexity is `finetune.perplexity`'s p
 held-out text's tokens that write no number, so encodings that read numbers differently compare;
 "before" is the model as loaded (with the encoding joined but untrained), "after" the saved one.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,8 +19,11 @@ import pandas as pd
 
 
 def _read(run_dirs, name: str) -> pd.DataFrame:
-    frames = [pd.read_csv(Path(d) / name, keep_default_na=False, dtype={"prediction": str, "answer": str})
-              for d in run_dirs if (Path(d) / name).exists()]
+    frames = [
+        pd.read_csv(Path(d) / name, keep_default_na=False, dtype={"prediction": str, "answer": str})
+        for d in run_dirs
+        if (Path(d) / name).exists()
+    ]
     if not frames:
         raise ValueError(f"none of the runs {[str(d) for d in run_dirs]} holds {name}")
     return pd.concat(frames, ignore_index=True)
@@ -29,14 +33,24 @@ def test_scores(run_dirs, draws: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Per encoding and task: the mean test score, its 95 % interval, the exact-match share, the
     questions per seed and the seeds."""
     from ..study import hierarchical_bootstrap  # here: the study module loads the trainer
+
     samples = _read(run_dirs, "test_samples.csv")
     rows = []
     for (encoding, task), part in samples.groupby(["encoding", "task"], sort=False):
         per_seed = [g["score"].astype(float).to_numpy() for _, g in part.groupby("seed")]
         mean, low, high = hierarchical_bootstrap(per_seed, draws, seed)
-        rows.append(dict(encoding=encoding, task=task, score=mean, low=low, high=high,
-                         exact=float(part["exact"].astype(str).eq("True").mean()),
-                         questions=int(np.mean([len(s) for s in per_seed])), seeds=len(per_seed)))
+        rows.append(
+            dict(
+                encoding=encoding,
+                task=task,
+                score=mean,
+                low=low,
+                high=high,
+                exact=float(part["exact"].astype(str).eq("True").mean()),
+                questions=int(np.mean([len(s) for s in per_seed])),
+                seeds=len(per_seed),
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -51,11 +65,14 @@ def perplexity_change(run_dirs) -> pd.DataFrame:
 def table(scores: pd.DataFrame, ppl: pd.DataFrame, order=None) -> pd.DataFrame:
     """One row per encoding: each task's "score [low, high]" and exact match, then the perplexity
     before, after and its change."""
-    cells = scores.assign(cell=[f"{s:.3f} [{lo:.3f}, {hi:.3f}]" for s, lo, hi in zip(scores.score, scores.low, scores.high)])
+    cells = scores.assign(
+        cell=[f"{s:.3f} [{lo:.3f}, {hi:.3f}]" for s, lo, hi in zip(scores.score, scores.low, scores.high)]
+    )
     wide = cells.pivot(index="encoding", columns="task", values="cell").add_suffix(" score [95 % CI]")
     exact = scores.pivot(index="encoding", columns="task", values="exact").add_suffix(" exact")
-    ppl = ppl.set_index("encoding").rename(columns={"before": "ppl before", "after": "ppl after",
-                                                    "change_percent": "ppl change %"})
+    ppl = ppl.set_index("encoding").rename(
+        columns={"before": "ppl before", "after": "ppl after", "change_percent": "ppl change %"}
+    )
     out = wide.join(exact).join(ppl.round(2)).reset_index()
     if order is not None:
         out = out.set_index("encoding").loc[[e for e in order if e in set(out.encoding)]].reset_index()

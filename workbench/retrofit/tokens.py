@@ -28,6 +28,7 @@ that reads a digit as its unknown token, or does not give "0123456789" back, is 
 The interface is `workbench.tokenizer.Tokenizer`'s (encode, decode, sample, text_sample, pad_id,
 eos_id, num_id), so `data.make_pool` and `evaluate.evaluate` take it as they are.
 """
+
 from __future__ import annotations
 
 import copy
@@ -53,8 +54,10 @@ def check_digits(hf_tokenizer, name: str) -> None:
         back = hf_tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
         if (unk is not None and unk in ids) or back.strip() != DIGITS:
             shown = hf_tokenizer.convert_ids_to_tokens(ids)[:12]
-            raise ValueError(f"the tokenizer of {name} ({type(hf_tokenizer).__name__}) maps digits to unknown "
-                             f"tokens ({text!r} -> {shown}, read back as {back!r}): it cannot read or write numbers")
+            raise ValueError(
+                f"the tokenizer of {name} ({type(hf_tokenizer).__name__}) maps digits to unknown "
+                f"tokens ({text!r} -> {shown}, read back as {back!r}): it cannot read or write numbers"
+            )
 
 
 def joins_space(hf_tokenizer) -> bool:
@@ -66,6 +69,7 @@ def with_number_tokens(hf_tokenizer, name: str, extra: tuple[str, ...] = ()):
     """A copy of `hf_tokenizer` holding every workbench special token (and `extra`) as one token;
     ValueError, naming the model, when the tokenizer cannot keep one whole."""
     from tokenizers import AddedToken
+
     wanted = special_tokens() + [t for t in extra if t not in special_tokens()]
     tok = hf_tokenizer
     missing = [t for t in wanted if t not in tok.get_vocab()]
@@ -74,16 +78,19 @@ def with_number_tokens(hf_tokenizer, name: str, extra: tuple[str, ...] = ()):
         try:
             tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in missing], special_tokens=True)
         except Exception as error:  # noqa: BLE001 - any refusal means the same thing to the user
-            raise ValueError(f"the tokenizer of {name} ({type(tok).__name__}) cannot add the tokens "
-                             f"{missing[:3]}...: {error}") from None
+            raise ValueError(
+                f"the tokenizer of {name} ({type(tok).__name__}) cannot add the tokens {missing[:3]}...: {error}"
+            ) from None
     for token in wanted:
         pieces = tok.encode(token, add_special_tokens=False)
         if pieces != [tok.convert_tokens_to_ids(token)]:
             shown = tok.convert_ids_to_tokens(pieces)
-            raise ValueError(f"the tokenizer of {name} ({type(tok).__name__}) splits {token!r} into "
-                             f"{len(pieces)} tokens {shown[:6]}: it cannot hold the number token and the "
-                             "prompt markers; a tokenizer that keeps added tokens whole (a fast tokenizer) "
-                             "is needed")
+            raise ValueError(
+                f"the tokenizer of {name} ({type(tok).__name__}) splits {token!r} into "
+                f"{len(pieces)} tokens {shown[:6]}: it cannot hold the number token and the "
+                "prompt markers; a tokenizer that keeps added tokens whole (a fast tokenizer) "
+                "is needed"
+            )
     return tok
 
 
@@ -100,7 +107,8 @@ class RetrofitTokenizer:
         self._markers = _marker_split(special_tokens())  # <|num_sp|>, like <|num|>, is no marker
         self._id = {t: self.hf.convert_tokens_to_ids(t) for t in self.special_tokens}
         self.pad_id, self.bos_id, self.eoq_id, self.eos_id, self.num_id = (
-            self._id[t] for t in ("<|pad|>", "<|bos|>", "<|eoq|>", "<|eos|>", NUM_TOKEN))
+            self._id[t] for t in ("<|pad|>", "<|bos|>", "<|eoq|>", "<|eos|>", NUM_TOKEN)
+        )
         self.num_space_id = self._id.get(NUM_SPACE_TOKEN)
         # the tokens that carry a number's value (one, or two where the space joins the digits)
         self.number_ids = (self.num_id,) + ((self.num_space_id,) if self.space_joined else ())
@@ -113,8 +121,9 @@ class RetrofitTokenizer:
         """The model's own tokens whose text holds a digit (its number pieces), added tokens excepted."""
         if self._digit_ids is None:
             added = set(self._id.values())
-            texts = self.hf.batch_decode([[i] for i in range(len(self.hf))], skip_special_tokens=False,
-                                         clean_up_tokenization_spaces=False)
+            texts = self.hf.batch_decode(
+                [[i] for i in range(len(self.hf))], skip_special_tokens=False, clean_up_tokenization_spaces=False
+            )
             self._digit_ids = [i for i, t in enumerate(texts) if i not in added and any(c in DIGITS for c in t)]
         return self._digit_ids
 
@@ -159,7 +168,9 @@ class RetrofitTokenizer:
                     ids += run
                     values += [0.0] * len(run)
                 else:
-                    spaced = self.space_joined and k > 0 and isinstance(parts[k - 1], str) and parts[k - 1].endswith(" ")
+                    spaced = (
+                        self.space_joined and k > 0 and isinstance(parts[k - 1], str) and parts[k - 1].endswith(" ")
+                    )
                     ids.append(self.num_space_id if spaced else self.num_id)
                     values.append(part.value)
         return np.array(ids, dtype=np.int64), np.array(values, dtype=np.float64)
@@ -179,8 +190,9 @@ class RetrofitTokenizer:
             if is_number:
                 out += [(" " if i == self.num_space_id else "") + write(v) for i, v in run]
             else:
-                out.append(self.hf.decode([i for i, _ in run], skip_special_tokens=False,
-                                          clean_up_tokenization_spaces=False))
+                out.append(
+                    self.hf.decode([i for i, _ in run], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+                )
         return "".join(out)
 
     def sample(self, prompt: str, answer: str):

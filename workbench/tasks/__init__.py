@@ -11,6 +11,7 @@ generate(task, n, seed, split) draws candidate questions in vectorized batches, 
 question hash falls in the requested split (hash buckets: 1/10 val, 1/10 test, 8/10 train, so the
 splits never share a question by construction), labels them exactly and returns a DataFrame.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -51,6 +52,7 @@ def get(name: str) -> Task:
         return _REGISTRY[name]
     except KeyError:
         from ..cli import unknown
+
         raise ValueError(unknown("task", name, names())) from None
 
 
@@ -137,5 +139,18 @@ from .solve import solve  # noqa: E402
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
     importlib.import_module(f"{__name__}.{_module}")
 
-__all__ = ["Task", "Regime", "PAPER", "register", "registered", "get", "names", "numeric",
-           "with_metric", "markers", "generate", "max_difficulty", "solve"]
+__all__ = [
+    "Task",
+    "Regime",
+    "PAPER",
+    "register",
+    "registered",
+    "get",
+    "names",
+    "numeric",
+    "with_metric",
+    "markers",
+    "generate",
+    "max_difficulty",
+    "solve",
+]

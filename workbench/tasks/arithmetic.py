@@ -6,6 +6,7 @@ a binary set with `Regime.binary_labels = "float64"` gets the authors' float64 r
 Answers are scored by log-sMAPE (eq. 2) and 15-digit exact match (`score_numbers`, shared with
 the multi-step tasks).
 """
+
 from functools import partial
 
 import numpy as np
@@ -62,8 +63,10 @@ def draw_addition(rng, m, regime):
     # no vanishing information: every operand moves the 15-digit answer, no cancellation past 15 digits
     # (long double: log10 and power run on the x87 unit, never SIMD-dispatched, alike on every CPU)
     valid = (ar >= 1e-15 * big) & (small >= 0.5 * 10.0 ** (np.floor(np.log10(np.where(ar > 0, ar, 1))) - 14))
-    extra = dict(_bits(regime, p1, p2), **_float64_label(regime, lambda x, y: np.where(op == "+", x + y, x - y),
-                                                       (M1, e1), (M2, e2)))
+    extra = dict(
+        _bits(regime, p1, p2),
+        **_float64_label(regime, lambda x, y: np.where(op == "+", x + y, x - y), (M1, e1), (M2, e2)),
+    )
     return _candidates(M1, e1, M2, e2, op, valid & ok1 & ok2, extra)
 
 
@@ -110,8 +113,9 @@ def _draw_division_binary(rng, m, regime):
     s1, s2 = signs(rng, m)
     xq = x1 - xd - 1  # the decade of x * y
     valid = (xq >= LOW) & (xq <= HIGH) & ok1 & regime.in_bounds(d)
-    extra = dict(_bits(regime, p1, p2), multiplier=y,
-                 **_float64_label(regime, np.multiply, (s1 * M1, e1), (s2 * y, None)))
+    extra = dict(
+        _bits(regime, p1, p2), multiplier=y, **_float64_label(regime, np.multiply, (s1 * M1, e1), (s2 * y, None))
+    )
     return _candidates(s1 * M1, e1, s2 * Md, ed, np.full(m, "/"), valid, extra)
 
 
@@ -138,12 +142,15 @@ def _label(c, limit):
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.select([op == "+", op == "-", op == "*"], [a + b, a - b, a * b], a / b)
         cancel = (np.abs(a) + np.abs(b)) / np.abs(r)
-    rel = np.where((op == "+") | (op == "-"), 4 * EPS_LD * np.nan_to_num(cancel.astype(np.float64), posinf=1e300), 6 * EPS_LD)
+    rel = np.where(
+        (op == "+") | (op == "-"), 4 * EPS_LD * np.nan_to_num(cancel.astype(np.float64), posinf=1e300), 6 * EPS_LD
+    )
     M, e, ok = round_fast(r, rel)
 
     def exact(i):
         x, y = fraction(c["M1"][i], c["e1"][i]), fraction(c["M2"][i], c["e2"][i])
         return round_fraction({"+": x + y, "-": x - y, "*": x * y, "/": x / y}[op[i]])
+
     return M, e, settle(M, e, ok, in_range, exact, limit)
 
 
@@ -175,16 +182,20 @@ def build(task, c, limit):
     else:  # division (A.3) and addition (ours): operands and result; division_bits="reciprocal": 1/b's bits
         bits_b = c.get("reciprocal_bits", bits_b)
         d_sd, d_2 = nz_a + nz_b + dif.nonzero_digits(M), bits_a + bits_b + dif.nonzero_bits(fr)
-    df = pd.DataFrame({
-        "prompt": prompt,
-        "text_prompt": [f"What is {p}?" for p in prompt],
-        "answer": ans,
-        "difficulty": d_2,
-        "difficulty_sd": d_sd,
-        "num1": a, "num2": b, "op": op,
-        "num1_exp": decade(c["M1"], c["e1"]),
-        "num2_exp": decade(c["M2"], c["e2"]),
-    })
+    df = pd.DataFrame(
+        {
+            "prompt": prompt,
+            "text_prompt": [f"What is {p}?" for p in prompt],
+            "answer": ans,
+            "difficulty": d_2,
+            "difficulty_sd": d_sd,
+            "num1": a,
+            "num2": b,
+            "op": op,
+            "num1_exp": decade(c["M1"], c["e1"]),
+            "num2_exp": decade(c["M2"], c["e2"]),
+        }
+    )
     for k in ("quotient_digits", "divisor_digits", "num1_bits", "num2_bits"):
         if k in c:
             df[k] = c[k]
@@ -202,18 +213,29 @@ def score_numbers(predictions, answers) -> pd.DataFrame:
     """log-sMAPE (eq. 1-2) and 15-digit exact match of each predicted number against its label."""
     pred = np.array([parse_float(p) for p in predictions], dtype=np.float64)
     target = np.array([float(a) for a in answers], dtype=np.float64)
-    return pd.DataFrame({"score": metrics.log_smape(pred, target),
-                         "exact": metrics.exact_match(pred, target)})
+    return pd.DataFrame({"score": metrics.log_smape(pred, target), "exact": metrics.exact_match(pred, target)})
 
 
 def _task(name, label, draw, curriculum, released_name, rule=None):
-    return register(Task(name=name, family="single_step", label=label, answer="number", metric="log_smape",
-                         draw=draw, build=partial(build, name), max_difficulty=partial(max_difficulty, name),
-                         score=score_numbers, system_prompt=ARITHMETIC_PROMPT, curriculum=curriculum,
-                         released_name=released_name, difficulty_rule=rule))
+    return register(
+        Task(
+            name=name,
+            family="single_step",
+            label=label,
+            answer="number",
+            metric="log_smape",
+            draw=draw,
+            build=partial(build, name),
+            max_difficulty=partial(max_difficulty, name),
+            score=score_numbers,
+            system_prompt=ARITHMETIC_PROMPT,
+            curriculum=curriculum,
+            released_name=released_name,
+            difficulty_rule=rule,
+        )
+    )
 
 
 ADDITION = _task("addition", "Add", draw_addition, False, "Addition")
-MULTIPLICATION = _task("multiplication", "Mult", draw_multiplication, True, "Multiplication",
-                       dif.multiplication_rule)
+MULTIPLICATION = _task("multiplication", "Mult", draw_multiplication, True, "Multiplication", dif.multiplication_rule)
 DIVISION = _task("division", "Div", draw_division, True, "Division", dif.division_rule)

@@ -5,6 +5,7 @@ sample it, its exact label and difficulty, how its answers are scored, its model
 and its frontier system prompt, and registers it (`workbench.tasks.register`). A new task is one
 new file in this folder (the package imports every module).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,8 +44,11 @@ class Task:
     difficulty_rule: Callable | None = None  # (difficulties, base, regime) -> difficulties
 
     def __post_init__(self):
-        for field, value, allowed in (("family", self.family, FAMILIES), ("answer", self.answer, ANSWERS),
-                                      ("metric", self.metric, METRICS)):
+        for field, value, allowed in (
+            ("family", self.family, FAMILIES),
+            ("answer", self.answer, ANSWERS),
+            ("metric", self.metric, METRICS),
+        ):
             if value not in allowed:
                 raise ValueError(f"task {self.name!r}: {field} must be one of {allowed}, got {value!r}")
 
@@ -54,11 +58,14 @@ class Task:
 # are restored so that the requested format is valid JSON.
 HEADER_LIST = "You are an expert in numeracy. For each problem, output only valid JSON in this format:"
 HEADER_ARITHMETIC = "You are an expert in numeracy. Return exactly one valid JSON object in this format:"
-NO_TOOLS = ("Do not explain, show steps, or add any extra text. Do not use code blocks to output the answer.\n"
-            "DO NOT CALL ANY external APIs or use ANY external tool to solve the problem. "
-            "DO NOT USE a calculator tool. DO NOT USE python. DO NOT USE Wolfram Alpha.")
-DECIMAL = ("If the answer is not an integer, give it as a decimal (not a fraction), "
-           "rounded to at most 15 significant digits.")
+NO_TOOLS = (
+    "Do not explain, show steps, or add any extra text. Do not use code blocks to output the answer.\n"
+    "DO NOT CALL ANY external APIs or use ANY external tool to solve the problem. "
+    "DO NOT USE a calculator tool. DO NOT USE python. DO NOT USE Wolfram Alpha."
+)
+DECIMAL = (
+    "If the answer is not an integer, give it as a decimal (not a fraction), rounded to at most 15 significant digits."
+)
 NUMERIC_ANSWER = '{"answer": <numeric_answer>}'
 ARITHMETIC_PROMPT = "\n".join([HEADER_ARITHMETIC, NUMERIC_ANSWER, NO_TOOLS, DECIMAL])
 

@@ -12,6 +12,7 @@ floor(log_b max(|a|,|b|)) - floor(log_b |a-b|) + 1, summed over pairs.
 Every level is computed exactly (exact.py): a level decides what the curriculum feeds a model, so it
 must not depend on the last bits of a logarithm, which differ between CPUs.
 """
+
 from decimal import Decimal, localcontext
 
 import numpy as np

@@ -13,6 +13,7 @@ draw other questions on another CPU (issue 46). Exact comparisons against tables
 Python integers give every x86-64 CPU the same bits. (Long double arithmetic runs on the x87 unit
 everywhere and is never SIMD-dispatched.)
 """
+
 import math
 from decimal import Decimal, localcontext
 from fractions import Fraction
@@ -95,7 +96,7 @@ def round_power(d, p, q):
     values, inverse = np.unique(d, return_inverse=True)
     out = []
     for v in values.tolist():
-        target = 2 ** q * v ** p
+        target = 2**q * v**p
         n = round(float(v) ** (p / q))
         while (2 * n + 1) ** q <= target:
             n += 1
@@ -127,9 +128,9 @@ def normalize(M, e):
     M, e = np.array(M, dtype=np.int64), np.array(e, dtype=np.int64)
     nonzero = M != 0
     for k in (16, 8, 4, 2, 1):  # an int64 has at most 18 trailing zeros: strip them in halving steps
-        z = nonzero & (M % np.int64(10 ** k) == 0)
+        z = nonzero & (M % np.int64(10**k) == 0)
         if z.any():
-            M[z] //= np.int64(10 ** k)
+            M[z] //= np.int64(10**k)
             e[z] += k
     e[~nonzero] = 0
     return M, e
@@ -197,7 +198,7 @@ def round_fraction(x):
     if num * 10 ** max(0, -E) < den * 10 ** max(0, E):
         E -= 1
     k = DIGITS - 1 - E  # scale so that x * 10**k is in [1e14, 1e15)
-    a, b = (num * 10 ** k, den) if k >= 0 else (num, den * 10 ** -k)
+    a, b = (num * 10**k, den) if k >= 0 else (num, den * 10**-k)
     q, r = divmod(a, b)
     if 2 * r > b or (2 * r == b and q % 2 == 1):
         q += 1
@@ -222,7 +223,7 @@ def round_sqrt_fraction(x):
         t = math.isqrt(4 * a // b)  # floor(2 y), y = sqrt(a / b)
         if t < 2 * 10 ** (DIGITS - 1):
             E -= 1
-        elif t >= 2 * 10 ** DIGITS:
+        elif t >= 2 * 10**DIGITS:
             E += 1
         else:
             break
@@ -258,7 +259,7 @@ def round_fast(v, rel_err):
     E = np.floor(np.log10(np.where(zero, 1, a))).astype(np.int64)
     k = DIGITS - 1 - E
     scaled = a * pow10_ld(k)
-    lo, hi = LD(10.0 ** (DIGITS - 1)), LD(10.0 ** DIGITS)
+    lo, hi = LD(10.0 ** (DIGITS - 1)), LD(10.0**DIGITS)
     low = scaled < lo  # log10 was off by one near a power of ten
     k = np.where(low, k + 1, k)
     high = scaled >= hi
@@ -302,6 +303,6 @@ def to_float(M, e, text):
     p = pow10(np.minimum(np.abs(e), 22))  # 10**0 ... 10**22 are exact in float64
     m = M.astype(np.float64)
     x = np.where(e >= 0, m * p, m / p)
-    for i in np.flatnonzero((np.abs(M) >= 2 ** 53) | (np.abs(e) > 22)).tolist():
+    for i in np.flatnonzero((np.abs(M) >= 2**53) | (np.abs(e) > 22)).tolist():
         x[i] = float(text[i])
     return x

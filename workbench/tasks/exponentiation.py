@@ -4,6 +4,7 @@ A root exponent is printed as the shortest float64 text of 1/k (e.g. 0.333333333
 the released data. The label is the value of the printed expression, i.e. b raised to that exact
 decimal (not to 1/3), computed at 60 digits where long double cannot decide the 15th digit.
 """
+
 from fractions import Fraction
 
 import numpy as np
@@ -69,6 +70,7 @@ def _label(c, limit):
 
     def exact(i):
         return exact_power(fraction(c["Mb"][i], c["eb"][i]), fraction(c["Me"][i], c["ee"][i]))
+
     return M, e, settle(M, e, ok, _usable, exact, limit)
 
 
@@ -92,23 +94,40 @@ def build(c, limit):
     b, x, ans = fmt_all(c["Mb"], c["eb"]), fmt_all(c["Me"], c["ee"]), fmt_all(M, e)
     prompt = [f"{u} ^ {v}" for u, v in zip(b, x)]
     fb, fx, fr = to_float(c["Mb"], c["eb"], b), to_float(c["Me"], c["ee"], x), to_float(M, e, ans)
-    return pd.DataFrame({
-        "prompt": prompt,
-        "text_prompt": [f"What is {p}?" for p in prompt],
-        "answer": ans,
-        "difficulty": dif.nonzero_bits(fb) * dif.nonzero_bits(fx) * dif.nonzero_bits(fr),
-        "difficulty_sd": dif.nonzero_digits(c["Mb"]) * dif.nonzero_digits(c["Me"]) * dif.nonzero_digits(M),
-        "num1": b, "num2": x, "op": "^", "root": c["root"],
-        "num1_exp": decade(c["Mb"], c["eb"]),
-    })
+    return pd.DataFrame(
+        {
+            "prompt": prompt,
+            "text_prompt": [f"What is {p}?" for p in prompt],
+            "answer": ans,
+            "difficulty": dif.nonzero_bits(fb) * dif.nonzero_bits(fx) * dif.nonzero_bits(fr),
+            "difficulty_sd": dif.nonzero_digits(c["Mb"]) * dif.nonzero_digits(c["Me"]) * dif.nonzero_digits(M),
+            "num1": b,
+            "num2": x,
+            "op": "^",
+            "root": c["root"],
+            "num1_exp": decade(c["Mb"], c["eb"]),
+        }
+    )
 
 
 def max_difficulty(base):
-    return 17 * 17 * 15 if base == 10 else 53 ** 3
+    return 17 * 17 * 15 if base == 10 else 53**3
 
 
-EXPONENTIATION = register(Task(
-    name="exponentiation", family="multi_step", label="Exp", answer="number", metric="log_smape",
-    draw=draw, build=build, max_difficulty=max_difficulty, score=score_numbers,
-    system_prompt=ARITHMETIC_PROMPT, curriculum=True, released_name="Exponentiation",
-    difficulty_rule=dif.exponentiation_rule))
+EXPONENTIATION = register(
+    Task(
+        name="exponentiation",
+        family="multi_step",
+        label="Exp",
+        answer="number",
+        metric="log_smape",
+        draw=draw,
+        build=build,
+        max_difficulty=max_difficulty,
+        score=score_numbers,
+        system_prompt=ARITHMETIC_PROMPT,
+        curriculum=True,
+        released_name="Exponentiation",
+        difficulty_rule=dif.exponentiation_rule,
+    )
+)

@@ -28,6 +28,7 @@ Spreads, so that one regime knob governs the lists as it does the operands:
   distinct one-digit numbers within one decade, go missing). "auto" (the default) is "paper" at
   17 digits, so the paper's regime draws exactly A.2's lists, and "resolved" below.
 """
+
 import math
 from fractions import Fraction
 from functools import partial
@@ -57,8 +58,7 @@ from .sampling import HIGH, LOW, decades, question_hash, round_to_digits
 MAX_LEN, CANDIDATES = 5, 32
 RETRIES = 16  # redraws of a rejected list at its length ("resolved" sampling)
 LETTERS = "ABCDEF"
-OPS = {"minmax": ("min", "max"), "sorting": ("asc", "desc"), "interval": ("intva",),
-       "mean": ("mean",), "std": ("std",)}
+OPS = {"minmax": ("min", "max"), "sorting": ("asc", "desc"), "interval": ("intva",), "mean": ("mean",), "std": ("std",)}
 
 
 def _round_float(v, p):
@@ -201,6 +201,7 @@ def _answer_check(std):
     def check(rng, c, regime):
         c["valid"] &= _mean_std_valid(c, std)
         return c
+
     return check
 
 
@@ -228,9 +229,9 @@ def _label_mean_std(c, std, limit):
     if std:
         d = np.where(used, v - v[:, :1], 0)
         dev = np.where(used, d - (d.sum(axis=1) / n)[:, None], 0)
-        r = np.sqrt((dev ** 2).sum(axis=1) / n)
+        r = np.sqrt((dev**2).sum(axis=1) / n)
         with np.errstate(divide="ignore"):
-            rel = (4 * (n + 4) * EPS_LD * (absmax / r).astype(np.float64) + 8 * EPS_LD)
+            rel = 4 * (n + 4) * EPS_LD * (absmax / r).astype(np.float64) + 8 * EPS_LD
     else:
         r = v.sum(axis=1) / n
         with np.errstate(divide="ignore"):
@@ -243,6 +244,7 @@ def _label_mean_std(c, std, limit):
         if std:
             return round_sqrt_fraction(sum(((x - mu) ** 2 for x in xs), Fraction(0)) / n[i])
         return round_fraction(mu)
+
     return M, e, settle(M, e, ok, _usable, exact, limit)
 
 
@@ -258,10 +260,21 @@ def _elements(c):
 
 
 def _frame(c, prompt, text, answer, d_2, d_sd, **extra):
-    return pd.DataFrame({"prompt": prompt, "text_prompt": text, "answer": answer,
-                         "difficulty": d_2, "difficulty_sd": d_sd, "op": c["op"].tolist(),
-                         "list_len": c["length"], "exp": c["decade"], "spread": c["spread"],
-                         "digits": c["digits"], **extra})
+    return pd.DataFrame(
+        {
+            "prompt": prompt,
+            "text_prompt": text,
+            "answer": answer,
+            "difficulty": d_2,
+            "difficulty_sd": d_sd,
+            "op": c["op"].tolist(),
+            "list_len": c["length"],
+            "exp": c["decade"],
+            "spread": c["spread"],
+            "digits": c["digits"],
+            **extra,
+        }
+    )
 
 
 def build_mean_std(task, c, limit):
@@ -269,9 +282,14 @@ def build_mean_std(task, c, limit):
     M, e, keep = _label_mean_std(c, task == "std", limit)
     c = {k: v[keep] for k, v in c.items()}
     _, body, _ = _elements(c)
-    return _frame(c, [f"<|{task}|>{b}" for b in body], [f"What is the {task} of the list [{b}]?" for b in body],
-                  fmt_all(M[keep], e[keep]), dif.spread_difficulty(c["spread"], c["decade"], 2),
-                  dif.spread_difficulty(c["spread"], c["decade"], 10))
+    return _frame(
+        c,
+        [f"<|{task}|>{b}" for b in body],
+        [f"What is the {task} of the list [{b}]?" for b in body],
+        fmt_all(M[keep], e[keep]),
+        dif.spread_difficulty(c["spread"], c["decade"], 2),
+        dif.spread_difficulty(c["spread"], c["decade"], 10),
+    )
 
 
 def build_minmax(c, limit):
@@ -280,9 +298,14 @@ def build_minmax(c, limit):
     idx = np.where(c["op"] == "min", np.nanargmin(values, axis=1), np.nanargmax(values, axis=1))
     op = c["op"].tolist()
     text = [f"What is the {'minimum' if o == 'min' else 'maximum'} of the list [{b}]?" for o, b in zip(op, body)]
-    return _frame(c, [f"<|{o}|>{b}" for o, b in zip(op, body)], text,
-                  [x[i] for x, i in zip(elems, idx.tolist())],
-                  dif.shared_prefix(c["sorted"], 2), dif.shared_prefix(c["sorted"], 10))
+    return _frame(
+        c,
+        [f"<|{o}|>{b}" for o, b in zip(op, body)],
+        text,
+        [x[i] for x, i in zip(elems, idx.tolist())],
+        dif.shared_prefix(c["sorted"], 2),
+        dif.shared_prefix(c["sorted"], 10),
+    )
 
 
 def build_sorting(c, limit):
@@ -295,8 +318,14 @@ def build_sorting(c, limit):
         ascending = [x[i] for i in o[:k]]
         answer.append(", ".join(ascending if direction == "asc" else ascending[::-1]))
     text = [f"Sort the list [{b}] in {'ascending' if o == 'asc' else 'descending'} order." for o, b in zip(op, body)]
-    return _frame(c, [f"<|{o}|>{b}" for o, b in zip(op, body)], text, answer,
-                  dif.shared_prefix(c["sorted"], 2), dif.shared_prefix(c["sorted"], 10))
+    return _frame(
+        c,
+        [f"<|{o}|>{b}" for o, b in zip(op, body)],
+        text,
+        answer,
+        dif.shared_prefix(c["sorted"], 2),
+        dif.shared_prefix(c["sorted"], 10),
+    )
 
 
 def build_interval(c, limit):
@@ -316,8 +345,15 @@ def build_interval(c, limit):
         parts.append(f"{LETTERS[k]}: {s[-1]} <= x")
         text.append(f"What interval does x={r} belong to? " + ", ".join(parts))
     with_ref = np.sort(np.concatenate([c["sorted"], ref_values[:, None]], axis=1), axis=1)
-    return _frame(c, prompt, text, [LETTERS[i] for i in position.tolist()],
-                  dif.shared_prefix(with_ref, 2), dif.shared_prefix(with_ref, 10), ref=refs)
+    return _frame(
+        c,
+        prompt,
+        text,
+        [LETTERS[i] for i in position.tolist()],
+        dif.shared_prefix(with_ref, 2),
+        dif.shared_prefix(with_ref, 10),
+        ref=refs,
+    )
 
 
 def max_difficulty(task, base):
@@ -353,29 +389,88 @@ def _prompt(answer_template, rule):
     return "\n".join([HEADER_LIST, answer_template, NO_TOOLS, rule])
 
 
-MEAN = register(Task(
-    name="mean", family="multi_step", label="Mean", answer="number", metric="log_smape", draw=draw_mean,
-    build=partial(build_mean_std, "mean"), max_difficulty=partial(max_difficulty, "mean"),
-    score=score_numbers, markers=("<|mean|>",), system_prompt=ARITHMETIC_PROMPT, curriculum=True,
-    released_name="Mean"))
-STD = register(Task(
-    name="std", family="multi_step", label="Std", answer="number", metric="log_smape", draw=draw_std,
-    build=partial(build_mean_std, "std"), max_difficulty=partial(max_difficulty, "std"),
-    score=score_numbers, markers=("<|std|>",), system_prompt=ARITHMETIC_PROMPT, curriculum=True,
-    released_name="Std"))
-MINMAX = register(Task(
-    name="minmax", family="comparison", label="MinMax", answer="number", metric="accuracy",
-    draw=draw_minmax, build=build_minmax, max_difficulty=partial(max_difficulty, "minmax"),
-    score=score_minmax, markers=("<|min|>", "<|max|>"), released_name="MinMax",
-    system_prompt=_prompt(NUMERIC_ANSWER, "The answer must be a single number, exactly as it appears in the list.")))
-SORTING = register(Task(
-    name="sorting", family="comparison", label="Sort", answer="list", metric="accuracy",
-    draw=draw_sorting, build=build_sorting, max_difficulty=partial(max_difficulty, "sorting"),
-    score=score_sorting, markers=("<|asc|>", "<|desc|>"), released_name="Sorting",
-    system_prompt=_prompt('{"answer": <sorted_list>}', "The answer must be a list of numbers.")))
-INTERVAL = register(Task(
-    name="interval", family="comparison", label="Interval", answer="letter", metric="accuracy",
-    draw=draw_interval, build=build_interval, max_difficulty=partial(max_difficulty, "interval"),
-    score=score_interval, markers=("<|intva|>",), released_name="Interval",
-    system_prompt=_prompt('{"answer": <interval_multiple_choice_answer>}',
-                          "The answer must be one of the following: A, B, C, D, E, F.")))
+MEAN = register(
+    Task(
+        name="mean",
+        family="multi_step",
+        label="Mean",
+        answer="number",
+        metric="log_smape",
+        draw=draw_mean,
+        build=partial(build_mean_std, "mean"),
+        max_difficulty=partial(max_difficulty, "mean"),
+        score=score_numbers,
+        markers=("<|mean|>",),
+        system_prompt=ARITHMETIC_PROMPT,
+        curriculum=True,
+        released_name="Mean",
+    )
+)
+STD = register(
+    Task(
+        name="std",
+        family="multi_step",
+        label="Std",
+        answer="number",
+        metric="log_smape",
+        draw=draw_std,
+        build=partial(build_mean_std, "std"),
+        max_difficulty=partial(max_difficulty, "std"),
+        score=score_numbers,
+        markers=("<|std|>",),
+        system_prompt=ARITHMETIC_PROMPT,
+        curriculum=True,
+        released_name="Std",
+    )
+)
+MINMAX = register(
+    Task(
+        name="minmax",
+        family="comparison",
+        label="MinMax",
+        answer="number",
+        metric="accuracy",
+        draw=draw_minmax,
+        build=build_minmax,
+        max_difficulty=partial(max_difficulty, "minmax"),
+        score=score_minmax,
+        markers=("<|min|>", "<|max|>"),
+        released_name="MinMax",
+        system_prompt=_prompt(NUMERIC_ANSWER, "The answer must be a single number, exactly as it appears in the list."),
+    )
+)
+SORTING = register(
+    Task(
+        name="sorting",
+        family="comparison",
+        label="Sort",
+        answer="list",
+        metric="accuracy",
+        draw=draw_sorting,
+        build=build_sorting,
+        max_difficulty=partial(max_difficulty, "sorting"),
+        score=score_sorting,
+        markers=("<|asc|>", "<|desc|>"),
+        released_name="Sorting",
+        system_prompt=_prompt('{"answer": <sorted_list>}', "The answer must be a list of numbers."),
+    )
+)
+INTERVAL = register(
+    Task(
+        name="interval",
+        family="comparison",
+        label="Interval",
+        answer="letter",
+        metric="accuracy",
+        draw=draw_interval,
+        build=build_interval,
+        max_difficulty=partial(max_difficulty, "interval"),
+        score=score_interval,
+        markers=("<|intva|>",),
+        released_name="Interval",
+        system_prompt=_prompt(
+            '{"answer": <interval_multiple_choice_answer>}',
+            "The answer must be one of the following: A, B, C, D, E, F.",
+        ),
+    )
+)

@@ -3,6 +3,7 @@
 Every operand is a pair (M, e) = M * 10**e with at most 17 significant digits whose decimal text is
 the shortest float64 round-trip form, so BitTokens (float64) see exactly the printed number.
 """
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,15 +78,22 @@ class Regime:
         if not 1 <= self.max_digits <= MAX_DIGITS or self.max_digits != int(self.max_digits):
             raise ValueError(f"max_digits must be an integer in 1..{MAX_DIGITS}, got {self.max_digits}")
         shortest, longest = self.list_lengths
-        if not (LIST_LENGTHS[0] <= shortest <= longest <= LIST_LENGTHS[1]) or shortest != int(shortest) \
-                or longest != int(longest):
-            raise ValueError(f"list_lengths must be integers with {LIST_LENGTHS[0]} <= shortest <= longest <= "
-                             f"{LIST_LENGTHS[1]}, got {self.list_lengths}")
-        for name, value, allowed in (("list_sampling", self.list_sampling, LIST_SAMPLING),
-                                     ("significance", self.significance, SIGNIFICANCE),
-                                     ("exp_difficulty", self.exp_difficulty, EXP_DIFFICULTY),
-                                     ("binary_labels", self.binary_labels, BINARY_LABELS),
-                                     ("division_bits", self.division_bits, DIVISION_BITS)):
+        if (
+            not (LIST_LENGTHS[0] <= shortest <= longest <= LIST_LENGTHS[1])
+            or shortest != int(shortest)
+            or longest != int(longest)
+        ):
+            raise ValueError(
+                f"list_lengths must be integers with {LIST_LENGTHS[0]} <= shortest <= longest <= "
+                f"{LIST_LENGTHS[1]}, got {self.list_lengths}"
+            )
+        for name, value, allowed in (
+            ("list_sampling", self.list_sampling, LIST_SAMPLING),
+            ("significance", self.significance, SIGNIFICANCE),
+            ("exp_difficulty", self.exp_difficulty, EXP_DIFFICULTY),
+            ("binary_labels", self.binary_labels, BINARY_LABELS),
+            ("division_bits", self.division_bits, DIVISION_BITS),
+        ):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
         for name in ("swap_operands", "difficulty_caps"):
@@ -101,8 +109,11 @@ class Regime:
     @classmethod
     def of(cls, decades=None, max_digits=None, **options) -> "Regime":
         """The regime with these bounds, None meaning the paper's; `options` are the other fields."""
-        return cls(tuple(decades) if decades is not None else (LOW, HIGH),
-                   MAX_DIGITS if max_digits is None else max_digits, **options)
+        return cls(
+            tuple(decades) if decades is not None else (LOW, HIGH),
+            MAX_DIGITS if max_digits is None else max_digits,
+            **options,
+        )
 
     @property
     def list_rule(self) -> str:
@@ -119,7 +130,7 @@ class Regime:
     @property
     def max_bits(self) -> int:
         """Significant bits per operand in the binary regime: as many as `max_digits` digits hold."""
-        return min(53, (10 ** self.max_digits - 1).bit_length())  # ceil(log2 10**D), in integers
+        return min(53, (10**self.max_digits - 1).bit_length())  # ceil(log2 10**D), in integers
 
     def in_bounds(self, x):
         """|x| in [10**low, 10**(high+1)) (float64 array), or zero."""
@@ -151,7 +162,7 @@ def numbers(rng, decade, digits):
 def round_trip(M, e):
     """Replace 16-17 digit mantissas by the shortest float64 round-trip form (few rows, Python)."""
     M, e = M.copy(), e.copy()
-    long = np.flatnonzero(np.abs(M) >= 10 ** 15)
+    long = np.flatnonzero(np.abs(M) >= 10**15)
     x = value_ld(M[long], e[long]).astype(np.float64)
     for i, v in zip(long.tolist(), x.tolist()):
         M[i], e[i] = shortest_repr(v)

@@ -3,6 +3,7 @@
 Numbers are read as exact decimals; arithmetic uses Fractions (60-digit decimals for non-integer
 powers); numeric answers are rounded half-even to 15 significant digits and printed plainly.
 """
+
 import re
 from fractions import Fraction
 

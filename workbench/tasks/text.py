@@ -8,6 +8,7 @@ authors' random windows of a token stream), the shipped topics uniformly (as sin
 so its samples stay the same). The frame's `topic` names the document: the shipped topic, or
 "PATH#k" / "DATASET#k" for the k-th document read from a file or dataset.
 """
+
 import numpy as np
 import pandas as pd
 
@@ -24,9 +25,11 @@ def documents(text_source: str):
     docs = corpus(text_source)
     counts = np.bincount(split_of(question_hash(docs.ids)), minlength=len(SPLITS))
     if not counts.all():
-        raise ValueError(f"text source {text_source!r}: its {len(docs.texts)} documents give "
-                         f"{dict(zip(SPLITS, counts.tolist()))} to the splits; each split needs one "
-                         "(a document's split is a hash of it: ~30 documents make that likely)")
+        raise ValueError(
+            f"text source {text_source!r}: its {len(docs.texts)} documents give "
+            f"{dict(zip(SPLITS, counts.tolist()))} to the splits; each split needs one "
+            "(a document's split is a hash of it: ~30 documents make that likely)"
+        )
     return docs
 
 
@@ -40,19 +43,40 @@ def draw(rng, m, regime):
     lengths = docs.lengths[which]
     start = (rng.random(m) * np.maximum(lengths - CHUNK_CHARS, 1)).astype(np.int64)
     start = np.where(lengths > CHUNK_CHARS, start, 0)
-    chunks = [docs.texts[d][s:s + CHUNK_CHARS] for d, s in zip(which.tolist(), start.tolist())]
+    chunks = [docs.texts[d][s : s + CHUNK_CHARS] for d, s in zip(which.tolist(), start.tolist())]
     names = [docs.names[d] for d in which.tolist()]
-    return dict(answer=np.array(chunks, dtype=object), topic=np.array(names, dtype=object),
-                valid=np.ones(m, bool), key=question_hash(docs.ids[which]))
+    return dict(
+        answer=np.array(chunks, dtype=object),
+        topic=np.array(names, dtype=object),
+        valid=np.ones(m, bool),
+        key=question_hash(docs.ids[which]),
+    )
 
 
 def build(c, limit):
     chunks, names = c["answer"][:limit].tolist(), c["topic"][:limit].tolist()
     n = len(chunks)
-    return pd.DataFrame({"prompt": [""] * n, "text_prompt": [""] * n, "answer": chunks,
-                         "difficulty": np.zeros(n, np.int64), "difficulty_sd": np.zeros(n, np.int64),
-                         "topic": names})
+    return pd.DataFrame(
+        {
+            "prompt": [""] * n,
+            "text_prompt": [""] * n,
+            "answer": chunks,
+            "difficulty": np.zeros(n, np.int64),
+            "difficulty_sd": np.zeros(n, np.int64),
+            "topic": names,
+        }
+    )
 
 
-TEXT = register(Task(name="text", family="text", label="Text", answer="text", metric="perplexity",
-                     draw=draw, build=build, max_difficulty=lambda base: 0))
+TEXT = register(
+    Task(
+        name="text",
+        family="text",
+        label="Text",
+        answer="text",
+        metric="perplexity",
+        draw=draw,
+        build=build,
+        max_difficulty=lambda base: 0,
+    )
+)

@@ -21,6 +21,7 @@ document is in two splits and duplicates share one. Documents are read once per 
 state) and cached. Nothing comes from the interpreter: its own pydoc topics differ between Python
 patch releases (3.11.2 and 3.11.7 do), and so would every text-trained result.
 """
+
 from __future__ import annotations
 
 import functools
@@ -43,10 +44,12 @@ SHIPPED_SHA256 = "e81a4f3fc71fafbd0d092e58804c106cd251e4580938d87221636fe846f185
 HF_DOCS = 10_000  # documents read from a Hugging Face stream unless docs= says otherwise
 FILE_KINDS = (".txt", ".jsonl", ".json", ".parquet")
 _OPTIONS = {"shipped": (), "files": ("field", "docs"), "hf": ("field", "docs", "split", "data_files")}
-HELP = ('text of the text task: "shipped" (the corpus shipped with the workbench, offline default), '
-        '"files:PATH[,PATH...]" (.txt, .jsonl, .parquet; globs allowed) or "hf:NAME[:CONFIG]" (Hugging Face, '
-        'streamed); options after "?": field=text, docs=N, split=train, data_files=PATH (hf). E.g. '
-        '"hf:HuggingFaceFW/fineweb-edu:sample-10BT?docs=50000"')
+HELP = (
+    'text of the text task: "shipped" (the corpus shipped with the workbench, offline default), '
+    '"files:PATH[,PATH...]" (.txt, .jsonl, .parquet; globs allowed) or "hf:NAME[:CONFIG]" (Hugging Face, '
+    'streamed); options after "?": field=text, docs=N, split=train, data_files=PATH (hf). E.g. '
+    '"hf:HuggingFaceFW/fineweb-edu:sample-10BT?docs=50000"'
+)
 
 
 @functools.cache
@@ -55,8 +58,10 @@ def shipped_topics() -> dict[str, str]:
     data = SHIPPED.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     if digest != SHIPPED_SHA256:
-        raise ValueError(f"the shipped corpus {SHIPPED} is damaged or changed (SHA-256 {digest[:16]}…, expected "
-                         f"{SHIPPED_SHA256[:16]}…); restore it from the repository (git checkout -- {SHIPPED.name})")
+        raise ValueError(
+            f"the shipped corpus {SHIPPED} is damaged or changed (SHA-256 {digest[:16]}…, expected "
+            f"{SHIPPED_SHA256[:16]}…); restore it from the repository (git checkout -- {SHIPPED.name})"
+        )
     return json.loads(data)
 
 
@@ -74,6 +79,7 @@ def checksum(spec: str) -> str:
 @dataclass(frozen=True)
 class TextSource:
     """A parsed source string (see the module docstring); `parse` makes one."""
+
     kind: str  # "shipped", "files" or "hf"
     paths: tuple[str, ...] = ()  # files: paths or glob patterns
     name: str = ""  # hf: dataset name (or a local builder: parquet, json, text)
@@ -90,21 +96,24 @@ def parse(spec: str) -> TextSource:
         raise ValueError(f"a text source must be a non-empty string, got {spec!r}; {HELP}")
     kind, _, rest = spec.strip().partition(":")
     if kind == "pydoc":
-        raise ValueError('text source "pydoc" (the interpreter\'s own pydoc topics) is no longer offered: they differ '
-                         'between Python patch releases, and so did every result trained on them; "shipped" is a fixed '
-                         'copy (Python 3.11.7\'s topics) shipped with the workbench')
+        raise ValueError(
+            'text source "pydoc" (the interpreter\'s own pydoc topics) is no longer offered: they differ '
+            'between Python patch releases, and so did every result trained on them; "shipped" is a fixed '
+            "copy (Python 3.11.7's topics) shipped with the workbench"
+        )
     if kind not in _OPTIONS:
         raise ValueError(f"unknown text source kind {kind!r} in {spec!r}; {HELP}")
     rest, _, query = rest.partition("?")
     try:
         options = dict(parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)))
     except ValueError:
-        raise ValueError(f"text source {spec!r}: options after '?' must be key=value pairs "
-                         "joined by '&'") from None
+        raise ValueError(f"text source {spec!r}: options after '?' must be key=value pairs joined by '&'") from None
     unknown = sorted(set(options) - set(_OPTIONS[kind]))
     if unknown:
-        raise ValueError(f"text source {spec!r}: unknown option(s) {unknown} for {kind!r} "
-                         f"(allowed: {list(_OPTIONS[kind]) or 'none'})")
+        raise ValueError(
+            f"text source {spec!r}: unknown option(s) {unknown} for {kind!r} "
+            f"(allowed: {list(_OPTIONS[kind]) or 'none'})"
+        )
     docs = options.pop("docs", None)
     if docs is not None and not (docs.isdigit() and int(docs) > 0):
         raise ValueError(f"text source {spec!r}: docs must be a positive integer, got {docs!r}")
@@ -131,6 +140,7 @@ def parse(spec: str) -> TextSource:
 class Corpus:
     """The documents of a source. `ids` (int64) identify a document for the split hash; `lengths`
     in characters; `weighted`: draw documents in proportion to their length (shipped: uniformly)."""
+
     names: list
     texts: list
     ids: np.ndarray
@@ -183,8 +193,10 @@ def _files(source: TextSource) -> list[str]:
             found = [pattern]
         for f in found:
             if not f.endswith(FILE_KINDS):
-                raise ValueError(f"text source: {f!r} is not one of {FILE_KINDS} (use hf:json, "
-                                 "hf:text ... with data_files= for other formats)")
+                raise ValueError(
+                    f"text source: {f!r} is not one of {FILE_KINDS} (use hf:json, "
+                    "hf:text ... with data_files= for other formats)"
+                )
         files += found
     return files
 
@@ -211,17 +223,20 @@ def _jsonl(path, field):
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{line_number} is not JSON ({error}); JSON Lines hold one "
-                                 "object per line") from None
+                raise ValueError(
+                    f"{path}:{line_number} is not JSON ({error}); JSON Lines hold one object per line"
+                ) from None
             yield _field(row, field, f"{path}:{line_number}")
 
 
 def _parquet(path, field):
     import pyarrow.parquet as pq
+
     table = pq.ParquetFile(path)
     if field not in table.schema_arrow.names:
-        raise ValueError(f"{path} has no column {field!r} (columns: {table.schema_arrow.names}); "
-                         "choose one with ?field=")
+        raise ValueError(
+            f"{path} has no column {field!r} (columns: {table.schema_arrow.names}); choose one with ?field="
+        )
     batches = table.iter_batches(columns=[field], batch_size=1024)
     texts = itertools.chain.from_iterable(batch.column(0).to_pylist() for batch in batches)
     for row, text in enumerate(texts):
@@ -232,9 +247,9 @@ def _read_hf(source: TextSource):
     try:
         import datasets
     except ImportError:
-        raise ValueError("text sources hf:... need the `datasets` package (pip install -r "
-                         "requirements.txt)") from None
+        raise ValueError("text sources hf:... need the `datasets` package (pip install -r requirements.txt)") from None
     from tqdm.auto import tqdm
+
     extra = {"data_files": list(source.data_files)} if source.data_files else {}
     stream = datasets.load_dataset(source.name, source.config, split=source.split, streaming=True, **extra)
     limit = source.docs or HF_DOCS
@@ -263,6 +278,5 @@ def _checked(text: str, where: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:
-        raise ValueError(f"{where} has a lone surrogate at character {error.start}: not valid "
-                         "Unicode") from None
+        raise ValueError(f"{where} has a lone surrogate at character {error.start}: not valid Unicode") from None
     return text
