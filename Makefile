@@ -37,15 +37,20 @@ browser:
 figures: install browser
 	$(BIN)/python -m workbench.notebooks run
 
+# The tests run in one worker per core (pytest-xdist): most of the time goes to subprocesses of one
+# thread each (trainings, notebooks, torchrun pairs), so the workers do not compete for threads.
 test: install browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
-# the tests without the `slow` marker: a few minutes, for the edit-test loop
+# the tests without the `slow` marker, for the edit-test loop
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n auto -m "not slow"
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # The lab serves the repository (figures/ and results/ included) and opens notebooks/.
 lab: install
