@@ -40,13 +40,13 @@ figures: install browser
 # The tests run in one worker per core (pytest-xdist): most of the time goes to subprocesses of one
 # thread each (trainings, notebooks, torchrun pairs), so the workers do not compete for threads.
 test: install browser
-	$(BIN)/python -m pytest -q -n auto
+	$(BIN)/python -m pytest -q -n auto --dist worksteal
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 # the tests without the `slow` marker, for the edit-test loop
 test-fast: install
-	$(BIN)/python -m pytest -q -n auto -m "not slow"
+	$(BIN)/python -m pytest -q -n auto --dist worksteal -m "not slow"
 
 lint: install
 	$(BIN)/ruff check .
