@@ -69,14 +69,14 @@ MUTATIONS = [
         'wanted = head.loss_target(batch["target_values"]',
         'wanted = head.loss_target(batch["values"]',
         "number loss against the question-side values",
-        [NUMBERS, "tests/test_gpu_path.py::test_the_number_fields_packed_ahead_give_the_losses_the_model_finds_itself"],
+        [NUMBERS, "tests/test_gpu_path.py::test_the_number_fields_packed_ahead_give_the_plain_losses"],
     ),
     M(
         "workbench/batches.py",
         'targets = batch["targets"].flatten()[loss_index]',
         'targets = batch["ids"].flatten()[loss_index]',
         "number head read where a number is, not where one is predicted",
-        [NUMBERS, "tests/test_gpu_path.py::test_the_number_fields_packed_ahead_give_the_losses_the_model_finds_itself"],
+        [NUMBERS, "tests/test_gpu_path.py::test_the_number_fields_packed_ahead_give_the_plain_losses"],
     ),
     M(
         "workbench/tokenizer.py",
