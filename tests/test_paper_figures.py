@@ -433,7 +433,19 @@ def test_distribution_distance_is_total_variation():
     assert pf.distribution_distance(shares, "a", "c")["add"] == pytest.approx(1.0)  # nothing in common
 
 
-def test_radar_rings_are_named_in_the_subtitle_not_over_the_lines():
-    fig = pf.radar_figure(pf.frontier_from_tables())
-    assert fig.layout.polar.radialaxis.showticklabels is False and fig.layout.polar2.radialaxis.showticklabels is False
-    assert "rings at 25, 50, 75 and 100 %" in fig.layout.title.subtitle.text
+def test_radar_rings_are_labelled_between_spokes_and_absent_models_are_named():
+    """Review of issue 45: the radial axis had no tick labels, and the models without a row in a
+    panel's setting were missing without a note."""
+    frontier = pf.frontier_from_tables()
+    fig = pf.radar_figure(frontier)
+    spokes = 360 / len(pf.RADAR_ORDER)
+    for polar in (fig.layout.polar, fig.layout.polar2):
+        radial = polar.radialaxis
+        assert radial.showticklabels is not False and list(radial.tickvals) == [0, 25, 50, 75, 100]
+        assert (90 - radial.angle) % spokes == pytest.approx(spokes / 2)  # halfway between two spokes
+    notes = [a.text for a in fig.layout.annotations if "not drawn" in a.text]
+    assert len(notes) == 2
+    assert "maximal" in notes[0] and "Kimi K2 0905, Llama 4 Maverick" in notes[0]  # Table 1: no maximal rows
+    assert "GPT OSS 120B" in notes[1] and "Kimi" not in notes[1]
+    fewer = pf.radar_figure(frontier[~((frontier.model == "GPT 5") & (frontier.reasoning == "minimal"))])
+    assert "GPT OSS 120B, GPT 5" in " ".join(a.text for a in fewer.layout.annotations)

@@ -206,28 +206,59 @@ def radar_figure(frontier: pd.DataFrame) -> go.Figure:
             col=1 if row.reasoning == "maximal" else 2,
         )
         shown.add(row.model)
-    # Add on top, clockwise. The rings are named in the subtitle: radial tick labels would sit on the lines.
+    # Add on top, clockwise; the ring labels sit on the radius halfway between Add and Mult, where
+    # no spoke runs (on a spoke they would sit on the task's own line).
+    spokes = 360 / len(tasks)
     fig.update_polars(
         angularaxis=dict(rotation=90, direction="clockwise", tickfont=dict(size=16)),
-        radialaxis=dict(range=[0, 108], tickvals=[25, 50, 75, 100], showticklabels=False),
+        radialaxis=dict(
+            range=[0, 108],
+            tickvals=[0, 25, 50, 75, 100],
+            ticktext=["0", "25", "50", "75", "100 %"],
+            showticklabels=True,
+            angle=90 - spokes / 2,
+            tickangle=90 - spokes / 2,
+            tickfont=dict(size=12, color="#555555"),
+            ticks="",
+            showline=False,
+        ),
     )
-    fig.update_annotations(yshift=40, font=dict(size=18))
+    # A model without a row in a panel's setting is named under that panel, so its absence is not
+    # read as a polygon hidden under the others.
+    domains = ([0.02, 0.4], [0.52, 0.9])
+    for title, domain in zip(fig.layout.annotations, domains):  # the panel titles, over their polars
+        title.update(x=sum(domain) / 2, yshift=50, font=dict(size=18))
+    for setting, maximal, domain in zip(("maximal", "minimal or no"), (True, False), domains):
+        drawn = set(data.loc[(data["reasoning"] == "maximal") == maximal, "model"])
+        absent = [m for m in dict.fromkeys(data["model"]) if m not in drawn]
+        if absent:
+            fig.add_annotation(
+                text=f"not drawn, no {setting} reasoning row in the data:<br>{escape(', '.join(absent))}",
+                x=sum(domain) / 2,
+                xanchor="center",
+                y=-0.02,
+                xref="paper",
+                yref="paper",
+                yanchor="top",
+                showarrow=False,
+                font=dict(size=13, color="#555555"),
+            )
     fig.update_layout(
         title=dict(
             text="Figure 2: frontier LLMs' score per task (Table 1)",
             y=0.97,
             subtitle=dict(
                 text="log-sMAPE (%) for Add, Mult, Div, Mean, Std, Exp; exact-match "
-                "accuracy (%) for MinMax, Interval, Sort;<br>rings at 25, 50, 75 "
-                "and 100 %, the centre is 0 %"
+                "accuracy (%) for MinMax, Interval, Sort;<br>rings at 0 (the centre), 25, 50, 75 "
+                "and 100 %, labelled between Add and Mult"
             ),
         ),
-        polar=dict(domain=dict(x=[0, 0.4])),
-        polar2=dict(domain=dict(x=[0.5, 0.9])),
+        polar=dict(domain=dict(x=domains[0])),
+        polar2=dict(domain=dict(x=domains[1])),
         legend=dict(title="model", font=dict(size=14), x=0.95),
-        margin=dict(t=150, b=40, l=40),
+        margin=dict(t=175, b=80, l=40),
         width=1150,
-        height=600,
+        height=650,
     )
     return fig
 
