@@ -342,6 +342,23 @@ def test_exponent_pairs_are_decimal_exponents_of_the_operands():
         pf.exponent_pairs(frame.drop(columns="num1_exp"))
 
 
+def test_exponent_cells_without_questions_are_not_coloured_as_small_shares():
+    """Review of issue 45: Figures 5 and 6 drew a cell without questions in the colour of the
+    smallest shares."""
+    frame = generate("addition", 3000, 0, "train")
+    pairs = pf.exponent_pairs(frame)
+    fig = pf.exponent_figure({"ours": frame}, "t")
+    z = np.array(fig.data[0].z, dtype=float)
+    counted = pairs.value_counts()  # an independent count: (num1_exp, num2_exp) -> questions
+    for i, y in enumerate(fig.data[0].y):
+        for j, x in enumerate(fig.data[0].x):
+            n = counted.get((x, y), 0)
+            assert np.isnan(z[i, j]) if n == 0 else z[i, j] == pytest.approx(100 * n / len(pairs)), (x, y)
+    assert np.isnan(z).sum() > 100 and np.nansum(z) == pytest.approx(100)  # empty cells exist, and are NaN
+    scale = {c.lower() for _, c in fig.layout.coloraxis.colorscale}
+    assert fig.layout.plot_bgcolor.lower() not in scale  # what shows through a NaN cell is no share's colour
+
+
 def test_difficulty_distribution_shares_sum_to_one():
     frames = {t: generate(t, 200, seed=0, split="test") for t in ("addition", "mean")}
     shares = pf.difficulty_distribution({"ours": frames})
@@ -358,7 +375,8 @@ def test_released_test_sets_feed_figures_5_to_7():
     sets = pf.official_test_sets(OFFICIAL, ("addition", "multiplication"))
     assert len(pf.exponent_pairs(sets["addition"])) == 500
     fig = pf.exponent_figure({"released": sets["multiplication"]}, "t")
-    assert len(fig.data) == 1 and len(fig.data[0].x) == 500
+    assert len(fig.data) == 1 and np.nansum(np.array(fig.data[0].z, dtype=float)) == pytest.approx(100)
+    assert pf.exponent_shares(sets["multiplication"])[1].sum() == 500
 
 
 def test_figure_4_bars_are_the_paper_tables_and_low_bars_say_their_value():

@@ -689,9 +689,25 @@ def exponent_pairs(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[["num1_exp", "num2_exp"]].apply(pd.to_numeric).dropna().astype(int)
 
 
+EXPONENTS = np.arange(-15, 16)  # the decimal exponents of operands in (-1e15, 1e15)
+NO_DATA = "#d9d9d9"  # the colour of a cell without questions: outside every colour scale of the figures
+
+
+def exponent_shares(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(shares, counts) per pair of operand exponents: counts[i, j] questions with operand 2's
+    exponent EXPONENTS[i] and operand 1's EXPONENTS[j]; shares in percent of all the frame's
+    questions, NaN where a cell holds none (no data, drawn apart from a small share)."""
+    pairs = exponent_pairs(frame)
+    edges = np.append(EXPONENTS, EXPONENTS[-1] + 1) - 0.5
+    counts, _, _ = np.histogram2d(pairs["num2_exp"], pairs["num1_exp"], bins=[edges, edges])
+    shares = np.where(counts > 0, counts / max(len(pairs), 1) * 100, np.nan)
+    return shares, counts.astype(int)
+
+
 def exponent_figure(sources: dict[str, pd.DataFrame], title: str) -> go.Figure:
     """Figures 5 and 6: 2-D histogram of operand exponents, one panel per source, coloured by the
-    share of that source's questions (one colour scale for all panels)."""
+    share of that source's questions (one colour scale for all panels); cells without questions
+    are grey, a colour the scale does not hold, so "none" is not read as "few"."""
     fig = make_subplots(
         rows=1,
         cols=len(sources),
@@ -699,29 +715,45 @@ def exponent_figure(sources: dict[str, pd.DataFrame], title: str) -> go.Figure:
         subplot_titles=[f"{name} ({len(exponent_pairs(frame)):,} questions)" for name, frame in sources.items()],
     )
     for i, (name, frame) in enumerate(sources.items(), start=1):
-        pairs = exponent_pairs(frame)
+        shares, counts = exponent_shares(frame)
+        hover = [
+            [
+                f"exponents {x}, {y}: " + (f"{s:.2f}% of questions ({n:,})" if n else "no questions")
+                for x, s, n in zip(EXPONENTS, share_row, count_row)
+            ]
+            for y, share_row, count_row in zip(EXPONENTS, shares, counts)
+        ]
         fig.add_trace(
-            go.Histogram2d(
-                x=pairs["num1_exp"],
-                y=pairs["num2_exp"],
-                histnorm="percent",
+            go.Heatmap(
+                x=EXPONENTS,
+                y=EXPONENTS,
+                z=shares,
                 name=name,
-                xbins=dict(start=-15.5, end=15.5, size=1),
-                ybins=dict(start=-15.5, end=15.5, size=1),
                 coloraxis="coloraxis",
-                hovertemplate="exponents %{x}, %{y}: %{z:.2f}% of questions<extra></extra>",
+                hovertext=hover,
+                hoverinfo="text",
+                hoverongaps=True,
             ),
             row=1,
             col=i,
         )
         fig.update_xaxes(
-            title_text="decimal exponent of operand 1", range=[-15.5, 15.5], constrain="domain", dtick=5, row=1, col=i
+            title_text="decimal exponent of operand 1",
+            range=[-15.5, 15.5],
+            constrain="domain",
+            dtick=5,
+            showgrid=False,
+            zeroline=False,
+            row=1,
+            col=i,
         )
         fig.update_yaxes(
             title_text="decimal exponent of operand 2",
             range=[-15.5, 15.5],
             constrain="domain",
             dtick=5,
+            showgrid=False,
+            zeroline=False,
             scaleanchor=f"x{i if i > 1 else ''}",
             row=1,
             col=i,
@@ -729,12 +761,16 @@ def exponent_figure(sources: dict[str, pd.DataFrame], title: str) -> go.Figure:
     fig.update_layout(
         title=dict(
             text=title,
-            subtitle=dict(text="share of questions per pair of operand exponents (the exponent of 3.5e-4 is -4)"),
+            subtitle=dict(
+                text="share of questions per pair of operand exponents (the exponent of 3.5e-4 is -4);<br>"
+                f"<span style='color:{NO_DATA}'>■</span> grey: no questions"
+            ),
         ),
         width=560 * len(sources) + 120,
-        height=600,
-        margin=dict(t=120),
-        coloraxis=dict(colorscale="Viridis", colorbar=dict(title=dict(text="share of<br>questions (%)"))),
+        height=630,
+        margin=dict(t=150),
+        plot_bgcolor=NO_DATA,
+        coloraxis=dict(colorscale="Viridis", cmin=0, colorbar=dict(title=dict(text="share of<br>questions (%)"))),
     )
     return fig
 
