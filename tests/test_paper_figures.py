@@ -293,9 +293,28 @@ def test_frontier_series_stay_distinct():
     if spread is None:
         spread = pd.concat([rows.assign(task=t, n=n, std=0.01) for t in ("addition", "std") for n in (25, 50)])
     fig = pf.stability_figure(spread)
-    styles = {(t.line.color, t.line.dash, t.marker.symbol) for t in fig.data}
-    assert len({t.legendgroup for t in fig.data}) == len(styles) == 13
-    assert len(set(pf.MODEL_COLORS.values())) == len(pf.MODELS) == 8
+    styles = {(t.name, t.line.color, t.line.dash, t.marker.symbol) for t in fig.data}
+    assert len(styles) == len({(t.name, t.line.dash) for t in fig.data}) == 13  # each series its own look
+    assert len({t.legendgroup for t in fig.data}) == len(set(pf.MODEL_COLORS.values())) == len(pf.MODELS) == 8
+    assert sum(t.showlegend is not False for t in fig.data) == 8  # one legend entry per model
+
+
+def test_frontier_panels_hold_one_setting_each_and_every_series():
+    """Review of issue 45: Figure 8 and the per-difficulty curves drew all 13 series in one panel per
+    task. Now each task has a panel per reasoning setting, and every series is still drawn."""
+    rows = pd.DataFrame(paper.FRONTIER_ROWS, columns=["model", "reasoning"])
+    spread = pd.concat([rows.assign(task=t, n=n, std=0.01) for t in ("addition", "std", "sorting") for n in (25, 50)])
+    curves = pd.concat([rows.assign(task="division", difficulty_sd=d, performance=0.5, n=9) for d in range(1, 30)])
+    for fig, tasks in ((pf.stability_figure(spread), 3), (pf.difficulty_figure(curves), 1)):
+        panels = {}
+        for t in fig.data:
+            panels.setdefault((t.xaxis, t.yaxis), []).append(t)
+        assert len(panels) == 2 * tasks
+        for traces in panels.values():
+            dashes = {t.line.dash for t in traces}
+            assert len(dashes) == 1 and len(traces) <= 8  # one setting: at most the eight models
+        assert len(fig.data) == 13 * tasks  # every (model, setting) of Table 1, per task
+        assert all(t.name in t.hovertemplate or t.name in str(t.hovertemplate) for t in fig.data)
 
 
 def test_difficulty_bins_keep_every_share_and_use_one_set_of_bins():

@@ -163,6 +163,12 @@ def _facet_titles(fig: go.Figure, with_metric: bool = True) -> None:
     )
 
 
+def _metric_titles(fig: go.Figure) -> None:
+    """Panel titles "Mult" -> "Mult (log-sMAPE)", for the subplot titles of `_frontier_lines`."""
+    metric = {TASK_LABELS[t]: METRIC_NAMES[_metric_of(t)] for t in TASK_LABELS}
+    fig.for_each_annotation(lambda a: a.update(text=f"{a.text} ({metric[a.text]})") if a.text in metric else None)
+
+
 def _log_ticks(low: float, high: float) -> dict:
     """Decade ticks written alike: 10, 100, 1k, 10k, 100k."""
     names = {1: "1", 10: "10", 100: "100", 1000: "1k", 10**4: "10k", 10**5: "100k", 10**6: "1M"}
@@ -352,30 +358,92 @@ def bin_difficulty(curves: pd.DataFrame, bins: int = 10) -> pd.DataFrame:
     ]
 
 
-def _frontier_lines(data: pd.DataFrame, x: str, y: str, labels: dict, **kw) -> go.Figure:
-    """One line per model (colour) and setting (dash, marker), one panel per task."""
+SETTINGS = list(SETTING_DASH)  # maximal reasoning, minimal / no reasoning: one panel row each
+
+
+def _frontier_lines(data: pd.DataFrame, x: str, y: str, labels: dict, hover: dict | None = None) -> go.Figure:
+    """One panel per task and reasoning setting: the tasks three to a row, each over two panels,
+    maximal reasoning above minimal / no reasoning (sharing x), so a panel holds at most the
+    eight models of one setting rather than all 13 series. One line per model (colour; the
+    setting keeps its dash and marker), one legend entry per model toggling both settings; hover
+    names model, setting and the `hover` columns ({column: label})."""
     data = data.assign(setting=_setting(data["reasoning"]), label=data["task"].map(TASK_LABELS))
-    fig = px.line(
-        data,
-        x=x,
-        y=y,
-        color="model",
-        line_dash="setting",
-        symbol="setting",
-        facet_col="label",
-        facet_col_wrap=3,
-        markers=True,
-        facet_row_spacing=0.09,
-        facet_col_spacing=0.05,
-        category_orders={"label": TASK_ORDER, "model": MODELS},
-        color_discrete_map=MODEL_COLORS,
-        line_dash_map=SETTING_DASH,
-        symbol_map=SETTING_SYMBOL,
-        labels=labels,
-        **kw,
+    shown = [label for label in TASK_ORDER if label in set(data["label"])]
+    groups = (len(shown) + 2) // 3
+    # Panel rows in pairs, a short empty row between pairs for the tick labels and the next titles.
+    kinds = [k for g in range(groups) for k in (["gap"] if g else []) + SETTINGS]
+    fig = make_subplots(
+        rows=len(kinds),
+        cols=3,
+        specs=[[None] * 3 if k == "gap" else [{}] * 3 for k in kinds],
+        row_heights=[0.3 if k == "gap" else 1 for k in kinds],
+        vertical_spacing=0.012,
+        horizontal_spacing=0.06,
+        subplot_titles=[
+            (shown[3 * g + c] if 3 * g + c < len(shown) and k == SETTINGS[0] else "")
+            for g in range(groups)
+            for k in SETTINGS
+            for c in range(3)
+        ],
     )
-    fig.update_traces(line=dict(width=2), marker=dict(size=7))
-    fig.update_layout(legend=dict(title="model, setting", font=dict(size=12)), width=1250, height=950)
+    hover = hover or {}
+    legend = set()
+    for k, label in enumerate(shown):
+        group, col = divmod(k, 3)
+        task = data[data["label"] == label]
+        for setting in SETTINGS:
+            row = kinds.index(setting, group * 3) + 1
+            part = task[task["setting"] == setting]
+            for model in [m for m in MODELS + sorted(set(part["model"]) - set(MODELS)) if m in set(part["model"])]:
+                line = part[part["model"] == model].sort_values(x)
+                extra = "".join(f"<br>{name}: %{{customdata[{i}]}}" for i, name in enumerate(hover.values()))
+                fig.add_trace(
+                    go.Scatter(
+                        x=line[x],
+                        y=line[y],
+                        mode="lines+markers",
+                        name=model,
+                        legendgroup=model,
+                        legendrank=MODELS.index(model) if model in MODELS else len(MODELS),  # Table 1's order
+                        showlegend=model not in legend,
+                        line=dict(color=MODEL_COLORS.get(model), width=2, dash=SETTING_DASH[setting]),
+                        marker=dict(size=6, symbol=SETTING_SYMBOL[setting]),
+                        customdata=line[list(hover)].to_numpy() if hover else None,
+                        hovertemplate=f"{labels[x]}: %{{x}}<br>{labels[y]}: %{{y:.2f}}{extra}"
+                        f"<extra>{escape(str(model))}, {setting}</extra>",
+                    ),
+                    row=row,
+                    col=col + 1,
+                )
+                legend.add(model)
+            top = kinds.index(SETTINGS[0], group * 3) + 1
+            if setting != SETTINGS[0]:  # the lower panel of the pair carries the x axis for both
+                anchor = fig.get_subplot(row, col + 1).xaxis.plotly_name.replace("axis", "")
+                fig.update_xaxes(matches=anchor, showticklabels=False, row=top, col=col + 1)
+                fig.update_xaxes(showticklabels=True, row=row, col=col + 1)
+        if group == groups - 1 or k + 3 >= len(shown):
+            fig.update_xaxes(title_text=labels[x], row=kinds.index(SETTINGS[1], group * 3) + 1, col=col + 1)
+    for row, kind in enumerate(kinds, start=1):
+        if kind != "gap":
+            fig.update_yaxes(title_text=labels[y], title_font=dict(size=14), row=row, col=1)
+            domain = fig.get_subplot(row, 3).yaxis.domain
+            fig.add_annotation(
+                text=kind,
+                textangle=90,
+                x=1.005,
+                xref="paper",
+                xanchor="left",
+                y=sum(domain) / 2,
+                yref="paper",
+                yanchor="middle",
+                showarrow=False,
+                font=dict(size=13, color="#555555"),
+            )
+    fig.update_layout(
+        legend=dict(title="model (dash and marker:<br>the setting)", font=dict(size=12), x=1.04),
+        width=1250,
+        height=1350,
+    )
     return fig
 
 
@@ -389,20 +457,20 @@ def difficulty_figure(curves: pd.DataFrame, min_samples: int = 5, bins: int = 10
         "difficulty_sd",
         "score",
         {"difficulty_sd": "decimal difficulty (A.3)", "score": "score (%)"},
-        hover_data=["n", "width"],
+        hover={"n": "answers", "width": "bin width"},
     )
-    _facet_titles(fig)
-    fig.update_xaxes(matches=None, showticklabels=True)
+    _metric_titles(fig)
     fig.update_yaxes(range=[0, 105])
     fig.update_layout(
         title=dict(
             text="Frontier LLMs' score against the decimal difficulty of the question",
             subtitle=dict(
                 text=f"released per-sample results, difficulties merged into {bins} "
-                f"bins per task; bins with < {min_samples} answers left out"
+                f"bins per task; bins with < {min_samples} answers left out;<br>per task, maximal "
+                "reasoning (upper panel) above minimal or no reasoning (lower panel)"
             ),
         ),
-        margin=dict(t=110),
+        margin=dict(t=155),
     )
     return fig
 
@@ -430,19 +498,20 @@ def stability_figure(spread: pd.DataFrame) -> go.Figure:
         spread.assign(std_pct=spread["std"] * 100),
         "n",
         "std_pct",
-        {"n": "questions per task (n)", "std_pct": "std of the mean score (pp)"},
+        {"n": "questions per task (n)", "std_pct": "std of the mean (pp)"},
     )
-    _facet_titles(fig)
-    fig.update_xaxes(showticklabels=True)
+    _metric_titles(fig)
+    fig.update_yaxes(matches="y")  # one scale for every panel: the spreads are compared across tasks
     fig.update_layout(
         title=dict(
             text="Figure 8: how much the benchmark score moves with the number of questions",
             subtitle=dict(
                 text="standard deviation of the mean score over bootstrap draws of n of "
-                "the 500 released answers per task, in percentage points"
+                "the 500 released answers per task, in percentage points;<br>per task, maximal "
+                "reasoning (upper panel) above minimal or no reasoning (lower panel)"
             ),
         ),
-        margin=dict(t=110),
+        margin=dict(t=155),
     )
     return fig
 
