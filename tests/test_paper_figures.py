@@ -486,3 +486,25 @@ def test_radar_rings_are_labelled_between_spokes_and_absent_models_are_named():
     assert "GPT OSS 120B" in notes[1] and "Kimi" not in notes[1]
     fewer = pf.radar_figure(frontier[~((frontier.model == "GPT 5") & (frontier.reasoning == "minimal"))])
     assert "GPT OSS 120B, GPT 5" in " ".join(a.text for a in fewer.layout.annotations)
+
+
+def test_figure_4_keeps_our_perplexity_off_fineweb_and_the_subtitle_clear_of_the_panels():
+    """Review of issue 45: our perplexity (another corpus) sat where Fineweb's did, under no word
+    of its corpus, and the stacked subtitle collided with the legend and the panels in the lab."""
+    fig = pf.methods_figure(_results().assign(text_source="shipped"))
+    titles = [a.text for a in fig.layout.annotations]
+    assert sum(t == "perplexity on Fineweb" for t in titles) == 2  # the paper's rows name their corpus
+    ours = next(t for t in titles if "another corpus" in t)
+    assert "not Fineweb" in ours and "pydoc" in ours
+    hatched = {t.name: t.marker.pattern.shape for t in _traces(fig, 3, 2)}
+    assert hatched and set(hatched.values()) == {"/"}  # our perplexity bars look unlike the paper's
+    assert all(t.marker.pattern.shape in (None, "") for row in (1, 2) for t in _traces(fig, row, 2))
+    assert "unrecorded" in pf.describe_corpus(_results())  # no column: said, never taken for Fineweb
+    # Title, subtitle and legend are placed in pixels from the top, above the first row's title.
+    layout = fig.layout
+    assert layout.title.yref == "container" and layout.legend.yref == "container"
+    height, top = layout.height, layout.margin.t
+    lines = layout.title.subtitle.text.count("<br>") + 1
+    title_px = (1 - layout.title.y) * height
+    legend_px = (1 - layout.legend.y) * height
+    assert title_px + 30 + 20 * lines <= legend_px and legend_px + 40 <= top - 30

@@ -583,6 +583,16 @@ def describe_regime(results: pd.DataFrame) -> str:
     return ", ".join(parts)
 
 
+def describe_corpus(results: pd.DataFrame) -> str:
+    """The text our perplexities were measured on, from the results' text_source column ("shipped":
+    the pydoc topics shipped with the workbench); without the column, the run's own text. Never
+    Fineweb's: the paper's perplexities are on Fineweb, so the two are not on one scale."""
+    if "text_source" not in results:
+        return "the run's own text (unrecorded)"
+    names = {"shipped": "shipped pydoc topics"}
+    return " / ".join(escape(names.get(str(v), str(v))) for v in _distinct(results, "text_source") if v is not None)
+
+
 def _our_scores(results: pd.DataFrame, intervals: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
     """Mean ± std over seeds per task, encoding and metric (exact match left out: the score of an
     arithmetic task is its log-sMAPE), and what the bars show. With `intervals` (columns encoding,
@@ -613,10 +623,11 @@ def bar_labels(values) -> list[str]:
     return ["n/a" if pd.isna(v) else f"{v:.2f}" if v < SMALL_BAR else "" for v in values]
 
 
-def _bars(fig: go.Figure, data: pd.DataFrame, row: int, show_legend: bool) -> None:
+def _bars(fig: go.Figure, data: pd.DataFrame, row: int, show_legend: bool, other_corpus: bool = False) -> None:
     """One bar group per paper row (x) and encoding: scores left, perplexities right. A score cell
     an encoding of the panel lacks is a bar of height 0 labelled "n/a"; a score bar too low to
-    see is labelled with its value (`bar_labels`)."""
+    see is labelled with its value (`bar_labels`). `other_corpus`: the perplexities are not on
+    Fineweb (ours), drawn hatched so they are not read on the paper's scale."""
     score_rows = list(dict.fromkeys(data.loc[~data["metric"].isin(PERPLEXITIES), "row"]))
     for encoding in [e for e in PAPER_METHODS.values() if e in set(data["encoding"])]:
         part = data[data["encoding"] == encoding]
@@ -646,13 +657,14 @@ def _bars(fig: go.Figure, data: pd.DataFrame, row: int, show_legend: bool) -> No
                 if col == 1
                 else {}
             )
+            hatch = dict(pattern=dict(shape="/", fgcolor="white", solidity=0.3)) if other_corpus and col == 2 else {}
             fig.add_trace(
                 go.Bar(
                     x=rows["row"],
                     y=rows["value"].fillna(0),
                     error_y=error,
                     name=encoders.label(encoding),
-                    marker_color=plots.encoding_color(encoding),
+                    marker=dict(color=plots.encoding_color(encoding), **hatch),
                     legendgroup=encoding,
                     showlegend=show_legend and col == 1,
                     **labels,
@@ -675,9 +687,8 @@ def _bars(fig: go.Figure, data: pd.DataFrame, row: int, show_legend: bool) -> No
     fig.update_yaxes(range=[0, 1.05], title_text="score (↑)", row=row, col=1)
     fig.update_yaxes(title_text="perplexity (↓)", rangemode="tozero", row=row, col=2)
     texts = sorted(set(data.loc[data["metric"].isin(PERPLEXITIES), "row"]))
-    fig.update_xaxes(
-        tickangle=0, tickvals=texts, ticktext=[t.replace(" text only", "<br>text only") for t in texts], row=row, col=2
-    )
+    names = {"text": "all tokens", "Fineweb": "all tokens", "Fineweb text only": "text only"}
+    fig.update_xaxes(tickangle=0, tickvals=texts, ticktext=[names.get(t, t) for t in texts], row=row, col=2)
 
 
 def methods_figure(
@@ -687,24 +698,38 @@ def methods_figure(
     runs of the paper, and our runs (mean ± std over seeds) when `results` are given; `source`
     (e.g. the CSV's name) is named in our row's title. Our regime comes from the results' columns
     (`describe_regime`); our perplexity panel says "not measured" when the results hold none."""
-    panels = [("Paper, multi-task (Table 4)", method_scores(4)), ("Paper, solo-task (Table 7)", method_scores(7))]
+    fineweb = "perplexity on Fineweb"
+    panels = [
+        ("Paper, multi-task (Table 4)", method_scores(4), fineweb),
+        ("Paper, solo-task (Table 7)", method_scores(7), fineweb),
+    ]
     if results is not None:
         ours, bars = _our_scores(results, intervals)
         title = (
             f"This workbench{f' ({escape(source)})' if source else ''}<br>"
             f"<span style='font-size:15px'>{describe_regime(results)}<br>{bars}</span>"
         )
-        panels.append((title, ours))
+        corpus = (
+            "perplexity on another corpus:<br><span style='font-size:13px'>"
+            f"{describe_corpus(results)}, not Fineweb:<br>not on the scale of the rows above</span>"
+        )
+        panels.append((title, ours, corpus))
+    # Laid out in pixels, so that titles, legend and panels keep their room whatever the number of
+    # rows: the top block (title, three subtitle lines, legend), then panels with gaps that hold
+    # the two-line task labels above and a three-line row title below.
+    top, panel, gap, bottom = 250, 300, 155, 70
+    plot = len(panels) * panel + (len(panels) - 1) * gap
+    height = top + plot + bottom
     fig = make_subplots(
         rows=len(panels),
         cols=2,
         column_widths=[0.8, 0.2],
-        vertical_spacing=0.12,
+        vertical_spacing=gap / plot,
         horizontal_spacing=0.07,
-        subplot_titles=[t for title, _ in panels for t in (title, "")],
+        subplot_titles=[t for title, _, corpus in panels for t in (title, corpus)],
     )
-    for i, (_, data) in enumerate(panels, start=1):
-        _bars(fig, data, i, show_legend=i == 1)
+    for i, (_, data, _) in enumerate(panels, start=1):
+        _bars(fig, data, i, show_legend=i == 1, other_corpus=i > 2)
         if not data["metric"].isin(PERPLEXITIES).any():
             axes = fig.get_subplot(i, 2)
             fig.add_annotation(
@@ -719,30 +744,36 @@ def methods_figure(
             blank = dict(showticklabels=False, showgrid=False, zeroline=False, showline=False, title_text="")
             fig.update_xaxes(**blank, row=i, col=2)
             fig.update_yaxes(**blank, row=i, col=2)
+    titles = [title for title, _, _ in panels]
+    corpora = {corpus for _, _, corpus in panels}
     fig.for_each_annotation(
         lambda a: (
             a.update(x=0, xanchor="left", align="left", font=dict(size=18))
-            if a.text in [title for title, _ in panels]
+            if a.text in titles
+            else a.update(font=dict(size=14))
+            if a.text in corpora
             else None
         )
     )
     fig.update_layout(
         barmode="group",
         width=1050,
-        height=220 + 370 * len(panels),
-        margin=dict(t=220, l=70, r=20),
+        height=height,
+        margin=dict(t=top, l=70, r=45, b=bottom),
         title=dict(
             text="Figure 4: score per task and number encoding",
-            y=0.985,
+            yref="container",
+            y=1 - 18 / height,
+            yanchor="top",
             subtitle=dict(
                 text=f"Score: exact-match accuracy (Min/Max, Interval, Sorting) or log-sMAPE "
-                f"(arithmetic), higher is better;<br>perplexity on text, lower is better. "
-                f"Bars under {SMALL_BAR} carry their value; n/a: not measured.<br>"
-                f'{PAPER_REGIME[0].upper()}{PAPER_REGIME[1:]}; their "Subword" '
+                f"(arithmetic), higher is better;<br>perplexity on text, lower is better, "
+                f"each row on its own corpus and scale. Bars under {SMALL_BAR} carry their value; "
+                f'n/a: not measured.<br>{PAPER_REGIME[0].upper()}{PAPER_REGIME[1:]};<br>their "Subword" '
                 f"is {encoders.label(SUBWORD)}."
             ),
         ),
-        legend=dict(orientation="h", x=0, y=1 + 40 / (370 * len(panels)), yanchor="bottom", title="encoding:"),
+        legend=dict(orientation="h", x=0, y=1 - 165 / height, yref="container", yanchor="top", title="encoding:"),
     )
     return fig
 
