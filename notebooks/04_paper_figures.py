@@ -141,6 +141,8 @@ save(pf.tokens_figure(frontier, ours), "04_fig3_tokens")
 # falls with it. Figure 8 asks whether 500 questions per task are enough: we redraw n of the 500
 # answers with replacement, `bootstrap_draws` times per n, and show the standard deviation of the
 # resulting mean score. It shrinks like 1/√n; at n = 500 it is a few percentage points at most.
+# In both figures each task has two panels, maximal reasoning above minimal or no reasoning, so
+# that no panel holds more than the eight models of one setting (hover names every line).
 
 # %%
 if samples is None:
@@ -164,10 +166,11 @@ else:
 # three; bars are the mean over
 # three seeds, error bars the 95 % bootstrap interval over seeds and test questions, perplexity ±
 # std over seeds), or the runs of `results_csv` (error bars ± one standard deviation). The row's title gives
-# the regime, and its perplexity panel our perplexity on held-out text, over all tokens and over the
-# text tokens only. Scores are log-sMAPE for arithmetic and exact-match accuracy for the list tasks,
-# both in [0, 1], higher is better. The table below ranks the encodings per task, best first, with
-# tokens per problem (Table 5).
+# the regime, and its perplexity panel our perplexity on held-out text of the run's own corpus (the
+# pydoc topics shipped with the workbench, by default), over all tokens and over the text tokens only:
+# not Fineweb, so its hatched bars sit on a scale of their own, not the paper's. Scores are log-sMAPE
+# for arithmetic and exact-match accuracy for the list tasks, both in [0, 1], higher is better. The
+# table below ranks the encodings per task, best first, with tokens per problem (Table 5).
 
 # %%
 if results is not None:
@@ -233,8 +236,9 @@ else:
 # of encodings whose 95 % interval lies entirely above the encoding's own (and whose mean is more
 # than `study.DELTA` higher), so encodings whose intervals overlap share a rank; ranked among the
 # encodings drawn, every encoding with runs in `study_dir` drawn (one with runs on one protocol only
-# shows "no runs" on the other). Then the width probe: BitTokens against single digit at d = 2 in
-# a model twice as wide (exploratory).
+# shows "no runs" on the other). Log-sMAPE and accuracy each have their own colour scale; the seed
+# counts over the two protocols are read from the intervals. Then the width probe: BitTokens against
+# single digit at d = 2 in a model twice as wide (exploratory).
 
 # %%
 if study_dir is not None and study_intervals.study.isin([study.ZOO_MULTITASK, study.ZOO_PRECISION]).any():
@@ -273,7 +277,8 @@ else:
 # oversamples operands of similar exponent, where carries propagate (A.2). Ours, from
 # `exponent_samples` questions of our generator's train split, one cell per pair of exponents.
 # At the default the median occupied cell holds about a hundred questions or more (printed below),
-# so the colours show the distribution rather than the noise of a few questions per cell.
+# so the colours show the distribution rather than the noise of a few questions per cell; grey
+# cells hold no question at all.
 
 # %%
 for task, number in (("addition", 5), ("multiplication", 6)):

@@ -82,3 +82,28 @@ def test_labels_from_the_intervals_are_text_not_html():
     shown = list(heat.x) + list(heat.y) + [h for row in heat.hovertext for h in row]
     assert not any("<a" in s or "<b>" in s for s in shown), shown
     assert "Div, d=&lt;a href='https://evil.example'&gt;2&lt;/a&gt; &amp; &lt;b&gt;x&lt;/b&gt;" in heat.x
+
+
+def test_figure_gives_each_metric_its_own_colour_scale_and_each_protocol_a_header_with_its_seeds():
+    """Review of issue 45: one colour scale mixed accuracy and log-sMAPE, the two protocols had no
+    headers, and the subtitle's seed counts were typed in rather than read from the data."""
+    rows = intervals()
+    minmax = rows[rows.metric == "exact_match"].assign(task="minmax", metric="accuracy", mean=0.3, low=0.2, high=0.4)
+    rows = pd.concat([rows, minmax], ignore_index=True)
+    rows["seeds"] = rows.study.map({"zoo_precision": 4}).fillna(5).astype(int)
+    fig = leaderboard.figure(leaderboard.leaderboard(rows))
+    by_axis = {t.coloraxis: t for t in fig.data if t.type == "heatmap"}
+    assert set(by_axis) == {"coloraxis", "coloraxis2"}
+    axes = [fig.layout.coloraxis, fig.layout.coloraxis2]
+    assert {a.colorbar.title.text for a in axes} == {"log-sMAPE", "accuracy"}
+    assert axes[0].colorscale != axes[1].colorscale
+    columns = list(by_axis["coloraxis"].x)
+    for trace in by_axis.values():  # each cell coloured by one trace only: its task's metric
+        coloured = [[v is not None and v == v for v in row] for row in trace.z]
+        accuracy = trace.name == "accuracy"
+        assert all(
+            any(row[j] for row in coloured) <= ((columns[j] == "MinMax") == accuracy) for j in range(len(columns))
+        )
+    headers = " ".join(a.text for a in fig.layout.annotations)
+    assert "Study 2b's protocol, 5 seeds" in headers and "Study 1's protocol, 4 seeds" in headers
+    assert "3 seeds" not in fig.layout.title.subtitle.text + headers

@@ -181,9 +181,19 @@ def same(got: dict, expected: dict) -> bool:
 
 
 def figure_cells(fig) -> dict:
-    """{(row label, column label): cell text} of the leaderboard heat map."""
-    heat = fig.data[0]
-    return {(y, x): heat.text[i][j] for i, y in enumerate(heat.y) for j, x in enumerate(heat.x)}
+    """{(row label, column label): cell text} of the leaderboard heat map (one trace per metric: a
+    cell's text is in the trace of its task's metric, empty in the others)."""
+    return merged_cells([dict(x=t.x, y=t.y, text=t.text) for t in fig.data if t.type == "heatmap"])
+
+
+def merged_cells(traces) -> dict:
+    shown = {}
+    for heat in traces:
+        for i, y in enumerate(heat["y"]):
+            for j, x in enumerate(heat["x"]):
+                if heat["text"][i][j] or (y, x) not in shown:
+                    shown[(y, x)] = heat["text"][i][j]
+    return shown
 
 
 def column_of(protocol, task, digits) -> str:
@@ -381,7 +391,8 @@ def test_notebook_04_draws_a_study_folder_merged_over_the_published_one(tmp_path
             "04_paper_figures", dict(small, figures_dir=str(tmp_path / where), **given), output_dir=tmp_path / where
         )
     figure = json.loads((tmp_path / "merged" / "04_leaderboard.json").read_text())["data"][0]
-    shown = {(y, x): figure["text"][i][j] for i, y in enumerate(figure["y"]) for j, x in enumerate(figure["x"])}
+    traces = json.loads((tmp_path / "merged" / "04_leaderboard.json").read_text())["data"]
+    shown = merged_cells([t for t in traces if t["type"] == "heatmap"])
     expected = oracle(RESULTS, own)
     assert len(figure["y"]) == 13 and expected[("precision", "multiplication", 1, "abacus")] == (0.10, 11)
     for (p, t, d, e), (m, r) in expected.items():

@@ -293,9 +293,28 @@ def test_frontier_series_stay_distinct():
     if spread is None:
         spread = pd.concat([rows.assign(task=t, n=n, std=0.01) for t in ("addition", "std") for n in (25, 50)])
     fig = pf.stability_figure(spread)
-    styles = {(t.line.color, t.line.dash, t.marker.symbol) for t in fig.data}
-    assert len({t.legendgroup for t in fig.data}) == len(styles) == 13
-    assert len(set(pf.MODEL_COLORS.values())) == len(pf.MODELS) == 8
+    styles = {(t.name, t.line.color, t.line.dash, t.marker.symbol) for t in fig.data}
+    assert len(styles) == len({(t.name, t.line.dash) for t in fig.data}) == 13  # each series its own look
+    assert len({t.legendgroup for t in fig.data}) == len(set(pf.MODEL_COLORS.values())) == len(pf.MODELS) == 8
+    assert sum(t.showlegend is not False for t in fig.data) == 8  # one legend entry per model
+
+
+def test_frontier_panels_hold_one_setting_each_and_every_series():
+    """Review of issue 45: Figure 8 and the per-difficulty curves drew all 13 series in one panel per
+    task. Now each task has a panel per reasoning setting, and every series is still drawn."""
+    rows = pd.DataFrame(paper.FRONTIER_ROWS, columns=["model", "reasoning"])
+    spread = pd.concat([rows.assign(task=t, n=n, std=0.01) for t in ("addition", "std", "sorting") for n in (25, 50)])
+    curves = pd.concat([rows.assign(task="division", difficulty_sd=d, performance=0.5, n=9) for d in range(1, 30)])
+    for fig, tasks in ((pf.stability_figure(spread), 3), (pf.difficulty_figure(curves), 1)):
+        panels = {}
+        for t in fig.data:
+            panels.setdefault((t.xaxis, t.yaxis), []).append(t)
+        assert len(panels) == 2 * tasks
+        for traces in panels.values():
+            dashes = {t.line.dash for t in traces}
+            assert len(dashes) == 1 and len(traces) <= 8  # one setting: at most the eight models
+        assert len(fig.data) == 13 * tasks  # every (model, setting) of Table 1, per task
+        assert all(t.name in t.hovertemplate or t.name in str(t.hovertemplate) for t in fig.data)
 
 
 def test_difficulty_bins_keep_every_share_and_use_one_set_of_bins():
@@ -342,6 +361,23 @@ def test_exponent_pairs_are_decimal_exponents_of_the_operands():
         pf.exponent_pairs(frame.drop(columns="num1_exp"))
 
 
+def test_exponent_cells_without_questions_are_not_coloured_as_small_shares():
+    """Review of issue 45: Figures 5 and 6 drew a cell without questions in the colour of the
+    smallest shares."""
+    frame = generate("addition", 3000, 0, "train")
+    pairs = pf.exponent_pairs(frame)
+    fig = pf.exponent_figure({"ours": frame}, "t")
+    z = np.array(fig.data[0].z, dtype=float)
+    counted = pairs.value_counts()  # an independent count: (num1_exp, num2_exp) -> questions
+    for i, y in enumerate(fig.data[0].y):
+        for j, x in enumerate(fig.data[0].x):
+            n = counted.get((x, y), 0)
+            assert np.isnan(z[i, j]) if n == 0 else z[i, j] == pytest.approx(100 * n / len(pairs)), (x, y)
+    assert np.isnan(z).sum() > 100 and np.nansum(z) == pytest.approx(100)  # empty cells exist, and are NaN
+    scale = {c.lower() for _, c in fig.layout.coloraxis.colorscale}
+    assert fig.layout.plot_bgcolor.lower() not in scale  # what shows through a NaN cell is no share's colour
+
+
 def test_difficulty_distribution_shares_sum_to_one():
     frames = {t: generate(t, 200, seed=0, split="test") for t in ("addition", "mean")}
     shares = pf.difficulty_distribution({"ours": frames})
@@ -358,7 +394,8 @@ def test_released_test_sets_feed_figures_5_to_7():
     sets = pf.official_test_sets(OFFICIAL, ("addition", "multiplication"))
     assert len(pf.exponent_pairs(sets["addition"])) == 500
     fig = pf.exponent_figure({"released": sets["multiplication"]}, "t")
-    assert len(fig.data) == 1 and len(fig.data[0].x) == 500
+    assert len(fig.data) == 1 and np.nansum(np.array(fig.data[0].z, dtype=float)) == pytest.approx(100)
+    assert pf.exponent_shares(sets["multiplication"])[1].sum() == 500
 
 
 def test_figure_4_bars_are_the_paper_tables_and_low_bars_say_their_value():
@@ -433,7 +470,41 @@ def test_distribution_distance_is_total_variation():
     assert pf.distribution_distance(shares, "a", "c")["add"] == pytest.approx(1.0)  # nothing in common
 
 
-def test_radar_rings_are_named_in_the_subtitle_not_over_the_lines():
-    fig = pf.radar_figure(pf.frontier_from_tables())
-    assert fig.layout.polar.radialaxis.showticklabels is False and fig.layout.polar2.radialaxis.showticklabels is False
-    assert "rings at 25, 50, 75 and 100 %" in fig.layout.title.subtitle.text
+def test_radar_rings_are_labelled_between_spokes_and_absent_models_are_named():
+    """Review of issue 45: the radial axis had no tick labels, and the models without a row in a
+    panel's setting were missing without a note."""
+    frontier = pf.frontier_from_tables()
+    fig = pf.radar_figure(frontier)
+    spokes = 360 / len(pf.RADAR_ORDER)
+    for polar in (fig.layout.polar, fig.layout.polar2):
+        radial = polar.radialaxis
+        assert radial.showticklabels is not False and list(radial.tickvals) == [0, 25, 50, 75, 100]
+        assert (90 - radial.angle) % spokes == pytest.approx(spokes / 2)  # halfway between two spokes
+    notes = [a.text for a in fig.layout.annotations if "not drawn" in a.text]
+    assert len(notes) == 2
+    assert "maximal" in notes[0] and "Kimi K2 0905, Llama 4 Maverick" in notes[0]  # Table 1: no maximal rows
+    assert "GPT OSS 120B" in notes[1] and "Kimi" not in notes[1]
+    fewer = pf.radar_figure(frontier[~((frontier.model == "GPT 5") & (frontier.reasoning == "minimal"))])
+    assert "GPT OSS 120B, GPT 5" in " ".join(a.text for a in fewer.layout.annotations)
+
+
+def test_figure_4_keeps_our_perplexity_off_fineweb_and_the_subtitle_clear_of_the_panels():
+    """Review of issue 45: our perplexity (another corpus) sat where Fineweb's did, under no word
+    of its corpus, and the stacked subtitle collided with the legend and the panels in the lab."""
+    fig = pf.methods_figure(_results().assign(text_source="shipped"))
+    titles = [a.text for a in fig.layout.annotations]
+    assert sum(t == "perplexity on Fineweb" for t in titles) == 2  # the paper's rows name their corpus
+    ours = next(t for t in titles if "another corpus" in t)
+    assert "not Fineweb" in ours and "pydoc" in ours
+    hatched = {t.name: t.marker.pattern.shape for t in _traces(fig, 3, 2)}
+    assert hatched and set(hatched.values()) == {"/"}  # our perplexity bars look unlike the paper's
+    assert all(t.marker.pattern.shape in (None, "") for row in (1, 2) for t in _traces(fig, row, 2))
+    assert "unrecorded" in pf.describe_corpus(_results())  # no column: said, never taken for Fineweb
+    # Title, subtitle and legend are placed in pixels from the top, above the first row's title.
+    layout = fig.layout
+    assert layout.title.yref == "container" and layout.legend.yref == "container"
+    height, top = layout.height, layout.margin.t
+    lines = layout.title.subtitle.text.count("<br>") + 1
+    title_px = (1 - layout.title.y) * height
+    legend_px = (1 - layout.legend.y) * height
+    assert title_px + 30 + 20 * lines <= legend_px and legend_px + 40 <= top - 30

@@ -71,6 +71,7 @@ def test_study_2b_is_study_2_with_the_checkpoint_chosen_without_text():
     )
     assert study.fig4_results(table, study.NUMERIC_CHECKPOINT).value.tolist() == [0.9]
     assert study.fig4_results(table).value.tolist() == [0.5]
+    assert set(study.fig4_results(table).text_source) == {study.MULTITASK.data.text_source}  # Figure 4 names it
 
 
 def test_hierarchical_bootstrap_centres_on_the_mean_and_covers_it():

@@ -41,13 +41,15 @@ PROTOCOLS = {"multitask": (NUMERIC_CHECKPOINT, ZOO_MULTITASK), "precision": ("pr
 
 def on_board(intervals: pd.DataFrame) -> pd.DataFrame:
     """The rows of `intervals` the board ranks (the protocols' studies, each task's own metric), with
-    their protocol: protocol, task, digits, encoding, mean, low, high."""
+    their protocol: protocol, task, digits, encoding, mean, low, high (and seeds, where the
+    intervals count them)."""
     parts = []
     for protocol, studies in PROTOCOLS.items():
         rows = intervals[intervals.study.isin(studies)]
         rows = rows[np.array([tasks.get(t).metric == m for t, m in zip(rows.task, rows.metric)], dtype=bool)]
         parts.append(rows.assign(protocol=protocol))
-    return pd.concat(parts, ignore_index=True)[["protocol", "task", "digits", "encoding", "mean", "low", "high"]]
+    columns = ["protocol", "task", "digits", "encoding", "mean", "low", "high"]
+    return pd.concat(parts, ignore_index=True)[columns + (["seeds"] if "seeds" in intervals else [])]
 
 
 def leaderboard(intervals: pd.DataFrame, delta: float = DELTA) -> pd.DataFrame:
@@ -105,12 +107,31 @@ def table(board: pd.DataFrame, protocol: str = "multitask") -> pd.DataFrame:
     return wide
 
 
+METRIC_SCALES = {"log_smape": ("log-sMAPE", "Viridis"), "accuracy": ("accuracy", "Blues")}
+GROUPS = {
+    "multitask": "six tasks trained together with text (Study 2b's protocol{seeds})",
+    "precision": "trained alone at d significant digits (Study 1's protocol{seeds})",
+}
+
+
+def seed_counts(board: pd.DataFrame, protocol: str) -> str:
+    """How many seeds the protocol's cells average, read from the board: "3 seeds", "2–3 seeds"
+    (cells differ), or "" where the intervals do not count them."""
+    part = board[board.protocol == protocol]
+    if "seeds" not in part or part.seeds.isna().all():
+        return ""
+    low, high = int(part.seeds.min()), int(part.seeds.max())
+    return f"{low if low == high else f'{low}–{high}'} seed{'s' if high != 1 else ''}"
+
+
 def figure(board: pd.DataFrame):
     """A heat map: encodings (rows, best mean multi-task rank first) x the multi-task protocol's six
-    tasks and the precision protocol's two tasks at each d; colour the score, text the score and the
-    rank, hover the 95 % interval. A cell whose runs have not finished says so. Plotly reads label
-    text as HTML, so every label taken from the intervals is escaped: a "<a href=...>" in a CSV
-    cell shows as text, never as a link."""
+    tasks and the precision protocol's two tasks at each d, each protocol under its own header;
+    colour the score, on one colour scale per metric (log-sMAPE and accuracy are different
+    quantities), text the score and the rank, hover the 95 % interval. A cell whose runs have not
+    finished says so. Seed counts are read from the board. Plotly reads label text as HTML, so
+    every label taken from the intervals is escaped: a "<a href=...>" in a CSV cell shows as text,
+    never as a link."""
     import plotly.graph_objects as go
 
     label = board.task.map(lambda t: tasks.get(t).label)
@@ -120,6 +141,7 @@ def figure(board: pd.DataFrame):
     order = table(board).index.tolist()
     labels = {e: encoders.label(e) for e in board.encoding.unique()}
     columns = list(dict.fromkeys(board.column))
+    metric_of = dict(zip(board.column, board.task.map(lambda t: tasks.get(t).metric)))
     grid = board.assign(row=board.encoding.map(labels)).pivot(
         index="row", columns="column", values=["mean", "low", "high", "rank"]
     )
@@ -141,36 +163,69 @@ def figure(board: pd.DataFrame):
         ]
         for e in order
     ]
-    fig = go.Figure(
-        go.Heatmap(
-            z=grid["mean"].to_numpy(),
-            x=[_text(c) for c in columns],
-            y=[_text(e) for e in order],
-            text=text,
-            texttemplate="%{text}",
-            hovertext=hover,
-            hoverinfo="text",
-            zmin=0,
-            zmax=1,
-            colorscale="Viridis",
-            colorbar=dict(title="score"),
+    z = grid["mean"].to_numpy()
+    fig = go.Figure()
+    metrics = [m for m in METRIC_SCALES if m in set(metric_of.values())]
+    for k, metric in enumerate(metrics):  # one trace per metric: each its own colour axis and bar
+        mine = np.array([metric_of[c] == metric for c in columns])
+        name, scale = METRIC_SCALES[metric]
+        axis = "coloraxis" if k == 0 else f"coloraxis{k + 1}"
+        fig.add_trace(
+            go.Heatmap(
+                z=np.where(mine, z, np.nan),
+                x=[_text(c) for c in columns],
+                y=[_text(e) for e in order],
+                text=[[t if m else "" for t, m in zip(row, mine)] for row in text],
+                texttemplate="%{text}",
+                hovertext=[[h if m else "" for h, m in zip(row, mine)] for row in hover],
+                hoverinfo="text",
+                name=name,
+                coloraxis=axis,
+            )
         )
-    )
+        fig.update_layout(
+            {
+                axis: dict(
+                    cmin=0,
+                    cmax=1,
+                    colorscale=scale,
+                    colorbar=dict(title=dict(text=name, side="right"), x=1.01 + 0.1 * k, len=0.9, thickness=18),
+                )
+            }
+        )
+    multitask = board[board.protocol == "multitask"].column.nunique()
+    spans = {"multitask": (0, multitask), "precision": (multitask, len(columns))}
+    for protocol, (first, stop) in spans.items():
+        if first == stop:
+            continue
+        seeds = seed_counts(board, protocol)
+        fig.add_annotation(
+            text=GROUPS[protocol].format(seeds=f", {seeds}" if seeds else ""),
+            x=(first + stop - 1) / 2,
+            xref="x",
+            y=1,
+            yref="paper",
+            yanchor="bottom",
+            yshift=10,
+            showarrow=False,
+            font=dict(size=15),
+        )
+        fig.add_shape(type="line", x0=first - 0.45, x1=stop - 0.55, y0=1.01, y1=1.01, yref="paper", line_width=2)
     if board.protocol.nunique() == 2:  # between the protocols
-        fig.add_vline(x=board[board.protocol == "multitask"].column.nunique() - 0.5, line_color="white", line_width=4)
+        fig.add_vline(x=multitask - 0.5, line_color="white", line_width=4)
     fig.update_layout(
-        width=1200,
-        height=170 + 42 * len(order),
-        margin=dict(t=140, l=190),
+        width=1300,
+        height=210 + 42 * len(order),
+        margin=dict(t=180, l=190, r=40),
         title=dict(
             text="Encoding leaderboard: score and rank per task at laptop scale",
             subtitle=dict(
-                text="left: the six tasks trained together with text (Study 2b's protocol, 3 seeds); right: multiplication "
-                "and division each<br>trained alone at d significant digits (Study 1's protocol, 2 seeds). Score: "
-                "log-sMAPE or accuracy (higher is better); #rank = 1 + encodings whose 95 % interval lies above"
+                text="Score: log-sMAPE or exact-match accuracy (higher is better), each on its own colour scale; "
+                "#rank = 1 + the encodings<br>whose 95 % interval lies entirely above (by more than the "
+                f"cross-CPU spread, {DELTA}); mean over seeds"
             ),
         ),
-        xaxis=dict(title="task (protocol)", side="bottom", tickangle=-30),
+        xaxis=dict(title="task", side="bottom", tickangle=-30),
         yaxis=dict(title="encoding", autorange="reversed"),
     )
     return fig
@@ -244,7 +299,7 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--csv",
         metavar="OUT",
-        help="also write the board (one row per protocol, task, d and encoding: mean, low, high, rank) to this CSV",
+        help="also write the board (one row per protocol, task, d and encoding: mean, low, high, seeds, rank) to this CSV",
     )
     parser.add_argument("--figures", metavar="DIR", help="also draw the leaderboard figure into DIR (HTML and PNG)")
     args = parser.parse_args(argv)

@@ -163,6 +163,12 @@ def _facet_titles(fig: go.Figure, with_metric: bool = True) -> None:
     )
 
 
+def _metric_titles(fig: go.Figure) -> None:
+    """Panel titles "Mult" -> "Mult (log-sMAPE)", for the subplot titles of `_frontier_lines`."""
+    metric = {TASK_LABELS[t]: METRIC_NAMES[_metric_of(t)] for t in TASK_LABELS}
+    fig.for_each_annotation(lambda a: a.update(text=f"{a.text} ({metric[a.text]})") if a.text in metric else None)
+
+
 def _log_ticks(low: float, high: float) -> dict:
     """Decade ticks written alike: 10, 100, 1k, 10k, 100k."""
     names = {1: "1", 10: "10", 100: "100", 1000: "1k", 10**4: "10k", 10**5: "100k", 10**6: "1M"}
@@ -206,28 +212,59 @@ def radar_figure(frontier: pd.DataFrame) -> go.Figure:
             col=1 if row.reasoning == "maximal" else 2,
         )
         shown.add(row.model)
-    # Add on top, clockwise. The rings are named in the subtitle: radial tick labels would sit on the lines.
+    # Add on top, clockwise; the ring labels sit on the radius halfway between Add and Mult, where
+    # no spoke runs (on a spoke they would sit on the task's own line).
+    spokes = 360 / len(tasks)
     fig.update_polars(
         angularaxis=dict(rotation=90, direction="clockwise", tickfont=dict(size=16)),
-        radialaxis=dict(range=[0, 108], tickvals=[25, 50, 75, 100], showticklabels=False),
+        radialaxis=dict(
+            range=[0, 108],
+            tickvals=[0, 25, 50, 75, 100],
+            ticktext=["0", "25", "50", "75", "100 %"],
+            showticklabels=True,
+            angle=90 - spokes / 2,
+            tickangle=90 - spokes / 2,
+            tickfont=dict(size=12, color="#555555"),
+            ticks="",
+            showline=False,
+        ),
     )
-    fig.update_annotations(yshift=40, font=dict(size=18))
+    # A model without a row in a panel's setting is named under that panel, so its absence is not
+    # read as a polygon hidden under the others.
+    domains = ([0.02, 0.4], [0.52, 0.9])
+    for title, domain in zip(fig.layout.annotations, domains):  # the panel titles, over their polars
+        title.update(x=sum(domain) / 2, yshift=50, font=dict(size=18))
+    for setting, maximal, domain in zip(("maximal", "minimal or no"), (True, False), domains):
+        drawn = set(data.loc[(data["reasoning"] == "maximal") == maximal, "model"])
+        absent = [m for m in dict.fromkeys(data["model"]) if m not in drawn]
+        if absent:
+            fig.add_annotation(
+                text=f"not drawn, no {setting} reasoning row in the data:<br>{escape(', '.join(absent))}",
+                x=sum(domain) / 2,
+                xanchor="center",
+                y=-0.02,
+                xref="paper",
+                yref="paper",
+                yanchor="top",
+                showarrow=False,
+                font=dict(size=13, color="#555555"),
+            )
     fig.update_layout(
         title=dict(
             text="Figure 2: frontier LLMs' score per task (Table 1)",
             y=0.97,
             subtitle=dict(
                 text="log-sMAPE (%) for Add, Mult, Div, Mean, Std, Exp; exact-match "
-                "accuracy (%) for MinMax, Interval, Sort;<br>rings at 25, 50, 75 "
-                "and 100 %, the centre is 0 %"
+                "accuracy (%) for MinMax, Interval, Sort;<br>rings at 0 (the centre), 25, 50, 75 "
+                "and 100 %, labelled between Add and Mult"
             ),
         ),
-        polar=dict(domain=dict(x=[0, 0.4])),
-        polar2=dict(domain=dict(x=[0.5, 0.9])),
+        polar=dict(domain=dict(x=domains[0])),
+        polar2=dict(domain=dict(x=domains[1])),
         legend=dict(title="model", font=dict(size=14), x=0.95),
-        margin=dict(t=150, b=40, l=40),
+        margin=dict(t=175, b=80, l=40),
         width=1150,
-        height=600,
+        height=650,
     )
     return fig
 
@@ -321,30 +358,92 @@ def bin_difficulty(curves: pd.DataFrame, bins: int = 10) -> pd.DataFrame:
     ]
 
 
-def _frontier_lines(data: pd.DataFrame, x: str, y: str, labels: dict, **kw) -> go.Figure:
-    """One line per model (colour) and setting (dash, marker), one panel per task."""
+SETTINGS = list(SETTING_DASH)  # maximal reasoning, minimal / no reasoning: one panel row each
+
+
+def _frontier_lines(data: pd.DataFrame, x: str, y: str, labels: dict, hover: dict | None = None) -> go.Figure:
+    """One panel per task and reasoning setting: the tasks three to a row, each over two panels,
+    maximal reasoning above minimal / no reasoning (sharing x), so a panel holds at most the
+    eight models of one setting rather than all 13 series. One line per model (colour; the
+    setting keeps its dash and marker), one legend entry per model toggling both settings; hover
+    names model, setting and the `hover` columns ({column: label})."""
     data = data.assign(setting=_setting(data["reasoning"]), label=data["task"].map(TASK_LABELS))
-    fig = px.line(
-        data,
-        x=x,
-        y=y,
-        color="model",
-        line_dash="setting",
-        symbol="setting",
-        facet_col="label",
-        facet_col_wrap=3,
-        markers=True,
-        facet_row_spacing=0.09,
-        facet_col_spacing=0.05,
-        category_orders={"label": TASK_ORDER, "model": MODELS},
-        color_discrete_map=MODEL_COLORS,
-        line_dash_map=SETTING_DASH,
-        symbol_map=SETTING_SYMBOL,
-        labels=labels,
-        **kw,
+    shown = [label for label in TASK_ORDER if label in set(data["label"])]
+    groups = (len(shown) + 2) // 3
+    # Panel rows in pairs, a short empty row between pairs for the tick labels and the next titles.
+    kinds = [k for g in range(groups) for k in (["gap"] if g else []) + SETTINGS]
+    fig = make_subplots(
+        rows=len(kinds),
+        cols=3,
+        specs=[[None] * 3 if k == "gap" else [{}] * 3 for k in kinds],
+        row_heights=[0.3 if k == "gap" else 1 for k in kinds],
+        vertical_spacing=0.012,
+        horizontal_spacing=0.06,
+        subplot_titles=[
+            (shown[3 * g + c] if 3 * g + c < len(shown) and k == SETTINGS[0] else "")
+            for g in range(groups)
+            for k in SETTINGS
+            for c in range(3)
+        ],
     )
-    fig.update_traces(line=dict(width=2), marker=dict(size=7))
-    fig.update_layout(legend=dict(title="model, setting", font=dict(size=12)), width=1250, height=950)
+    hover = hover or {}
+    legend = set()
+    for k, label in enumerate(shown):
+        group, col = divmod(k, 3)
+        task = data[data["label"] == label]
+        for setting in SETTINGS:
+            row = kinds.index(setting, group * 3) + 1
+            part = task[task["setting"] == setting]
+            for model in [m for m in MODELS + sorted(set(part["model"]) - set(MODELS)) if m in set(part["model"])]:
+                line = part[part["model"] == model].sort_values(x)
+                extra = "".join(f"<br>{name}: %{{customdata[{i}]}}" for i, name in enumerate(hover.values()))
+                fig.add_trace(
+                    go.Scatter(
+                        x=line[x],
+                        y=line[y],
+                        mode="lines+markers",
+                        name=model,
+                        legendgroup=model,
+                        legendrank=MODELS.index(model) if model in MODELS else len(MODELS),  # Table 1's order
+                        showlegend=model not in legend,
+                        line=dict(color=MODEL_COLORS.get(model), width=2, dash=SETTING_DASH[setting]),
+                        marker=dict(size=6, symbol=SETTING_SYMBOL[setting]),
+                        customdata=line[list(hover)].to_numpy() if hover else None,
+                        hovertemplate=f"{labels[x]}: %{{x}}<br>{labels[y]}: %{{y:.2f}}{extra}"
+                        f"<extra>{escape(str(model))}, {setting}</extra>",
+                    ),
+                    row=row,
+                    col=col + 1,
+                )
+                legend.add(model)
+            top = kinds.index(SETTINGS[0], group * 3) + 1
+            if setting != SETTINGS[0]:  # the lower panel of the pair carries the x axis for both
+                anchor = fig.get_subplot(row, col + 1).xaxis.plotly_name.replace("axis", "")
+                fig.update_xaxes(matches=anchor, showticklabels=False, row=top, col=col + 1)
+                fig.update_xaxes(showticklabels=True, row=row, col=col + 1)
+        if group == groups - 1 or k + 3 >= len(shown):
+            fig.update_xaxes(title_text=labels[x], row=kinds.index(SETTINGS[1], group * 3) + 1, col=col + 1)
+    for row, kind in enumerate(kinds, start=1):
+        if kind != "gap":
+            fig.update_yaxes(title_text=labels[y], title_font=dict(size=14), row=row, col=1)
+            domain = fig.get_subplot(row, 3).yaxis.domain
+            fig.add_annotation(
+                text=kind,
+                textangle=90,
+                x=1.005,
+                xref="paper",
+                xanchor="left",
+                y=sum(domain) / 2,
+                yref="paper",
+                yanchor="middle",
+                showarrow=False,
+                font=dict(size=13, color="#555555"),
+            )
+    fig.update_layout(
+        legend=dict(title="model (dash and marker:<br>the setting)", font=dict(size=12), x=1.04),
+        width=1250,
+        height=1350,
+    )
     return fig
 
 
@@ -358,20 +457,20 @@ def difficulty_figure(curves: pd.DataFrame, min_samples: int = 5, bins: int = 10
         "difficulty_sd",
         "score",
         {"difficulty_sd": "decimal difficulty (A.3)", "score": "score (%)"},
-        hover_data=["n", "width"],
+        hover={"n": "answers", "width": "bin width"},
     )
-    _facet_titles(fig)
-    fig.update_xaxes(matches=None, showticklabels=True)
+    _metric_titles(fig)
     fig.update_yaxes(range=[0, 105])
     fig.update_layout(
         title=dict(
             text="Frontier LLMs' score against the decimal difficulty of the question",
             subtitle=dict(
                 text=f"released per-sample results, difficulties merged into {bins} "
-                f"bins per task; bins with < {min_samples} answers left out"
+                f"bins per task; bins with < {min_samples} answers left out;<br>per task, maximal "
+                "reasoning (upper panel) above minimal or no reasoning (lower panel)"
             ),
         ),
-        margin=dict(t=110),
+        margin=dict(t=155),
     )
     return fig
 
@@ -399,19 +498,20 @@ def stability_figure(spread: pd.DataFrame) -> go.Figure:
         spread.assign(std_pct=spread["std"] * 100),
         "n",
         "std_pct",
-        {"n": "questions per task (n)", "std_pct": "std of the mean score (pp)"},
+        {"n": "questions per task (n)", "std_pct": "std of the mean (pp)"},
     )
-    _facet_titles(fig)
-    fig.update_xaxes(showticklabels=True)
+    _metric_titles(fig)
+    fig.update_yaxes(matches="y")  # one scale for every panel: the spreads are compared across tasks
     fig.update_layout(
         title=dict(
             text="Figure 8: how much the benchmark score moves with the number of questions",
             subtitle=dict(
                 text="standard deviation of the mean score over bootstrap draws of n of "
-                "the 500 released answers per task, in percentage points"
+                "the 500 released answers per task, in percentage points;<br>per task, maximal "
+                "reasoning (upper panel) above minimal or no reasoning (lower panel)"
             ),
         ),
-        margin=dict(t=110),
+        margin=dict(t=155),
     )
     return fig
 
@@ -483,6 +583,16 @@ def describe_regime(results: pd.DataFrame) -> str:
     return ", ".join(parts)
 
 
+def describe_corpus(results: pd.DataFrame) -> str:
+    """The text our perplexities were measured on, from the results' text_source column ("shipped":
+    the pydoc topics shipped with the workbench); without the column, the run's own text. Never
+    Fineweb's: the paper's perplexities are on Fineweb, so the two are not on one scale."""
+    if "text_source" not in results:
+        return "the run's own text (unrecorded)"
+    names = {"shipped": "shipped pydoc topics"}
+    return " / ".join(escape(names.get(str(v), str(v))) for v in _distinct(results, "text_source") if v is not None)
+
+
 def _our_scores(results: pd.DataFrame, intervals: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
     """Mean ± std over seeds per task, encoding and metric (exact match left out: the score of an
     arithmetic task is its log-sMAPE), and what the bars show. With `intervals` (columns encoding,
@@ -513,10 +623,11 @@ def bar_labels(values) -> list[str]:
     return ["n/a" if pd.isna(v) else f"{v:.2f}" if v < SMALL_BAR else "" for v in values]
 
 
-def _bars(fig: go.Figure, data: pd.DataFrame, row: int, show_legend: bool) -> None:
+def _bars(fig: go.Figure, data: pd.DataFrame, row: int, show_legend: bool, other_corpus: bool = False) -> None:
     """One bar group per paper row (x) and encoding: scores left, perplexities right. A score cell
     an encoding of the panel lacks is a bar of height 0 labelled "n/a"; a score bar too low to
-    see is labelled with its value (`bar_labels`)."""
+    see is labelled with its value (`bar_labels`). `other_corpus`: the perplexities are not on
+    Fineweb (ours), drawn hatched so they are not read on the paper's scale."""
     score_rows = list(dict.fromkeys(data.loc[~data["metric"].isin(PERPLEXITIES), "row"]))
     for encoding in [e for e in PAPER_METHODS.values() if e in set(data["encoding"])]:
         part = data[data["encoding"] == encoding]
@@ -546,13 +657,14 @@ def _bars(fig: go.Figure, data: pd.DataFrame, row: int, show_legend: bool) -> No
                 if col == 1
                 else {}
             )
+            hatch = dict(pattern=dict(shape="/", fgcolor="white", solidity=0.3)) if other_corpus and col == 2 else {}
             fig.add_trace(
                 go.Bar(
                     x=rows["row"],
                     y=rows["value"].fillna(0),
                     error_y=error,
                     name=encoders.label(encoding),
-                    marker_color=plots.encoding_color(encoding),
+                    marker=dict(color=plots.encoding_color(encoding), **hatch),
                     legendgroup=encoding,
                     showlegend=show_legend and col == 1,
                     **labels,
@@ -575,9 +687,8 @@ def _bars(fig: go.Figure, data: pd.DataFrame, row: int, show_legend: bool) -> No
     fig.update_yaxes(range=[0, 1.05], title_text="score (↑)", row=row, col=1)
     fig.update_yaxes(title_text="perplexity (↓)", rangemode="tozero", row=row, col=2)
     texts = sorted(set(data.loc[data["metric"].isin(PERPLEXITIES), "row"]))
-    fig.update_xaxes(
-        tickangle=0, tickvals=texts, ticktext=[t.replace(" text only", "<br>text only") for t in texts], row=row, col=2
-    )
+    names = {"text": "all tokens", "Fineweb": "all tokens", "Fineweb text only": "text only"}
+    fig.update_xaxes(tickangle=0, tickvals=texts, ticktext=[names.get(t, t) for t in texts], row=row, col=2)
 
 
 def methods_figure(
@@ -587,24 +698,38 @@ def methods_figure(
     runs of the paper, and our runs (mean ± std over seeds) when `results` are given; `source`
     (e.g. the CSV's name) is named in our row's title. Our regime comes from the results' columns
     (`describe_regime`); our perplexity panel says "not measured" when the results hold none."""
-    panels = [("Paper, multi-task (Table 4)", method_scores(4)), ("Paper, solo-task (Table 7)", method_scores(7))]
+    fineweb = "perplexity on Fineweb"
+    panels = [
+        ("Paper, multi-task (Table 4)", method_scores(4), fineweb),
+        ("Paper, solo-task (Table 7)", method_scores(7), fineweb),
+    ]
     if results is not None:
         ours, bars = _our_scores(results, intervals)
         title = (
             f"This workbench{f' ({escape(source)})' if source else ''}<br>"
             f"<span style='font-size:15px'>{describe_regime(results)}<br>{bars}</span>"
         )
-        panels.append((title, ours))
+        corpus = (
+            "perplexity on another corpus:<br><span style='font-size:13px'>"
+            f"{describe_corpus(results)}, not Fineweb:<br>not on the scale of the rows above</span>"
+        )
+        panels.append((title, ours, corpus))
+    # Laid out in pixels, so that titles, legend and panels keep their room whatever the number of
+    # rows: the top block (title, three subtitle lines, legend), then panels with gaps that hold
+    # the two-line task labels above and a three-line row title below.
+    top, panel, gap, bottom = 250, 300, 155, 70
+    plot = len(panels) * panel + (len(panels) - 1) * gap
+    height = top + plot + bottom
     fig = make_subplots(
         rows=len(panels),
         cols=2,
         column_widths=[0.8, 0.2],
-        vertical_spacing=0.12,
+        vertical_spacing=gap / plot,
         horizontal_spacing=0.07,
-        subplot_titles=[t for title, _ in panels for t in (title, "")],
+        subplot_titles=[t for title, _, corpus in panels for t in (title, corpus)],
     )
-    for i, (_, data) in enumerate(panels, start=1):
-        _bars(fig, data, i, show_legend=i == 1)
+    for i, (_, data, _) in enumerate(panels, start=1):
+        _bars(fig, data, i, show_legend=i == 1, other_corpus=i > 2)
         if not data["metric"].isin(PERPLEXITIES).any():
             axes = fig.get_subplot(i, 2)
             fig.add_annotation(
@@ -619,30 +744,36 @@ def methods_figure(
             blank = dict(showticklabels=False, showgrid=False, zeroline=False, showline=False, title_text="")
             fig.update_xaxes(**blank, row=i, col=2)
             fig.update_yaxes(**blank, row=i, col=2)
+    titles = [title for title, _, _ in panels]
+    corpora = {corpus for _, _, corpus in panels}
     fig.for_each_annotation(
         lambda a: (
             a.update(x=0, xanchor="left", align="left", font=dict(size=18))
-            if a.text in [title for title, _ in panels]
+            if a.text in titles
+            else a.update(font=dict(size=14))
+            if a.text in corpora
             else None
         )
     )
     fig.update_layout(
         barmode="group",
         width=1050,
-        height=220 + 370 * len(panels),
-        margin=dict(t=220, l=70, r=20),
+        height=height,
+        margin=dict(t=top, l=70, r=45, b=bottom),
         title=dict(
             text="Figure 4: score per task and number encoding",
-            y=0.985,
+            yref="container",
+            y=1 - 18 / height,
+            yanchor="top",
             subtitle=dict(
                 text=f"Score: exact-match accuracy (Min/Max, Interval, Sorting) or log-sMAPE "
-                f"(arithmetic), higher is better;<br>perplexity on text, lower is better. "
-                f"Bars under {SMALL_BAR} carry their value; n/a: not measured.<br>"
-                f'{PAPER_REGIME[0].upper()}{PAPER_REGIME[1:]}; their "Subword" '
+                f"(arithmetic), higher is better;<br>perplexity on text, lower is better, "
+                f"each row on its own corpus and scale. Bars under {SMALL_BAR} carry their value; "
+                f'n/a: not measured.<br>{PAPER_REGIME[0].upper()}{PAPER_REGIME[1:]};<br>their "Subword" '
                 f"is {encoders.label(SUBWORD)}."
             ),
         ),
-        legend=dict(orientation="h", x=0, y=1 + 40 / (370 * len(panels)), yanchor="bottom", title="encoding:"),
+        legend=dict(orientation="h", x=0, y=1 - 165 / height, yref="container", yanchor="top", title="encoding:"),
     )
     return fig
 
@@ -658,9 +789,25 @@ def exponent_pairs(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[["num1_exp", "num2_exp"]].apply(pd.to_numeric).dropna().astype(int)
 
 
+EXPONENTS = np.arange(-15, 16)  # the decimal exponents of operands in (-1e15, 1e15)
+NO_DATA = "#d9d9d9"  # the colour of a cell without questions: outside every colour scale of the figures
+
+
+def exponent_shares(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(shares, counts) per pair of operand exponents: counts[i, j] questions with operand 2's
+    exponent EXPONENTS[i] and operand 1's EXPONENTS[j]; shares in percent of all the frame's
+    questions, NaN where a cell holds none (no data, drawn apart from a small share)."""
+    pairs = exponent_pairs(frame)
+    edges = np.append(EXPONENTS, EXPONENTS[-1] + 1) - 0.5
+    counts, _, _ = np.histogram2d(pairs["num2_exp"], pairs["num1_exp"], bins=[edges, edges])
+    shares = np.where(counts > 0, counts / max(len(pairs), 1) * 100, np.nan)
+    return shares, counts.astype(int)
+
+
 def exponent_figure(sources: dict[str, pd.DataFrame], title: str) -> go.Figure:
     """Figures 5 and 6: 2-D histogram of operand exponents, one panel per source, coloured by the
-    share of that source's questions (one colour scale for all panels)."""
+    share of that source's questions (one colour scale for all panels); cells without questions
+    are grey, a colour the scale does not hold, so "none" is not read as "few"."""
     fig = make_subplots(
         rows=1,
         cols=len(sources),
@@ -668,29 +815,45 @@ def exponent_figure(sources: dict[str, pd.DataFrame], title: str) -> go.Figure:
         subplot_titles=[f"{name} ({len(exponent_pairs(frame)):,} questions)" for name, frame in sources.items()],
     )
     for i, (name, frame) in enumerate(sources.items(), start=1):
-        pairs = exponent_pairs(frame)
+        shares, counts = exponent_shares(frame)
+        hover = [
+            [
+                f"exponents {x}, {y}: " + (f"{s:.2f}% of questions ({n:,})" if n else "no questions")
+                for x, s, n in zip(EXPONENTS, share_row, count_row)
+            ]
+            for y, share_row, count_row in zip(EXPONENTS, shares, counts)
+        ]
         fig.add_trace(
-            go.Histogram2d(
-                x=pairs["num1_exp"],
-                y=pairs["num2_exp"],
-                histnorm="percent",
+            go.Heatmap(
+                x=EXPONENTS,
+                y=EXPONENTS,
+                z=shares,
                 name=name,
-                xbins=dict(start=-15.5, end=15.5, size=1),
-                ybins=dict(start=-15.5, end=15.5, size=1),
                 coloraxis="coloraxis",
-                hovertemplate="exponents %{x}, %{y}: %{z:.2f}% of questions<extra></extra>",
+                hovertext=hover,
+                hoverinfo="text",
+                hoverongaps=True,
             ),
             row=1,
             col=i,
         )
         fig.update_xaxes(
-            title_text="decimal exponent of operand 1", range=[-15.5, 15.5], constrain="domain", dtick=5, row=1, col=i
+            title_text="decimal exponent of operand 1",
+            range=[-15.5, 15.5],
+            constrain="domain",
+            dtick=5,
+            showgrid=False,
+            zeroline=False,
+            row=1,
+            col=i,
         )
         fig.update_yaxes(
             title_text="decimal exponent of operand 2",
             range=[-15.5, 15.5],
             constrain="domain",
             dtick=5,
+            showgrid=False,
+            zeroline=False,
             scaleanchor=f"x{i if i > 1 else ''}",
             row=1,
             col=i,
@@ -698,12 +861,16 @@ def exponent_figure(sources: dict[str, pd.DataFrame], title: str) -> go.Figure:
     fig.update_layout(
         title=dict(
             text=title,
-            subtitle=dict(text="share of questions per pair of operand exponents (the exponent of 3.5e-4 is -4)"),
+            subtitle=dict(
+                text="share of questions per pair of operand exponents (the exponent of 3.5e-4 is -4);<br>"
+                f"<span style='color:{NO_DATA}'>■</span> grey: no questions"
+            ),
         ),
         width=560 * len(sources) + 120,
-        height=600,
-        margin=dict(t=120),
-        coloraxis=dict(colorscale="Viridis", colorbar=dict(title=dict(text="share of<br>questions (%)"))),
+        height=630,
+        margin=dict(t=150),
+        plot_bgcolor=NO_DATA,
+        coloraxis=dict(colorscale="Viridis", cmin=0, colorbar=dict(title=dict(text="share of<br>questions (%)"))),
     )
     return fig
 

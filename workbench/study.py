@@ -630,13 +630,15 @@ def exploratory_as_encoding(table: pd.DataFrame) -> pd.DataFrame:
 # -- what notebook 04 draws --------------------------------------------------------------------
 def fig4_results(table: pd.DataFrame, part: str = "multitask") -> pd.DataFrame:
     """A multi-task part's rows (Study 2 or 2b) in the results schema of `paper_figures` (Figure
-    4's third row), with the regime columns that `paper_figures.describe_regime` reads."""
+    4's third row), with the regime columns that `paper_figures.describe_regime` reads and the
+    text source its perplexity was measured on (`paper_figures.describe_corpus`)."""
     rows = table[table["study"] == part].rename(columns={"score": "value"})
     return rows.assign(
         preset=MULTITASK.model.preset,
         tokens=MULTITASK.tokens,
         decades=" ".join(map(str, MULTITASK.data.decades)),
         max_digits=MULTITASK.data.max_digits,
+        text_source=MULTITASK.data.text_source,
     )[
         [
             "encoding",
@@ -648,6 +650,7 @@ def fig4_results(table: pd.DataFrame, part: str = "multitask") -> pd.DataFrame:
             "tokens",
             "decades",
             "max_digits",
+            "text_source",
             "input_tokens",
             "output_tokens",
         ]
