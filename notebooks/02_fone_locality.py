@@ -35,12 +35,10 @@ threads = 1  # torch CPU threads
 import os
 
 import pandas as pd
-import plotly.express as px
-import plotly.graph_objects as go
 import torch
 from IPython.display import display
 
-from workbench import encoders, locality, plots
+from workbench import locality, locality_figures, plots
 from workbench.notebooks import ROOT
 
 os.chdir(ROOT)  # the repository root, as under the runner: relative paths mean the same in the lab
@@ -96,19 +94,7 @@ fig
 best = locality.window_entropy(grid_digits, precision)
 need = locality.width_needed(best)
 display(need)
-fig = px.line(best.assign(op=best["op"].map({"add": "x + y", "mul": "x · y"}),
-                          period=best["output_period"].map(lambda e: f"10^{e}")),
-              x="width", y="entropy", color="period", facet_col="op", markers=True,
-              labels={"width": "window width w (components of x and of y)", "entropy": "H (bits)",
-                      "period": "output period"},
-              title="Proposition 4.3: what the best window of w input components<br>leaves unknown "
-                    "about one output component")
-fig.update_layout(title_subtitle_text=f"conditional entropy H(output component | best window), every pair of "
-                                      f"integers below 10^{grid_digits};<br>P = {precision} states per "
-                                      f"component (phases quantized to P levels); H = 0: the window suffices")
-fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-fig.update_xaxes(dtick=1)
-fig.update_layout(width=1000, height=580, margin=dict(t=210))
+fig = locality_figures.window_entropy_figure(best, grid_digits, precision)
 save(fig, "window_entropy")
 display(fig)
 bound = int(best["pigeonhole_bound"].iloc[0])
@@ -126,25 +112,7 @@ for op in ("add", "mul"):
 # %%
 probes = locality.probe_windows(steps=probe_steps, seed=seed)
 display(probes)
-NAMES = {"fone": encoders.label("fone"), "log_fone": f"{encoders.label('fone')} of log10 x",
-         "bittokens": f"{encoders.label('bittokens')} bits"}
-fig = px.line(probes.assign(encoding=probes["encoding"].map(NAMES), op=probes["op"].map({"add": "x + y", "mul": "x · y"})),
-              x="width", y="accuracy", color="encoding", facet_col="op", markers=True, log_x=True,
-              color_discrete_map={NAMES[k]: plots.encoding_color(k) for k in NAMES},
-              labels={"width": "window width w (log scale)",
-                      "accuracy": "held-out accuracy", "encoding": "encoding"},
-              title="Learned probes: one output component of x + y or x · y from a window of w input components")
-fig.update_layout(title_subtitle_text=f"MLP, {probe_steps} steps, 3-digit integer operands; "
-                                      "w input components of x and of y; dotted: majority baseline of the same encoding")
-fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-widths = sorted(probes["width"].unique())
-fig.update_xaxes(tickvals=widths, ticktext=[str(w) for w in widths])
-for i, op in enumerate(("add", "mul")):
-    for name, base in probes[probes.op == op].groupby("encoding")["majority_baseline"].first().items():
-        fig.add_hline(y=base, line_dash="dot", line_width=1.5, line_color=plots.encoding_color(name), col=i + 1, row=1)
-fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="majority baseline",
-                         line=dict(dash="dot", color="black", width=1.5)))
-fig.update_layout(width=1100, height=500, margin=dict(t=120))
+fig = locality_figures.probes_figure(probes, probe_steps)
 save(fig, "probes")
 display(fig)
 

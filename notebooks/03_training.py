@@ -127,11 +127,13 @@ def curves(run_dir: Path, finished: bool = False) -> go.Figure:
                           1, 1)
     colors = dict(zip(task_list, plots.PALETTE))
     for panel, prefix in (((1, 2), "score/"), ((2, 1), "ratio/"), ((2, 2), "frontier/")):
-        for task in task_list:
+        for i, task in enumerate(task_list):
             if prefix + task in evals:
+                style = plots.series_style(i)  # curricula often reach the same level: each task its own dash and marker
                 fig.add_trace(go.Scatter(x=evals["step"], y=evals[prefix + task], mode="lines+markers", name=task,
                                          legendgroup=task, legendgrouptitle_text="task" if task == task_list[0] else None,
-                                         showlegend=prefix == "score/", line=dict(color=colors[task])), *panel)
+                                         showlegend=prefix == "score/", line=dict(color=colors[task], **style["line"]),
+                                         marker=style["marker"]), *panel)
     start = end_phase(int(steps["step"].max()), evals) if finished and not steps.empty else None
     if start is not None:
         for row, col in ((1, 1), (1, 2), (2, 1), (2, 2)):
@@ -143,7 +145,7 @@ def curves(run_dir: Path, finished: bool = False) -> go.Figure:
     for step in changes if len(changes) <= 3 else changes[:1]:
         fig.add_vline(x=step, line_dash="dash", line_color="#888888", line_width=1.5, row=1, col=1)
     if changes:
-        fig.add_annotation(x=changes[0], y=0.82, xref="x", yref="y domain", xanchor="left", yanchor="top", showarrow=False,
+        fig.add_annotation(x=changes[0], y=0.02, xref="x", yref="y domain", xanchor="left", yanchor="bottom", showarrow=False,
                            text="loss weights set (C.4)" + (", then moved at every evaluation" if len(changes) > 3 else ""))
     curricular = [t for t in task_registry.names() if task_registry.get(t).curriculum]
     if not cfg.difficulty.curriculum or not set(curricular) & set(task_list):  # the frontier panel stays empty: say why
@@ -153,7 +155,14 @@ def curves(run_dir: Path, finished: bool = False) -> go.Figure:
         fig.add_annotation(text="<br>".join(textwrap.wrap(note, 42)),
                            x=sum(panel.xaxis.domain) / 2, y=sum(panel.yaxis.domain) / 2, xref="paper", yref="paper",
                            xanchor="center", showarrow=False, font=dict(color="#7f7f7f"))
-    for (row, col), label in {(1, 1): "loss per learned token", (1, 2): "score (0 to 1)",
+    elif set(task_list) - set(curricular):  # fewer lines than tasks: say which task has no curriculum
+        panel = fig.get_subplot(2, 2)
+        fig.add_annotation(text=f"no curriculum, no line: {', '.join(t for t in task_list if t not in curricular)}",
+                           x=panel.xaxis.domain[1], y=panel.yaxis.domain[0] + 0.01, xref="paper", yref="paper",
+                           xanchor="right", yanchor="bottom", showarrow=False, font=dict(color="#7f7f7f"))
+    # a log axis: the first steps' drop (from ~10) would otherwise flatten the rest of the run
+    fig.update_yaxes(type="log", exponentformat="power", row=1, col=1)
+    for (row, col), label in {(1, 1): "loss per learned token (log scale)", (1, 2): "score (0 to 1)",
                               (2, 1): "share of the batch", (2, 2): "difficulty level"}.items():
         fig.update_yaxes(title_text=label, row=row, col=col)
     levels = evals[[c for c in evals if c.startswith("frontier/")]].stack() if not evals.empty else pd.Series()
@@ -195,7 +204,9 @@ results
 # ## Score per difficulty
 #
 # The test questions are regenerated (same seed, split and regime give the same frame) to attach
-# their decimal difficulty (appendix A.3) to each answer.
+# their decimal difficulty (appendix A.3) to each answer. At the default size (`cpu-tiny`, 10^6
+# tokens: minutes on a CPU) the model has only begun to learn and scores far below 1; the score
+# axis fits the scores. The full-scale parameters (docs/notebooks.md) train a model that learns.
 
 # %%
 samples = pd.read_csv(run_dir / "test_samples.csv")
@@ -207,17 +218,21 @@ by_level = (samples.merge(difficulty.drop_duplicates(["task", "prompt"]), on=["t
 assert by_level["n"].sum() == len(samples), "every test answer should find its question"
 fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.68, 0.32], vertical_spacing=0.06)
 colors = dict(zip(task_list, plots.PALETTE))
-for task, part in by_level.groupby("task", sort=False):
+for i, (task, part) in enumerate(by_level.groupby("task", sort=False)):
     metric = "log-sMAPE" if task in with_metric("log_smape") else "accuracy"
+    style = plots.series_style(i)
     fig.add_trace(go.Scatter(x=part["difficulty_sd"], y=part["score"], mode="lines+markers", name=f"{task} ({metric})",
-                             legendgroup=task, line=dict(color=colors[task]), customdata=part["n"],
+                             legendgroup=task, line=dict(color=colors[task], **style["line"]), marker=style["marker"],
+                             customdata=part["n"],
                              hovertemplate="difficulty %{x}: %{y:.3f} over %{customdata} questions<extra></extra>"),
                   row=1, col=1)
     fig.add_trace(go.Bar(x=part["difficulty_sd"], y=part["n"], name=task, legendgroup=task, showlegend=False,
                          marker_color=colors[task], opacity=0.75), row=2, col=1)
-fig.update_yaxes(title_text="mean test score", range=[0, 1.02], row=1, col=1)
+# the axis fits the scores (a short run scores far below 1) and stops at 1, the best score
+fig.update_yaxes(title_text="mean test score", range=plots.padded_range(by_level["score"], 0, 1.02), row=1, col=1)
 fig.update_yaxes(title_text="questions", row=2, col=1)
-fig.update_xaxes(title_text="decimal difficulty (A.3)", row=2, col=1)
+fig.update_xaxes(title_text="decimal difficulty (from the non-zero digits of the operands, the paper's appendix A.3)",
+                 row=2, col=1)
 fig.update_layout(barmode="group", width=1000, height=620, legend=dict(title="task (score)"),
                   title=dict(text=f"Test score per decimal difficulty: {encoders.label(encoding)} on {', '.join(task_list)}",
                              subtitle=dict(text=f"{len(samples)} held-out questions of the best checkpoint; "

@@ -90,3 +90,71 @@ def test_scorecard_figure_shows_the_verdicts_and_says_how_d9_was_measured():
     assert [row[column] for row in heat.text][6] == "trade-off"  # the paper's D7 for BitTokens
     column = list(heat.x).index(f"<b>{encoders.label('bittokens')}</b><br>measured")
     assert [row[column] for row in heat.text][6] == "pass *"  # measured pass, the paper says trade-off
+
+
+def _all_encodings_d4():
+    # every registered encoding, one of them degrading across the decades like xVal, log-scaled
+    return pd.DataFrame(
+        dict(
+            encoding=n,
+            decade=k,
+            exact=1.0 if n != "xval" else 0.5 - k / 30,
+            median_rel_error=0.0 if n != "xval" else 1e-15,
+            max_rel_error=0.0,
+        )
+        for n in encoders.names()
+        for k in range(-14, 15)
+    )
+
+
+def test_d4_figure_names_every_row_with_room_for_its_label():
+    fig = DF.d4_figure(_all_encodings_d4())
+    heat = fig.data[0]
+    axis = fig.layout.yaxis
+    # every row's label is a tick: left to itself plotly drops every other label of close rows
+    assert axis.tickmode == "array" and list(axis.tickvals) == list(heat.y) == list(axis.ticktext)
+    assert any(label.startswith(encoders.label("xval")) for label in axis.ticktext)
+    plot_px = fig.layout.height - fig.layout.margin.t - (fig.layout.margin.b or 80)  # plotly's default bottom
+    row_px = plot_px * (axis.domain[1] - axis.domain[0]) / len(heat.y)
+    assert row_px >= 1.5 * axis.tickfont.size  # a label no taller than its row does not collide with the next
+
+
+def test_scorecard_headers_are_horizontal_and_fit_their_columns():
+    rows = [
+        dict(encoding=n, desideratum=d, verdict="pass", measured="x", paper=encoders.get(n).paper_verdicts.get(d, "—"))
+        for n in encoders.names()
+        for d in D.DESIDERATA
+    ]
+    fig = DF.scorecard_figure(pd.DataFrame(rows), d9_steps=400)
+    headers = list(fig.data[0].x)
+    assert fig.layout.xaxis.tickangle == 0  # rotated headers of neighbouring columns overlap
+    margin = fig.layout.margin
+    column_px = (fig.layout.width - margin.l - margin.r) / len(headers)
+    font = fig.layout.xaxis.tickfont.size
+    for header in headers:
+        lines = header.replace("<b>", "").replace("</b>", "").split("<br>")
+        # a bold sans-serif character is ~0.6 em wide on average
+        assert max(len(line) for line in lines) * 0.65 * font <= column_px, header
+    # the headers still name every encoding (wrapped, not cut)
+    for name in encoders.names():
+        label = encoders.label(name)
+        assert any(h.replace("<b>", "").replace("</b>", "").replace("<br>", " ").startswith(label) for h in headers)
+
+
+def _d8(low: float):
+    sigmas = [0.0, 0.1, 0.5]
+    rows = [dict(encoding="bittokens", sigma=s, exact=e) for s, e in zip(sigmas, (1.0, 1.0, 0.2))]
+    rows += [dict(encoding=n, sigma=s, exact=low if s == 0 else 0.0) for n in ("xval", "log_xval") for s in sigmas]
+    return pd.DataFrame(rows)
+
+
+def test_d8_figure_keeps_coinciding_lines_apart_and_says_why_they_lie_at_zero():
+    fig = DF.d8_figure(_d8(0.003))
+    styles = [(t.line.dash, t.marker.symbol) for t in fig.data]
+    assert len(set(styles)) == len(styles) == 3  # xVal and xVal, log-scaled are both at 0 everywhere
+    sizes = [t.marker.size for t in fig.data]  # where lines coincide, the one drawn first shows around the next
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == len(sizes)
+    note = fig.layout.title.subtitle.text
+    assert encoders.label("xval") in note and encoders.label("log_xval") in note and "0.3%" in note
+    assert encoders.label("bittokens") not in note and "float32" in note
+    assert not DF.d8_figure(_d8(0.5)).layout.title.subtitle.text  # lines that leave 0 need no note

@@ -42,3 +42,18 @@ def test_log_with_zeros_draws_every_value_once_and_no_zero_on_the_log_axis():
     assert fig.layout.yaxis.type == "log" and fig.layout.yaxis3.ticktext == ("exactly 0",)
     with pytest.raises(ValueError, match="negative"):
         plots.log_with_zeros(data.assign(y=-data.y), "x", "y", "facet", ["a", "b"], "x", "y")
+
+
+def test_padded_range_fits_the_data_and_stays_under_the_cap():
+    assert plots.padded_range([0.03, 0.31, float("nan")], 0, 1.02) == pytest.approx([0, 0.31 * 1.08])
+    assert plots.padded_range([0.5, 1.0], 0, 1.02) == [0, 1.02]  # a score of 1 keeps the 0-1 axis
+    assert plots.padded_range([], 0, 1.02) == [0, 1.02]
+    with pytest.raises(ValueError, match="below"):
+        plots.padded_range([-1.0], 0)
+
+
+def test_series_style_gives_each_series_its_own_dash_and_symbol_and_shrinking_markers():
+    styles = [plots.series_style(i) for i in range(5)]
+    assert len({(s["line"]["dash"], s["marker"]["symbol"]) for s in styles}) == 5
+    sizes = [s["marker"]["size"] for s in styles]
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == 5

@@ -6,6 +6,7 @@ of D1-D9 beside the paper's verdicts, and the D4, D7 and D8 measurements. Each t
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 import pandas as pd
@@ -158,6 +159,14 @@ def explorer_figure(value: float) -> go.Figure:
 
 
 # -- the scorecard -----------------------------------------------------------------------------
+# Column headers are horizontal, wrapped at HEADER_CHARS characters a line, and every column is
+# wide enough for such a line in bold at HEADER_FONT px: rotated headers of neighbouring columns
+# overlap, and plotly rotates them by itself when they do not fit their column.
+HEADER_CHARS = 12
+HEADER_FONT = 12
+COLUMN_PX = 100
+
+
 def scorecard_figure(card: pd.DataFrame, d9_steps: int) -> go.Figure:
     """One row per desideratum; per encoding a column of measured verdicts and, where the paper
     judges that encoding, its verdicts beside. * marks a measured verdict the paper does not share.
@@ -166,9 +175,10 @@ def scorecard_figure(card: pd.DataFrame, d9_steps: int) -> go.Figure:
     columns = []
     for name in encoders.names():
         rows = card[card["encoding"] == name].set_index("desideratum")
-        columns.append((f"<b>{encoders.label(name)}</b><br>measured", rows["verdict"], rows["measured"], rows["paper"]))
+        label = "<br>".join(textwrap.wrap(encoders.label(name), HEADER_CHARS, break_on_hyphens=False))
+        columns.append((f"<b>{label}</b><br>measured", rows["verdict"], rows["measured"], rows["paper"]))
         if (rows["paper"] != "—").any():
-            columns.append((f"{encoders.label(name)}<br>paper", rows["paper"], None, None))
+            columns.append((f"{label}<br>paper", rows["paper"], None, None))
     keys = list(desiderata.DESIDERATA)
     names = [
         f"{d} {desiderata.DESIDERATA[d]}" + (f"<br><sup>{d9_steps}-step probe</sup>" if d == "D9" else "") for d in keys
@@ -213,7 +223,7 @@ def scorecard_figure(card: pd.DataFrame, d9_steps: int) -> go.Figure:
             )
         )
     fig.update_yaxes(autorange="reversed", title_text="")
-    fig.update_xaxes(side="top", title_text="")
+    fig.update_xaxes(side="top", title_text="", tickangle=0, tickfont=dict(size=HEADER_FONT))
     fig.update_layout(
         title=dict(
             text="The nine desiderata: measured verdicts beside the paper's",
@@ -224,16 +234,19 @@ def scorecard_figure(card: pd.DataFrame, d9_steps: int) -> go.Figure:
             ),
         ),
         legend=dict(orientation="h", x=0, y=-0.03, yanchor="top"),
-        # a column wide enough for "trade-off *" however many encodings are registered
-        width=max(1050, 220 + 76 * len(columns)),
-        height=660,
-        margin=dict(t=170, l=200, r=20),
+        # a column wide enough for its header line and for "trade-off *", however many encodings are registered
+        width=max(1050, 220 + COLUMN_PX * len(columns)),
+        height=680,
+        margin=dict(t=180, l=200, r=20),
         plot_bgcolor="white",
     )
     return fig
 
 
 # -- D4 ----------------------------------------------------------------------------------------
+ROW_PX = 26
+
+
 def d4_figure(d4: pd.DataFrame) -> go.Figure:
     """D4 per decade: the share of values that round-trip exactly, every encoding (the scorecard
     counts a decade at >= D4_DECADE_EXACT), and below, on a log axis, the median relative error
@@ -243,17 +256,20 @@ def d4_figure(d4: pd.DataFrame) -> go.Figure:
     counted = (exact >= desiderata.D4_DECADE_EXACT * 100).sum(axis=1)
     inexact = [n for n in names if (d4.loc[d4["encoding"] == n, "median_rel_error"] > 0).any()]
     threshold = f"{desiderata.D4_DECADE_EXACT:.0%}"
+    # a row of cells ROW_PX high for every encoding, so that every row's label fits beside it
+    heat_px, error_px = ROW_PX * len(names), 260 if inexact else 0
     fig = make_subplots(
         rows=2 if inexact else 1,
         cols=1,
         shared_xaxes=True,
-        vertical_spacing=0.16,
-        row_heights=[0.55, 0.45] if inexact else None,
+        vertical_spacing=0.12,
+        row_heights=[heat_px, error_px] if inexact else None,
         subplot_titles=[
             f"values that round-trip exactly (%); a decade counts for D4 at ≥ {threshold}",
             "median relative error |decode(encode(x)) − x| / |x| where not exact",
         ][: 2 if inexact else 1],
     )
+    rows = [f"{encoders.label(n)} ({counted[n]}/{exact.shape[1]})" for n in exact.index]
     fig.add_trace(
         go.Heatmap(
             z=exact.to_numpy(),
@@ -262,7 +278,7 @@ def d4_figure(d4: pd.DataFrame) -> go.Figure:
             zmax=100,
             xgap=1,
             ygap=2,
-            y=[f"{encoders.label(n)} ({counted[n]}/{exact.shape[1]})" for n in exact.index],
+            y=rows,
             colorscale=[
                 [0, plots.VERDICT_COLORS["fail"]],
                 [0.5, plots.VERDICT_COLORS["trade-off"]],
@@ -299,6 +315,8 @@ def d4_figure(d4: pd.DataFrame) -> go.Figure:
         fig.update_yaxes(
             type="log", title_text="median relative error", **plots.log_ticks(errors.min(), errors.max()), row=2, col=1
         )
+    # every row named: left to itself plotly labels only every other row once they are close
+    fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=rows, tickfont=dict(size=13), row=1, col=1)
     fig.update_xaxes(title_text="decade d of |x| (10^d ≤ |x| < 10^(d+1))", row=2 if inexact else 1, col=1)
     fig.update_xaxes(dtick=5)
     fig.update_layout(
@@ -310,8 +328,8 @@ def d4_figure(d4: pd.DataFrame) -> go.Figure:
             ),
         ),
         width=1000,
-        height=620 if inexact else 420,
-        margin=dict(t=120, l=170),
+        height=260 + heat_px + error_px,
+        margin=dict(t=120, l=200),
         legend=dict(title="encoding", y=0.42, yanchor="top"),
     )
     return fig
@@ -403,23 +421,46 @@ def d7_figure(curves: pd.DataFrame, example: pd.DataFrame, target: float = 7.0) 
 
 
 # -- D8 ----------------------------------------------------------------------------------------
+D8_NEAR_ZERO = 0.01  # encodings never above 1 % exact are named in a note: their lines lie on each other at 0
+D8_SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "star", "cross", "triangle-down"]
+
+
 def d8_figure(d8: pd.DataFrame) -> go.Figure:
-    """Values decoded exactly from an ideal head output plus Gaussian noise, against the noise."""
+    """Values decoded exactly from an ideal head output plus Gaussian noise, against the noise.
+    Each encoding has its own dash and marker, so that lines lying on each other stay apart, and
+    the subtitle names the encodings that stay near 0 % and says why."""
     fig = go.Figure()
-    for name, part in d8.groupby("encoding", sort=False):
+    for i, (name, part) in enumerate(d8.groupby("encoding", sort=False)):
         fig.add_trace(
             go.Scatter(
                 x=part["sigma"],
                 y=part["exact"] * 100,
                 mode="lines+markers",
                 name=encoders.label(name),
-                line=dict(color=plots.encoding_color(name)),
+                line=dict(color=plots.encoding_color(name), dash=plots.DASHES[i % len(plots.DASHES)], width=2.5),
+                # smaller markers drawn later: where lines coincide, the earlier marker shows around the later
+                marker=dict(symbol=D8_SYMBOLS[i % len(D8_SYMBOLS)], size=max(14 - 2 * i, 6)),
             )
         )
+    best = d8.groupby("encoding", sort=False)["exact"].max()
+    low = best[best <= D8_NEAR_ZERO]
+    note = None
+    if len(low):
+        at_zero = d8[d8["sigma"] == d8["sigma"].min()].set_index("encoding")["exact"]
+        named = " and ".join(
+            f"{encoders.label(n)} ({at_zero[n]:.1%}" + (f" exact at σ = {d8['sigma'].min():g})" if k == 0 else ")")
+            for k, n in enumerate(low.index)
+        )
+        # why: a regression head's output is one float32 (about 7 significant digits), whatever the noise
+        note = (
+            f"{named} never decode more than {low.max():.1%} exactly: their lines lie on each other at 0.<br>"
+            "Their head's output is one float32 number, too coarse for values of up to 15 digits even without noise."
+        )
     fig.update_layout(
-        title="D8: exact decoding of an ideal head output under Gaussian noise",
+        title=dict(text="D8: exact decoding of an ideal head output under Gaussian noise", subtitle=dict(text=note)),
         width=1000,
-        height=520,
+        height=560,
+        margin=dict(t=130 if note else 80),
         xaxis_title="noise σ (multiples of the RMS of the head output vector)",
         yaxis_title="values decoded exactly (%)",
         legend_title="encoding",

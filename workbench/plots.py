@@ -36,6 +36,7 @@ SCRATCH = ROOT / "runs" / "figures"
 # Ten colours that stay apart (d3's category10); figures with more series add dashes and markers.
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 DASHES = ["solid", "dot", "dash", "dashdot", "longdash"]
+SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "star", "cross", "triangle-down"]
 # One colour per encoding in every figure (BitTokens green, as the paper's "ours"); every other
 # registered encoding gets one of ZOO_COLORS from `encoding_color`.
 ENCODING_COLORS = {
@@ -170,6 +171,30 @@ def save(
 
 # -- log axes ------------------------------------------------------------------------------------
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def series_style(i: int) -> dict:
+    """Line dash, marker symbol and size of the i-th of several series that may lie on each other
+    (as Scatter keyword arguments, colour left to the caller): each its own dash and symbol, and
+    markers shrinking with i, so that a series drawn earlier shows around one drawn over it."""
+    return dict(
+        line=dict(dash=DASHES[i % len(DASHES)]), marker=dict(symbol=SYMBOLS[i % len(SYMBOLS)], size=max(14 - 2 * i, 6))
+    )
+
+
+def padded_range(values, low: float = 0.0, cap: float | None = None, pad: float = 0.08) -> list[float]:
+    """[low, top] of an axis that fits `values` (NaN ignored): top is the largest value plus `pad`
+    of the span, at most `cap`; scores of 0.2 at most then fill their panel instead of a fifth of
+    a 0-1 axis."""
+    finite = np.asarray(values, dtype=float)
+    finite = finite[~np.isnan(finite)]
+    if not finite.size:
+        return [low, cap if cap is not None else low + 1]
+    high = float(finite.max())
+    if high < low:
+        raise ValueError(f"values lie below the axis' low end {low}: largest {high}")
+    top = high + pad * (high - low) if high > low else low + 1
+    return [low, min(top, cap) if cap is not None else top]
 
 
 def power_of_ten(exponent: int, mantissa: int = 1) -> str:
