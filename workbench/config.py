@@ -1,6 +1,7 @@
 """Every setting of a training run, in groups (as litgpt's and nanochat's configs): the model, the
 data, the difficulty curriculum, the task balancing, the evaluation, the run itself and the
 optimizer. Each field is one command-line flag whose help is written here once (`cli.setting`).
+(Over 500 lines: every setting's help text lives here once, and the named configurations with it.)
 
     cfg = TrainConfig.of(encoding="fone", tasks=("addition",), pool_size=5000)   # flags' names, any group
     cfg.data.pool_size, cfg.run.out, cfg.optim.hidden_lr

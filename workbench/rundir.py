@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -444,3 +445,37 @@ class BestWriter:
             self.wait()
         finally:
             self.worker.shutdown(wait=True)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C while a run trained: the step it reached and the checkpoint's (None before the first
+    one), for `main`'s one line on how to resume."""
+
+    def __init__(self, out: Path, step: int, total: int, checkpoint: int | None):
+        super().__init__(f"interrupted at step {step} of {total}")
+        self.out, self.step, self.total, self.checkpoint = out, step, total, checkpoint
+
+
+def resume_command(argv: list[str], out, flag: str = "--resume") -> str:
+    """The command line that continues this run: the same flags (a resume needs the same
+    configuration), its run directory named, and --resume (or `flag`)."""
+    argv = [a for a in argv if a not in ("--resume", "--overwrite")]
+    if not any(a == "--out" or a.startswith("--out=") for a in argv):
+        argv += ["--out", str(out)]
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    launcher = f"torchrun --nproc_per_node {os.environ.get('LOCAL_WORLD_SIZE', world)}" if world > 1 else "python"
+    return f"{launcher} -m workbench.train {shlex.join(argv + [flag])}"
+
+
+def stop_line(stop: KeyboardInterrupt, argv: list[str], out) -> str:
+    """Ctrl-C's one line: where the run stopped and how to go on."""
+    if not isinstance(stop, Interrupted):  # before training began
+        again = resume_command(argv, out) if (Path(out) / "checkpoint.pt").exists() else None
+        return "interrupted before training began" + (f"; resume with: {again}" if again else "")
+    where = f"interrupted at step {stop.step} of {stop.total}"
+    if stop.checkpoint is None:
+        return (
+            f"{where}, before its first checkpoint (--checkpoint-every): nothing to resume; start again "
+            f"with: {resume_command(argv, stop.out, '--overwrite')}"
+        )
+    return f"{where}; resume from the checkpoint of step {stop.checkpoint} with: {resume_command(argv, stop.out)}"

@@ -28,8 +28,6 @@ import gc
 import json
 import math
 import os
-import shlex
-import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
@@ -57,7 +55,18 @@ from .memory import check_memory
 from .model import GPT
 from .optim import apply_schedule, build_optimizers
 from .perplexity import perplexity, text_score
-from .rundir import BestWriter, Logger, device_of, environment, fresh_run_dir, load_weights, prepare, truncate_log
+from .rundir import (
+    BestWriter,
+    Interrupted,
+    Logger,
+    device_of,
+    environment,
+    fresh_run_dir,
+    load_weights,
+    prepare,
+    stop_line,
+    truncate_log,
+)
 from .tokenizer import Tokenizer
 
 
@@ -409,15 +418,6 @@ def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
         return _train(cfg, resume, on_eval)
 
 
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C while a run trained: the step it reached and the checkpoint's (None before the first
-    one), for `main`'s one line on how to resume."""
-
-    def __init__(self, out: Path, step: int, total: int, checkpoint: int | None):
-        super().__init__(f"interrupted at step {step} of {total}")
-        self.out, self.step, self.total, self.checkpoint = out, step, total, checkpoint
-
-
 def _train(cfg: TrainConfig, resume: bool, on_eval) -> Path:
     run = setup(cfg, resume)
     keep_freed_memory(run.device)  # the steps reuse their memory instead of faulting in fresh pages
@@ -475,31 +475,6 @@ def _train(cfg: TrainConfig, resume: bool, on_eval) -> Path:
     return run.out
 
 
-def resume_command(argv: list[str], out, flag: str = "--resume") -> str:
-    """The command line that continues this run: the same flags (a resume needs the same
-    configuration), its run directory named, and --resume (or `flag`)."""
-    argv = [a for a in argv if a not in ("--resume", "--overwrite")]
-    if not any(a == "--out" or a.startswith("--out=") for a in argv):
-        argv += ["--out", str(out)]
-    world = int(os.environ.get("WORLD_SIZE", 1))
-    launcher = f"torchrun --nproc_per_node {os.environ.get('LOCAL_WORLD_SIZE', world)}" if world > 1 else "python"
-    return f"{launcher} -m workbench.train {shlex.join(argv + [flag])}"
-
-
-def _stopped(stop: KeyboardInterrupt, argv: list[str], out) -> str:
-    """Ctrl-C's one line: where the run stopped and how to go on."""
-    if not isinstance(stop, Interrupted):  # before training began
-        again = resume_command(argv, out) if (Path(out) / "checkpoint.pt").exists() else None
-        return "interrupted before training began" + (f"; resume with: {again}" if again else "")
-    where = f"interrupted at step {stop.step} of {stop.total}"
-    if stop.checkpoint is None:
-        return (
-            f"{where}, before its first checkpoint (--checkpoint-every): nothing to resume; start again "
-            f"with: {resume_command(argv, stop.out, '--overwrite')}"
-        )
-    return f"{where}; resume from the checkpoint of step {stop.checkpoint} with: {resume_command(argv, stop.out)}"
-
-
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     flags, args, defaults = command_line(argv)
@@ -515,7 +490,7 @@ def main(argv=None):
         flags.fail(err)
     except KeyboardInterrupt as stop:  # Ctrl-C: one line, no traceback; 130, the shell's code for SIGINT
         if int(os.environ.get("RANK", 0)) == 0:
-            print(f"\n{_stopped(stop, argv, cfg.run.out)}", file=sys.stderr)
+            print(f"\n{stop_line(stop, argv, cfg.run.out)}", file=sys.stderr)
         sys.exit(130)
     if (out / "test_summary.csv").exists():
         print(pd.read_csv(out / "test_summary.csv").to_string(index=False))

@@ -1,5 +1,6 @@
 """A standard-library client for any OpenAI-compatible `/chat/completions` endpoint, and a
 resumable runner that appends one JSON line per question to an answers file.
+(Over 500 lines: the client and its runner share the refusals that keep a key and an answers file safe.)
 
 Base URL and key come only from the environment (WORKBENCH_LLM_BASE_URL, WORKBENCH_LLM_API_KEY);
 the key is sent in the Authorization header and nowhere else: not in repr, logs or exceptions.

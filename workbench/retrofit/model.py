@@ -1,4 +1,5 @@
 """NumberLM: a Hugging Face causal LM with a workbench number encoding.
+(Over 500 lines: loading, the number path, generation and saving of one model class.)
 
     lm = NumberLM.from_pretrained("path/to/model", "bittokens")  # any local causal LM folder
     lm.add_lora(rank=16)                                          # optional: adapters + number path

@@ -17,34 +17,15 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import zlib
-from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
 
 from .base import Task
+from .registry import _REGISTRY, register, registered  # noqa: F401 (tasks.register, tasks.registered)
 from .sampling import PAPER, SPLITS, Regime, split_of
 
-_REGISTRY: dict[str, Task] = {}
 _SPLIT_SHARE = {"train": 0.8, "val": 0.1, "test": 0.1}
-
-
-def register(task: Task) -> Task:
-    """Make `task` available under its name (registration order = the order of `names()`)."""
-    if task.name in _REGISTRY:
-        raise ValueError(f"task {task.name!r} is registered twice")
-    _REGISTRY[task.name] = task
-    return task
-
-
-@contextmanager
-def registered(task: Task):
-    """Register `task` for the duration of a `with` block (a task defined in a test)."""
-    register(task)
-    try:
-        yield task
-    finally:
-        del _REGISTRY[task.name]
 
 
 def get(name: str) -> Task:

@@ -14,9 +14,9 @@ import pandas as pd
 
 from .. import metrics
 from . import difficulty as dif
-from . import register
 from .base import ARITHMETIC_PROMPT, Task, parse_float
 from .exact import EPS_LD, decade, fmt_all, fraction, pow10, round_fast, round_fraction, settle, to_float, value_ld
+from .registry import register
 from .sampling import (
     HIGH,
     LOW,

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from . import difficulty as dif
-from . import register
 from .arithmetic import in_range, score_numbers
 from .base import ARITHMETIC_PROMPT, Task
 from .exact import (
@@ -27,6 +26,7 @@ from .exact import (
     to_float,
     value_ld,
 )
+from .registry import register
 from .sampling import numbers, question_hash
 
 MAX_ROOT = 9

@@ -38,7 +38,6 @@ import pandas as pd
 
 from .. import metrics
 from . import difficulty as dif
-from . import register
 from .arithmetic import in_range, score_numbers
 from .base import ARITHMETIC_PROMPT, HEADER_LIST, NO_TOOLS, NUMERIC_ANSWER, Task, accuracy, parse_float
 from .exact import (
@@ -53,6 +52,7 @@ from .exact import (
     settle,
     value_ld,
 )
+from .registry import register
 from .sampling import HIGH, LOW, decades, question_hash, round_to_digits
 
 MAX_LEN, CANDIDATES = 5, 32

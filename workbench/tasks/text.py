@@ -12,8 +12,8 @@ so its samples stay the same). The frame's `topic` names the document: the shipp
 import numpy as np
 import pandas as pd
 
-from . import register
 from .base import Task
+from .registry import register
 from .sampling import SPLITS, question_hash, split_of
 from .text_sources import corpus
 
