@@ -166,7 +166,7 @@ display(results)
 # %%
 fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.12,
                     subplot_titles=["test score per task (95 % bootstrap interval)",
-                                    "held-out text perplexity (open: before fine-tuning, filled: after)"])
+                                    "held-out text perplexity<br>(open: before fine-tuning, filled: after)"])
 for encoding in encodings:
     part = scores[scores.encoding == encoding].set_index("task").loc[list(task_list)]
     fig.add_trace(go.Bar(x=list(task_list), y=part.score, name=LABELS[encoding], marker_color=COLORS[encoding],
@@ -178,7 +178,7 @@ for encoding in encodings:
                              line=dict(color=COLORS[encoding]), showlegend=False,
                              hovertemplate="%{y:.1f}<extra></extra>"), 1, 2)
 fig.update_yaxes(title_text="mean log-sMAPE score (0 to 1)", rangemode="tozero", row=1, col=1)
-fig.update_yaxes(title_text="perplexity of the text tokens (log scale)", type="log", row=1, col=2)
+fig.update_yaxes(title_text="text-token perplexity (log scale)", type="log", row=1, col=2)
 fig.update_xaxes(title_text="task", row=1, col=1)
 fig.update_xaxes(title_text="numbers read as", row=1, col=2)
 where = "the pretrained stand-in" if model is None else Path(str(model)).name
