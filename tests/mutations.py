@@ -609,7 +609,7 @@ MUTATIONS = [
     # speed-ups that must keep every bit (issue 29)
     M(
         "workbench/optim.py",
-        '**({"fused": True} if on_gpu else {"foreach": True})',
+        '**({"fused": True} if on_gpu else {"foreach": True}),',
         "",
         "Adam back to one call per tensor (foreach off)",
         ["tests/test_optim.py::test_adam_runs_foreach_and_steps_bit_for_bit_like_torchs_per_tensor_adam"],
