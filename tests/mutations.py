@@ -871,6 +871,13 @@ def original_text(copy: Path, m: Mutation) -> str:
         raise SystemExit(
             f"STALE MUTATION LIST: {m.path} holds {found} copies of {m.original!r} (need exactly 1): {m.description}"
         )
+    if m.path.endswith(".py"):  # a planted bug that breaks the syntax would count as caught by any test
+        try:
+            compile(text.replace(m.original, m.replacement), m.path, "exec")
+        except SyntaxError as err:
+            raise SystemExit(
+                f"MUTATION DOES NOT COMPILE: {m.description} ({m.path}: {err.msg}, line {err.lineno})"
+            ) from None
     return text
 
 
