@@ -1185,6 +1185,7 @@ GOOD_FIELDS = {
 
 
 def train_cases(rng, folder):
+    from workbench import rundir
     from workbench import train as T  # the training loop's checks, imported only for this category
 
     small = dict(preset="cpu-tiny", batch_size=2, tokens=1024.0, threads=1)
@@ -1217,18 +1218,18 @@ def train_cases(rng, folder):
         (out / rng.choice(["metrics.jsonl", "best.pt", "config.json"])).write_text("{}")
         cfg = T.TrainConfig.of(**small, out=str(out))
         yield (
-            (lambda cfg=cfg: refused(T._prepare_run_dir(cfg, resume=True, rank=0))),
+            (lambda cfg=cfg: refused(rundir.prepare(cfg, resume=True, rank=0))),
             (FileNotFoundError,),
             ("--resume",),
         )
         yield (
-            (lambda cfg=cfg: refused(T._prepare_run_dir(cfg, resume=False, rank=0))),
+            (lambda cfg=cfg: refused(rundir.prepare(cfg, resume=False, rank=0))),
             (FileExistsError,),
             ("--overwrite",),
         )
         bad = out / "checkpoint.pt"
         bad.write_bytes(bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 200))))
-        yield (lambda bad=bad: refused(T.load_checkpoint(bad))), (ValueError,), ("corrupt",)
+        yield (lambda bad=bad: refused(rundir.load_checkpoint(bad))), (ValueError,), ("corrupt",)
     huge = T.TrainConfig.of(**{**small, "batch_size": 64}, context=65536)
     yield (lambda: refused(T.check_memory(huge, 2100))), (MemoryError,), ("--batch-size",)
 
@@ -2176,6 +2177,17 @@ def within_bounds(name, key, value) -> bool:
     if key == "study_dir" and value is not None:  # folders that exist (relative: to the checkout), 1 to 20 of them
         folders = [value] if isinstance(value, str) else value
         return 1 <= len(folders) <= 20 and all((notebooks.ROOT / Path(f).expanduser()).is_dir() for f in folders)
+    place = (notebooks.ROOT / Path(value).expanduser()) if isinstance(value, str) else None
+    if key == "official_data" and place is not None:  # "auto" or a folder that exists
+        return value == "auto" or place.is_dir()
+    if key == "answers_dir" and place is not None:
+        return place.is_dir()
+    if key == "results_csv" and place is not None:
+        return place.is_file()
+    if key == "model" and place is not None:  # a packaged model's name or a model folder
+        from workbench.retrofit.hub import KNOWN
+
+        return value in KNOWN or place.is_dir()
     if key == "preset" and isinstance(value, str):
         return value in ("cpu-tiny", "cpu-small", "paper")
     if key == "tasks" and isinstance(value, str):
