@@ -40,6 +40,7 @@ def faults_per_step(side: str, out) -> dict:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt is Linux only")
+@pytest.mark.slow
 def test_training_steps_reuse_their_memory_instead_of_faulting_in_pages(tmp_path):
     default, kept = faults_per_step("default", tmp_path / "default"), faults_per_step("kept", tmp_path / "kept")
     assert kept["took"] is True

@@ -57,6 +57,7 @@ def kill_after_first_checkpoint(run: Path) -> None:
     os.kill(int((run / ".lock").read_text().split()[0]), signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_submitit_local_gives_the_local_rows_and_resumes_a_killed_job(tmp_path, monkeypatch, capsys):
     """Bugs: a job's results read differently from the local executor's; a killed job hangs the
     plan, stops the others or is reported as finished; a finished run is resubmitted; a killed

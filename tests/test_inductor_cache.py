@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 PROBE = "import os, workbench, torch._dynamo; print(os.environ['TORCHINDUCTOR_CACHE_DIR'])"
 
 
@@ -17,6 +19,7 @@ def _cache_dir(**env) -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.slow
 def test_a_forced_capability_gets_its_own_cache_and_a_chosen_cache_is_kept(tmp_path):
     default = _cache_dir()
     forced = _cache_dir(ATEN_CPU_CAPABILITY="avx2")

@@ -140,6 +140,7 @@ def test_paper_figures_notebook_reproduces_table_1_from_the_released_answers(tmp
     assert float(found[1]) <= 0.05 and int(found[2]) == 117
 
 
+@pytest.mark.slow
 def test_figure_4_draws_each_study_bar_inside_its_own_interval(tmp_path, part="multitask"):
     """Bug: notebook 04 draws one study's error bars over another study's bars. Every bar of Figure
     4's third row is the mean over seeds of the results table's rows for that part, encoding, task

@@ -433,6 +433,7 @@ def _copy(folder, to):
     return to
 
 
+@pytest.mark.slow
 def test_a_bf16_llama_retrofits_trains_and_writes_a_number_after_reloading_in_a_fresh_process(hf_tokenizer, tmp_path):
     """A tiny Llama saved in bfloat16 fine-tunes with --dtype bfloat16 (float32 master weights),
     is saved in bfloat16 with a float32 head, and a fresh process reloads it and writes a number

@@ -208,6 +208,7 @@ def test_a_resume_may_change_what_only_the_final_test_reads(tmp_path):
     assert len(T.pd.read_csv(out / "test_samples.csv")) == 6
 
 
+@pytest.mark.slow
 def test_two_processes_never_write_into_one_run_directory(tmp_path):
     """Bug: two runs started into one --out both write (every step logged twice, files from either).
     A second process is refused at once -- a new run, an --overwrite, a --resume -- in one line

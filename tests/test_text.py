@@ -237,6 +237,7 @@ def _other_interpreter():
     return None
 
 
+@pytest.mark.slow
 def test_a_text_trained_run_gives_the_same_losses_under_another_python_patch_release(tmp_path):
     """Bug: the corpus came from the interpreter's pydoc_data (3.11.2 and 3.11.7 differ), so a
     text-trained run diverged from its first step on another patch release. The other interpreter
