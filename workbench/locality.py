@@ -12,7 +12,9 @@ frequency φ of F(x·y) must read ≥ ceil(log_P |X|) components of each input. 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -155,11 +157,20 @@ def _bit_target(v, position):
     return (float64_bits(v).numpy()[:, position] > 0).astype(np.int64)
 
 
-# Probe encodings: (components [N, k, c] and the position of each, the class of one output component).
+class Probe(NamedTuple):
+    """A probe encoding: its components [N, k, c] and the position of each, the class of one output
+    component, the registered encoding it reads and what of it (for its display name)."""
+
+    components: Callable
+    target: Callable
+    encoding: str
+    reads: str = ""
+
+
 PROBES = {
-    "fone": _fone_of(lambda v: v),
-    "log_fone": _fone_of(torch.log10),
-    "bittokens": (_bits_components, _bit_target),
+    "fone": Probe(*_fone_of(lambda v: v), "fone"),
+    "log_fone": Probe(*_fone_of(torch.log10), "fone", " of log10 x"),
+    "bittokens": Probe(_bits_components, _bit_target, "bittokens", " bits"),
 }
 
 
@@ -172,12 +183,12 @@ def _probe(encoding: str):
 def features(encoding: str, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Components [N, k, c] of an encoding and the position of each component (for windows):
     fone: (cos, sin) per period 10^φ; log_fone: the same of log10 v; bittokens: the 64 bits."""
-    return _probe(encoding)[0](torch.from_numpy(np.asarray(values, dtype=np.float64)))
+    return _probe(encoding).components(torch.from_numpy(np.asarray(values, dtype=np.float64)))
 
 
 def target_component(encoding: str, values: np.ndarray, position: int) -> np.ndarray:
     """The class of one output component: the digit a FoNE period reads, or one bit."""
-    return _probe(encoding)[1](torch.from_numpy(np.asarray(values, dtype=np.float64)), position)
+    return _probe(encoding).target(torch.from_numpy(np.asarray(values, dtype=np.float64)), position)
 
 
 # Output component probed per encoding: a middle digit / bit of the result of 2-3 digit operands.

@@ -17,12 +17,9 @@ SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "star", "cross", "
 
 
 def probe_label(encoding: str) -> str:
-    """The display name of a probe encoding of `locality.PROBES`."""
-    if encoding == "log_fone":
-        return f"{encoders.label('fone')} of log10 x"
-    if encoding == "bittokens":
-        return f"{encoders.label('bittokens')} bits"
-    return encoders.label(encoding)
+    """The display name of a probe encoding of `locality.PROBES`: its encoding's and what it reads."""
+    probe = locality.PROBES.get(encoding)
+    return encoders.label(encoding) if probe is None else encoders.label(probe.encoding) + probe.reads
 
 
 def window_entropy_figure(best: pd.DataFrame, digits: int, P: int) -> go.Figure:
