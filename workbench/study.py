@@ -657,6 +657,25 @@ def fig4_results(table: pd.DataFrame, part: str = "multitask") -> pd.DataFrame:
     ]
 
 
+def _interval_band(x: list, part: pd.DataFrame, color: str, encoding: str):
+    """The shaded 95 % interval of one encoding's line (a plotly Scatter): part.high along x, then
+    part.low back."""
+    import plotly.graph_objects as go
+
+    return go.Scatter(
+        x=x + x[::-1],
+        y=list(part.high) + list(part.low[::-1]),
+        mode="lines",
+        fill="toself",
+        fillcolor=color,
+        opacity=0.18,
+        line=dict(width=0),
+        hoverinfo="skip",
+        showlegend=False,
+        legendgroup=encoding,
+    )
+
+
 def precision_figure(intervals: pd.DataFrame):
     """Study 1: score against the operands' significant digits, one line per encoding with its
     95 % interval band; log-sMAPE (top) and exact match (bottom), multiplication and division."""
@@ -689,22 +708,7 @@ def precision_figure(intervals: pd.DataFrame):
                 if part.empty:
                     continue
                 color = plots.encoding_color("bittokens" if encoding == VARIANT else encoding)
-                fig.add_trace(
-                    go.Scatter(
-                        x=list(part.digits) + list(part.digits[::-1]),
-                        y=list(part.high) + list(part.low[::-1]),
-                        mode="lines",
-                        fill="toself",
-                        fillcolor=color,
-                        opacity=0.18,
-                        line=dict(width=0),
-                        hoverinfo="skip",
-                        showlegend=False,
-                        legendgroup=encoding,
-                    ),
-                    row=i,
-                    col=j,
-                )
+                fig.add_trace(_interval_band(list(part.digits), part, color, encoding), row=i, col=j)
                 fig.add_trace(
                     go.Scatter(
                         x=part.digits,
@@ -906,22 +910,7 @@ def budget_figure(intervals: pd.DataFrame, metric: str = "log_smape"):
                 color = plots.encoding_color("bittokens" if encoding == VARIANT else encoding)
                 dodge = 10 ** (0.04 * (k - (len(names) - 1) / 2))  # side by side on the log axis, not on top
                 x = list(part.budget / 1e6 * dodge)
-                fig.add_trace(
-                    go.Scatter(
-                        x=x + x[::-1],
-                        y=list(part.high) + list(part.low[::-1]),
-                        mode="lines",
-                        fill="toself",
-                        fillcolor=color,
-                        opacity=0.18,
-                        line=dict(width=0),
-                        hoverinfo="skip",
-                        showlegend=False,
-                        legendgroup=encoding,
-                    ),
-                    row=i,
-                    col=j,
-                )
+                fig.add_trace(_interval_band(x, part, color, encoding), row=i, col=j)
                 fig.add_trace(
                     go.Scatter(
                         x=x,
