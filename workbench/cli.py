@@ -99,6 +99,18 @@ def values_of(args: dict, cls, skip=()) -> dict:
     return out
 
 
+def add_encoding_option(parser: argparse.ArgumentParser) -> None:
+    """--encoding-option KEY=VALUE (repeatable), as every command that takes an encoding reads it
+    (config.encoding_options parses the pairs)."""
+    parser.add_argument(
+        "--encoding-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the encoding (repeatable)",
+    )
+
+
 def unknown(kind: str, value, options) -> str:
     """ "unknown encoding 'bittoken'; did you mean 'bittokens'? (choices: ...)": the message for a
     name that is not one of `options`, with the nearest ones first."""

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from . import encoders, tasks
 from .balancing import CAPS
-from .cli import Parser, add_arguments, check_choices, flag, setting, values_of
+from .cli import Parser, add_arguments, add_encoding_option, check_choices, flag, setting, values_of
 from .curriculum import ENDGAMES
 from .curriculum_authors import RULES as CURRICULUM_RULES
 from .gpt_config import ACTIVATION_NAMES, ATTENTIONS, INITS, LOSSES, NORMS, PRESETS, preset
@@ -530,13 +530,7 @@ def parser(defaults: TrainConfig, prog: str = "python -m workbench.train") -> ar
         help="a named configuration whose values the other flags override",
     )
     out.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint.pt")
-    out.add_argument(
-        "--encoding-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an option of the encoding (repeatable)",
-    )
+    add_encoding_option(out)
     add_flags(out, defaults)
     add_arguments(out.add_argument_group("optimizer (appendix C.1)"), OptimConfig, defaults.optim)
     for action in out._actions:

@@ -381,7 +381,7 @@ class Tokenizer:
 
 def main(argv=None) -> None:
     """python -m workbench.tokenizer ENCODING TEXT [--encoding-option K=V ...]: the tokens of TEXT."""
-    from .cli import Parser
+    from .cli import Parser, add_encoding_option
     from .config import encoding_options
 
     parser = Parser(
@@ -389,13 +389,7 @@ def main(argv=None) -> None:
     )
     parser.add_argument("encoding", choices=encoders.known(), help="the number encoding")
     parser.add_argument("text", help="the text to tokenize, e.g. 'x=3.14'")
-    parser.add_argument(
-        "--encoding-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an option of the encoding (repeatable)",
-    )
+    add_encoding_option(parser)
     args = parser.parse_args(argv)
     try:
         tok = Tokenizer(encoders.get(args.encoding, **encoding_options(args.encoding_option)))

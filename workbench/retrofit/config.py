@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from .. import encoders, tasks
-from ..cli import Parser, check_choices, flag, setting
+from ..cli import Parser, add_encoding_option, check_choices, flag, setting
 from ..config import GROUPS, BalanceArgs, DataArgs, DifficultyArgs, EvalArgs, Grouped, RunArgs, add_flags
 from .hub import DTYPES, KNOWN
 
@@ -141,13 +141,7 @@ def parser() -> argparse.ArgumentParser:
         "own digit tokens) on the workbench's tasks; the model is saved in OUT/model.",
         epilog=f"Encoding options (--encoding-option KEY=VALUE) and their defaults: {options}",
     )
-    parser.add_argument(
-        "--encoding-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an option of the encoding (repeatable)",
-    )
+    add_encoding_option(parser)
     add_flags(parser, RetrofitConfig(model="-"), skip=SKIPPED)
     return parser
 
