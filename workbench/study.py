@@ -545,6 +545,43 @@ def _merged(frame: pd.DataFrame, more: pd.DataFrame, cells: pd.MultiIndex) -> pd
     return pd.concat(parts, ignore_index=True) if parts else more
 
 
+def publish(folder, studies, into=PUBLISHED) -> dict[str, int]:
+    """Append the cells of `studies` (study names: "budget_3M") that study folder `folder` holds to
+    the published tables in `into`: results, intervals and, where `folder` holds Study 3's scorings
+    on other questions, their cells (`other_question_cells`). Every byte already published stays
+    as it is: the new rows go at the end of each file, in its column order, so a study that takes
+    several sessions is published cell by cell. A cell already published is refused, not replaced,
+    and nothing is written unless every file can take its rows. Returns {file name: rows added}."""
+    folder, into, studies = Path(folder).expanduser(), Path(into), list(studies)
+    table, intervals = read_study(folder)
+    frames = {RESULTS_FILE: (table, CELL), INTERVALS_FILE: (intervals, CELL)}
+    if any((folder / name).exists() for name in SCORINGS):
+        frames[OTHER_QUESTIONS_FILE] = (other_question_cells(folder), CELL + ["scoring"])
+    if absent := [s for s in studies if not len(table) or s not in set(table.study)]:
+        raise ValueError(f"{folder} holds no results of {absent}; it holds {sorted(set(table.get('study', [])))}")
+    texts = {}
+    for name, (frame, key) in frames.items():
+        rows = frame[frame.study.isin(studies)]
+        path = into / name
+        if not path.exists():
+            texts[path] = rows.to_csv(index=False), len(rows)
+            continue
+        old = path.read_text()
+        header = old.splitlines()[0].split(",")
+        if sorted(header) != sorted(rows.columns):
+            raise ValueError(f"{path} has columns {header}; {folder / name} has {list(rows.columns)}")
+        published = set(map(tuple, _read_table(path)[key].astype(str).to_numpy()))
+        if clash := sorted(published & set(map(tuple, rows[key].astype(str).to_numpy()))):
+            raise ValueError(
+                f"{path} already holds {len(clash)} of these cells, e.g. {clash[0]}: published cells are never replaced"
+            )
+        new = rows[header].to_csv(index=False, header=False)
+        texts[path] = old + ("" if old.endswith("\n") else "\n") + new, len(rows)
+    for path, (text, _) in texts.items():
+        write_atomic(path, lambda tmp, text=text: Path(tmp).write_text(text))
+    return {path.name: added for path, (_, added) in texts.items()}
+
+
 def collect(runs: list[Run], out: Path) -> pd.DataFrame:
     """One row per run, task and metric, from each run's test_summary.csv."""
     rows = []
