@@ -3,6 +3,7 @@ house's short errors (`cli.Parser`): one line naming what was wrong, no usage du
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,32 @@ def test_help_and_a_typo_are_answered_without_importing_torch(module, args):
     assert loaded == "[]", f"{module} {' '.join(args)} imported {loaded}"
     if args == ["--help"]:
         assert done.stdout.startswith(f"usage: python -m {module}"), done.stdout[:200]
+
+
+SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+SCRIPT_PROBE = """
+import importlib, sys
+module, function = sys.argv[1].split(":")
+sys.argv = [sys.argv[2], *sys.argv[3:]]
+try:
+    getattr(importlib.import_module(module), function)()
+except SystemExit as stop:
+    print("exit", stop.code, file=sys.stderr)
+print(sorted(m for m in ("torch", "transformers", "einops", "peft", "jupytext", "papermill") if m in sys.modules),
+      file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_installed_scripts_answer_help_without_importing_torch(script):
+    """Bug: `workbench-train --help` took 2 s on an idle machine, 4x `python -m workbench.train
+    --help`: its entry point imported workbench.train (torch) before parsing. Every console script
+    of pyproject.toml is called as its wrapper calls it, entry point and all."""
+    done = _run("-c", SCRIPT_PROBE, SCRIPTS[script], script, "--help")
+    *_, status, loaded = done.stderr.strip().splitlines()
+    assert status == "exit 0", done.stderr
+    assert loaded == "[]", f"{script} --help imported {loaded}"
+    assert done.stdout.startswith("usage:"), done.stdout[:200]
 
 
 def test_the_encodings_listed_without_torch_are_the_registry():
