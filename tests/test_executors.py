@@ -245,3 +245,76 @@ def test_a_failed_run_is_reported_when_it_fails_not_only_at_the_end(tmp_path, mo
     with pytest.raises(RunsFailed, match="1 of 2 runs failed"):
         run_all({"bad": TINY, "good": TINY}, tmp_path, jobs=1)
     assert (tmp_path / "good").is_dir()
+
+
+# A plan of three runs on two workers, stopped by Ctrl-C (SIGINT to the whole process group, as a
+# terminal sends it), with the command's own one line.
+CTRL_C_PLAN = """
+import sys
+from pathlib import Path
+
+from workbench.config import TrainConfig
+from workbench.executors import run_all
+
+if __name__ == "__main__":
+    cfg = TrainConfig.of(preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 400, pool_size=100, val_samples=4,
+                         test_samples=4, eval_every=100, checkpoint_every=2, threads=1)
+    try:
+        run_all({"a": cfg, "b": cfg.updated(seed=1), "c": cfg.updated(seed=2)}, Path(sys.argv[1]), jobs=2)
+    except KeyboardInterrupt:
+        print("\\ninterrupted", file=sys.stderr)
+        sys.exit(130)
+"""
+
+
+def _workers(parent: int) -> list[int]:
+    """The pool's worker processes of `parent` (not its resource tracker)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == parent and b"spawn_main" in command:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["workers_starting", "runs_training"])
+def test_ctrl_c_with_two_jobs_says_one_line_and_ends_every_worker(tmp_path, when):
+    """Bug: Ctrl-C with --jobs 2 printed each worker's traceback when it came while the workers were
+    still importing (and tqdm's semaphores as leaked when it came while they trained). The workers
+    now ignore SIGINT; the plan's process ends them and says its one line; a stopped run's
+    checkpoint loads for the resume."""
+    import subprocess
+    import sys
+
+    (tmp_path / "plan.py").write_text(CTRL_C_PLAN)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, str(tmp_path / "plan.py"), str(out)],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if when == "workers_starting" and len(_workers(proc.pid)) == 2:
+            assert not list(out.glob("*/config.json")), "a worker started training before the signal"
+            break
+        if when == "runs_training" and all((out / r / "checkpoint.pt").exists() for r in "ab"):
+            break
+        time.sleep(0.01)
+    workers = _workers(proc.pid)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err and "leaked" not in err, err[-2000:]
+    assert err.rstrip().endswith("\ninterrupted")
+    assert len(workers) == 2 and not [w for w in workers if Path(f"/proc/{w}").exists()]
+    if when == "runs_training":
+        for run in "ab":
+            assert 2 <= load_checkpoint(out / run / "checkpoint.pt")["state"]["step"] < 400

@@ -23,14 +23,17 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
-from multiprocessing import get_context
+from multiprocessing import active_children, get_context
 from pathlib import Path
 
 import pandas as pd
@@ -162,14 +165,47 @@ def _run_here(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str) -> t
             except (ValueError, OSError, RuntimeError, MemoryError) as err:
                 failed[name] = _failed(name, err)
         return results, failed
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+    with _workers_ignore_ctrl_c():  # the pool spawns its workers here, at the first submissions
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_starts)
         futures = {pool.submit(_one, cfg, out / name, overwrite): name for name, cfg in runs.items()}
-        for future in tqdm(as_completed(futures), total=len(futures), desc=desc):
-            try:
-                results[futures[future]] = future.result()
-            except Exception as err:  # noqa: BLE001 - a worker's failure is reported with the others
-                failed[futures[future]] = _failed(futures[future], err)
+    with pool:
+        try:
+            for future in tqdm(as_completed(futures), total=len(futures), desc=desc):
+                try:
+                    results[futures[future]] = future.result()
+                except Exception as err:  # noqa: BLE001 - a worker's failure is reported with the others
+                    failed[futures[future]] = _failed(futures[future], err)
+        except KeyboardInterrupt:  # the workers ignore it: end them, or the pool would wait for their runs
+            pool.shutdown(wait=False, cancel_futures=True)
+            for worker in active_children():
+                worker.terminate()  # a run resumes from its last checkpoint, written whole (write_atomic)
+                worker.join()
+            raise
     return results, failed
+
+
+def _worker_starts() -> None:
+    """A worker's bars share a thread lock, not tqdm's default one across processes: a worker ended
+    at Ctrl-C would leave that lock's semaphore behind, and the resource tracker report it as leaked."""
+    from tqdm import tqdm as bars
+
+    bars.set_lock(threading.RLock())
+
+
+@contextmanager
+def _workers_ignore_ctrl_c():
+    """Processes spawned inside ignore SIGINT from their first instruction (an ignored signal stays
+    ignored through exec, and Python then installs no KeyboardInterrupt). Ctrl-C reaches every
+    process of the terminal's group: a worker still importing printed a traceback of the import, and
+    one idle between runs another, while the plan's own process ends them all and says one line."""
+    if threading.current_thread() is not threading.main_thread():  # signals belong to the main thread
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _run_as_jobs(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str, executor: Executor) -> tuple[dict, dict]:
