@@ -1,5 +1,6 @@
-"""study.publish: a study folder's cells appended to the published tables, every published byte
-kept, a published cell never replaced, nothing written when any file refuses."""
+"""study.publish: a study folder's complete cells appended to the published tables, every published
+byte kept, the same folder published twice adding nothing, a published cell never replaced,
+nothing written when any file refuses."""
 
 import pandas as pd
 import pytest
@@ -71,7 +72,7 @@ def test_publish_appends_new_cells_and_keeps_every_published_byte(tmp_path):
     new = _folder(tmp_path / "runs", "budget_3M", scored=True)
     _folder(tmp_path / "runs" / "other", "budget_10M")  # another folder's cells are not touched
 
-    added = study.publish(new, ["budget_3M"], into=published)
+    added = study.publish(new, ["budget_3M"], seeds=3, into=published)
 
     assert added == {study.RESULTS_FILE: 12, study.INTERVALS_FILE: 4, study.OTHER_QUESTIONS_FILE: 2}
     for name, old in before.items():
@@ -85,13 +86,29 @@ def test_publish_appends_new_cells_and_keeps_every_published_byte(tmp_path):
     assert set(cells.scoring) == {"authors_test_sets"} and (cells.runs == 3).all()
     assert cells.score.tolist() == pytest.approx([0.375, 0.375])  # (0 + .25 + .5 + .75) / 4 for every run
 
+    after = {p.name: p.read_bytes() for p in published.iterdir()}
+    assert study.publish(new, ["budget_3M"], seeds=3, into=published) == dict.fromkeys(added, 0)  # again: nothing new
+    assert {p.name: p.read_bytes() for p in published.iterdir()} == after
 
-def test_publish_refuses_a_published_cell_and_writes_nothing(tmp_path):
+
+def test_publish_refuses_a_published_cell_with_other_rows_and_writes_nothing(tmp_path):
     published = _folder(tmp_path / "results", "budget_1M")
     before = {p.name: p.read_bytes() for p in published.iterdir()}
     again = _folder(tmp_path / "runs", "budget_1M", seeds=(0, 1, 2, 3))
-    with pytest.raises(ValueError, match="already holds 2 of these cells.*never replaced"):
-        study.publish(again, ["budget_1M"], into=published)
+    with pytest.raises(ValueError, match="already holds 2 of these cells with other rows.*never replaced"):
+        study.publish(again, ["budget_1M"], seeds=3, into=published)
+    assert {p.name: p.read_bytes() for p in published.iterdir()} == before
+
+
+def test_publish_leaves_out_a_cell_with_fewer_seeds(tmp_path):
+    published = _folder(tmp_path / "results", "budget_1M")
+    before = {p.name: p.read_bytes() for p in published.iterdir()}
+    short = _folder(tmp_path / "runs", "budget_10M", seeds=(0, 1))
+    with pytest.warns(UserWarning, match="left out, fewer than 3 seeds: .*budget_10M"):
+        assert study.publish(short, ["budget_10M"], seeds=3, into=published) == {
+            study.RESULTS_FILE: 0,
+            study.INTERVALS_FILE: 0,
+        }
     assert {p.name: p.read_bytes() for p in published.iterdir()} == before
 
 
@@ -99,4 +116,4 @@ def test_publish_names_a_study_the_folder_does_not_hold(tmp_path):
     published = _folder(tmp_path / "results", "budget_1M")
     new = _folder(tmp_path / "runs", "budget_3M")
     with pytest.raises(ValueError, match=r"holds no results of \['budget_10M'\].*budget_3M"):
-        study.publish(new, ["budget_3M", "budget_10M"], into=published)
+        study.publish(new, ["budget_3M", "budget_10M"], seeds=3, into=published)

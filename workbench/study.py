@@ -545,23 +545,29 @@ def _merged(frame: pd.DataFrame, more: pd.DataFrame, cells: pd.MultiIndex) -> pd
     return pd.concat(parts, ignore_index=True) if parts else more
 
 
-def publish(folder, studies, into=PUBLISHED) -> dict[str, int]:
-    """Append the cells of `studies` (study names: "budget_3M") that study folder `folder` holds to
-    the published tables in `into`: results, intervals and, where `folder` holds Study 3's scorings
-    on other questions, their cells (`other_question_cells`). Every byte already published stays
-    as it is: the new rows go at the end of each file, in its column order, so a study that takes
-    several sessions is published cell by cell. A cell already published is refused, not replaced,
-    and nothing is written unless every file can take its rows. Returns {file name: rows added}."""
+def publish(folder, studies, seeds: int, into=PUBLISHED) -> dict[str, int]:
+    """Append the cells of `studies` (study names: "budget_3M") that study folder `folder` holds
+    with all `seeds` seeds to the published tables in `into`: results, intervals and, where `folder`
+    holds Study 3's scorings on other questions, their cells (`other_question_cells`). Every byte
+    already published stays as it is: the new rows go at the end of each file, in its column
+    order, so a study that takes several sessions is published cell by cell, and publishing the
+    same folder again adds only what is new. A published cell is never replaced: one that the
+    folder holds with other rows is refused, and nothing is written unless every file can take
+    its rows. Cells with fewer seeds are left out, named in a warning. Returns {file: rows added}."""
     folder, into, studies = Path(folder).expanduser(), Path(into), list(studies)
     table, intervals = read_study(folder)
+    if absent := [s for s in studies if not len(table) or s not in set(table.study)]:
+        raise ValueError(f"{folder} holds no results of {absent}; it holds {sorted(set(table.get('study', [])))}")
+    chosen = intervals[intervals.study.isin(studies)]
+    if short := sorted(set(map(tuple, chosen.loc[chosen.seeds < seeds, CELL].to_numpy()))):
+        warnings.warn(f"left out, fewer than {seeds} seeds: {short}", stacklevel=2)
+    complete = pd.MultiIndex.from_frame(chosen.loc[chosen.seeds >= seeds, CELL])
     frames = {RESULTS_FILE: (table, CELL), INTERVALS_FILE: (intervals, CELL)}
     if any((folder / name).exists() for name in SCORINGS):
         frames[OTHER_QUESTIONS_FILE] = (other_question_cells(folder), CELL + ["scoring"])
-    if absent := [s for s in studies if not len(table) or s not in set(table.study)]:
-        raise ValueError(f"{folder} holds no results of {absent}; it holds {sorted(set(table.get('study', [])))}")
     texts = {}
     for name, (frame, key) in frames.items():
-        rows = frame[frame.study.isin(studies)]
+        rows = frame[pd.MultiIndex.from_frame(frame[CELL]).isin(complete)]
         path = into / name
         if not path.exists():
             texts[path] = rows.to_csv(index=False), len(rows)
@@ -570,16 +576,30 @@ def publish(folder, studies, into=PUBLISHED) -> dict[str, int]:
         header = old.splitlines()[0].split(",")
         if sorted(header) != sorted(rows.columns):
             raise ValueError(f"{path} has columns {header}; {folder / name} has {list(rows.columns)}")
-        published = set(map(tuple, _read_table(path)[key].astype(str).to_numpy()))
-        if clash := sorted(published & set(map(tuple, rows[key].astype(str).to_numpy()))):
+        lines = rows[header].to_csv(index=False, header=False).splitlines()
+        cells = [tuple(c) for c in rows[key].astype(str).to_numpy()]
+        published = _lines_by_cell(path, key)
+        again = {c for c in cells if c in published}
+        if changed := sorted(c for c in again if published[c] != sorted(ln for ln, k in zip(lines, cells) if k == c)):
             raise ValueError(
-                f"{path} already holds {len(clash)} of these cells, e.g. {clash[0]}: published cells are never replaced"
+                f"{path} already holds {len(changed)} of these cells with other rows, e.g. {changed[0]}: "
+                "a published cell is never replaced"
             )
-        new = rows[header].to_csv(index=False, header=False)
-        texts[path] = old + ("" if old.endswith("\n") else "\n") + new, len(rows)
+        new = [ln for ln, c in zip(lines, cells) if c not in again]
+        texts[path] = old + ("" if old.endswith("\n") or not new else "\n") + "".join(f"{ln}\n" for ln in new), len(new)
     for path, (text, _) in texts.items():
         write_atomic(path, lambda tmp, text=text: Path(tmp).write_text(text))
     return {path.name: added for path, (_, added) in texts.items()}
+
+
+def _lines_by_cell(path: Path, key: list[str]) -> dict[tuple, list[str]]:
+    """A published table's lines (as written) grouped by cell, each cell's lines sorted."""
+    lines = path.read_text().splitlines()[1:]
+    cells = [tuple(c) for c in _read_table(path)[key].astype(str).to_numpy()] if lines else []
+    grouped: dict[tuple, list[str]] = {}
+    for line, cell in zip(lines, cells):
+        grouped.setdefault(cell, []).append(line)
+    return {cell: sorted(group) for cell, group in grouped.items()}
 
 
 def collect(runs: list[Run], out: Path) -> pd.DataFrame:
