@@ -490,3 +490,8 @@ def test_study3_models_join_the_frontier_figure_as_stars_on_their_tasks():
     assert drawn == expected
     bit = next(t for t in stars if "BitTokens" in t.name)
     assert bit.marker.color == plots.encoding_color("bittokens")
+    # a second budget: its stars drawn larger, so that the two models do not coincide
+    longer = study.frontier_points(cells.assign(study="budget_3M", score=cells.score + 0.1))
+    fig = pf.tokens_figure(pf.frontier_from_tables(), pd.concat([ours, longer], ignore_index=True))
+    size = {t.name.split(" (")[1].split(")")[0]: t.marker.size for t in fig.data if t.marker.symbol == "star"}
+    assert size["1M tokens"] < size["3M tokens"], size

@@ -274,8 +274,9 @@ OURS_SETTING = "workbench model, trained"  # Study 3's models beside the frontie
 
 def tokens_figure(frontier: pd.DataFrame, ours: pd.DataFrame | None = None) -> go.Figure:
     """Figure 3: mean tokens per problem against score, one panel per task. `ours`: rows of the
-    workbench's own models on the same questions (model, task, tokens, performance in 0..1), drawn
-    with a star in the panels of their tasks."""
+    workbench's own models on the same questions (model, task, tokens, performance in 0..1, and
+    optionally budget: training tokens), drawn with a star in the panels of their tasks, larger
+    for a larger budget."""
     data = frontier.assign(setting=_setting(frontier["reasoning"]))
     colors, symbols, order = dict(MODEL_COLORS), dict(SETTING_SYMBOL), list(MODELS)
     if ours is not None and len(ours):
@@ -303,6 +304,10 @@ def tokens_figure(frontier: pd.DataFrame, ours: pd.DataFrame | None = None) -> g
     )
     _facet_titles(fig)
     fig.update_traces(marker=dict(size=11, line=dict(width=1.5)))
+    if ours is not None and "budget" in ours:  # one model trained longer: a larger star, else they coincide
+        rank = {b: k for k, b in enumerate(sorted(ours["budget"].unique()))}
+        size = {f"{m}, {OURS_SETTING}": 10 + 6 * rank[b] for m, b in zip(ours["model"], ours["budget"])}
+        fig.for_each_trace(lambda t: t.update(marker_size=size[t.name]) if t.name in size else None)
     fig.update_xaxes(**_log_ticks(1, 10**6), showticklabels=True)
     fig.update_yaxes(range=[0, 105])
     fig.update_layout(
@@ -311,10 +316,14 @@ def tokens_figure(frontier: pd.DataFrame, ours: pd.DataFrame | None = None) -> g
             subtitle=dict(
                 text="score: log-sMAPE for arithmetic, exact-match accuracy for "
                 "MinMax, Interval, Sort; mean over 500 questions per task"
-                + ("; stars: the workbench's models on the same questions" if ours is not None and len(ours) else "")
+                + (
+                    "<br>stars: the workbench's models on the same questions, larger when trained on more tokens"
+                    if ours is not None and len(ours)
+                    else ""
+                )
             ),
         ),
-        margin=dict(t=110),
+        margin=dict(t=160 if ours is not None and len(ours) else 110),
         width=1200,
         height=900,
     )

@@ -439,7 +439,7 @@ def other_question_cells(out) -> pd.DataFrame:
 def frontier_points(cells: pd.DataFrame, digits: int = PAPER_REGIME) -> pd.DataFrame:
     """Study 3's models trained in the paper's regime, scored on the authors' test questions (rows
     of `scored_cells` with scoring "authors_test_sets"), as points of the frontier figure: model
-    label, base encoding (its colour), task, output tokens per answer, score."""
+    label, base encoding (its colour), task, output tokens per answer, score, training tokens."""
     part = cells[(cells.scoring == "authors_test_sets") & (cells.digits == digits)]
     base = {e: "bittokens" if e == VARIANT else e for e in part.encoding.unique()}
     return pd.DataFrame(
@@ -452,6 +452,7 @@ def frontier_points(cells: pd.DataFrame, digits: int = PAPER_REGIME) -> pd.DataF
             "task": part.task,
             "tokens": part.output_tokens,
             "performance": part.score,
+            "budget": part.study.map(budget_of),
         }
     )
 
