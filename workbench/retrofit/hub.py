@@ -82,6 +82,7 @@ def quiet():
             hf_logging.enable_progress_bar()
 
 
+HEAD_FILE = "number_head.safetensors"  # the retrofit's number head, saved beside the base model's weights
 DTYPES = ("auto", "float32", "bfloat16", "float16")  # auto: as the folder's weights are stored
 TOKENIZER_FILES = (
     "tokenizer.json",
@@ -286,7 +287,7 @@ def weight_elements(folder: Path) -> int:
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise ValueError(f"{index} is not a readable weight index: {error}") from None
         files = [folder / n for n in sorted(names)]
-    files = [f for f in files if f.name != "number_head.safetensors"]
+    files = [f for f in files if f.name != HEAD_FILE]
     if not files:
         raise ValueError(
             f"{folder} holds no model weights (model.safetensors): the workbench loads safetensors "

@@ -47,11 +47,11 @@ from ..atomic import write_folder
 from ..encoders.base import NumberEncoding, NumberHead
 from ..model import true_float32
 from .config import BASELINE
-from .hub import KNOWN, check_vocabulary, load_folder, quiet, resolve_model
+from .hub import HEAD_FILE, KNOWN, check_vocabulary, load_folder, quiet, resolve_model
 from .tokens import RetrofitTokenizer
 
 NUMBER_LOSS_WEIGHT = 10.0  # C.1's 10
-HEAD_FILE, META_FILE = "number_head.safetensors", "numeracy.json"
+META_FILE = "numeracy.json"
 FORMAT = "workbench.retrofit 1"
 
 
