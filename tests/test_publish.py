@@ -14,14 +14,12 @@ def _folder(path, name, seeds=(0, 1, 2), scored=False):
     path.mkdir(parents=True, exist_ok=True)
     rows, intervals, answers = [], [], []
     for k, encoding in enumerate(["bittokens_decimal_pool", "single_digit"]):
+        cell = dict(study=name, encoding=encoding, task="division", digits=4)
         for seed in seeds:
             for metric, score in (("log_smape", 0.1 * (k + 1) + 0.01 * seed), ("exact_match", 0.05 * seed)):
                 rows.append(
                     dict(
-                        study=name,
-                        encoding=encoding,
-                        task="division",
-                        digits=4,
+                        **cell,
                         seed=seed,
                         input_tokens=6.0,
                         output_tokens=2.0,
@@ -34,10 +32,7 @@ def _folder(path, name, seeds=(0, 1, 2), scored=False):
                 answers.append(
                     dict(
                         run=f"{name}-{encoding}-seed{seed}",
-                        study=name,
-                        encoding=encoding,
-                        task="division",
-                        digits=4,
+                        **cell,
                         seed=seed,
                         score=0.25 * q,
                         exact=q == 3,
@@ -47,10 +42,7 @@ def _folder(path, name, seeds=(0, 1, 2), scored=False):
         for metric in ("log_smape", "exact_match"):
             intervals.append(
                 dict(
-                    study=name,
-                    encoding=encoding,
-                    task="division",
-                    digits=4,
+                    **cell,
                     metric=metric,
                     mean=0.2,
                     low=0.1,

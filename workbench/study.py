@@ -27,6 +27,7 @@ workbench/generator.py, OUT/cpu-study-generator.csv).
 
 from __future__ import annotations
 
+import io
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -579,7 +580,7 @@ def publish(folder, studies, seeds: int, into=PUBLISHED) -> dict[str, int]:
             raise ValueError(f"{path} has columns {header}; {folder / name} has {list(rows.columns)}")
         lines = rows[header].to_csv(index=False, header=False).splitlines()
         cells = [tuple(c) for c in rows[key].astype(str).to_numpy()]
-        published = _lines_by_cell(path, key)
+        published = _lines_by_cell(old, key)
         again = {c for c in cells if c in published}
         if changed := sorted(c for c in again if published[c] != sorted(ln for ln, k in zip(lines, cells) if k == c)):
             raise ValueError(
@@ -593,10 +594,10 @@ def publish(folder, studies, seeds: int, into=PUBLISHED) -> dict[str, int]:
     return {path.name: added for path, (_, added) in texts.items()}
 
 
-def _lines_by_cell(path: Path, key: list[str]) -> dict[tuple, list[str]]:
-    """A published table's lines (as written) grouped by cell, each cell's lines sorted."""
-    lines = path.read_text().splitlines()[1:]
-    cells = [tuple(c) for c in _read_table(path)[key].astype(str).to_numpy()] if lines else []
+def _lines_by_cell(text: str, key: list[str]) -> dict[tuple, list[str]]:
+    """A published table's lines (its text as written) grouped by cell, each cell's lines sorted."""
+    lines = text.splitlines()[1:]
+    cells = [tuple(c) for c in pd.read_csv(io.StringIO(text))[key].astype(str).to_numpy()] if lines else []
     grouped: dict[tuple, list[str]] = {}
     for line, cell in zip(lines, cells):
         grouped.setdefault(cell, []).append(line)
