@@ -261,9 +261,9 @@ if __name__ == "__main__":
                          test_samples=4, eval_every=100, checkpoint_every=2, threads=1)
     try:
         run_all({"a": cfg, "b": cfg.updated(seed=1), "c": cfg.updated(seed=2)}, Path(sys.argv[1]), jobs=2)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         print("\\ninterrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(getattr(stop, "code", 130))
 """
 
 
@@ -282,12 +282,16 @@ def _workers(parent: int) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("when", ["workers_starting", "runs_training"])
-def test_ctrl_c_with_two_jobs_says_one_line_and_ends_every_worker(tmp_path, when):
+@pytest.mark.parametrize(
+    "when, stop",
+    [("workers_starting", "ctrl_c"), ("runs_training", "ctrl_c"), ("runs_training", "sigterm")],
+)
+def test_a_stopped_plan_of_two_jobs_says_one_line_and_ends_every_worker(tmp_path, when, stop):
     """Bug: Ctrl-C with --jobs 2 printed each worker's traceback when it came while the workers were
-    still importing (and tqdm's semaphores as leaked when it came while they trained). The workers
-    now ignore SIGINT; the plan's process ends them and says its one line; a stopped run's
-    checkpoint loads for the resume."""
+    still importing (and tqdm's semaphores as leaked when it came while they trained); SIGTERM to the
+    plan's process alone (`kill PID`) ended it at once and left its workers training as orphans.
+    Now the plan's process ends them and says its one line, with the shell's code for the signal;
+    a stopped run's checkpoint loads for the resume."""
     import subprocess
     import sys
 
@@ -309,12 +313,21 @@ def test_ctrl_c_with_two_jobs_says_one_line_and_ends_every_worker(tmp_path, when
             break
         time.sleep(0.01)
     workers = _workers(proc.pid)
-    os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err[-2000:]
+    if stop == "ctrl_c":
+        os.killpg(proc.pid, signal.SIGINT)  # a terminal sends Ctrl-C to the whole group
+    else:
+        os.kill(proc.pid, signal.SIGTERM)  # the plan's process alone
+    try:
+        _, err = proc.communicate(timeout=60)
+    finally:  # a worker left behind by a failure here must not train on past the test
+        alive = [w for w in workers if Path(f"/proc/{w}").exists()]
+        for worker in alive:
+            os.kill(worker, signal.SIGKILL)
+    assert not alive, f"{len(alive)} of the plan's workers outlived it"
+    assert proc.returncode == 128 + (signal.SIGINT if stop == "ctrl_c" else signal.SIGTERM), err[-2000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err and "leaked" not in err, err[-2000:]
     assert err.rstrip().endswith("\ninterrupted")
-    assert len(workers) == 2 and not [w for w in workers if Path(f"/proc/{w}").exists()]
+    assert len(workers) == 2
     if when == "runs_training":
         for run in "ab":
             assert 2 <= load_checkpoint(out / run / "checkpoint.pt")["state"]["step"] < 400

@@ -51,6 +51,14 @@ class RunsFailed(RuntimeError):
     """Some runs of a plan failed; the others finished and were kept."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM to the plan's process (`kill PID`, a scheduler's stop), raised where Ctrl-C's
+    KeyboardInterrupt would be, so that it ends the workers the same way; `code` is the exit
+    status a shell gives a process ended by the signal."""
+
+    code = 128 + signal.SIGTERM
+
+
 @dataclass
 class Executor:
     """Where the runs train; the flags of every plan's command."""
@@ -168,14 +176,15 @@ def _run_here(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str) -> t
     with _workers_ignore_ctrl_c():  # the pool spawns its workers here, at the first submissions
         pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_starts)
         futures = {pool.submit(_one, cfg, out / name, overwrite): name for name, cfg in runs.items()}
-    with pool:
+    with pool, _sigterm_stops_the_plan():
         try:
             for future in tqdm(as_completed(futures), total=len(futures), desc=desc):
                 try:
                     results[futures[future]] = future.result()
                 except Exception as err:  # noqa: BLE001 - a worker's failure is reported with the others
                     failed[futures[future]] = _failed(futures[future], err)
-        except KeyboardInterrupt:  # the workers ignore it: end them, or the pool would wait for their runs
+        except KeyboardInterrupt:  # the workers ignore Ctrl-C and never see a SIGTERM sent to this process alone:
+            # end them, or the pool would wait for their runs (or they would train on as orphans)
             pool.shutdown(wait=False, cancel_futures=True)
             for worker in active_children():
                 worker.terminate()  # a run resumes from its last checkpoint, written whole (write_atomic)
@@ -206,6 +215,24 @@ def _workers_ignore_ctrl_c():
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def _sigterm_stops_the_plan():
+    """SIGTERM ended the plan's process at once, and its workers trained on as orphans: within this
+    block it raises `Terminated`, which ends them as Ctrl-C does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise Terminated(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _run_as_jobs(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str, executor: Executor) -> tuple[dict, dict]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -37,7 +38,7 @@ from . import ablations, encoders, generator, study, tasks
 from .atomic import write_atomic
 from .cli import Parser, add_arguments, unknown, values_of
 from .config import TrainConfig
-from .executors import Executor, RunsFailed, run_all
+from .executors import Executor, RunsFailed, Terminated, run_all
 from .locks import InUse, hold
 
 # The paper's multi-task mix (section 6): the comparison and single-step tasks (plus text at scale).
@@ -449,14 +450,14 @@ def main(argv=None):
             print(summarize(table).round(3).to_string(index=False))
     except (ValueError, OSError, ImportError, InUse, RunsFailed, MemoryError) as err:
         parser.fail(err)
-    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback; 130, the shell's code for SIGINT
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: one line, no traceback; the shell's code
         if _rank() == 0:
             print(
-                f"\ninterrupted: the finished runs in {out} are kept and a stopped run resumes from its last "
+                f"\n{'terminated' if isinstance(stop, Terminated) else 'interrupted'}: the finished runs in {out} are kept and a stopped run resumes from its last "
                 "checkpoint: run the same command again to go on",
                 file=sys.stderr,
             )
-        sys.exit(130)
+        sys.exit(getattr(stop, "code", 128 + signal.SIGINT))
 
 
 if __name__ == "__main__":
