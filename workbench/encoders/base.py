@@ -159,6 +159,36 @@ class NumberHead(nn.Module):
         return f"encoding={self.encoding.name!r}, d_model={self.d_model}"
 
 
+class RegressionHead(NumberHead):
+    """The head of an encoding with one number per [NUM] (xVal and its log-scaled variant): the
+    learned [NUM] embedding times encode(x), and an MLP d_model -> `hidden` -> 1 (GELU) whose one
+    output is regressed. What the output stands for (the scale, its z-score, x itself), its loss
+    and its decoding are each subclass's."""
+
+    def __init__(self, encoding: NumberEncoding, d_model: int, hidden: int):
+        super().__init__(encoding, d_model)
+        self.output = nn.Sequential(nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, 1))
+
+    def features(self, x) -> Tensor:
+        return self.encoding.encode(x)
+
+    def join(self, num_embedding: Tensor, features: Tensor) -> Tensor:
+        return num_embedding * features.to(device=num_embedding.device, dtype=num_embedding.dtype)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        return self.output(hidden).squeeze(-1)
+
+    def target_vector(self, x) -> Tensor:
+        return self.encoding.encode(x).double()
+
+    def ideal_output(self, x, confidence: float = 4.0) -> Tensor:
+        """A regression head has no confidence to scale: the perfect output is the target's own."""
+        return self.output_of(self.target_vector(x))
+
+    def embedding_map(self, num_embedding: Tensor) -> tuple[Tensor, Tensor]:
+        return num_embedding.double().reshape(self.d_model, 1), torch.zeros(self.d_model, dtype=torch.float64)
+
+
 class TokenModule(nn.Module):
     """Hooks of an encoding into the model beyond its vocabulary; each returns None to do nothing.
 

@@ -47,10 +47,10 @@ from numbers import Real
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from . import register
-from .base import NumberEncoding, NumberHead, as_float64
+from .base import NumberEncoding, RegressionHead, as_float64
 
 LN10 = math.log(10)
 TINY = torch.finfo(torch.float64).tiny  # float64's smallest normal number
@@ -114,12 +114,11 @@ class LogXVal(NumberEncoding):
         return SourceLogXValHead(self, d_model) if self.variant == "source" else LogXValHead(self, d_model)
 
 
-class LogXValHead(NumberHead):
+class LogXValHead(RegressionHead):
     """Scales the [NUM] embedding by s(x); an MLP regresses the z-scored s(target) (MSE)."""
 
     def __init__(self, encoding: LogXVal, d_model: int):
-        super().__init__(encoding, d_model)
-        self.output = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, 1))
+        super().__init__(encoding, d_model, hidden=4 * d_model)
         for name in ("count", "mean", "m2"):  # running statistics of the targets' s (Chan et al.)
             self.register_buffer(name, torch.zeros((), dtype=torch.float64))
 
@@ -127,12 +126,6 @@ class LogXValHead(NumberHead):
     def std(self) -> Tensor:
         variance = self.m2 / self.count if self.count > 1 else torch.ones((), dtype=torch.float64)
         return variance.sqrt() if variance > 0 else torch.ones((), dtype=torch.float64)
-
-    def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
-        return num_embedding * self.encoding.encode(x).to(device=num_embedding.device, dtype=num_embedding.dtype)
-
-    def forward(self, hidden: Tensor) -> Tensor:
-        return self.output(hidden).squeeze(-1)
 
     @torch.no_grad()
     def observe(self, s: Tensor) -> None:
@@ -156,35 +149,18 @@ class LogXValHead(NumberHead):
         s = out.detach().cpu().double() * self.std.cpu() + self.mean.cpu()
         return self.encoding.decode(s[:, None])
 
-    def target_vector(self, x) -> Tensor:
-        return self.encoding.encode(x).double()
-
     def output_of(self, vector: Tensor) -> Tensor:
         return ((vector[:, 0].to(self.mean.device) - self.mean) / self.std).float()
 
-    def ideal_output(self, x, confidence: float = 4.0) -> Tensor:
-        """A regression head has no confidence to scale: the perfect output is the z-score itself."""
-        return self.output_of(self.target_vector(x))
 
-    def embedding_map(self, num_embedding: Tensor) -> tuple[Tensor, Tensor]:
-        return num_embedding.double().reshape(self.d_model, 1), torch.zeros(self.d_model, dtype=torch.float64)
-
-
-class SourceLogXValHead(NumberHead):
+class SourceLogXValHead(RegressionHead):
     """variant="source": scales the [NUM] embedding by s(x) as ours; an MLP d -> 1024 -> 1 predicts
     x itself, trained with the MSE of the z-scores over the batch's predictions and targets."""
 
     loss_weight = 1.0  # the authors' CE and MSE weigh alike (with --loss separate_means)
 
     def __init__(self, encoding: LogXVal, d_model: int):
-        super().__init__(encoding, d_model)
-        self.output = nn.Sequential(nn.Linear(d_model, SOURCE_HEAD_WIDTH), nn.GELU(), nn.Linear(SOURCE_HEAD_WIDTH, 1))
-
-    def embed(self, num_embedding: Tensor, x: Tensor) -> Tensor:
-        return num_embedding * self.encoding.encode(x).to(device=num_embedding.device, dtype=num_embedding.dtype)
-
-    def forward(self, hidden: Tensor) -> Tensor:
-        return self.output(hidden).squeeze(-1)
+        super().__init__(encoding, d_model, hidden=SOURCE_HEAD_WIDTH)
 
     def loss(self, out: Tensor, target: Tensor) -> Tensor:
         """Each number's squared difference of z-scores; their mean is the authors' MSE. The
@@ -204,14 +180,8 @@ class SourceLogXValHead(NumberHead):
         return out.detach().cpu().double()
 
     def target_vector(self, x) -> Tensor:
+        """x itself: the output this head is trained towards (its loss compares z-scores of both)."""
         return as_float64(x)[:, None]
 
     def output_of(self, vector: Tensor) -> Tensor:
         return vector[:, 0].float()
-
-    def ideal_output(self, x, confidence: float = 4.0) -> Tensor:
-        """A regression head has no confidence to scale: the perfect output is x itself."""
-        return self.output_of(self.target_vector(x))
-
-    def embedding_map(self, num_embedding: Tensor) -> tuple[Tensor, Tensor]:
-        return num_embedding.double().reshape(self.d_model, 1), torch.zeros(self.d_model, dtype=torch.float64)

@@ -41,10 +41,10 @@ from numbers import Real
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from . import register
-from .base import NumberEncoding, NumberHead, as_float64
+from .base import NumberEncoding, RegressionHead, as_float64
 
 SMALLEST = 1e-14
 LARGEST = torch.finfo(torch.float64).max
@@ -127,22 +127,11 @@ class XVal(NumberEncoding):
         return XValHead(self, d_model)
 
 
-class XValHead(NumberHead):
+class XValHead(RegressionHead):
     """Scales the [NUM] embedding by s(x); an MLP d -> head_width -> 1 (GELU) regresses s(target) (MSE)."""
 
     def __init__(self, encoding: XVal, d_model: int):
-        super().__init__(encoding, d_model)
-        hidden = encoding.head_width or 4 * d_model
-        self.output = nn.Sequential(nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, 1))
-
-    def features(self, x) -> Tensor:
-        return self.encoding.encode(x)
-
-    def join(self, num_embedding: Tensor, features: Tensor) -> Tensor:
-        return num_embedding * features.to(device=num_embedding.device, dtype=num_embedding.dtype)
-
-    def forward(self, hidden: Tensor) -> Tensor:
-        return self.output(hidden).squeeze(-1)
+        super().__init__(encoding, d_model, hidden=encoding.head_width or 4 * d_model)
 
     def loss_target(self, x) -> Tensor:
         """s(x), float64 [N]."""
@@ -154,15 +143,5 @@ class XValHead(NumberHead):
     def predict(self, out: Tensor) -> Tensor:
         return unscale(out.cpu(), self.encoding.offset)
 
-    def target_vector(self, x) -> Tensor:
-        return self.encoding.encode(x).double()
-
     def output_of(self, vector: Tensor) -> Tensor:
         return vector[:, 0].float()
-
-    def ideal_output(self, x, confidence: float = 4.0) -> Tensor:
-        """A regression head has no confidence to scale: the perfect output is s(x) itself."""
-        return self.output_of(self.target_vector(x))
-
-    def embedding_map(self, num_embedding: Tensor) -> tuple[Tensor, Tensor]:
-        return num_embedding.double().reshape(self.d_model, 1), torch.zeros(self.d_model, dtype=torch.float64)
