@@ -5,25 +5,21 @@ import json
 
 import numpy as np
 import pandas as pd
+from tiny import tiny
 
 from workbench import events
 from workbench.optim import OptimConfig
 from workbench.train import TrainConfig, train
 
-TINY = dict(
+TINY = tiny(
+    8,
     encoding="bittokens",
     tasks=("addition", "multiplication"),
-    preset="cpu-tiny",
-    batch_size=2,
-    tokens=2 * 128 * 8,
     pool_size=200,
-    val_samples=4,
-    test_samples=4,
     eval_every=4,
     checkpoint_every=4,
     decades=(0, 1),
     max_digits=2,
-    threads=1,
     optim=OptimConfig(newton_schulz="float32"),
 )
 

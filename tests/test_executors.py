@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tiny import tiny
 
 from workbench import experiments
 from workbench.executors import Executor, RunsFailed, _minutes, run_all
@@ -20,17 +21,7 @@ from workbench.rundir import load_checkpoint
 from workbench.train import TrainConfig
 
 # 16 steps, a checkpoint every 2: long enough to be killed between its first checkpoint and its end
-TINY = TrainConfig.of(
-    preset="cpu-tiny",
-    batch_size=2,
-    tokens=2 * 128 * 16,
-    pool_size=100,
-    val_samples=4,
-    test_samples=4,
-    eval_every=8,
-    checkpoint_every=2,
-    threads=1,
-)
+TINY = TrainConfig.of(**tiny(16, eval_every=8, checkpoint_every=2))
 PLAN = dict(seeds=(0,), encodings=["bittokens", "single_digit", "fone"])
 JOBS = Executor("submitit-local", array_parallelism=3, time=10)
 

@@ -5,23 +5,22 @@ import re
 
 import pandas as pd
 import pytest
+from tiny import tiny
 
 from workbench import experiments
 from workbench.train import TrainConfig
 
 TINY = TrainConfig.of(
-    tasks=("addition", "minmax"),
-    preset="cpu-tiny",
-    batch_size=2,
-    tokens=2 * 128 * 4,
-    pool_size=200,
-    val_samples=4,
-    test_samples=6,
-    eval_every=4,
-    checkpoint_every=2,
-    decades=(0, 1),
-    max_digits=2,
-    threads=1,
+    **tiny(
+        4,
+        tasks=("addition", "minmax"),
+        pool_size=200,
+        test_samples=6,
+        eval_every=4,
+        checkpoint_every=2,
+        decades=(0, 1),
+        max_digits=2,
+    )
 )
 
 

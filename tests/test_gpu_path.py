@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tiny import tiny
 from torch._dynamo.testing import CompileCounter
 
 from workbench import distributed, encoders, flex
@@ -21,19 +22,14 @@ from workbench.syncs import HostSyncs, optimizer_counters
 from workbench.tokenizer import Tokenizer
 from workbench.train import CONFIGS, TrainConfig, setup, step_batches, train, train_step
 
-TINY = dict(
+TINY = tiny(
+    8,
     tasks=("addition", "multiplication", "minmax"),
-    preset="cpu-tiny",
-    batch_size=2,
-    tokens=2 * 128 * 8,
     pool_size=200,
-    val_samples=4,
-    test_samples=4,
     eval_every=8,
     checkpoint_every=8,
     decades=(0, 2),
     max_digits=3,
-    threads=1,
 )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny import tiny
 
 from workbench import memory, rundir
 from workbench import train as T
@@ -19,20 +20,14 @@ from workbench.atomic import write_atomic
 from workbench.optim import OptimConfig
 from workbench.tasks import text_sources
 
-TINY = dict(
+TINY = tiny(
+    4,
     encoding="bittokens",
     tasks=("addition",),
-    preset="cpu-tiny",
-    batch_size=2,
-    tokens=2 * 128 * 4,
-    pool_size=100,
-    val_samples=4,
-    test_samples=4,
     eval_every=2,
     checkpoint_every=2,
     decades=(0, 1),
     max_digits=2,
-    threads=1,
     optim=OptimConfig(newton_schulz="float32"),
 )
 

@@ -14,18 +14,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from tiny import tiny
 
 from workbench import events
 from workbench.optim import OptimConfig
 from workbench.rundir import load_checkpoint
 from workbench.train import TrainConfig, train
 
-TINY = dict(
+TINY = tiny(
+    12,
     encoding="bittokens",
     tasks=("addition", "multiplication"),
-    preset="cpu-tiny",
-    batch_size=2,
-    tokens=2 * 128 * 12,
     pool_size=300,
     val_samples=8,
     test_samples=8,
@@ -33,7 +32,6 @@ TINY = dict(
     checkpoint_every=2,
     decades=(0, 2),
     max_digits=3,
-    threads=1,
     # float32 Newton-Schulz on every machine: bf16's rounding (on CPUs with AMX) would swamp the
     # summation-order differences the DDP test bounds
     optim=OptimConfig(newton_schulz="float32"),

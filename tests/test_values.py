@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from tiny import tiny
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 import workbench.train
@@ -19,12 +20,10 @@ from workbench.train import TrainConfig, setup, train
 
 # Every schedule setting away from its default, so a path that drops one falls back to another value.
 OPTIM = OptimConfig(warmup_frac=0.3, lr_floor=0.001, hidden_lr=0.01, embedding_lr=0.05, head_lr=0.003, scalar_lr=0.015)
-TINY = dict(
+TINY = tiny(
+    10,
     encoding="single_digit",
     tasks=("addition", "multiplication", "division"),
-    preset="cpu-tiny",
-    batch_size=2,
-    tokens=2 * 128 * 10,
     pool_size=300,
     val_samples=16,
     test_samples=8,
@@ -32,7 +31,6 @@ TINY = dict(
     checkpoint_every=2,
     decades=(0, 2),
     max_digits=3,
-    threads=1,
     optim=OPTIM,
 )
 
