@@ -281,6 +281,9 @@ class Grouped:
     its flag's name)."""
 
     GROUPS: dict = {}
+    # Settings held whole under one name, as an object of their own (TrainConfig's optimizer):
+    # given as optim=OptimConfig(...), recorded nested in config.json, their flags added apart.
+    NESTED: dict = {}
 
     @classmethod
     def owner(cls) -> dict:
@@ -289,7 +292,7 @@ class Grouped:
 
     @classmethod
     def top(cls) -> tuple:
-        return tuple(f.name for f in fields(cls) if f.name not in cls.GROUPS and f.name != "optim")
+        return tuple(f.name for f in fields(cls) if f.name not in cls.GROUPS and f.name not in cls.NESTED)
 
     @classmethod
     def _route(cls, settings: dict) -> tuple[dict, dict]:
@@ -298,12 +301,12 @@ class Grouped:
         for name, value in settings.items():
             if name in owner:
                 groups.setdefault(owner[name], {})[name] = value
-            elif name in top or name in cls.GROUPS or name == "optim":
+            elif name in top or name in cls.GROUPS or name in cls.NESTED:
                 out[name] = value
             else:
                 from .cli import unknown
 
-                raise TypeError(unknown("setting", name, [*top, *owner, "optim"]))
+                raise TypeError(unknown("setting", name, [*top, *owner, *cls.NESTED]))
         return out, groups
 
     @classmethod
@@ -374,7 +377,7 @@ class TrainConfig(Grouped):
 
     def __post_init__(self):
         self.tasks = tuple(self.tasks)
-        for name, kind in {**GROUPS, "optim": OptimConfig}.items():
+        for name, kind in {**self.GROUPS, **self.NESTED}.items():
             if isinstance(getattr(self, name), dict):  # as config.json's optim, or a group written out
                 setattr(self, name, kind(**getattr(self, name)))
         for task in self.tasks:
@@ -426,6 +429,7 @@ class TrainConfig(Grouped):
             raise ValueError("--out must name a run directory, got an empty string")
 
     GROUPS = GROUPS
+    NESTED = {"optim": OptimConfig}
 
     def model_config(self):
         return self.model.gpt()
@@ -453,15 +457,15 @@ def recorded(cfg: Grouped) -> dict:
     flat = {name: getattr(cfg, name) for name in cfg.top()}
     for group in cfg.GROUPS:
         flat.update(asdict(getattr(cfg, group)))
-    if hasattr(cfg, "optim"):
-        flat["optim"] = asdict(cfg.optim)
+    for name in cfg.NESTED:
+        flat[name] = asdict(getattr(cfg, name))
     return json.loads(json.dumps(flat))
 
 
 def from_record(record: dict, cls=None) -> Grouped:
     """The configuration a config.json recorded (keys it does not know, from other versions, left out)."""
     cls = cls or TrainConfig
-    known = set(cls.top()) | set(cls.owner()) | {"optim"}
+    known = set(cls.top()) | set(cls.owner()) | set(cls.NESTED)
     return cls.of(**{k: v for k, v in record.items() if k in known})
 
 
@@ -497,7 +501,7 @@ CONFIGS = {
 def add_flags(parser: argparse.ArgumentParser, defaults: Grouped, skip=()) -> None:
     """One flag per setting of `defaults`' class, its groups' in argument groups of their own."""
     cls = type(defaults)
-    add_arguments(parser, cls, defaults, skip={"encoding_options", "optim", *cls.GROUPS, *skip})
+    add_arguments(parser, cls, defaults, skip={"encoding_options", *cls.NESTED, *cls.GROUPS, *skip})
     for name, kind in cls.GROUPS.items():
         add_arguments(
             parser.add_argument_group(f"{name}: {kind.__doc__.splitlines()[0].lower()}"),
@@ -511,7 +515,7 @@ def from_flags(args: dict, defaults: Grouped, skip=(), **extra) -> Grouped:
     """The configuration of `defaults`' class that parsed flags give (raises ValueError for a bad value)."""
     cls = type(defaults)
     groups = {name: kind(**values_of(args, kind, skip=skip)) for name, kind in cls.GROUPS.items()}
-    return cls(**values_of(args, cls, skip={"encoding_options", "optim", *cls.GROUPS, *skip}), **groups, **extra)
+    return cls(**values_of(args, cls, skip={"encoding_options", *cls.NESTED, *cls.GROUPS, *skip}), **groups, **extra)
 
 
 def parser(defaults: TrainConfig, prog: str = "python -m workbench.train") -> argparse.ArgumentParser:
