@@ -72,7 +72,7 @@ from workbench.config import TrainConfig
 from workbench.curriculum import difficulty_column
 from workbench.notebooks import ROOT
 from workbench.results import results_from_summary
-from workbench.rundir import load_metrics
+from workbench.rundir import load_metrics, recorded_kernels
 from workbench.tasks import generate, with_metric
 from workbench.train import train
 
@@ -169,8 +169,10 @@ def curves(run_dir: Path, finished: bool = False) -> go.Figure:
     if len(levels):  # whole levels only
         fig.update_yaxes(tick0=0, dtick=max(1, int(levels.max() - levels.min()) // 6 + 1), row=2, col=2)
     fig.update_xaxes(title_text="training step")
+    made_on = recorded_kernels(run_dir)  # another CPU capability rounds otherwise: other curves
     fig.update_layout(height=740, width=1100, title=f"Training {encoders.label(encoding)} on {', '.join(task_list)} ({preset}, "
-                                                    f"{tokens:,.0f} tokens, seed {seed})", margin=dict(r=20))
+                                                    f"{tokens:,.0f} tokens, seed {seed}"
+                                                    f"{f', {made_on} kernels' if made_on else ''})", margin=dict(r=20))
     return fig
 
 
@@ -235,7 +237,8 @@ fig.update_xaxes(title_text="decimal difficulty (from the non-zero digits of the
                  row=2, col=1)
 fig.update_layout(barmode="group", width=1000, height=620, legend=dict(title="task (score)"),
                   title=dict(text=f"Test score per decimal difficulty: {encoders.label(encoding)} on {', '.join(task_list)}",
-                             subtitle=dict(text=f"{len(samples)} held-out questions of the best checkpoint; "
-                                                "bottom: how many questions each point averages")))
+                             subtitle=dict(text=f"{len(samples)} held-out questions of the best checkpoint (trained on "
+                                                f"{recorded_kernels(run_dir)} kernels); bottom: how many questions "
+                                                "each point averages")))
 plots.save(fig, "03_test_by_difficulty", figures_dir, tuple(figure_formats))
 fig

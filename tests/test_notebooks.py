@@ -11,8 +11,9 @@ from pathlib import Path
 import jupytext
 import pandas as pd
 import pytest
+import torch
 
-from workbench import notebooks
+from workbench import notebooks, rundir
 from workbench.notebooks import NOTEBOOKS, NotebookError, check_pairs, execute, parameters_of
 from workbench.results import read_results
 
@@ -99,6 +100,11 @@ def test_notebook_runs_at_small_parameters(name, tmp_path):
         results = read_results(tmp_path / "run" / "results.csv")
         assert set(results["task"]) == {"addition", "minmax"}
         assert set(results["metric"]) == {"log_smape", "exact_match", "accuracy"}
+        # its numbers hold on the kernels they were made on: both figures name them
+        made_on = rundir.kernels(torch.device("cpu"))
+        for figure in ("03_training_curves", "03_test_by_difficulty"):
+            page = (tmp_path / "figures" / f"{figure}.html").read_text().replace("\\u002f", "/")  # plotly's JSON escape
+            assert f"{made_on} kernels" in page, figure
     if name == "05_retrofit":  # one row per encoding: scores with intervals, perplexity before and after
         table = pd.read_csv(tmp_path / "run" / "results.csv")
         assert list(table["encoding"]) == ["none", "bittokens", "fone", "xval"]

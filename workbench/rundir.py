@@ -293,15 +293,21 @@ def environment(cfg: TrainConfig, device: torch.device | None = None, run=None) 
     return record
 
 
+def recorded_kernels(out) -> str | None:
+    """The kernels the run in `out` was made on (`kernels`, as its environment.json records them),
+    None where it recorded none or has not started: what its numbers retrace on."""
+    try:
+        return json.loads((Path(out) / "environment.json").read_text()).get("kernels")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def kernel_difference(cfg: TrainConfig, device: torch.device | None = None) -> str:
     """ "" when the run in cfg.out was made on this machine's kernels (or did not record them, or
     --no-same-kernels), else what differs, for the refusal."""
     if not cfg.run.same_kernels:
         return ""
-    try:
-        made_on = json.loads((Path(cfg.run.out) / "environment.json").read_text()).get("kernels")
-    except (OSError, ValueError, AttributeError):
-        return ""
+    made_on = recorded_kernels(cfg.run.out)
     now = kernels(device or device_of(cfg.run.device))
     return "" if made_on in (None, now) else f"kernels: {made_on} (recorded) vs {now} here"
 
