@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import json
 import os
 import re
 import typing
@@ -101,7 +102,7 @@ def values_of(args: dict, cls, skip=()) -> dict:
 
 def add_encoding_option(parser: argparse.ArgumentParser) -> None:
     """--encoding-option KEY=VALUE (repeatable), as every command that takes an encoding reads it
-    (config.encoding_options parses the pairs)."""
+    (`encoding_options` parses the pairs)."""
     parser.add_argument(
         "--encoding-option",
         action="append",
@@ -109,6 +110,20 @@ def add_encoding_option(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="an option of the encoding (repeatable)",
     )
+
+
+def encoding_options(pairs: list[str]) -> dict:
+    """--encoding-option KEY=VALUE pairs: numbers and true/false as JSON reads them, else strings."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--encoding-option takes KEY=VALUE, got {pair!r}")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
 
 
 def unknown(kind: str, value, options) -> str:

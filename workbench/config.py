@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from . import encoders, tasks
 from .balancing import CAPS
-from .cli import Parser, add_arguments, add_encoding_option, check_choices, flag, setting, values_of
+from .cli import Parser, add_arguments, add_encoding_option, check_choices, encoding_options, flag, setting, values_of
 from .curriculum import ENDGAMES
 from .curriculum_authors import RULES as CURRICULUM_RULES
 from .gpt_config import ACTIVATION_NAMES, ATTENTIONS, INITS, LOSSES, NORMS, PRESETS, preset
@@ -559,17 +559,3 @@ def from_args(args: dict, defaults: TrainConfig) -> TrainConfig:
     """The configuration parsed flags give (raises ValueError for a bad value)."""
     options = {**defaults.encoding_options, **encoding_options(args["encoding_option"])}
     return from_flags(args, defaults, encoding_options=options, optim=OptimConfig(**values_of(args, OptimConfig)))
-
-
-def encoding_options(pairs: list[str]) -> dict:
-    """--encoding-option KEY=VALUE pairs: numbers and true/false as JSON reads them, else strings."""
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--encoding-option takes KEY=VALUE, got {pair!r}")
-        try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key] = value
-    return options

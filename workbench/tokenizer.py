@@ -381,8 +381,7 @@ class Tokenizer:
 
 def main(argv=None) -> None:
     """python -m workbench.tokenizer ENCODING TEXT [--encoding-option K=V ...]: the tokens of TEXT."""
-    from .cli import Parser, add_encoding_option
-    from .config import encoding_options
+    from .cli import Parser, add_encoding_option, encoding_options
 
     parser = Parser(
         prog="python -m workbench.tokenizer", description="Show the tokens a model with ENCODING receives for TEXT."

@@ -57,7 +57,8 @@ from ..adapt import build_sampler, evaluate_and_adapt
 from ..allocator import keep_freed_memory
 from ..atomic import write_atomic
 from ..balancing import LossNormalizer, TaskBalancer
-from ..config import encoding_options, from_flags, recorded
+from ..cli import encoding_options
+from ..config import from_flags, recorded
 from ..data import draw, make_pool
 from ..evaluate import evaluate, summarize
 from ..locks import InUse, hold
