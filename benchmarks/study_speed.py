@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from workbench.cli import key_values
 from workbench.config import OWNER, TOP
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,17 +98,10 @@ def results(run_dir: Path) -> dict:
 
 def parse_settings(pairs: list[str]) -> dict:
     """NAME=VALUE pairs as TrainConfig settings (VALUE as JSON where it parses, else the string)."""
-    fields = set(TOP) | set(OWNER)
-    settings = {}
-    for pair in pairs:
-        name, equals, value = pair.partition("=")
-        if not equals or name not in fields:
-            raise SystemExit(f"--set takes NAME=VALUE with NAME a training setting, got {pair!r}")
-        try:
-            settings[name] = json.loads(value)
-        except json.JSONDecodeError:
-            settings[name] = value
-    return settings
+    try:
+        return key_values(pairs, "--set", names=set(TOP) | set(OWNER))
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
 
 
 def scores(run_dir: Path) -> tuple[float, float]:

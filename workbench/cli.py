@@ -112,18 +112,26 @@ def add_encoding_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def encoding_options(pairs: list[str]) -> dict:
-    """--encoding-option KEY=VALUE pairs: numbers and true/false as JSON reads them, else strings."""
+def key_values(pairs: list[str], flag: str, names=None) -> dict:
+    """KEY=VALUE pairs of `flag`: each VALUE as JSON reads it (numbers, true/false, "x"), else the
+    string itself. With `names`, a KEY outside them is refused too."""
     options = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise ValueError(f"--encoding-option takes KEY=VALUE, got {pair!r}")
+            raise ValueError(f"{flag} takes KEY=VALUE, got {pair!r}")
+        if names is not None and key not in names:
+            raise ValueError(f"{flag}: " + unknown("key", key, sorted(names)))
         try:
             options[key] = json.loads(value)
         except json.JSONDecodeError:
             options[key] = value
     return options
+
+
+def encoding_options(pairs: list[str]) -> dict:
+    """--encoding-option KEY=VALUE pairs: numbers and true/false as JSON reads them, else strings."""
+    return key_values(pairs, "--encoding-option")
 
 
 def unknown(kind: str, value, options) -> str:
