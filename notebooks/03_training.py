@@ -55,7 +55,6 @@ options: dict = {}  # any other TrainConfig field, e.g. {"curriculum": False} or
 # %%
 import json
 import os
-import textwrap
 import time
 from pathlib import Path
 
@@ -63,17 +62,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 from IPython.display import display
-from plotly.subplots import make_subplots
 
-from workbench import encoders, plots
-from workbench import tasks as task_registry
-from workbench.balancing import weight_changes
+from workbench import plots, training_figures
 from workbench.config import TrainConfig
-from workbench.curriculum import difficulty_column
 from workbench.notebooks import ROOT
 from workbench.results import results_from_summary
-from workbench.rundir import load_metrics, recorded_kernels
-from workbench.tasks import generate, with_metric
 from workbench.train import train
 
 os.chdir(ROOT)  # the repository root, as under the runner: relative paths mean the same in the lab
@@ -106,85 +99,15 @@ cfg
 
 
 # %%
-def end_phase(total_steps: int, evals: pd.DataFrame) -> int | None:
-    """First step of the decimal end phase (A.3), for a run with binary pools (an encoding trained
-    on base-2 difficulty and a curriculum task; their evaluations log `endgame/<task>`)."""
-    if not any(c.startswith("endgame/") for c in evals):
-        return None
-    return next(s for s in range(total_steps + 1) if difficulty_column(2, s, total_steps) == "difficulty_sd")
-
-
-def curves(run_dir: Path, finished: bool = False) -> go.Figure:
-    steps, evals = load_metrics(run_dir)
-    fig = make_subplots(rows=2, cols=2, vertical_spacing=0.18, horizontal_spacing=0.1, subplot_titles=[
-        "training loss", "validation score per task", "task sampling ratio (balancer, eq. 16)",
-        "curriculum frontier (C.3)"])
-    for column, label, dash in (("loss", "total loss (weighted)", "solid"), ("ce", "cross-entropy", "dot"),
-                                ("number", "number-head loss", "dash")):
-        if column in steps:
-            fig.add_trace(go.Scatter(x=steps["step"], y=steps[column], name=label, legendgroup="loss",
-                                     legendgrouptitle_text="loss", line=dict(color="#555555", dash=dash, width=1.5)),
-                          1, 1)
-    colors = dict(zip(task_list, plots.PALETTE))
-    for panel, prefix in (((1, 2), "score/"), ((2, 1), "ratio/"), ((2, 2), "frontier/")):
-        for i, task in enumerate(task_list):
-            if prefix + task in evals:
-                style = plots.series_style(i)  # curricula often reach the same level: each task its own dash and marker
-                fig.add_trace(go.Scatter(x=evals["step"], y=evals[prefix + task], mode="lines+markers", name=task,
-                                         legendgroup=task, legendgrouptitle_text="task" if task == task_list[0] else None,
-                                         showlegend=prefix == "score/", line=dict(color=colors[task], **style["line"]),
-                                         marker=style["marker"]), *panel)
-    start = end_phase(int(steps["step"].max()), evals) if finished and not steps.empty else None
-    if start is not None:
-        for row, col in ((1, 1), (1, 2), (2, 1), (2, 2)):
-            fig.add_vrect(x0=start, x1=int(steps["step"].max()), fillcolor="#bbbbbb", opacity=0.25, line_width=0,
-                          row=row, col=col)
-        fig.add_annotation(x=start, y=1, xref="x", yref="y domain", text="decimal end phase (A.3)", showarrow=False,
-                           xanchor="right", yanchor="top")
-    changes = weight_changes(evals) if not evals.empty else []
-    for step in changes if len(changes) <= 3 else changes[:1]:
-        fig.add_vline(x=step, line_dash="dash", line_color="#888888", line_width=1.5, row=1, col=1)
-    if changes:
-        fig.add_annotation(x=changes[0], y=0.02, xref="x", yref="y domain", xanchor="left", yanchor="bottom", showarrow=False,
-                           text="loss weights set (C.4)" + (", then moved at every evaluation" if len(changes) > 3 else ""))
-    curricular = [t for t in task_registry.names() if task_registry.get(t).curriculum]
-    if not cfg.difficulty.curriculum or not set(curricular) & set(task_list):  # the frontier panel stays empty: say why
-        why = "curriculum=False" if not cfg.difficulty.curriculum else f"none of {', '.join(task_list)} has one"
-        panel = fig.get_subplot(2, 2)
-        note = f"no curriculum in this run ({why}); the curricula of C.3 are those of {', '.join(curricular)}"
-        fig.add_annotation(text="<br>".join(textwrap.wrap(note, 42)),
-                           x=sum(panel.xaxis.domain) / 2, y=sum(panel.yaxis.domain) / 2, xref="paper", yref="paper",
-                           xanchor="center", showarrow=False, font=dict(color="#7f7f7f"))
-    elif set(task_list) - set(curricular):  # fewer lines than tasks: say which task has no curriculum
-        panel = fig.get_subplot(2, 2)
-        fig.add_annotation(text=f"no curriculum, no line: {', '.join(t for t in task_list if t not in curricular)}",
-                           x=panel.xaxis.domain[1], y=panel.yaxis.domain[0] + 0.01, xref="paper", yref="paper",
-                           xanchor="right", yanchor="bottom", showarrow=False, font=dict(color="#7f7f7f"))
-    # a log axis: the first steps' drop (from ~10) would otherwise flatten the rest of the run
-    fig.update_yaxes(type="log", exponentformat="power", row=1, col=1)
-    for (row, col), label in {(1, 1): "loss per learned token (log scale)", (1, 2): "score (0 to 1)",
-                              (2, 1): "share of the batch", (2, 2): "difficulty level"}.items():
-        fig.update_yaxes(title_text=label, row=row, col=col)
-    levels = evals[[c for c in evals if c.startswith("frontier/")]].stack() if not evals.empty else pd.Series()
-    if len(levels):  # whole levels only
-        fig.update_yaxes(tick0=0, dtick=max(1, int(levels.max() - levels.min()) // 6 + 1), row=2, col=2)
-    fig.update_xaxes(title_text="training step")
-    made_on = recorded_kernels(run_dir)  # another CPU capability rounds otherwise: other curves
-    fig.update_layout(height=740, width=1100, title=f"Training {encoders.label(encoding)} on {', '.join(task_list)} ({preset}, "
-                                                    f"{tokens:,.0f} tokens, seed {seed}"
-                                                    f"{f', {made_on} kernels' if made_on else ''})", margin=dict(r=20))
-    return fig
-
-
 def bundle(fig: go.Figure) -> dict:
     """The figure as a raw plotly mime bundle: a display handle can then replace it in place."""
     return {"application/vnd.plotly.v1+json": json.loads(fig.to_json()), "text/plain": fig.layout.title.text}
 
 
 run_dir = Path(cfg.run.out)
-live = display(bundle(curves(run_dir)), raw=True, display_id=True)
-run_dir = train(cfg, on_eval=lambda row: live.update(bundle(curves(run_dir)), raw=True))
-fig = curves(run_dir, finished=True)
+live = display(bundle(training_figures.curves(run_dir, cfg)), raw=True, display_id=True)
+run_dir = train(cfg, on_eval=lambda row: live.update(bundle(training_figures.curves(run_dir, cfg)), raw=True))
+fig = training_figures.curves(run_dir, cfg, finished=True)
 live.update(bundle(fig), raw=True)
 plots.save(fig, "03_training_curves", figures_dir, tuple(figure_formats));  # the semicolon keeps its return value out of the output
 
@@ -211,34 +134,7 @@ results
 # axis fits the scores. The full-scale parameters (docs/notebooks.md) train a model that learns.
 
 # %%
-samples = pd.read_csv(run_dir / "test_samples.csv")
-difficulty = pd.concat([generate(t, cfg.evaluation.test_samples, cfg.seed, "test", decades=cfg.data.decades,
-                                 max_digits=cfg.data.max_digits)[["prompt", "difficulty_sd"]].assign(task=t)
-                        for t in task_list if t != "text"])
-by_level = (samples.merge(difficulty.drop_duplicates(["task", "prompt"]), on=["task", "prompt"], how="left")
-            .groupby(["task", "difficulty_sd"])["score"].agg(score="mean", n="size").reset_index())
-assert by_level["n"].sum() == len(samples), "every test answer should find its question"
-fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.68, 0.32], vertical_spacing=0.06)
-colors = dict(zip(task_list, plots.PALETTE))
-for i, (task, part) in enumerate(by_level.groupby("task", sort=False)):
-    metric = "log-sMAPE" if task in with_metric("log_smape") else "accuracy"
-    style = plots.series_style(i)
-    fig.add_trace(go.Scatter(x=part["difficulty_sd"], y=part["score"], mode="lines+markers", name=f"{task} ({metric})",
-                             legendgroup=task, line=dict(color=colors[task], **style["line"]), marker=style["marker"],
-                             customdata=part["n"],
-                             hovertemplate="difficulty %{x}: %{y:.3f} over %{customdata} questions<extra></extra>"),
-                  row=1, col=1)
-    fig.add_trace(go.Bar(x=part["difficulty_sd"], y=part["n"], name=task, legendgroup=task, showlegend=False,
-                         marker_color=colors[task], opacity=0.75), row=2, col=1)
-# the axis fits the scores (a short run scores far below 1) and stops at 1, the best score
-fig.update_yaxes(title_text="mean test score", range=plots.padded_range(by_level["score"], 0, 1.02), row=1, col=1)
-fig.update_yaxes(title_text="questions", row=2, col=1)
-fig.update_xaxes(title_text="decimal difficulty (from the non-zero digits of the operands, the paper's appendix A.3)",
-                 row=2, col=1)
-fig.update_layout(barmode="group", width=1000, height=620, legend=dict(title="task (score)"),
-                  title=dict(text=f"Test score per decimal difficulty: {encoders.label(encoding)} on {', '.join(task_list)}",
-                             subtitle=dict(text=f"{len(samples)} held-out questions of the best checkpoint (trained on "
-                                                f"{recorded_kernels(run_dir)} kernels); bottom: how many questions "
-                                                "each point averages")))
+by_level = training_figures.score_by_difficulty(run_dir, cfg)
+fig = training_figures.difficulty_figure(by_level, cfg, run_dir)
 plots.save(fig, "03_test_by_difficulty", figures_dir, tuple(figure_formats))
 fig
