@@ -1,6 +1,7 @@
 """The study's machinery: the pre-registered plan, the results table and the bootstrap intervals."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -495,3 +496,76 @@ def test_study3_models_join_the_frontier_figure_as_stars_on_their_tasks():
     fig = pf.tokens_figure(pf.frontier_from_tables(), pd.concat([ours, longer], ignore_index=True))
     size = {t.name.split(" (")[1].split(")")[0]: t.marker.size for t in fig.data if t.marker.symbol == "star"}
     assert size["1M tokens"] < size["3M tokens"], size
+
+
+def _study3_tables() -> list[list[list[str]]]:
+    """docs/study.md's three Study 3 tables (own questions, the authors', reasoning-gym) as cell lists."""
+    lines = (Path(__file__).resolve().parents[1] / "docs" / "study.md").read_text().splitlines()
+    tables = []
+    for i, line in enumerate(lines):
+        if line.startswith("| task | d | budget | BitTokens (decimal pool) | single digit |"):
+            rows = []
+            for row in lines[i + 2 :]:
+                if not row.startswith("|"):
+                    break
+                rows.append([c.strip() for c in row.strip("|").split("|")])
+            tables.append(rows)
+    return tables
+
+
+def _key(row: list[str]) -> tuple:
+    digits = 17 if row[1].startswith("paper's regime") else int(row[1])
+    return row[0], digits, float(row[2].removesuffix("M")) * 1e6
+
+
+def _interval(mean, low, high) -> str:
+    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+
+
+VERDICT_WORDS = {study.VARIANT: "BitTokens ahead", "single_digit": "single digit ahead", "overlap": "overlap"}
+
+
+def _says(cell: str, ahead: str) -> bool:
+    return cell.replace("**", "").startswith(VERDICT_WORDS.get(ahead, ahead))
+
+
+def test_the_study_3_tables_of_the_docs_are_the_published_results():
+    """Every row of docs/study.md's three Study 3 tables has the means, intervals, gap, verdict and
+    exact match of results/ (formatted here, not by the code that wrote the docs), and every
+    published cell has its row: the docs neither lose a cell nor keep a number results/ lost."""
+    own, authors, generator = _study3_tables()
+    _, intervals = study.read_studies([study.PUBLISHED])
+    verdicts = study.budget_verdicts(intervals)
+    exact = study.budget_rows(intervals[intervals.metric == "exact_match"]).set_index(
+        ["task", "digits", "budget", "encoding"]
+    )
+    v, s = study.VARIANT, "single_digit"
+    rows = {_key(r): r for r in own}
+    assert len(rows) == len(own) == len(verdicts) > 0
+    for r in verdicts.itertuples():
+        row = rows[(r.task, int(r.digits), r.budget)]
+        mean_v, mean_s = getattr(r, f"mean_{v}"), getattr(r, f"mean_{s}")
+        assert row[3] == _interval(mean_v, getattr(r, f"low_{v}"), getattr(r, f"high_{v}")), row
+        assert row[4] == _interval(mean_s, getattr(r, f"low_{s}"), getattr(r, f"high_{s}")), row
+        assert row[5] == f"{mean_v - mean_s:+.3f}".replace("-", "−"), row
+        assert _says(row[6], r.ahead), row
+        ex_v, ex_s = (exact.loc[(r.task, r.digits, r.budget, e)] for e in (v, s))
+        assert row[7] == f"{_interval(*ex_v[['mean', 'low', 'high']])} / {_interval(*ex_s[['mean', 'low', 'high']])}", (
+            row
+        )
+    cells = pd.read_csv(study.PUBLISHED / study.OTHER_QUESTIONS_FILE).rename(columns={"score": "mean"})
+    cells = cells.assign(budget=cells.study.map(study.budget_of))
+    for scoring, table in (("authors_test_sets", authors), ("reasoning_gym", generator)):
+        part = cells[cells.scoring == scoring]
+        rows = {_key(r): r for r in table}
+        versus = study._versus(part[part.encoding == v], part[part.encoding == s], ["task", "digits", "budget"], v, s)
+        assert len(rows) == len(table) == len(versus) > 0, scoring
+        by = part.set_index(["task", "digits", "budget", "encoding"])
+        for r in versus.itertuples():
+            row = rows[(r.task, int(r.digits), r.budget)]
+            assert row[3] == _interval(getattr(r, f"mean_{v}"), getattr(r, f"low_{v}"), getattr(r, f"high_{v}")), row
+            assert row[4] == _interval(getattr(r, f"mean_{s}"), getattr(r, f"low_{s}"), getattr(r, f"high_{s}")), row
+            assert _says(row[5], r.ahead), row
+            if scoring == "authors_test_sets":
+                exact_v, exact_s = (by.loc[(r.task, r.digits, r.budget, e), "exact"] for e in (v, s))
+                assert row[6] == f"{exact_v:.3f} / {exact_s:.3f}", row
