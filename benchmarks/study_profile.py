@@ -1,4 +1,4 @@
-"""Where a Study 1 run's wall time goes: one run of workbench/study.py's plan, trained in this process
+"""Where a Study 1 run's wall time goes: one run of workbench.study's plan, trained in this process
 with a timer around each part of the training loop, printed as a table of seconds and shares.
 
     python benchmarks/study_profile.py [--run precision-multiplication-d2-bittokens-seed0]

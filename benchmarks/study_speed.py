@@ -1,4 +1,4 @@
-"""A Study 1 run's time before and after: the same runs of workbench/study.py's plan trained by the
+"""A Study 1 run's time before and after: the same runs of workbench.study's plan trained by the
 code of a baseline git revision and by this working tree, alternately, one thread each, and
 checked to retrace bit for bit.
 

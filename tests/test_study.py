@@ -558,7 +558,7 @@ def test_the_study_3_tables_of_the_docs_are_the_published_results():
     for scoring, table in (("authors_test_sets", authors), ("reasoning_gym", generator)):
         part = cells[cells.scoring == scoring]
         rows = {_key(r): r for r in table}
-        versus = study._versus(part[part.encoding == v], part[part.encoding == s], ["task", "digits", "budget"], v, s)
+        versus = study.versus(part[part.encoding == v], part[part.encoding == s], ["task", "digits", "budget"], v, s)
         assert len(rows) == len(table) == len(versus) > 0, scoring
         by = part.set_index(["task", "digits", "budget", "encoding"])
         for r in versus.itertuples():

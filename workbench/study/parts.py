@@ -1,0 +1,213 @@
+"""The study's parts as runs (docs/study.md): what each part trains, registered before its runs.
+
+Study 1 ("precision"): multiplication and division, each encoding trained alone, operands of at
+most d significant digits, d in DIGITS; Study 2 ("multitask"): the six comparison and single-step
+tasks plus text, every encoding, three seeds. Every run uses the recipe's defaults
+(docs/fidelity.md) and differs from the others only in what its part varies. "decimal_pool" is
+exploratory (added after the pre-registered runs): BitTokens without A.3's binary pools on both
+studies' grids. "multitask_numeric" (Study 2b, registered after Study 2's results) repeats Study 2
+with the best checkpoint chosen by the numeric tasks' harmonic mean alone. The zoo runs Study 1's
+and 2b's protocols for every other encoding; "width" is Study 1 at d = 2 in a 256-wide model.
+Study 3 (the budget parts) trains multiplication and division at d in {4, 8, 15, the paper's
+regime} for 1M, 3M and 10M tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .. import encoders, tasks
+from ..config import TrainConfig
+
+ENCODINGS = tuple(encoders.in_paper())  # the paper's five
+DIGITS = (1, 2, 3, 4)
+PRECISION_TASKS = ("multiplication", "division")
+PRECISION_SEEDS = (0, 1)
+MULTITASK_SEEDS = (0, 1, 2)
+PREREGISTERED = ("precision", "multitask")
+DECIMAL_POOL = "decimal_pool"  # exploratory: BitTokens sample the decimal pool from the start
+NUMERIC_CHECKPOINT = "multitask_numeric"  # Study 2b: Study 2 with the checkpoint chosen by the numeric tasks
+ZOO_PRECISION, ZOO_MULTITASK = "zoo_precision", "zoo_multitask"  # the zoo: Study 1's and Study 2b's protocols
+WIDTH = "width"  # exploratory: BitTokens and single digit in a 256-wide model (Study 1's protocol at d = 2)
+# Study 3 (docs/study.md): budget x precision, in three registered parts run in this order
+BUDGET, BUDGET_D8, BUDGET_MORE = "budget", "budget_d8", "budget_more"
+BUDGET_PARTS = (BUDGET, BUDGET_D8, BUDGET_MORE)
+PARTS = PREREGISTERED + (DECIMAL_POOL, NUMERIC_CHECKPOINT, ZOO_PRECISION, ZOO_MULTITASK, WIDTH) + BUDGET_PARTS
+MULTITASK_PARTS = ("multitask", NUMERIC_CHECKPOINT)  # the parts Figure 4's third row can show
+PART_LABELS = {"multitask": "Study 2", NUMERIC_CHECKPOINT: "Study 2b, checkpoint chosen without text's score"}
+VARIANT = "bittokens_decimal_pool"  # the exploratory runs drawn as a sixth encoding of their study
+
+
+# The shared small scale: cpu-tiny, batch 8 x 128, operands of magnitude 1 ... 100.
+COMMON = dict(
+    preset="cpu-tiny",
+    batch_size=8,
+    decades=(0, 1),
+    pool_size=20_000,
+    test_samples=500,
+    eval_every=100,
+    checkpoint_every=100,
+    threads=1,
+)
+PRECISION = TrainConfig.of(tasks=("multiplication",), tokens=1e6, val_samples=32, **COMMON)
+MULTITASK = TrainConfig.of(
+    tasks=tuple(tasks.names("single_step") + tasks.names("comparison") + tasks.names("text")),
+    tokens=4e6,
+    max_digits=1,
+    val_samples=64,
+    **COMMON,
+)
+
+
+# Study 3: the two axes on which the paper's gap lives, the numbers' length and the training budget.
+# d = 17 stands for the paper's own regime (magnitudes 1e-14 ... 1e15, at most 17 significant
+# digits, --decades and --max-digits None); the other d at magnitudes 1 ... 100.
+PAPER_REGIME = 17
+BUDGETS = (1e6, 3e6, 1e7)
+BUDGET_SEEDS = (0, 1, 2)
+BUDGET_DIGITS, BUDGET_D8_DIGITS = (4, 15, PAPER_REGIME), (8,)
+# the leaderboard's strongest multi-token encoding: the highest mean log-sMAPE over Study 1's eight
+# (task, d) cells among the multi-token encodings other than single digit (results/, at registration)
+STRONGEST_MULTI_TOKEN = "ntl"
+# Study 1's recipe and model with the paper's pool of a million questions per task: at 8-9 tokens a
+# question, a 10M-token BitTokens run draws 1.2M questions, which a 20,000-question pool would
+# repeat 60 times (Study 3 measures learning with the budget, not memorising)
+BUDGET_BASE = PRECISION.updated(pool_size=1_000_000)
+
+
+@dataclass(frozen=True)
+class Run:
+    study: str
+    encoding: str
+    task: str  # the solo task, or "multitask"
+    digits: int
+    seed: int
+    config: TrainConfig
+
+    @property
+    def name(self) -> str:
+        return f"{self.study}-{self.task}-d{self.digits}-{self.encoding}-seed{self.seed}"
+
+
+def zoo_encodings() -> tuple[str, ...]:
+    """Every registered encoding that is not one of the paper's five (a plugin joins by registering)."""
+    return tuple(n for n in encoders.names() if n not in ENCODINGS)
+
+
+def _precision(study: str, encodings, base: TrainConfig = PRECISION, digits=DIGITS) -> list[Run]:
+    return [
+        Run(study, e, t, d, s, base.updated(encoding=e, tasks=(t,), max_digits=d, seed=s))
+        for t in PRECISION_TASKS
+        for d in digits
+        for e in encodings
+        for s in PRECISION_SEEDS
+    ]
+
+
+def _multitask(study: str, encodings, select_with_text: bool = True) -> list[Run]:
+    return [
+        Run(
+            study,
+            e,
+            "multitask",
+            MULTITASK.data.max_digits,
+            s,
+            MULTITASK.updated(encoding=e, seed=s, select_with_text=select_with_text),
+        )
+        for e in encodings
+        for s in MULTITASK_SEEDS
+    ]
+
+
+def budget_label(tokens: float) -> str:
+    return f"{tokens / 1e6:g}M"
+
+
+def _budget_run(encoding: str, task: str, digits: int, seed: int, tokens: float) -> Run:
+    """One Study 3 run: `encoding` as the results name it (VARIANT: BitTokens without A.3's binary
+    pools), trained alone on `task` for `tokens`."""
+    regime = dict(decades=None, max_digits=None) if digits == PAPER_REGIME else dict(max_digits=digits)
+    name = "bittokens" if encoding == VARIANT else encoding
+    cfg = BUDGET_BASE.updated(
+        encoding=name, binary_pool=encoding != VARIANT, tasks=(task,), seed=seed, tokens=tokens, **regime
+    )
+    return Run(f"budget_{budget_label(tokens)}", encoding, task, digits, seed, cfg)
+
+
+def _budget_grid(encodings, digits, budgets=BUDGETS) -> list[Run]:
+    """Budget first (every 1M run before any 3M run), so that a study cut short by time leaves whole budgets."""
+    return [
+        _budget_run(e, t, d, s, b)
+        for b in budgets
+        for t in PRECISION_TASKS
+        for d in digits
+        for e in encodings
+        for s in BUDGET_SEEDS
+    ]
+
+
+def plan(which=PREREGISTERED) -> list[Run]:
+    runs = []
+    if "precision" in which:
+        runs += _precision("precision", ENCODINGS)
+    if "multitask" in which:
+        runs += _multitask("multitask", ENCODINGS)
+    if DECIMAL_POOL in which:
+        solo = PRECISION.updated(encoding="bittokens", binary_pool=False)
+        runs += [
+            Run(f"precision_{DECIMAL_POOL}", "bittokens", t, d, s, solo.updated(tasks=(t,), max_digits=d, seed=s))
+            for t in PRECISION_TASKS
+            for d in DIGITS
+            for s in PRECISION_SEEDS
+        ]
+        runs += [
+            Run(
+                f"multitask_{DECIMAL_POOL}",
+                "bittokens",
+                "multitask",
+                MULTITASK.data.max_digits,
+                s,
+                MULTITASK.updated(encoding="bittokens", binary_pool=False, seed=s),
+            )
+            for s in MULTITASK_SEEDS
+        ]
+    if NUMERIC_CHECKPOINT in which:
+        runs += [
+            replace(r, study=NUMERIC_CHECKPOINT, config=r.config.updated(select_with_text=False))
+            for r in plan(["multitask"])
+        ]
+    if ZOO_PRECISION in which:
+        runs += _precision(ZOO_PRECISION, zoo_encodings())
+    if ZOO_MULTITASK in which:
+        runs += _multitask(ZOO_MULTITASK, zoo_encodings(), select_with_text=False)
+    if WIDTH in which:
+        runs += _precision(WIDTH, ("bittokens", "single_digit"), PRECISION.updated(preset="cpu-tiny-wide"), digits=(2,))
+    if BUDGET in which:  # the core: BitTokens without binary pools and single digit
+        runs += _budget_grid((VARIANT, "single_digit"), BUDGET_DIGITS)
+    if BUDGET_D8 in which:
+        runs += _budget_grid((VARIANT, "single_digit"), BUDGET_D8_DIGITS)
+    if BUDGET_MORE in which:  # the recipe's BitTokens and the strongest multi-token encoding, 10M first
+        more = ("bittokens", STRONGEST_MULTI_TOKEN)
+        runs += _budget_grid(more, BUDGET_DIGITS + BUDGET_D8_DIGITS, budgets=(1e7,))
+        runs += _budget_grid(more, BUDGET_DIGITS + BUDGET_D8_DIGITS, budgets=(1e6, 3e6))
+    return runs
+
+
+def select(runs: list[Run], encodings=None, seeds=None, tasks_=None, digits=None, budgets=None) -> list[Run]:
+    """The runs whose encoding, seed, task ("multitask" for a multi-task run), digits and token
+    budget are among those given (None: any)."""
+    chosen = [
+        r
+        for r in runs
+        if (encodings is None or r.encoding in encodings)
+        and (seeds is None or r.seed in seeds)
+        and (tasks_ is None or r.task in tasks_)
+        and (digits is None or r.digits in digits)
+        and (budgets is None or r.config.tokens in budgets)
+    ]
+    if runs and not chosen:
+        raise ValueError(
+            "no run of the chosen parts matches --encodings/--seeds/--tasks/--digits/--budgets "
+            f"{[encodings, seeds, tasks_, digits, budgets]}"
+        )
+    return chosen

@@ -1,0 +1,163 @@
+"""The published study in results/: read and checked, merged with one's own study folders
+(nothing written), and appended to cell by cell from a finished study folder (`publish`).
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import encoders, tasks
+from ..atomic import write_atomic
+from .parts import VARIANT
+from .questions import OTHER_QUESTIONS_FILE, SCORINGS, other_question_cells
+from .run import INTERVALS_FILE, RESULTS_FILE
+
+PUBLISHED = Path(__file__).resolve().parents[2] / "results"  # the published study: read, never written by a study
+CELL = ["study", "encoding", "task", "digits"]  # one cell of a study: its seeds' rows and its intervals
+TABLE_COLUMNS = CELL + ["seed", "metric", "score"]
+INTERVAL_COLUMNS = CELL + ["metric", "mean", "low", "high"]
+
+
+def read_study(folder) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The results table and the intervals table that `run_study` wrote into `folder`, checked:
+    their columns, registered encodings (or VARIANT) and tasks, finite intervals with low <= high."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise ValueError(
+            f"study folder {str(folder)!r} does not exist (a study writes it: python -m "
+            f"workbench.experiments study --out {folder})"
+        )
+    paths = [folder / RESULTS_FILE, folder / INTERVALS_FILE]
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        raise ValueError(
+            f"study folder {str(folder)!r} holds no {' or '.join(missing)} "
+            f"(made by: python -m workbench.experiments study --out {folder})"
+        )
+    table, intervals = (_read_table(p) for p in paths)
+    for path, frame, columns in ((paths[0], table, TABLE_COLUMNS), (paths[1], intervals, INTERVAL_COLUMNS)):
+        _check_study_file(path, frame, columns)
+    return table, intervals
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:  # a study with no finished run writes an empty table
+        return pd.DataFrame()
+
+
+def _check_study_file(path: Path, frame: pd.DataFrame, columns: list[str]) -> None:
+    if frame.empty:
+        return
+    if lacking := [c for c in columns if c not in frame.columns]:
+        raise ValueError(
+            f"{path} lacks column(s) {lacking}: not a study table ({RESULTS_FILE} and {INTERVALS_FILE} "
+            "are written by python -m workbench.experiments study)"
+        )
+    for column, known, hint in (
+        ("encoding", encoders.names() + [VARIANT], "is its file in workbench/encoders/?"),
+        ("task", tasks.names(), "is its task registered?"),
+    ):
+        if unknown := sorted(set(frame[column].astype(str)) - set(known)):
+            raise ValueError(
+                f"{path} holds rows of {column} {unknown}, which is not registered ({hint}); "
+                f"registered: {', '.join(known)}"
+            )
+    if "mean" in columns:
+        values = frame[["mean", "low", "high"]].apply(pd.to_numeric, errors="coerce")
+        bad = ~np.isfinite(values).all(axis=1) | (values.low > values.high)
+        if bad.any():
+            raise ValueError(
+                f"{path}: rows {list(frame.index[bad][:5])} have a mean, low or high that is not a "
+                "finite number, or low > high"
+            )
+
+
+def read_studies(folders) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The results and intervals tables of several study folders merged, in the order given: a cell
+    (study, encoding, task, d) that a later folder holds replaces the earlier folders' rows of that
+    cell in both tables (all its seeds and metrics, so a cell's rows and its interval always come
+    from one folder); other cells are added. Nothing is written: `[PUBLISHED, "runs/study"]` puts
+    one's own runs beside the published ones without touching results/. One folder: `read_study`."""
+    folders = [folders] if isinstance(folders, (str, Path)) else list(folders)
+    if not folders:
+        raise ValueError("no study folder given")
+    tables, intervals = read_study(folders[0])
+    for folder in folders[1:]:
+        more, more_intervals = read_study(folder)
+        cells = [f[CELL] for f in (more, more_intervals) if len(f)]
+        if not cells:
+            continue
+        replaced = pd.MultiIndex.from_frame(pd.concat(cells).drop_duplicates())
+        tables, intervals = _merged(tables, more, replaced), _merged(intervals, more_intervals, replaced)
+    return tables, intervals
+
+
+def _merged(frame: pd.DataFrame, more: pd.DataFrame, cells: pd.MultiIndex) -> pd.DataFrame:
+    """`frame` less its rows of `cells` (study, encoding, task, digits), then `more`'s rows."""
+    kept = frame[~pd.MultiIndex.from_frame(frame[CELL]).isin(cells)] if len(frame) else frame
+    parts = [f for f in (kept, more) if len(f)]
+    return pd.concat(parts, ignore_index=True) if parts else more
+
+
+def publish(folder, studies, seeds: int, into=PUBLISHED) -> dict[str, int]:
+    """Append the cells of `studies` (study names: "budget_3M") that study folder `folder` holds
+    with all `seeds` seeds to the published tables in `into`: results, intervals and, where `folder`
+    holds Study 3's scorings on other questions, their cells (`other_question_cells`). Every byte
+    already published stays as it is: the new rows go at the end of each file, in its column
+    order, so a study that takes several sessions is published cell by cell, and publishing the
+    same folder again adds only what is new. A published cell is never replaced: one that the
+    folder holds with other rows is refused, and nothing is written unless every file can take
+    its rows. Cells with fewer seeds are left out, named in a warning. Returns {file: rows added}."""
+    folder, into, studies = Path(folder).expanduser(), Path(into), list(studies)
+    table, intervals = read_study(folder)
+    if absent := [s for s in studies if not len(table) or s not in set(table.study)]:
+        raise ValueError(f"{folder} holds no results of {absent}; it holds {sorted(set(table.get('study', [])))}")
+    chosen = intervals[intervals.study.isin(studies)]
+    if short := sorted(set(map(tuple, chosen.loc[chosen.seeds < seeds, CELL].to_numpy()))):
+        warnings.warn(f"left out, fewer than {seeds} seeds: {short}", stacklevel=2)
+    complete = pd.MultiIndex.from_frame(chosen.loc[chosen.seeds >= seeds, CELL])
+    frames = {RESULTS_FILE: (table, CELL), INTERVALS_FILE: (intervals, CELL)}
+    if any((folder / name).exists() for name in SCORINGS):
+        frames[OTHER_QUESTIONS_FILE] = (other_question_cells(folder), CELL + ["scoring"])
+    texts = {}
+    for name, (frame, key) in frames.items():
+        rows = frame[pd.MultiIndex.from_frame(frame[CELL]).isin(complete)]
+        path = into / name
+        if not path.exists():
+            texts[path] = rows.to_csv(index=False), len(rows)
+            continue
+        old = path.read_text()
+        header = old.splitlines()[0].split(",")
+        if sorted(header) != sorted(rows.columns):
+            raise ValueError(f"{path} has columns {header}; {folder / name} has {list(rows.columns)}")
+        lines = rows[header].to_csv(index=False, header=False).splitlines()
+        cells = [tuple(c) for c in rows[key].astype(str).to_numpy()]
+        published = _lines_by_cell(old, key)
+        again = {c for c in cells if c in published}
+        if changed := sorted(c for c in again if published[c] != sorted(ln for ln, k in zip(lines, cells) if k == c)):
+            raise ValueError(
+                f"{path} already holds {len(changed)} of these cells with other rows, e.g. {changed[0]}: "
+                "a published cell is never replaced"
+            )
+        new = [ln for ln, c in zip(lines, cells) if c not in again]
+        texts[path] = old + ("" if old.endswith("\n") or not new else "\n") + "".join(f"{ln}\n" for ln in new), len(new)
+    for path, (text, _) in texts.items():
+        write_atomic(path, lambda tmp, text=text: Path(tmp).write_text(text))
+    return {path.name: added for path, (_, added) in texts.items()}
+
+
+def _lines_by_cell(text: str, key: list[str]) -> dict[tuple, list[str]]:
+    """A published table's lines (its text as written) grouped by cell, each cell's lines sorted."""
+    lines = text.splitlines()[1:]
+    cells = [tuple(c) for c in pd.read_csv(io.StringIO(text))[key].astype(str).to_numpy()] if lines else []
+    grouped: dict[tuple, list[str]] = {}
+    for line, cell in zip(lines, cells):
+        grouped.setdefault(cell, []).append(line)
+    return {cell: sorted(group) for cell, group in grouped.items()}
