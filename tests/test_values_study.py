@@ -200,3 +200,46 @@ def test_part_difference_calls_touching_intervals_an_overlap():
         "multiplication": "multitask",
     }
     assert diff.differ.to_dict() == {"addition": False, "minmax": True, "multiplication": True}
+
+
+def _seeds(offset: float, spread: float = 0.05, rng_seed: int = 1) -> list[np.ndarray]:
+    """Three seeds of 100 answer scores, their means `offset` + 0.5 - spread, + 0.5, + 0.5 + spread."""
+    rng = np.random.default_rng(rng_seed)
+    return [rng.uniform(0, 0.2, 100) + 0.4 + offset + o for o in (-spread, 0, spread)]
+
+
+def test_verdict_stability_counts_the_verdict_of_every_bootstrap_seed():
+    a, b = _seeds(0.3), _seeds(0.0, rng_seed=2)
+    assert study.verdict_stability(a, b, seeds=range(5), draws=200) == {"a": 5}  # far apart: one verdict
+    assert study.verdict_stability(b, b, seeds=range(5), draws=200) == {"overlap": 5}  # the same answers
+    # apart intervals, gap within delta: never called a difference
+    assert study.verdict_stability(_seeds(0.06, spread=0.0), _seeds(0.0, spread=0.0), seeds=range(5), draws=200) == {
+        study.WITHIN: 5
+    }
+    # near the edge the bootstrap's own random numbers decide: both verdicts come out
+    edge = study.verdict_stability(_seeds(0.08), b, seeds=range(20), draws=300)
+    assert set(edge) == {"a", "overlap"} and sum(edge.values()) == 20
+    # each seed's verdict is the rule applied to that seed's intervals, seed 0 the published one
+    for seed in range(3):
+        sides = [
+            pd.DataFrame([dict(k=0, **dict(zip(["mean", "low", "high"], study.hierarchical_bootstrap(s, 300, seed))))])
+            for s in (_seeds(0.08), b)
+        ]
+        expected = study.versus(*sides, ["k"], "a", "b").ahead.iloc[0]
+        assert study.verdict_stability(_seeds(0.08), b, seeds=[seed], draws=300) == {expected: 1}
+
+
+def test_budget_stability_reads_each_cell_of_a_level_from_its_run_folders(tmp_path):
+    runs = [
+        r for r in study.plan(["budget"]) if r.study == "budget_10M" and r.task == "division" and r.digits in (4, 15)
+    ]
+    for r in runs:
+        if r.digits == 15 and r.encoding == "single_digit" and r.seed == 2:
+            continue  # an unfinished cell: left out
+        offset = 0.3 if r.encoding == "single_digit" else 0.0
+        (tmp_path / r.name).mkdir()
+        pd.DataFrame({"score": _seeds(offset, rng_seed=r.seed)[r.seed]}).to_csv(tmp_path / r.name / "test_samples.csv")
+    table = study.budget_stability(tmp_path, "budget_10M", seeds=range(4), draws=100)
+    assert table.to_dict("records") == [
+        {"task": "division", "digits": 4, study.VARIANT: 0, "single_digit": 4, "overlap": 0, study.WITHIN: 0}
+    ]

@@ -77,6 +77,7 @@ from .run import (  # noqa: F401
     INTERVALS_FILE,
     RESULTS_FILE,
     bootstrap_intervals,
+    budget_stability,
     collect,
     finished,
     run_study,
@@ -97,6 +98,7 @@ from .stats import (  # noqa: F401
     separation,
     smallest_budget,
     task_scores,
+    verdict_stability,
     versus,
     width_comparison,
 )

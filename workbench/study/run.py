@@ -22,8 +22,8 @@ from ..atomic import write_atomic
 from ..config import TrainConfig
 from ..executors import Executor, run_all
 from ..locks import hold
-from .parts import PARTS, PREREGISTERED, Run, plan, select
-from .stats import hierarchical_bootstrap
+from .parts import BUDGET_PARTS, BUDGET_SEEDS, PARTS, PREREGISTERED, VARIANT, Run, plan, select
+from .stats import WITHIN, hierarchical_bootstrap, verdict_stability
 
 RESULTS_FILE, INTERVALS_FILE = "cpu-study.csv", "cpu-study-intervals.csv"  # what run_study writes into OUT
 
@@ -156,4 +156,28 @@ def bootstrap_intervals(runs: list[Run], out: Path, draws: int = 2000) -> pd.Dat
                     questions=int(np.mean([len(s) for s in per_seed])),
                 )
             )
+    return pd.DataFrame(rows)
+
+
+def budget_stability(out, study_name: str, seeds=range(20), draws: int = 2000) -> pd.DataFrame:
+    """Per (task, d) of a Study 3 level in OUT (study_name "budget_10M") with both encodings' three
+    seeds finished: how many of `seeds` bootstrap seeds give each verdict (`verdict_stability`, on
+    the runs' test answers), the published verdict being bootstrap seed 0's."""
+    out = Path(out)
+    answers: dict[tuple, dict[str, list]] = {}
+    for r in plan(BUDGET_PARTS):
+        path = out / r.name / "test_samples.csv"
+        if r.study == study_name and path.exists():
+            answers.setdefault((r.task, r.digits), {}).setdefault(r.encoding, []).append(
+                pd.read_csv(path)["score"].to_numpy(dtype=float)
+            )
+    rows = []
+    for (task, digits), by in sorted(answers.items()):
+        if set(by) != {VARIANT, "single_digit"} or min(map(len, by.values())) < len(BUDGET_SEEDS):
+            continue
+        counts = verdict_stability(by[VARIANT], by["single_digit"], seeds, draws)
+        rows.append(
+            dict(task=task, digits=digits, **{VARIANT: counts.get("a", 0), "single_digit": counts.get("b", 0)})
+            | {verdict: counts.get(verdict, 0) for verdict in ("overlap", WITHIN)}
+        )
     return pd.DataFrame(rows)

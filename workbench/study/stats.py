@@ -74,6 +74,25 @@ def versus(
     )
 
 
+def verdict_stability(
+    per_seed_a: list[np.ndarray], per_seed_b: list[np.ndarray], seeds=range(20), draws: int = 2000, delta: float = DELTA
+) -> dict[str, int]:
+    """How often each verdict of `versus` comes out when only the bootstrap's own random numbers
+    change: both encodings' intervals (`hierarchical_bootstrap` of their per-seed answer scores)
+    drawn with each of `seeds` as the bootstrap seed (the published intervals use seed 0).
+    {"a" / "b" (ahead) / "overlap" / WITHIN: how many bootstrap seeds gave it}. A verdict that
+    another bootstrap seed can turn rests on the resampling, not on the runs."""
+    counts: dict[str, int] = {}
+    for seed in seeds:
+        sides = [
+            pd.DataFrame([dict(cell=0, **dict(zip(["mean", "low", "high"], hierarchical_bootstrap(s, draws, seed))))])
+            for s in (per_seed_a, per_seed_b)
+        ]
+        verdict = versus(*sides, ["cell"], "a", "b", delta).ahead.iloc[0]
+        counts[verdict] = counts.get(verdict, 0) + 1
+    return counts
+
+
 def task_scores(intervals: pd.DataFrame, part: str = "multitask", threshold: float = 0.9) -> pd.DataFrame:
     """A multi-task part's criterion: per encoding, the seed-mean score on each numeric task and how
     many of them reach `threshold` (Study 2 asks for >= 0.9 on four of six), best first."""
