@@ -297,47 +297,30 @@ def test_the_command_line_writes_nothing_for_a_bad_model(hf_tokenizer, tmp_path,
     assert "--model is required" in capsys.readouterr().err
 
 
+def _small_cli(model, out, *extra) -> list[str]:
+    """The retrofit command of a short fine-tuning run (addition, 3,000 tokens, one thread) in a fresh
+    process, with `extra` flags added."""
+    small = "--tasks addition --tokens 3000 --batch-tokens 300 --eval-every 5 --lr 3e-3 --pool-size 200 "
+    small += "--val-samples 4 --test-samples 6 --text-samples 2 --decades 0 1 --max-digits 2 --threads 1"
+    return [
+        sys.executable,
+        "-m",
+        "workbench.retrofit",
+        "--model",
+        str(model),
+        *extra,
+        *small.split(),
+        "--out",
+        str(out),
+    ]
+
+
 # -- the command line, and the fine-tuned model in a fresh process -------------------------------
 def test_a_fine_tuned_model_answers_the_same_numbers_after_reloading_in_a_fresh_process(folders, tmp_path):
     """The command line fine-tunes, saves and answers held-out questions in its own process; this
     process loads OUT/model and answers the same questions with the same numbers."""
     out = tmp_path / "run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "workbench.retrofit",
-        "--model",
-        str(folders["gpt2"]),
-        "--encoding",
-        "bittokens",
-        "--tasks",
-        "addition",
-        "--tokens",
-        "3000",
-        "--batch-tokens",
-        "300",
-        "--eval-every",
-        "5",
-        "--lr",
-        "3e-3",
-        "--pool-size",
-        "200",
-        "--val-samples",
-        "4",
-        "--test-samples",
-        "6",
-        "--text-samples",
-        "2",
-        "--decades",
-        "0",
-        "1",
-        "--max-digits",
-        "2",
-        "--out",
-        str(out),
-        "--threads",
-        "1",
-    ]
+    cmd = _small_cli(folders["gpt2"], out, "--encoding", "bittokens")
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     subprocess.run(cmd, check=True, cwd=ROOT, env=env, capture_output=True)
     answered = pd.read_csv(out / "test_samples.csv", dtype={"prediction": str, "answer": str}, keep_default_na=False)
@@ -445,46 +428,7 @@ def test_a_bf16_llama_retrofits_trains_and_writes_a_number_after_reloading_in_a_
     with safe_open(str(folder / "model.safetensors"), "pt") as f:
         assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.bfloat16}
     out = tmp_path / "run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "workbench.retrofit",
-        "--model",
-        str(folder),
-        "--encoding",
-        "xval",
-        "--dtype",
-        "bfloat16",
-        "--tasks",
-        "addition",
-        "--tokens",
-        "3000",
-        "--batch-tokens",
-        "300",
-        "--eval-every",
-        "5",
-        "--lr",
-        "3e-3",
-        "--pool-size",
-        "200",
-        "--val-samples",
-        "4",
-        "--test-samples",
-        "6",
-        "--text-samples",
-        "2",
-        "--text-pool-size",
-        "20",
-        "--decades",
-        "0",
-        "1",
-        "--max-digits",
-        "2",
-        "--out",
-        str(out),
-        "--threads",
-        "1",
-    ]
+    cmd = _small_cli(folder, out, "--encoding", "xval", "--dtype", "bfloat16", "--text-pool-size", "20")
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     subprocess.run(cmd, check=True, cwd=ROOT, env=env, capture_output=True)
     with safe_open(str(out / "model" / "model.safetensors"), "pt") as f:
