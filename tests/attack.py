@@ -62,7 +62,7 @@ import loopback  # tests/loopback.py, beside this script
 import numpy as np
 import torch
 
-from workbench import encoders, locks, metrics, notebooks, numbers
+from workbench import encoders, locks, metrics, notebook_parameters, notebooks, numbers
 from workbench.frontier import answer_folders, client, prompts, scoring
 from workbench.tokenizer import Tokenizer
 
@@ -637,7 +637,7 @@ def notebook_cases(rng, out_dir):
 
     for name, spec in SPEC.items():
         for key in spec:
-            values = VALUES + [notebooks._parse_parameter(f"{key}={v}")[1] for v in CLI_VALUES]
+            values = VALUES + [notebook_parameters.parse_parameter(f"{key}={v}")[1] for v in CLI_VALUES]
             for value in values:
                 yield (lambda m=name, k=key, v=value: attempt(m, k, v)), (ValueError,), (key,)
         yield (
@@ -2246,7 +2246,9 @@ def bound_cases(out_dir):
     ]
     for name in BOUNDS:
         for key in OUTPUT_KEYS:
-            if key not in notebooks.parameters_of(notebooks.jupytext.read(notebooks.NOTEBOOK_DIR / f"{name}.py")):
+            if key not in notebook_parameters.parameters_of(
+                notebooks.jupytext.read(notebooks.NOTEBOOK_DIR / f"{name}.py")
+            ):
                 continue
             for folder in folders:
                 yield (lambda m=name, k=key, f=folder: attempt(m, {k: f}, writable_folder(f))), (ValueError,), (key,)

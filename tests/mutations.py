@@ -470,7 +470,7 @@ MUTATIONS = [
         [STUDY],
     ),
     M(
-        "workbench/notebooks.py",
+        "workbench/notebook_parameters.py",
         "        check_json(value, key)",
         "        pass",
         "notebook parameters not checked for JSON (code from a parameter)",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench import encoders, leaderboard, notebooks, study, tasks
+from workbench import encoders, leaderboard, notebook_parameters, notebooks, study, tasks
 from workbench.encoders.digits import DigitEncoding
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -358,14 +358,14 @@ def test_notebook_04_takes_study_folders_and_no_study_row(own):
         {"study_dir": None},
         {"fig4_part": "multitask_numeric"},
     ):
-        notebooks.check_parameters("04_paper_figures", nb, given)
-        notebooks.check_limits("04_paper_figures", given)
+        notebook_parameters.check_parameters("04_paper_figures", nb, given)
+        notebook_parameters.check_limits("04_paper_figures", given)
     with pytest.raises(
         ValueError, match=r"study_dir=\['results', '/nowhere'\]: item '/nowhere': expected an existing folder"
     ):
-        notebooks.check_limits("04_paper_figures", {"study_dir": ["results", "/nowhere"]})
+        notebook_parameters.check_limits("04_paper_figures", {"study_dir": ["results", "/nowhere"]})
     with pytest.raises(ValueError, match="takes 1 to 20 items"):
-        notebooks.check_limits("04_paper_figures", {"study_dir": []})
+        notebook_parameters.check_limits("04_paper_figures", {"study_dir": []})
 
 
 @pytest.mark.slow

@@ -8,8 +8,9 @@ import jupytext
 import papermill
 import pytest
 
-from workbench import notebooks
-from workbench.notebooks import NOTEBOOKS, execute, parameter_types
+from workbench import notebook_parameters, notebooks
+from workbench.notebook_parameters import parameter_types
+from workbench.notebooks import NOTEBOOKS, execute
 
 
 @pytest.fixture
@@ -236,11 +237,11 @@ def test_only_the_default_run_writes_figures(ran, monkeypatch, tmp_path):
 def test_every_default_is_within_its_limits_and_every_number_has_one():
     for name in NOTEBOOKS:
         nb = jupytext.read(notebooks.NOTEBOOK_DIR / f"{name}.py")
-        defaults = notebooks.parameters_of(nb)
-        notebooks.check_limits(name, defaults, default_run=True)
+        defaults = notebook_parameters.parameters_of(nb)
+        notebook_parameters.check_limits(name, defaults, default_run=True)
         numeric = [k for k, t in parameter_types(nb).items() if t and ("int" in t or "float" in t)]
-        assert set(numeric) <= set(notebooks.LIMITS[name]), (
-            f"{name}: no limit for {set(numeric) - set(notebooks.LIMITS[name])}"
+        assert set(numeric) <= set(notebook_parameters.LIMITS[name]), (
+            f"{name}: no limit for {set(numeric) - set(notebook_parameters.LIMITS[name])}"
         )
 
 

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 import torch
 
-from workbench import notebooks, rundir
-from workbench.notebooks import NOTEBOOKS, NotebookError, check_pairs, execute, parameters_of
+from workbench import notebook_parameters, notebooks, rundir
+from workbench.notebook_parameters import parameters_of
+from workbench.notebooks import NOTEBOOKS, NotebookError, check_pairs, execute
 from workbench.results import read_results
 
 OFFICIAL = Path(
@@ -160,11 +161,11 @@ def test_wrong_parameter_fails_with_a_clear_message(name, params, message, tmp_p
 
 
 def test_cli_parses_parameters():
-    assert notebooks._parse_parameter("tokens=1e5") == ("tokens", 1e5)
-    assert notebooks._parse_parameter("tasks=addition,minmax") == ("tasks", "addition,minmax")
-    assert notebooks._parse_parameter("decades=None") == ("decades", None)
+    assert notebook_parameters.parse_parameter("tokens=1e5") == ("tokens", 1e5)
+    assert notebook_parameters.parse_parameter("tasks=addition,minmax") == ("tasks", "addition,minmax")
+    assert notebook_parameters.parse_parameter("decades=None") == ("decades", None)
     with pytest.raises(ValueError, match="key=value"):
-        notebooks._parse_parameter("tokens")
+        notebook_parameters.parse_parameter("tokens")
 
 
 # -- runs never write into tracked files --------------------------------------------------------
