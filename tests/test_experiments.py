@@ -151,6 +151,23 @@ def test_dry_run_counts_the_plan_and_estimates_from_finished_runs(tmp_path, tiny
     assert f"estimated time: {left / speed:.0f} s of training" in text  # a few seconds: the runs are tiny
 
 
+def test_study_runs_are_chosen_by_the_encoding_name_of_the_results(tmp_path, capsys):
+    """--encodings takes the names of the results' encoding column, BitTokens without binary pools
+    among them: one Study 3 cell's variant runs, not the recipe's BitTokens."""
+    from workbench import study
+
+    out = tmp_path / "study"
+    args = ["study", "--studies", "budget", "budget_more", "--budgets", "1M", "--tasks", "division"]
+    experiments.main([*args, "--digits", "4", "--encodings", study.VARIANT, "--dry-run", "--out", str(out)])
+    assert "3 runs in" in capsys.readouterr().out  # three seeds, the decimal pool's only
+    experiments.main([*args, "--digits", "4", "--encodings", "bittokens", "--dry-run", "--out", str(out)])
+    assert "3 runs in" in capsys.readouterr().out  # budget_more's binary-pool runs
+    with pytest.raises(SystemExit):
+        experiments.main([*args, "--encodings", "bittokens_binary", "--dry-run", "--out", str(out)])
+    assert "unknown value 'bittokens_binary'" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_dry_run_on_the_command_line_makes_nothing(tmp_path, capsys):
     from workbench import ablations, study
 

@@ -238,9 +238,12 @@ def _parser() -> Parser:
     study_.add_argument(
         "--encodings",
         nargs="+",
-        choices=encoders.known(),
+        # a study names a run's encoding as its results do: BitTokens without binary pools is a
+        # run label of its own, so that it can be chosen apart from the recipe's BitTokens
+        choices=encoders.known() + [study.VARIANT],
         metavar="ENCODING",
-        help="only these encodings' runs (default: all)",
+        help=f"only these encodings' runs, named as in the results ({study.VARIANT}: BitTokens "
+        "without binary pools; default: all)",
     )
     study_.add_argument("--seeds", nargs="+", type=int, metavar="SEED", help="only these seeds' runs (default: all)")
     study_.add_argument(
