@@ -569,3 +569,24 @@ def test_the_study_3_tables_of_the_docs_are_the_published_results():
             if scoring == "authors_test_sets":
                 exact_v, exact_s = (by.loc[(r.task, r.digits, r.budget, e), "exact"] for e in (v, s))
                 assert row[6] == f"{exact_v:.3f} / {exact_s:.3f}", row
+
+
+def test_the_docs_rows_that_a_level_adds_are_written_from_results():
+    """`insert_table_rows` gives back, from results/ alone, every docs row it can write: with all
+    such rows taken out of docs/study.md, it puts each back where it was, word for word; on the
+    whole docs it adds nothing, and rows carrying a remark are left as written."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "study.md").read_text()
+    written = {
+        row for table in ("own", "authors_test_sets", "reasoning_gym") for row in study.table_rows(table).values()
+    }
+    lines = text.split("\n")
+    kept = [line for line in lines if line not in written]
+    assert len(lines) - len(kept) >= 50  # most rows of the three tables
+    again, added = study.insert_table_rows("\n".join(kept))
+    assert again == text and sorted(added) == sorted(set(lines) & written)
+    assert study.insert_table_rows(text) == (text, [])
+    # a row whose verdict carries a remark stays; only the missing cell is added
+    remark = next(line for line in lines if line.startswith("|") and "(touching at" in line)
+    assert remark not in written and remark in study.insert_table_rows("\n".join(kept))[0]
+    with pytest.raises(ValueError, match="expected 3 tables"):
+        study.insert_table_rows("no tables here")

@@ -8,7 +8,7 @@ One concept a file, read in this order: `parts` (every part's runs, registered b
 `run` (training the plan into OUT and tabling its finished runs), `stats` (the hierarchical
 bootstrap and the registered verdict rule), `questions` (Study 3's models on the authors' and an
 independent generator's questions), `published` (results/: read, merged, appended cell by cell),
-`figures` (what notebook 04 draws). Every name is also here: `study.plan(...)`, `study.DELTA`.
+`figures` (what notebook 04 draws), `report` (Study 3's tables in docs/study.md, from results/). Every name is also here: `study.plan(...)`, `study.DELTA`.
 """
 
 from .figures import (  # noqa: F401
@@ -73,6 +73,7 @@ from .questions import (  # noqa: F401
     other_question_cells,
     scored_cells,
 )
+from .report import insert_table_rows, row_key, table_rows  # noqa: F401
 from .run import (  # noqa: F401
     INTERVALS_FILE,
     RESULTS_FILE,

@@ -1,0 +1,108 @@
+"""Study 3's three tables in docs/study.md, written from results/.
+
+A Study 3 level is published in two steps: `publish` appends its cells to results/, then the
+docs' tables get one row per new cell. Those rows are formatted here, not by hand, so that a
+session that publishes a level adds exactly what results/ holds:
+
+    text, added = study.insert_table_rows(Path("docs/study.md").read_text())
+
+Rows already in the docs are never rewritten (their verdict cells may carry a remark, such as
+"overlap (touching at 0.144)"); only missing cells are added, in (task, d, budget) order.
+tests/test_study.py checks every row against results/ with its own formatting.
+"""
+
+from pathlib import Path
+
+import pandas as pd
+
+from .parts import PAPER_REGIME, VARIANT
+from .published import PUBLISHED, read_studies
+from .questions import OTHER_QUESTIONS_FILE
+from .stats import budget_of, budget_rows, budget_verdicts, versus
+
+OTHER = "single_digit"
+# The header's first columns, shared by the three tables; they come in this order in the docs.
+HEADER = "| task | d | budget | BitTokens (decimal pool) | single digit |"
+TABLES = ("own", "authors_test_sets", "reasoning_gym")
+
+
+def _interval(mean: float, low: float, high: float) -> str:
+    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _d(digits) -> str:
+    return f"paper's regime ({PAPER_REGIME})" if int(digits) == PAPER_REGIME else str(int(digits))
+
+
+def _means(r) -> list[str]:
+    return [_interval(*(getattr(r, f"{s}_{e}") for s in ("mean", "low", "high"))) for e in (VARIANT, OTHER)]
+
+
+def table_rows(table: str = "own", published: Path = PUBLISHED) -> dict[tuple, str]:
+    """One markdown row per published Study 3 cell of `table` ("own": the workbench's test
+    questions with gap, verdict and exact match; "authors_test_sets" or "reasoning_gym": the
+    other questions), keyed by (task, d, budget in tokens)."""
+    if table not in TABLES:
+        raise ValueError(f"table {table!r}: one of {TABLES}")
+    rows = {}
+    if table == "own":
+        _, intervals = read_studies([published])
+        exact = budget_rows(intervals[intervals.metric == "exact_match"]).set_index(
+            ["task", "digits", "budget", "encoding"]
+        )
+        for r in budget_verdicts(intervals).itertuples():
+            gap = f"{getattr(r, f'mean_{VARIANT}') - getattr(r, f'mean_{OTHER}'):+.3f}".replace("-", "−")
+            verdict = {VARIANT: "**BitTokens ahead**", OTHER: "**single digit ahead**"}.get(r.ahead, r.ahead)
+            ex = " / ".join(
+                _interval(*exact.loc[(r.task, r.digits, r.budget, e), ["mean", "low", "high"]])
+                for e in (VARIANT, OTHER)
+            )
+            rows[(r.task, int(r.digits), r.budget)] = [*_means(r), gap, verdict, ex]
+    else:
+        cells = pd.read_csv(published / OTHER_QUESTIONS_FILE).rename(columns={"score": "mean"})
+        cells = cells[cells.scoring == table].assign(budget=lambda c: c.study.map(budget_of))
+        by = cells.set_index(["task", "digits", "budget", "encoding"])
+        pairs = versus(
+            cells[cells.encoding == VARIANT],
+            cells[cells.encoding == OTHER],
+            ["task", "digits", "budget"],
+            VARIANT,
+            OTHER,
+        )
+        for r in pairs.itertuples():
+            gap = f"{getattr(r, f'mean_{VARIANT}') - getattr(r, f'mean_{OTHER}'):+.3f}".replace("-", "−")
+            verdict = {VARIANT: f"**BitTokens ahead** ({gap})", OTHER: "single digit ahead"}.get(r.ahead, r.ahead)
+            row = [*_means(r), verdict]
+            if table == "authors_test_sets":
+                row.append(
+                    " / ".join(f"{by.loc[(r.task, r.digits, r.budget, e), 'exact']:.3f}" for e in (VARIANT, OTHER))
+                )
+            rows[(r.task, int(r.digits), r.budget)] = row
+    return {k: "| " + " | ".join([k[0], _d(k[1]), f"{k[2] / 1e6:g}M", *row]) + " |" for k, row in rows.items()}
+
+
+def row_key(row: str) -> tuple:
+    """(task, d, budget in tokens) of a table row as written in the docs."""
+    task, digits, budget = (c.strip() for c in row.strip().strip("|").split("|")[:3])
+    d = PAPER_REGIME if digits.startswith("paper's regime") else int(digits)
+    return task, d, float(budget.removesuffix("M")) * 1e6
+
+
+def insert_table_rows(text: str, published: Path = PUBLISHED) -> tuple[str, list[str]]:
+    """`text` (docs/study.md) with a row added to each of its three Study 3 tables for every
+    published cell the table lacks, and the rows added. Existing rows stay as written."""
+    lines = text.split("\n")
+    starts = [i for i, line in enumerate(lines) if line.startswith(HEADER)]
+    if len(starts) != len(TABLES):
+        raise ValueError(f"expected {len(TABLES)} tables whose header starts {HEADER!r}, found {len(starts)}")
+    added = []
+    for start, table in reversed(list(zip(starts, TABLES))):
+        end = start + 2
+        while end < len(lines) and lines[end].startswith("|"):
+            end += 1
+        have = {row_key(row): row for row in lines[start + 2 : end]}
+        new = {k: row for k, row in table_rows(table, published).items() if k not in have}
+        added = list(new.values()) + added
+        merged = have | new
+        lines[start + 2 : end] = [merged[k] for k in sorted(merged)]
+    return "\n".join(lines), added
