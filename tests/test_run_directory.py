@@ -321,6 +321,30 @@ def test_a_run_made_on_other_kernels_is_refused(tmp_path):
     assert "differences: \n" in done.stdout and "resumed" in done.stdout, done.stdout + done.stderr
 
 
+def test_a_run_begun_on_another_cpu_model_is_not_resumed(tmp_path):
+    """The same kernel label on another CPU (an AMD and an Intel CPU, both cpu/AVX512) trains the
+    same run apart, so a resume there is refused, naming both models and writing nothing; the
+    finished run still counts; a run that recorded no model resumes, and so does one under
+    --no-same-kernels."""
+    out = tmp_path / "run"
+    cfg = T.TrainConfig.of(**TINY, out=str(out))
+    T.train(cfg)
+    assert rundir.cpu_difference(cfg) == ""
+    path = out / "environment.json"
+    env = json.loads(path.read_text())
+    path.write_text(json.dumps(env | {"cpu_model": "AMD EPYC 9R14 96-Core Processor"}))
+    here = rundir.cpu_model()
+    assert rundir.cpu_difference(cfg) == f"CPU: AMD EPYC 9R14 96-Core Processor (recorded) vs {here} here"
+    before = (out / "metrics.jsonl").read_bytes()
+    with pytest.raises(ValueError, match="CPU: AMD EPYC 9R14"):
+        T.train(cfg, resume=True)
+    assert (out / "metrics.jsonl").read_bytes() == before
+    assert rundir.recorded_differences(cfg) == ""  # counted as finished wherever it is read
+    assert rundir.cpu_difference(cfg.updated(same_kernels=False)) == ""
+    path.write_text(json.dumps({k: v for k, v in env.items() if k != "cpu_model"}))
+    assert rundir.cpu_difference(cfg) == ""
+
+
 def test_a_test_set_that_cannot_fit_is_refused_before_training(tmp_path, capsys):
     """Bug: the memory check ignored the questions, so --test-samples 3000000 trained every step,
     checkpointed, then died in the final test. Now it is refused before the first step."""

@@ -270,8 +270,9 @@ class RunArgs:
     same_kernels: bool = setting(
         True,
         "refuse to resume a run, or to count a finished one, made on other kernels "
-        "(another CPU capability, e.g. AVX2 vs AVX512, or another GPU model): they round "
-        "differently, so the numbers would differ (docs/study.md)",
+        "(another CPU capability, e.g. AVX2 vs AVX512, or another GPU model), and to resume "
+        "one begun on another CPU model: they round differently, so the numbers would "
+        "differ (docs/study.md)",
     )
 
 

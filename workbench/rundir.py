@@ -10,7 +10,7 @@ from (environment.json), and a finished run read back.
 
 Every file is written atomically. A resume, or a study counting a finished run, needs the same
 configuration (`config_differences`; the settings of PLACE_AND_PACE and RESUMABLE aside) and the
-same kernels (`kernel_difference`).
+same kernels (`kernel_difference`); a resume also the same CPU model (`cpu_difference`).
 """
 
 from __future__ import annotations
@@ -79,7 +79,9 @@ def prepare(cfg: TrainConfig, resume: bool, rank: int) -> tuple[Path, dict | Non
                 f"--resume: {out / 'checkpoint.pt'} is not a checkpoint this workbench wrote ({why}); "
                 "start the run again with --overwrite"
             )
-        differ = config_differences(ckpt["config"], cfg, ignore=RESUMABLE) or kernel_difference(cfg)
+        differ = (
+            config_differences(ckpt["config"], cfg, ignore=RESUMABLE) or kernel_difference(cfg) or cpu_difference(cfg)
+        )
         if differ:
             raise ValueError(
                 f"--resume: {out} was trained with another configuration ({differ}); resume with "
@@ -293,13 +295,17 @@ def environment(cfg: TrainConfig, device: torch.device | None = None, run=None) 
     return record
 
 
+def _recorded(out, key: str) -> str | None:
+    try:
+        return json.loads((Path(out) / "environment.json").read_text()).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def recorded_kernels(out) -> str | None:
     """The kernels the run in `out` was made on (`kernels`, as its environment.json records them),
     None where it recorded none or has not started: what its numbers retrace on."""
-    try:
-        return json.loads((Path(out) / "environment.json").read_text()).get("kernels")
-    except (OSError, ValueError, AttributeError):
-        return None
+    return _recorded(out, "kernels")
 
 
 def kernel_difference(cfg: TrainConfig, device: torch.device | None = None) -> str:
@@ -310,6 +316,18 @@ def kernel_difference(cfg: TrainConfig, device: torch.device | None = None) -> s
     made_on = recorded_kernels(cfg.run.out)
     now = kernels(device or device_of(cfg.run.device))
     return "" if made_on in (None, now) else f"kernels: {made_on} (recorded) vs {now} here"
+
+
+def cpu_difference(cfg: TrainConfig, device: torch.device | None = None) -> str:
+    """ "" when the CPU run in cfg.out was begun on this CPU model (or recorded none, or
+    --no-same-kernels), else both models. Only a resume asks: an Intel and an AMD CPU that both
+    dispatch to `cpu/AVX512` trained the same run apart (MKL picks its code path by the CPU;
+    docs/study.md, "Reproducibility across CPUs"), so a run continued on the other would be
+    neither machine's run. A finished run is still counted, and read, anywhere."""
+    if not cfg.run.same_kernels or not kernels(device or device_of(cfg.run.device)).startswith("cpu/"):
+        return ""
+    model = _recorded(cfg.run.out, "cpu_model")
+    return "" if model in (None, cpu_model()) else f"CPU: {model} (recorded) vs {cpu_model()} here"
 
 
 def _commit() -> str | None:
