@@ -326,8 +326,8 @@ def cpu_difference(cfg: TrainConfig, device: torch.device | None = None) -> str:
     neither machine's run. A finished run is still counted, and read, anywhere."""
     if not cfg.run.same_kernels or not kernels(device or device_of(cfg.run.device)).startswith("cpu/"):
         return ""
-    model = _recorded(cfg.run.out, "cpu_model")
-    return "" if model in (None, cpu_model()) else f"CPU: {model} (recorded) vs {cpu_model()} here"
+    model, here = _recorded(cfg.run.out, "cpu_model"), cpu_model()
+    return "" if model in (None, here) else f"CPU: {model} (recorded) vs {here} here"
 
 
 def _commit() -> str | None:

@@ -34,6 +34,10 @@ def _d(digits) -> str:
     return f"paper's regime ({PAPER_REGIME})" if int(digits) == PAPER_REGIME else str(int(digits))
 
 
+def _gap(r) -> str:
+    return f"{getattr(r, f'mean_{VARIANT}') - getattr(r, f'mean_{OTHER}'):+.3f}".replace("-", "−")
+
+
 def _means(r) -> list[str]:
     return [_interval(*(getattr(r, f"{s}_{e}") for s in ("mean", "low", "high"))) for e in (VARIANT, OTHER)]
 
@@ -51,13 +55,12 @@ def table_rows(table: str = "own", published: Path = PUBLISHED) -> dict[tuple, s
             ["task", "digits", "budget", "encoding"]
         )
         for r in budget_verdicts(intervals).itertuples():
-            gap = f"{getattr(r, f'mean_{VARIANT}') - getattr(r, f'mean_{OTHER}'):+.3f}".replace("-", "−")
             verdict = {VARIANT: "**BitTokens ahead**", OTHER: "**single digit ahead**"}.get(r.ahead, r.ahead)
             ex = " / ".join(
                 _interval(*exact.loc[(r.task, r.digits, r.budget, e), ["mean", "low", "high"]])
                 for e in (VARIANT, OTHER)
             )
-            rows[(r.task, int(r.digits), r.budget)] = [*_means(r), gap, verdict, ex]
+            rows[(r.task, int(r.digits), r.budget)] = [*_means(r), _gap(r), verdict, ex]
     else:
         cells = pd.read_csv(published / OTHER_QUESTIONS_FILE).rename(columns={"score": "mean"})
         cells = cells[cells.scoring == table].assign(budget=lambda c: c.study.map(budget_of))
@@ -70,8 +73,7 @@ def table_rows(table: str = "own", published: Path = PUBLISHED) -> dict[tuple, s
             OTHER,
         )
         for r in pairs.itertuples():
-            gap = f"{getattr(r, f'mean_{VARIANT}') - getattr(r, f'mean_{OTHER}'):+.3f}".replace("-", "−")
-            verdict = {VARIANT: f"**BitTokens ahead** ({gap})", OTHER: "single digit ahead"}.get(r.ahead, r.ahead)
+            verdict = {VARIANT: f"**BitTokens ahead** ({_gap(r)})", OTHER: "single digit ahead"}.get(r.ahead, r.ahead)
             row = [*_means(r), verdict]
             if table == "authors_test_sets":
                 row.append(
