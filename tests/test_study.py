@@ -590,3 +590,47 @@ def test_the_docs_rows_that_a_level_adds_are_written_from_results():
     assert remark not in written and remark in study.insert_table_rows("\n".join(kept))[0]
     with pytest.raises(ValueError, match="expected 3 tables"):
         study.insert_table_rows("no tables here")
+
+
+def test_the_budget_more_table_sets_each_encoding_against_both_core_encodings(tmp_path):
+    """budget_more's table: one row per cell of the recipe's BitTokens and NTL, its own score and
+    a gap and verdict against single digit and against the decimal pool, from cells built here so
+    that each verdict is known by construction (apart by more than δ, apart by less, overlapping)."""
+    cells = [  # (encoding, mean, low, high) at division, d = 4, 10M
+        ("single_digit", 0.50, 0.45, 0.55),
+        (study.VARIANT, 0.30, 0.25, 0.35),
+        ("bittokens", 0.40, 0.37, 0.43),  # −0.10 vs single digit, apart: single digit ahead; +0.10 vs pool
+        ("ntl", 0.53, 0.51, 0.56),  # +0.03 vs single digit, overlapping; +0.23 vs the pool, apart
+    ]
+    rows = [
+        dict(study="budget_10M", encoding=e, task="division", digits=4, metric=m, mean=mean, low=low, high=high)
+        | dict(seeds=3, questions=500)
+        for e, mean, low, high in cells
+        for m in ("log_smape", "exact_match")
+    ]
+    pd.DataFrame(rows).to_csv(tmp_path / "cpu-study-intervals.csv", index=False)
+    pd.DataFrame([dict(r, seed=0, score=r["mean"]) for r in rows]).drop(columns=["mean", "low", "high"]).to_csv(
+        tmp_path / "cpu-study.csv", index=False
+    )
+    table = study.table_rows("more", tmp_path)
+    assert set(table) == {("division", 4, 1e7, "bittokens"), ("division", 4, 1e7, "ntl")}
+    bt = [c.strip() for c in table[("division", 4, 1e7, "bittokens")].strip("|").split("|")]
+    assert bt[3:] == [
+        "`bittokens`",
+        "0.400 [0.370, 0.430]",
+        "−0.100, **single digit ahead**",
+        "+0.100, **`bittokens` ahead**",
+        "not scored",
+        "not scored",
+    ]
+    ntl = [c.strip() for c in table[("division", 4, 1e7, "ntl")].strip("|").split("|")]
+    assert ntl[5:7] == ["+0.030, overlap", "+0.230, **`ntl` ahead**"]
+    # insert_table_rows puts each row into the fourth table, after the three tables of the core
+    (tmp_path / study.OTHER_QUESTIONS_FILE).write_text(
+        "study,task,digits,encoding,score,low,high,exact,runs,answers,output_tokens,scoring\n"
+    )
+    text = "".join(f"{study.HEADER} x |\n|---|\n\n" for _ in range(3)) + f"{study.MORE_HEADER} x |\n|---|\nend\n"
+    written, added = study.insert_table_rows(text, tmp_path)
+    assert len(added) == 3 and sorted(added[1:]) == sorted(table.values())  # the own table's core row, then these
+    assert written.endswith("\n".join(added[1:]) + "\nend\n")
+    assert study.insert_table_rows(written, tmp_path) == (written, [])

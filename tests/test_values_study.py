@@ -243,3 +243,11 @@ def test_budget_stability_reads_each_cell_of_a_level_from_its_run_folders(tmp_pa
     assert table.to_dict("records") == [
         {"task": "division", "digits": 4, study.VARIANT: 0, "single_digit": 4, "overlap": 0, study.WITHIN: 0}
     ]
+    # any two encodings of the level, either way round (budget_more's against the core's)
+    swapped = study.budget_stability(
+        tmp_path, "budget_10M", seeds=range(4), draws=100, a="single_digit", b=study.VARIANT
+    )
+    assert swapped.to_dict("records") == [
+        {"task": "division", "digits": 4, "single_digit": 4, study.VARIANT: 0, "overlap": 0, study.WITHIN: 0}
+    ]
+    assert study.budget_stability(tmp_path, "budget_10M", seeds=range(4), draws=100, a="ntl").empty

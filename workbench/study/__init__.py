@@ -74,7 +74,7 @@ from .questions import (  # noqa: F401
     other_question_cells,
     scored_cells,
 )
-from .report import insert_table_rows, row_key, table_rows  # noqa: F401
+from .report import HEADER, MORE_HEADER, insert_table_rows, row_key, table_rows  # noqa: F401
 from .run import (  # noqa: F401
     INTERVALS_FILE,
     RESULTS_FILE,

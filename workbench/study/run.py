@@ -159,10 +159,12 @@ def bootstrap_intervals(runs: list[Run], out: Path, draws: int = 2000) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-def budget_stability(out, study_name: str, seeds=range(20), draws: int = 2000) -> pd.DataFrame:
-    """Per (task, d) of a Study 3 level in OUT (study_name "budget_10M") with both encodings' three
-    seeds finished: how many of `seeds` bootstrap seeds give each verdict (`verdict_stability`, on
-    the runs' test answers), the published verdict being bootstrap seed 0's."""
+def budget_stability(
+    out, study_name: str, seeds=range(20), draws: int = 2000, a: str = VARIANT, b: str = "single_digit"
+) -> pd.DataFrame:
+    """Per (task, d) of a Study 3 level in OUT (study_name "budget_10M") with encodings a's and b's
+    three seeds finished: how many of `seeds` bootstrap seeds give each verdict (`verdict_stability`,
+    on the runs' test answers), the published verdict being bootstrap seed 0's."""
     out = Path(out)
     answers: dict[tuple, dict[str, list]] = {}
     for r in plan(BUDGET_PARTS):
@@ -173,11 +175,11 @@ def budget_stability(out, study_name: str, seeds=range(20), draws: int = 2000) -
             )
     rows = []
     for (task, digits), by in sorted(answers.items()):
-        if set(by) != {VARIANT, "single_digit"} or min(map(len, by.values())) < len(BUDGET_SEEDS):
+        if not {a, b} <= set(by) or min(len(by[a]), len(by[b])) < len(BUDGET_SEEDS):
             continue
-        counts = verdict_stability(by[VARIANT], by["single_digit"], seeds, draws)
+        counts = verdict_stability(by[a], by[b], seeds, draws)
         rows.append(
-            dict(task=task, digits=digits, **{VARIANT: counts.get("a", 0), "single_digit": counts.get("b", 0)})
+            dict(task=task, digits=digits, **{a: counts.get("a", 0), b: counts.get("b", 0)})
             | {verdict: counts.get(verdict, 0) for verdict in ("overlap", WITHIN)}
         )
     return pd.DataFrame(rows)
