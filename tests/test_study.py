@@ -483,6 +483,7 @@ def test_study3_models_join_the_frontier_figure_as_stars_on_their_tasks():
     ours = study.frontier_points(cells)
     assert len(ours) == 4 and set(ours.task) == {"multiplication", "division"}
     assert set(ours.encoding) == {"bittokens", "single_digit"}
+    assert {m for m in ours.model if "BitTokens" in m} == {"cpu-tiny BitTokens decimal pool (1M tokens)"}
     fig = pf.tokens_figure(pf.frontier_from_tables(), ours)
     stars = [t for t in fig.data if t.marker.symbol == "star"]
     assert sum(len(t.x) for t in stars) == 4

@@ -155,13 +155,14 @@ def other_question_cells(out) -> pd.DataFrame:
 def frontier_points(cells: pd.DataFrame, digits: int = PAPER_REGIME) -> pd.DataFrame:
     """Study 3's models trained in the paper's regime, scored on the authors' test questions (rows
     of `scored_cells` with scoring "authors_test_sets"), as points of the frontier figure: model
-    label, base encoding (its colour), task, output tokens per answer, score, training tokens."""
+    label, base encoding (its colour), task, output tokens per answer, score, training tokens. The
+    label names BitTokens' decimal pool (the core's) apart from the recipe's binary pools (budget_more's)."""
     part = cells[(cells.scoring == "authors_test_sets") & (cells.digits == digits)]
     base = {e: "bittokens" if e == VARIANT else e for e in part.encoding.unique()}
     return pd.DataFrame(
         {
             "model": [
-                f"cpu-tiny {encoders.label(base[e])} ({s.removeprefix('budget_')} tokens)"
+                f"cpu-tiny {encoders.label(base[e])}{' decimal pool' if e == VARIANT else ''} ({s.removeprefix('budget_')} tokens)"
                 for e, s in zip(part.encoding, part.study)
             ],
             "encoding": part.encoding.map(base),
