@@ -151,9 +151,12 @@ def budget_figure(intervals: pd.DataFrame, metric: str = "log_smape"):
     data = budget_rows(intervals[intervals.metric == metric])
     digits = sorted(data.digits.unique())
     label = {d: "the paper's regime" if d == PAPER_REGIME else f"d = {d}" for d in digits}
-    names = {
+    special = {  # the core's BitTokens and budget_more's differ only in A.3's pools
         VARIANT: f"{encoders.label('bittokens')}, decimal pool",
-        **{e: encoders.label(e) for e in data.encoding.unique() if e != VARIANT},
+        "bittokens": f"{encoders.label('bittokens')}, binary pools (the recipe)",
+    }
+    names = {VARIANT: special[VARIANT]} | {
+        e: special.get(e, encoders.label(e)) for e in data.encoding.unique() if e != VARIANT
     }
     fig = make_subplots(
         rows=len(PRECISION_TASKS),
