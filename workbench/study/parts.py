@@ -69,6 +69,8 @@ BUDGET_DIGITS, BUDGET_D8_DIGITS = (4, 15, PAPER_REGIME), (8,)
 # the leaderboard's strongest multi-token encoding: the highest mean log-sMAPE over Study 1's eight
 # (task, d) cells among the multi-token encodings other than single digit (results/, at registration)
 STRONGEST_MULTI_TOKEN = "ntl"
+# budget_more: the recipe's BitTokens (with A.3's binary pools) and the strongest multi-token encoding
+MORE_ENCODINGS = ("bittokens", STRONGEST_MULTI_TOKEN)
 # Study 1's recipe and model with the paper's pool of a million questions per task: at 8-9 tokens a
 # question, a 10M-token BitTokens run draws 1.2M questions, which a 20,000-question pool would
 # repeat 60 times (Study 3 measures learning with the budget, not memorising)
@@ -187,9 +189,8 @@ def plan(which=PREREGISTERED) -> list[Run]:
     if BUDGET_D8 in which:
         runs += _budget_grid((VARIANT, "single_digit"), BUDGET_D8_DIGITS)
     if BUDGET_MORE in which:  # the recipe's BitTokens and the strongest multi-token encoding, 10M first
-        more = ("bittokens", STRONGEST_MULTI_TOKEN)
-        runs += _budget_grid(more, BUDGET_DIGITS + BUDGET_D8_DIGITS, budgets=(1e7,))
-        runs += _budget_grid(more, BUDGET_DIGITS + BUDGET_D8_DIGITS, budgets=(1e6, 3e6))
+        runs += _budget_grid(MORE_ENCODINGS, BUDGET_DIGITS + BUDGET_D8_DIGITS, budgets=(1e7,))
+        runs += _budget_grid(MORE_ENCODINGS, BUDGET_DIGITS + BUDGET_D8_DIGITS, budgets=(1e6, 3e6))
     return runs
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .parts import PAPER_REGIME, STRONGEST_MULTI_TOKEN, VARIANT
+from .parts import MORE_ENCODINGS, PAPER_REGIME, VARIANT
 from .published import PUBLISHED, read_studies
 from .questions import OTHER_QUESTIONS_FILE
 from .stats import budget_of, budget_rows, budget_verdicts, versus
@@ -29,7 +29,6 @@ OTHER = "single_digit"
 HEADER = "| task | d | budget | BitTokens (decimal pool) | single digit |"
 TABLES = ("own", "authors_test_sets", "reasoning_gym")
 MORE = "more"
-MORE_ENCODINGS = ("bittokens", STRONGEST_MULTI_TOKEN)  # budget_more's two (parts.plan)
 CORE_LABELS = {OTHER: "single digit", VARIANT: "decimal pool"}
 MORE_HEADER = "| task | d | budget | encoding | own test questions |"
 
@@ -54,7 +53,11 @@ def _more_rows(published: Path) -> dict[tuple, list[str]]:
     """The "more" table: per published cell of MORE_ENCODINGS, keyed (task, d, budget, encoding)."""
     _, intervals = read_studies([published])
     own = budget_rows(intervals[intervals.metric == "log_smape"])
-    other = pd.read_csv(published / OTHER_QUESTIONS_FILE) if (published / OTHER_QUESTIONS_FILE).exists() else None
+    path = published / OTHER_QUESTIONS_FILE
+    scored = set()
+    if path.exists():
+        other = pd.read_csv(path).set_index(["scoring", "study", "task", "digits", "encoding"])
+        scored = set(other.index)
     keys = ["task", "digits", "budget"]
     rows = {}
     for encoding in MORE_ENCODINGS:
@@ -74,18 +77,8 @@ def _more_rows(published: Path) -> dict[tuple, list[str]]:
                 )
                 row.append(f"{_gap(v, encoding, core)}, {word}")
             for scoring in TABLES[1:]:
-                cell = (
-                    other[
-                        (other.scoring == scoring)
-                        & (other.study == r.study)
-                        & (other.task == r.task)
-                        & (other.digits == r.digits)
-                        & (other.encoding == encoding)
-                    ]
-                    if other is not None
-                    else []
-                )
-                row.append(_interval(*cell[["score", "low", "high"]].iloc[0]) if len(cell) else "not scored")
+                key = (scoring, r.study, r.task, r.digits, encoding)
+                row.append(_interval(*other.loc[key, ["score", "low", "high"]]) if key in scored else "not scored")
             rows[(r.task, int(r.digits), r.budget, encoding)] = row
     return rows
 
