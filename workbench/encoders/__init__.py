@@ -90,7 +90,7 @@ def known() -> list[str]:
     return list(catalog())
 
 
-ATTRIBUTES = ("single_token", "paper_label")  # the class attributes `described` reads without torch
+ATTRIBUTES = ("single_token", "paper_label", "difficulty_base")  # the class attributes `described` reads without torch
 
 
 def described(attribute: str) -> dict[str, object]:

@@ -18,6 +18,7 @@ from .parts import (
     PRECISION_SEEDS,
     PRECISION_TASKS,
     VARIANT,
+    base_encoding,
 )
 from .stats import budget_rows, exploratory_as_encoding
 
@@ -85,7 +86,7 @@ def precision_figure(intervals: pd.DataFrame):
     data = data[data["study"] == "precision"]
     names = {
         **{e: encoders.label(e) for e in ENCODINGS},
-        VARIANT: f"{encoders.label('bittokens')}, decimal pool (exploratory)",
+        VARIANT: f"{encoders.label(base_encoding(VARIANT))}, decimal pool (exploratory)",
     }
     metrics = [("log_smape", "log-sMAPE"), ("exact_match", "exact match")]
     fig = make_subplots(
@@ -104,7 +105,7 @@ def precision_figure(intervals: pd.DataFrame):
                 )
                 if part.empty:
                     continue
-                color = plots.encoding_color("bittokens" if encoding == VARIANT else encoding)
+                color = plots.encoding_color(base_encoding(encoding))
                 fig.add_trace(_interval_band(list(part.digits), part, color, encoding), row=i, col=j)
                 fig.add_trace(
                     go.Scatter(
@@ -151,12 +152,13 @@ def budget_figure(intervals: pd.DataFrame, metric: str = "log_smape"):
     data = budget_rows(intervals[intervals.metric == metric])
     digits = sorted(data.digits.unique())
     label = {d: "the paper's regime" if d == PAPER_REGIME else f"d = {d}" for d in digits}
-    special = {  # the core's BitTokens and budget_more's differ only in A.3's pools
-        VARIANT: f"{encoders.label('bittokens')}, decimal pool",
-        "bittokens": f"{encoders.label('bittokens')}, binary pools (the recipe)",
-    }
-    names = {VARIANT: special[VARIANT]} | {
-        e: special.get(e, encoders.label(e)) for e in data.encoding.unique() if e != VARIANT
+    # the core's BitTokens and budget_more's differ only in A.3's pools, which the recipe gives every
+    # encoding whose curriculum counts binary digits (`difficulty_base` 2) and VARIANT takes away
+    binary = {e for e, base in encoders.described("difficulty_base").items() if base == 2}
+    names = {VARIANT: f"{encoders.label(base_encoding(VARIANT))}, decimal pool"} | {
+        e: encoders.label(e) + (", binary pools (the recipe)" if e in binary else "")
+        for e in data.encoding.unique()
+        if e != VARIANT
     }
     fig = make_subplots(
         rows=len(PRECISION_TASKS),
@@ -174,7 +176,7 @@ def budget_figure(intervals: pd.DataFrame, metric: str = "log_smape"):
                 )
                 if part.empty:
                     continue
-                color = plots.encoding_color("bittokens" if encoding == VARIANT else encoding)
+                color = plots.encoding_color(base_encoding(encoding))
                 dodge = 10 ** (0.04 * (k - (len(names) - 1) / 2))  # side by side on the log axis, not on top
                 x = list(part.budget / 1e6 * dodge)
                 fig.add_trace(_interval_band(x, part, color, encoding), row=i, col=j)

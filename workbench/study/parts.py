@@ -36,6 +36,12 @@ PARTS = PREREGISTERED + (DECIMAL_POOL, NUMERIC_CHECKPOINT, ZOO_PRECISION, ZOO_MU
 MULTITASK_PARTS = ("multitask", NUMERIC_CHECKPOINT)  # the parts Figure 4's third row can show
 PART_LABELS = {"multitask": "Study 2", NUMERIC_CHECKPOINT: "Study 2b, checkpoint chosen without text's score"}
 VARIANT = "bittokens_decimal_pool"  # the exploratory runs drawn as a sixth encoding of their study
+VARIANT_OF = "bittokens"  # the encoding VARIANT's runs train, without A.3's binary pools
+
+
+def base_encoding(encoding: str) -> str:
+    """The encoding a run of the results' `encoding` trains (VARIANT's is VARIANT_OF)."""
+    return VARIANT_OF if encoding == VARIANT else encoding
 
 
 # The shared small scale: cpu-tiny, batch 8 x 128, operands of magnitude 1 ... 100.
@@ -129,9 +135,13 @@ def _budget_run(encoding: str, task: str, digits: int, seed: int, tokens: float)
     """One Study 3 run: `encoding` as the results name it (VARIANT: BitTokens without A.3's binary
     pools), trained alone on `task` for `tokens`."""
     regime = dict(decades=None, max_digits=None) if digits == PAPER_REGIME else dict(max_digits=digits)
-    name = "bittokens" if encoding == VARIANT else encoding
     cfg = BUDGET_BASE.updated(
-        encoding=name, binary_pool=encoding != VARIANT, tasks=(task,), seed=seed, tokens=tokens, **regime
+        encoding=base_encoding(encoding),
+        binary_pool=encoding != VARIANT,
+        tasks=(task,),
+        seed=seed,
+        tokens=tokens,
+        **regime,
     )
     return Run(f"budget_{budget_label(tokens)}", encoding, task, digits, seed, cfg)
 
@@ -155,9 +165,9 @@ def plan(which=PREREGISTERED) -> list[Run]:
     if "multitask" in which:
         runs += _multitask("multitask", ENCODINGS)
     if DECIMAL_POOL in which:
-        solo = PRECISION.updated(encoding="bittokens", binary_pool=False)
+        solo = PRECISION.updated(encoding=VARIANT_OF, binary_pool=False)
         runs += [
-            Run(f"precision_{DECIMAL_POOL}", "bittokens", t, d, s, solo.updated(tasks=(t,), max_digits=d, seed=s))
+            Run(f"precision_{DECIMAL_POOL}", VARIANT_OF, t, d, s, solo.updated(tasks=(t,), max_digits=d, seed=s))
             for t in PRECISION_TASKS
             for d in DIGITS
             for s in PRECISION_SEEDS
@@ -165,11 +175,11 @@ def plan(which=PREREGISTERED) -> list[Run]:
         runs += [
             Run(
                 f"multitask_{DECIMAL_POOL}",
-                "bittokens",
+                VARIANT_OF,
                 "multitask",
                 MULTITASK.data.max_digits,
                 s,
-                MULTITASK.updated(encoding="bittokens", binary_pool=False, seed=s),
+                MULTITASK.updated(encoding=VARIANT_OF, binary_pool=False, seed=s),
             )
             for s in MULTITASK_SEEDS
         ]

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import encoders
 from ..atomic import write_atomic
-from .parts import BUDGET_PARTS, PAPER_REGIME, VARIANT, Run, plan, select
+from .parts import BUDGET_PARTS, PAPER_REGIME, VARIANT, Run, base_encoding, plan, select
 from .run import finished
 from .stats import budget_of, hierarchical_bootstrap
 
@@ -158,7 +158,7 @@ def frontier_points(cells: pd.DataFrame, digits: int = PAPER_REGIME) -> pd.DataF
     label, base encoding (its colour), task, output tokens per answer, score, training tokens. The
     label names BitTokens' decimal pool (the core's) apart from the recipe's binary pools (budget_more's)."""
     part = cells[(cells.scoring == "authors_test_sets") & (cells.digits == digits)]
-    base = {e: "bittokens" if e == VARIANT else e for e in part.encoding.unique()}
+    base = {e: base_encoding(e) for e in part.encoding.unique()}
     return pd.DataFrame(
         {
             "model": [
