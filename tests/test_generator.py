@@ -3,6 +3,7 @@ scoring on them: the conversion against Fraction arithmetic, what is dropped, th
 the package, the real package where it is installed, and generator_scores on a tiny trained run."""
 
 import decimal
+import shutil
 import sys
 import types
 from decimal import Context, Decimal
@@ -265,6 +266,11 @@ def test_generator_scores_score_a_finished_run_once_and_the_command_line_prints_
     assert len(fake.made) == 2 and len(study.generator_scores(tmp_path, n=4, seed=0)) == 4 and len(fake.made) == 2
     with pytest.raises(ValueError, match=r"drawn with \(n, seed\)"):
         study.generator_scores(tmp_path, n=5, seed=0)
+    # another run scored later appends to the file and leaves the rows written before as written
+    first = (tmp_path / study.GENERATOR_FILE).read_text()
+    shutil.copytree(tmp_path / name, tmp_path / name.replace("seed0", "seed1"))
+    assert len(study.generator_scores(tmp_path, n=4, seed=0)) == 8
+    assert (tmp_path / study.GENERATOR_FILE).read_text().startswith(first) and ",36," in first
     other = tmp_path / "other"
     (other / "multitask-multitask-d1-bittokens-seed0").mkdir(parents=True)
     (other / "multitask-multitask-d1-bittokens-seed0" / "test_summary.csv").write_text("task\n")

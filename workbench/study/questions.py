@@ -32,6 +32,16 @@ def _unscored(out: Path, which, table: pd.DataFrame, **selection) -> list[Run]:
     ]
 
 
+def _scored_before(path: Path, empty: list[str]) -> pd.DataFrame:
+    """The answers scored into `path` before, their question, answer and prediction kept as the
+    text written: a file appended run by run is rewritten whole, and numbers parsed on the way
+    would come back in another spelling ("36" as "36.0", a prediction "007" as "7.0")."""
+    if not path.exists():
+        return pd.DataFrame(columns=empty)
+    text = {c: str for c in ("prompt", "answer", "prediction")}
+    return pd.read_csv(path, dtype=text, keep_default_na=False, na_values={"prediction": [""]})
+
+
 def _answer(out: Path, r: Run, questions: pd.DataFrame) -> pd.DataFrame:
     """Run r's best checkpoint answers `questions` of its task, scored; the study's columns added."""
     from ..evaluate import evaluate
@@ -52,7 +62,7 @@ def official_scores(out, data=None, which=BUDGET_PARTS, **selection) -> pd.DataF
 
     out = Path(out)
     path = out / OFFICIAL_FILE
-    done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["run"])
+    done = _scored_before(path, ["run"])
     parts = [done] if len(done) else []
     for r in _unscored(out, which, done, **selection):
         parts.append(_answer(out, r, load_test_set(r.task, data)))
@@ -74,7 +84,7 @@ def generator_scores(out, n: int = 500, seed: int = 0, which=BUDGET_PARTS, **sel
     generator.check_draw(n, seed)
     out = Path(out)
     path = out / GENERATOR_FILE
-    done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["run", "n", "generator_seed"])
+    done = _scored_before(path, ["run", "n", "generator_seed"])
     recorded = set(zip(done["n"], done["generator_seed"]))
     if recorded - {(n, seed)}:
         raise ValueError(
