@@ -173,11 +173,11 @@ def _run_here(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str) -> t
             except (ValueError, OSError, RuntimeError, MemoryError) as err:
                 failed[name] = _failed(name, err)
         return results, failed
-    with _workers_ignore_ctrl_c():  # the pool spawns its workers here, at the first submissions
-        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_starts)
-        futures = {pool.submit(_one, cfg, out / name, overwrite): name for name, cfg in runs.items()}
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_starts)
     with pool, _sigterm_stops_the_plan():
         try:
+            with _workers_ignore_ctrl_c():  # the pool spawns its workers here, at the submissions
+                futures = {pool.submit(_one, cfg, out / name, overwrite): name for name, cfg in runs.items()}
             for future in tqdm(as_completed(futures), total=len(futures), desc=desc):
                 try:
                     results[futures[future]] = future.result()
@@ -185,10 +185,12 @@ def _run_here(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str) -> t
                     failed[futures[future]] = _failed(futures[future], err)
         except KeyboardInterrupt:  # the workers ignore Ctrl-C and never see a SIGTERM sent to this process alone:
             # end them, or the pool would wait for their runs (or they would train on as orphans)
-            pool.shutdown(wait=False, cancel_futures=True)
             for worker in active_children():
                 worker.terminate()  # a run resumes from its last checkpoint, written whole (write_atomic)
                 worker.join()
+            # Wait for the pool's own thread to end: left running, it raced the interpreter's exit hook
+            # that wakes it (Python 3.11 closes the wake-up pipe unlocked) and printed an OSError.
+            pool.shutdown(wait=True, cancel_futures=True)
             raise
     return results, failed
 
@@ -199,22 +201,32 @@ def _worker_starts() -> None:
     from tqdm import tqdm as bars
 
     bars.set_lock(threading.RLock())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the plan's process's to handle
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked since the spawn
 
 
 @contextmanager
 def _workers_ignore_ctrl_c():
-    """Processes spawned inside ignore SIGINT from their first instruction (an ignored signal stays
-    ignored through exec, and Python then installs no KeyboardInterrupt). Ctrl-C reaches every
-    process of the terminal's group: a worker still importing printed a traceback of the import, and
-    one idle between runs another, while the plan's own process ends them all and says one line."""
+    """Processes spawned inside start with SIGINT blocked (a thread's signal mask stays through
+    fork and exec), and `_worker_starts` then ignores it for good. Ctrl-C reaches every process of
+    the terminal's group: a worker still importing printed a traceback of the import, and one idle
+    between runs another, while the plan's own process ends them all and says one line.
+    This process is not made to ignore SIGINT meanwhile: another of its threads (torch's) would
+    take the signal and discard it, and a Ctrl-C in the middle of the spawning would be lost. It is
+    held instead, and raised as KeyboardInterrupt when the workers are all started."""
     if threading.current_thread() is not threading.main_thread():  # signals belong to the main thread
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    held = []
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one still pending here raises at once
+    if held:
+        raise KeyboardInterrupt
 
 
 @contextmanager
