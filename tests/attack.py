@@ -1569,7 +1569,7 @@ def kernel_cases(folder):
         )
     key = hashlib.sha256(
         "\0".join(
-            [cpu_kernels.SOURCE.read_text(), compiler, *cpu_kernels.FLAGS, platform.machine(), platform.node()]
+            [cpu_kernels.SOURCE.read_text(), compiler, *cpu_kernels.flags(), platform.machine(), platform.node()]
         ).encode()
     ).hexdigest()[:16]
     lib = f"cpu_kernels-{key}.so"

@@ -250,7 +250,7 @@ def cache_name() -> str:
     compiler = os.environ.get("CC") or "cc"
     key = hashlib.sha256(
         "\0".join(
-            [cpu_kernels.SOURCE.read_text(), compiler, *cpu_kernels.FLAGS, platform.machine(), platform.node()]
+            [cpu_kernels.SOURCE.read_text(), compiler, *cpu_kernels.flags(), platform.machine(), platform.node()]
         ).encode()
     ).hexdigest()[:16]
     return f"cpu_kernels-{key}.so"

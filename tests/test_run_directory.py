@@ -290,6 +290,10 @@ cfg = T.TrainConfig.of(encoding="bittokens", tasks=("addition",), preset="cpu-ti
                     pool_size=100, val_samples=4, test_samples=4, eval_every=2, checkpoint_every=2, decades=(0, 1),
                     max_digits=2, threads=1, optim=OptimConfig(newton_schulz="float32"), out=sys.argv[1],
                     same_kernels=sys.argv[2] == "1")
+if sys.argv[3] == "train":
+    T.train(cfg)
+    print("kernels:", rundir.kernels(rundir.device_of("cpu")))
+    sys.exit()
 print("differences:", rundir.recorded_differences(cfg))
 try:
     T.train(cfg, resume=True)
@@ -300,23 +304,36 @@ except ValueError as err:
 
 
 def test_a_run_made_on_other_kernels_is_refused(tmp_path):
-    """A run made on AVX-512 kernels, resumed or counted on AVX2 ones (ATEN_CPU_CAPABILITY lowers
+    """A native run made on AVX-512 kernels, resumed or counted on AVX2 ones (ATEN_CPU_CAPABILITY lowers
     torch's), would silently give other numbers: it is refused, naming both; --no-same-kernels
-    lets it through."""
+    lets it through. (Portable runs pin the kernels: numerics.py.)"""
     out = tmp_path / "run"
-    T.train(T.TrainConfig.of(**TINY, out=str(out)))
-    here = torch.backends.cpu.get_cpu_capability()
+    native = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR")}
+    native |= {"WORKBENCH_NUMERICS": "native"}
+    done = subprocess.run(
+        [sys.executable, "-c", CAPABILITY_PROBE, str(out), "1", "train"], env=native, capture_output=True, text=True
+    )
+    here = done.stdout.split("kernels: cpu/")[-1].strip()
+    assert done.returncode == 0 and here, done.stdout + done.stderr
     other = "avx2" if here != "AVX2" else "default"
-    env = dict(os.environ, ATEN_CPU_CAPABILITY=other)
+    env = dict(native, ATEN_CPU_CAPABILITY=other)
     before = (out / "metrics.jsonl").read_bytes()
     done = subprocess.run(
-        [sys.executable, "-c", CAPABILITY_PROBE, str(out), "1"], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", CAPABILITY_PROBE, str(out), "1", "resume"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert f"kernels: cpu/{here} (recorded) vs cpu/{other.upper()} here" in done.stdout, done.stdout + done.stderr
     assert "refused: --resume:" in done.stdout and "kernels: " in done.stdout.split("refused:")[1]
     assert (out / "metrics.jsonl").read_bytes() == before  # nothing written
     done = subprocess.run(
-        [sys.executable, "-c", CAPABILITY_PROBE, str(out), "0"], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", CAPABILITY_PROBE, str(out), "0", "resume"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert "differences: \n" in done.stdout and "resumed" in done.stdout, done.stdout + done.stderr
 

@@ -6,6 +6,16 @@ import tempfile as _tempfile
 
 __version__ = "0.1.0"
 
+# Portable or native numerics (workbench/numerics.py): applied to the environment before anything
+# loads torch or numpy, so that this process, its workers and its children compute in one mode. A
+# bad WORKBENCH_NUMERICS is reported where a run starts (numerics.ensure), not at import.
+from . import numerics as _numerics  # noqa: E402
+
+try:
+    _numerics.apply(_numerics.requested())
+except ValueError:
+    pass
+
 # torch.compile's on-disk kernel cache does not tell CPU kernels built under one torch CPU capability
 # from another's: a process started with ATEN_CPU_CAPABILITY=avx2 on an AVX-512 machine loads the
 # AVX-512 build and crashes (SIGSEGV) in the compiled blocks. So a forced capability gets a cache folder

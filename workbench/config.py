@@ -20,7 +20,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 
-from . import encoders, tasks
+from . import encoders, numerics, tasks
 from .balancing import CAPS
 from .cli import Parser, add_arguments, add_encoding_option, check_choices, encoding_options, flag, setting, values_of
 from .curriculum import ENDGAMES
@@ -266,6 +266,13 @@ class RunArgs:
         "build the next batch on a worker thread while a step runs (auto: on CUDA; "
         "a CPU trains on the cores the worker would take)",
         choices=("auto", "on", "off"),
+    )
+    numerics: str = setting(
+        numerics.requested(strict=False),
+        "portable: torch's AVX2 kernels and MKL's compatible branch, the same bits on every x86-64 CPU; "
+        "native: the libraries' own choice per CPU (faster on some, as every run before this setting); "
+        "the default is $WORKBENCH_NUMERICS, else portable on x86-64 (docs/sharing.md)",
+        choices=numerics.MODES,
     )
     same_kernels: bool = setting(
         True,
@@ -553,7 +560,12 @@ def command_line(
     first.add_argument("--config", default="cpu", choices=sorted(CONFIGS))
     defaults = CONFIGS[first.parse_known_args(argv)[0].config]
     flags = parser(defaults, prog)
-    return flags, vars(flags.parse_args(argv)), defaults
+    args = vars(flags.parse_args(argv))
+    try:
+        numerics.requested()  # a WORKBENCH_NUMERICS that names no mode: one line, not the default
+    except ValueError as err:
+        flags.error(str(err))
+    return flags, args, defaults
 
 
 def from_args(args: dict, defaults: TrainConfig) -> TrainConfig:

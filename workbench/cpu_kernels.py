@@ -37,9 +37,20 @@ import warnings
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("cpu_kernels.c")
-# -march=native: the library is built for the machine that runs it (its name carries the host);
+# -march=native: the library is built for the machine that runs it (its name carries the host), or
+# for x86-64-v3 (AVX2, FMA) under portable numerics, the same code on every such CPU;
 # -ffp-contract=off: no fused multiply-add but the source's fmaf, so the rounding is the source's.
 FLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC"]
+
+
+def flags() -> list[str]:
+    """The compiler's flags in this process's numerics mode (numerics.py)."""
+    from . import numerics
+
+    portable = numerics.requested(strict=False) == "portable" and numerics.pinnable()
+    return [f if f != "-march=native" or not portable else "-march=x86-64-v3" for f in FLAGS]
+
+
 POINTER, LONGS = ctypes.c_void_p, ctypes.POINTER(ctypes.c_long)
 SIGNATURES = {  # C function: its arguments (n and strides are long[4] / long[3] arrays)
     "norm_rotate_forward": [LONGS, POINTER, LONGS, POINTER, LONGS, POINTER, LONGS, POINTER, LONGS, POINTER],
@@ -96,7 +107,7 @@ def library() -> ctypes.CDLL | None:
         _skip(f"no C compiler {compiler!r} on the PATH")
         return None
     key = hashlib.sha256(
-        "\0".join([SOURCE.read_text(), compiler, *FLAGS, platform.machine(), platform.node()]).encode()
+        "\0".join([SOURCE.read_text(), compiler, *flags(), platform.machine(), platform.node()]).encode()
     ).hexdigest()[:16]
     name = f"cpu_kernels-{key}.so"
     folder = kernel_folder()
@@ -219,7 +230,7 @@ def _build(compiler: str, folder_fd: int, folder: Path, name: str) -> None:
     temporary = f".{name}.{os.getpid()}.{secrets.token_hex(4)}"
     try:
         subprocess.run(
-            [compiler, *FLAGS, "-o", _path(folder_fd, folder, temporary), str(SOURCE), "-lm"],
+            [compiler, *flags(), "-o", _path(folder_fd, folder, temporary), str(SOURCE), "-lm"],
             check=True,
             capture_output=True,
             text=True,

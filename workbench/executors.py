@@ -39,6 +39,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
+from . import numerics
 from .cli import check_choices, setting, unknown
 
 EXECUTORS = ("local", "submitit-local", "slurm")
@@ -138,6 +139,13 @@ def run_all(
     executor = executor or Executor()
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"--jobs must be an integer >= 1, got {jobs!r}")
+    modes = sorted({cfg.run.numerics for cfg in runs.values()})
+    if len(modes) > 1:  # a process computes in one mode, fixed at its first computation (numerics.py)
+        raise ValueError(
+            f"the plan mixes --numerics {' and '.join(modes)}: a plan's runs share one mode; run each mode's as a plan of its own"
+        )
+    if modes:
+        numerics.apply(modes[0])  # workers and jobs inherit the mode through the environment
     if executor.executor == "local":
         results, failed = _run_here(runs, Path(out), jobs, overwrite, desc)
     else:

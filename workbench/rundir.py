@@ -51,7 +51,7 @@ PLACE_AND_PACE = ("out", "overwrite", "device", "checkpoint_every", "prefetch", 
 RESUMABLE = PLACE_AND_PACE + ("threads", "compile", "attention", "test_samples")
 # Settings added after runs were published, with the value every earlier run had: a record
 # without them trained with that value.
-ADDED_SINCE = {"text_bpe": "corpus", "loss_reference": "text"}
+ADDED_SINCE = {"text_bpe": "corpus", "loss_reference": "text", "numerics": "native"}
 
 
 def prepare(cfg: TrainConfig, resume: bool, rank: int) -> tuple[Path, dict | None]:
@@ -254,6 +254,7 @@ def environment(cfg: TrainConfig, device: torch.device | None = None, run=None) 
     checksums of the text it read (the BPE's corpus and the text task's source)."""
     from importlib.metadata import version
 
+    from . import numerics
     from .fused import _kernels_agree
     from .optim import cpu_has_bf16_matrix_units, newton_schulz_dtype
     from .tasks import text_sources
@@ -269,9 +270,9 @@ def environment(cfg: TrainConfig, device: torch.device | None = None, run=None) 
         "machine": platform.machine(),
         "cpu_model": cpu_model(),
         "kernels": kernels(device),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "numpy_simd": numpy_simd(),
         "amx": cpu_has_bf16_matrix_units(),
+        **numerics.state(),  # the mode and what pins it (torch's capability, MKL's branch, oneDNN's ISA)
         "bpe_corpus_sha256": text_sources.SHIPPED_SHA256,
         "text_source_sha256": text_sources.checksum(cfg.data.text_source)
         if any(tasks.get(t).answer == "text" for t in cfg.tasks)

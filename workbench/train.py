@@ -22,7 +22,12 @@ if __name__ == "__main__":
     # imports below load torch and the training code (seconds; benchmarks/help_time.py).
     from workbench.config import command_line
 
-    command_line(sys.argv[1:])
+    _flags = command_line(sys.argv[1:])[1]
+    # torch reads its kernels' settings at its first computation: the run's numerics go into the
+    # environment before the imports below (numerics.ensure checks them when the run starts)
+    from workbench import numerics
+
+    numerics.apply(_flags["numerics"])
 
 import gc
 import json
@@ -39,7 +44,7 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from . import distributed, encoders, tasks
+from . import distributed, encoders, numerics, tasks
 from .adapt import build_sampler, evaluate_and_adapt
 from .allocator import keep_freed_memory
 from .atomic import write_atomic
@@ -124,6 +129,7 @@ class Run:
 
 def setup(cfg: TrainConfig, resume: bool = False) -> Run:
     """Build the run; with `resume`, restore it from OUT/checkpoint.pt."""
+    numerics.ensure(cfg.run.numerics)  # before anything computes: a portable run is computed portably
     rank, world, device = distributed.start(device_of(cfg.run.device))
     accum = cfg.accumulation(world)
     if cfg.model.attention == "flex" and device.type != "cuda":
