@@ -56,6 +56,7 @@ from workbench import encoders, tasks  # noqa: E402
 from workbench.batches import Loader  # noqa: E402
 from workbench.loss import losses as train_losses  # noqa: E402
 from workbench.model import GPT, preset  # noqa: E402
+from workbench.outputs import output_path  # noqa: E402
 from workbench.syncs import HostSyncs, optimizer_counters  # noqa: E402
 from workbench.train import TrainConfig, setup, step_batches, train_step  # noqa: E402
 
@@ -607,6 +608,11 @@ def main(argv=None):
     )
     parser.add_argument("--log", help="also append the lines to this file")
     args = parser.parse_args(argv)
+    if args.log:
+        try:
+            args.log = output_path(args.log, "--log")
+        except ValueError as err:
+            parser.error(str(err))
     device = torch.device(args.device)
     size = GPU if device.type == "cuda" else CPU
     environment = {

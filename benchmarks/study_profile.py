@@ -45,6 +45,7 @@ import torch  # noqa: E402
 from workbench import data, evaluate, model, study, train  # noqa: E402
 from workbench.allocator import keep_freed_memory  # noqa: E402
 from workbench.optim import Float32Muon  # noqa: E402
+from workbench.outputs import output_path  # noqa: E402
 
 IMPORTS = time.perf_counter() - started_imports
 
@@ -156,6 +157,10 @@ def main():
         "untimed ones, the matrix products' share and the speed-up bound it sets",
     )
     args = parser.parse_args()
+    try:  # the run directory is replaced: never results/ or the checkout
+        args.out = str(output_path(args.out, "--out"))
+    except ValueError as err:
+        sys.exit(str(err))
     runs = {r.name: r for r in study.plan(study.PARTS)}
     if args.run not in runs:
         sys.exit(f"--run {args.run!r} is not in the study's plan; e.g. {next(iter(runs))}")

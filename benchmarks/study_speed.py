@@ -32,6 +32,7 @@ import pandas as pd
 
 from workbench.cli import key_values
 from workbench.config import OWNER, TOP
+from workbench.outputs import output_path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RUNS = [
@@ -135,7 +136,10 @@ def main():
         parser.error("give --baseline REV, or --set NAME=VALUE to compare a setting on the same code")
     tokens = {"tokens": args.tokens} if args.tokens else {}
     side_settings = {"baseline": tokens, "current": {**tokens, **settings}}
-    out = Path(args.out or tempfile.mkdtemp(prefix="study-speed-"))
+    try:
+        out = output_path(args.out, "--out") if args.out else Path(tempfile.mkdtemp(prefix="study-speed-"))
+    except ValueError as err:
+        parser.error(str(err))
     out.mkdir(parents=True, exist_ok=True)
     current = export(args.current, out / "current-code") if args.current else ROOT
     sides = {"baseline": export(args.baseline, out / "baseline-code") if args.baseline else current, "current": current}

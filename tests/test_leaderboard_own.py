@@ -330,7 +330,7 @@ def test_the_published_board_is_unchanged_without_a_study_folder(capsys):
         ("budget", ["--study", "{tmp}/budget"], r"holds no cell of the leaderboard \(its studies: \['budget_1M'\]"),
         ("stranger", ["--study", "{tmp}/stranger"], r"encoding \['stranger'\], which is not registered"),
         (None, ["--alone"], "--alone shows the --study folders without results/"),
-        (None, ["--csv", "results/board.csv"], "a run writes only outside the repository or inside its runs/"),
+        (None, ["--csv", "results/board.csv"], "writes only outside the repository or inside its runs/ folder"),
     ],
 )
 def test_bad_input_is_a_clear_error(tmp_path, capsys, make, argv, message):

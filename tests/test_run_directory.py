@@ -412,10 +412,9 @@ def test_without_out_every_run_gets_a_new_folder(tmp_path, monkeypatch):
     for _ in range(3):
         T.main(["--tokens", "1e4"])
     T.main(["--tokens", "1e4", "--out", "runs/mine"])
-    assert len(set(seen[:3])) == 3 and seen[3] == "runs/mine"
-    assert all(
-        Path(p).parent == Path("runs") and Path(p).name.startswith("train-") and Path(p).is_dir() for p in seen[:3]
-    )
+    runs = (tmp_path / "runs").resolve()  # absolute: the place outputs.output_path checked is the one written
+    assert len(set(seen[:3])) == 3 and seen[3] == str(runs / "mine")
+    assert all(Path(p).parent == runs and Path(p).name.startswith("train-") and Path(p).is_dir() for p in seen[:3])
     # under torchrun the ranks agree on one folder, named by the launch's rendezvous id
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "0f3c9a7e-5b1d")

@@ -20,6 +20,7 @@ import pandas as pd
 
 from .atomic import write_atomic
 from .cli import Parser
+from .outputs import output_path
 
 PLACE = ("out", "overwrite")  # differ between any two runs, and say nothing about them
 
@@ -101,15 +102,16 @@ def main(argv=None):
     parser.add_argument("--all", action="store_true", help="every setting, not only those that differ")
     args = parser.parse_args(argv)
     try:
+        csv = output_path(args.csv, "--csv") if args.csv else None  # never results/ or the checkout
         table = compare(args.runs, args.all)
-        if args.csv:
-            write_atomic(args.csv, lambda tmp: table.to_csv(tmp, index=False))
+        if csv:
+            write_atomic(csv, lambda tmp: table.to_csv(tmp, index=False))
     except (ValueError, OSError) as err:
         parser.fail(err)
     with pd.option_context("display.max_columns", None, "display.width", 250):
         print(table.round(3).to_string(index=False))
-    if args.csv:
-        print(f"written: {args.csv}")
+    if csv:
+        print(f"written: {csv}")
 
 
 if __name__ == "__main__":

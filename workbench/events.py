@@ -11,7 +11,8 @@ TensorBoard's own thread writes them and nothing in training reads them, so a ru
 with them or without. A resumed run opens a new event file that purges the steps after its
 checkpoint (TensorBoard's purge_step), as `rundir.truncate_log` drops them from the JSON logs.
 WORKBENCH_TENSORBOARD=0 turns them off; without the tensorboard package a run says so once and
-trains without them.
+trains without them. RUN/tb/ is the run's own folder: a tb/ that is a link (into results/, say)
+is refused before the run starts (`outputs.check_run_folder`, from `rundir.prepare`).
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from .cli import Parser, add_arguments, unknown, values_of
 from .config import TrainConfig
 from .executors import Executor, RunsFailed, Terminated, run_all
 from .locks import InUse, hold
+from .outputs import output_path
 
 # The paper's multi-task mix (section 6): the comparison and single-step tasks (plus text at scale).
 SIX_TASKS = tuple(tasks.names("single_step") + tasks.names("comparison"))
@@ -93,7 +94,7 @@ def run_protocol(
     executor: Executor | None = None,
 ) -> pd.DataFrame:
     """Train every encoding × seed under protocol `name`; return and save the results table."""
-    out = Path(out)
+    out = output_path(out, "out")
     runs = protocol_runs(name, seeds, encodings)
     with _writer(out):  # under torchrun every rank trains, rank 0 writes
         trained = run_all(runs, out, jobs, overwrite, desc=name, executor=executor)
@@ -136,7 +137,7 @@ def run_ablations(
     """Every variant of the ablation `tables` (Tables 8-15) on `base` (default: the cpu-tier
     protocol; `smoke`: a few steps each, to check that every ablation runs). One CSV, results.csv,
     with the delta of each value to its table's baseline; each table printed as the paper does."""
-    out = Path(out)
+    out = output_path(out, "out")
     runs = ablations.plan(tables, _ablation_base(base, smoke), seeds)
     with _writer(out):
         configs = dict(zip(runs.run, runs.config))  # a configuration shared by several tables trains once
@@ -407,6 +408,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     out = args.out or f"runs/{args.protocol}"
     try:
+        # first of all: a study's clean-up once rewrote results/cpu-study.csv to 0 rows after a Ctrl-C
+        out = str(output_path(out, "--out"))
         executor = Executor(**values_of(vars(args), Executor))
         scoring = args.protocol == "study" and (args.score_official or args.score_generator)
         if args.dry_run and scoring:

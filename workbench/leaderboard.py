@@ -34,6 +34,7 @@ import pandas as pd
 from . import encoders, study, tasks
 from .atomic import write_atomic
 from .cli import Parser
+from .outputs import output_path
 from .study import DELTA, NUMERIC_CHECKPOINT, ZOO_MULTITASK, ZOO_PRECISION
 
 PROTOCOLS = {"multitask": (NUMERIC_CHECKPOINT, ZOO_MULTITASK), "precision": ("precision", ZOO_PRECISION)}
@@ -307,13 +308,10 @@ def main(argv=None) -> None:
         if args.alone and not args.study:
             raise ValueError("--alone shows the --study folders without results/: give at least one --study DIR")
         folders = ([] if args.alone else [study.PUBLISHED]) + args.study
-        if args.csv or args.figures:
-            from .notebooks import check_output_folder  # results/, figures/ and the checkout are never written
-
-            if args.csv:
-                check_output_folder(Path(args.csv).parent, f"--csv {args.csv!r}'s folder")
-            if args.figures:
-                check_output_folder(args.figures, "--figures")
+        # where the board goes, checked before anything is read or written (results/, figures/
+        # and the checkout are never written)
+        csv = output_path(args.csv, "--csv") if args.csv else None
+        drawn = output_path(args.figures, "--figures") if args.figures else None
         lines = sources(folders)
         board = leaderboard(study.read_studies(folders)[1])
         print("\n".join(["encoding leaderboard from:"] + [f"  {line}" for line in lines]))
@@ -324,13 +322,13 @@ def main(argv=None) -> None:
         for protocol in PROTOCOLS:
             if (board.protocol == protocol).any():
                 print(f"\n{TITLES[protocol]}\n" + table(board, protocol).rename_axis(columns=None).to_string(na_rep=""))
-        if args.csv:
-            write_atomic(args.csv, lambda tmp: board.to_csv(tmp, index=False))
-            print(f"\nboard written to {args.csv}")
-        if args.figures:
+        if csv:
+            write_atomic(csv, lambda tmp: board.to_csv(tmp, index=False))
+            print(f"\nboard written to {csv}")
+        if drawn:
             from . import plots
 
-            written = plots.save(figure(board), "leaderboard", args.figures)
+            written = plots.save(figure(board), "leaderboard", drawn)
             print(f"figure written to {', '.join(map(str, written))}")
     except (ValueError, OSError) as err:
         parser.fail(err)

@@ -14,9 +14,10 @@ figure formats), list lengths (`seeds=[]` is refused), paths that must exist (no
 multiple of `heads`). A value out of bounds is a ValueError naming the
 notebook, the parameter, the bounds and the value, before a kernel starts.
 
-Output folders (`out_dir`, `figures_dir`, --output-dir) may lie outside the repository or inside
-its runs/ folder, never in a tracked folder of the checkout (`out_dir=.` wrote 13 MB of run files
-into it); figures/ is written only by the default run, `make figures`. A relative path means the
+Output folders (`out_dir`, `figures_dir`, notebook 03's `options={"out": ...}`) may lie outside
+the repository or inside its runs/ folder, never in a tracked folder of the checkout (`out_dir=.`
+wrote 13 MB of run files into it); figures/ is written only by the default run, `make figures`
+(`outputs.output_path`, the check of every command's output). A relative path means the
 repository root, where the notebooks run.
 """
 
@@ -29,7 +30,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .plots import FIGURES, ROOT
+from .outputs import output_path
+from .plots import ROOT
 
 
 def _assignments(nb):
@@ -421,6 +423,8 @@ def check_limits(name: str, parameters: dict, default_run: bool = False) -> None
             raise ValueError(f"notebook {name}: parameter {key}={_brief(value)}: {why}")
         if key in OUTPUTS and isinstance(value, str):
             check_output_folder(value, f"notebook {name}: parameter {key}", allow_figures=default_run)
+        if key == "options" and isinstance(value, dict) and isinstance(value.get("out"), str):
+            check_output_folder(value["out"], f"notebook {name}: parameter options['out']")
     if name == "05_retrofit":
         hidden, heads = parameters.get("hidden", 128), parameters.get("heads", 4)
         if isinstance(hidden, int) and isinstance(heads, int) and heads >= 1 and hidden % heads:
@@ -431,20 +435,9 @@ def check_limits(name: str, parameters: dict, default_run: bool = False) -> None
 
 
 def check_output_folder(folder, what: str, allow_figures: bool = False) -> Path:
-    """The folder (relative: to the repository root) if a run may write there: outside the
-    repository, or inside its runs/ folder; figures/ only with `allow_figures`."""
-    path = (ROOT / Path(folder)).resolve() if not Path(folder).is_absolute() else Path(folder).resolve()
-    root = ROOT.resolve()
-    if not path.is_relative_to(root) or path.is_relative_to(root / "runs"):
-        return path
-    if allow_figures and path == FIGURES.resolve():
-        return path
-    where = "the repository's root" if path == root else f"the repository's {path.relative_to(root).as_posix()}/"
-    figures = " (figures/ is written only by the default run, make figures)" if path.is_relative_to(FIGURES) else ""
-    raise ValueError(
-        f"{what} is {str(folder)!r}, {where}: a run writes only outside the repository or inside its "
-        f"runs/ folder{figures}; choose e.g. runs/{path.name if path != root else 'mine'}"
-    )
+    """`outputs.output_path` of a notebook parameter: relative to the repository root, where the
+    notebooks run (each changes to it); figures/ only with `allow_figures`."""
+    return output_path(folder, what, base=ROOT, figures=allow_figures)
 
 
 def parse_parameter(text: str) -> tuple[str, object]:

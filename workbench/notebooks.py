@@ -37,12 +37,12 @@ from .cli import Parser
 from .notebook_parameters import (
     LIMITS,
     check_limits,
-    check_output_folder,
     check_parameters,
     parameter_types,
     parameters_of,
     parse_parameter,
 )
+from .outputs import output_path
 from .plots import FIGURES, ROOT
 
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -116,9 +116,7 @@ def execute(
     parameters = dict(parameters or {})
     check_parameters(name, nb, parameters)
     check_limits(name, parameters, default_run)
-    if output_dir is not None:
-        check_output_folder(output_dir, "--output-dir")
-    out = Path(output_dir) if output_dir is not None else OUTPUT_DIR
+    out = output_path(output_dir, "--output-dir") if output_dir is not None else OUTPUT_DIR
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"{name}.ipynb"
     import papermill
@@ -340,15 +338,16 @@ def _run(parser, args) -> None:
         print(parameters_text(args.names or NOTEBOOKS))
         return
     names = args.only or NOTEBOOKS
+    # relative to the current folder, as a shell user means it; the notebooks get it absolute,
+    # since they run in the repository root
+    output_dir = output_path(args.output_dir, "--output-dir") if args.output_dir is not None else None
     parameters = dict(parse_parameter(p) for p in args.parameter)
     if parameters and len(names) > 1:
         parser.error("-p applies to one notebook; add --only NAME")
     for name in names:  # refuse a bad value before anything runs
         check_parameters(name, _read(_source(name, NOTEBOOK_DIR)), parameters)
         check_limits(name, parameters)
-    if args.output_dir is not None:
-        check_output_folder(args.output_dir, "--output-dir")
-    executed, run_dir, params = plan(names, parameters, args.output_dir)
+    executed, run_dir, params = plan(names, parameters, output_dir)
     where = f"run directory: {_shown(run_dir)}" if run_dir else f"figures: {_shown(FIGURES)} (the default run)"
     print(where, flush=True)
     for name in tqdm(names, desc="notebooks", file=sys.stdout):

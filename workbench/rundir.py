@@ -31,6 +31,7 @@ from . import encoders, events, tasks
 from .atomic import clean_temporaries, write_atomic
 from .config import TrainConfig, from_record, recorded
 from .model import GPT
+from .outputs import check_run_folder
 from .tokenizer import Tokenizer
 
 RUN_FILES = (
@@ -59,6 +60,7 @@ def prepare(cfg: TrainConfig, resume: bool, rank: int) -> tuple[Path, dict | Non
     the same configuration (returned, loaded); a new run never silently replaces an old one. Only
     then are the temporaries a killed atomic write left removed (the caller holds the folder's lock)."""
     out = Path(cfg.run.out)
+    check_run_folder(out, RUN_FILES)
     existing = [name for name in RUN_FILES if (out / name).exists()]
     if resume and not (out / "checkpoint.pt").exists():
         raise FileNotFoundError(

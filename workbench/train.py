@@ -59,6 +59,7 @@ from .loss import losses as step_losses
 from .memory import check_memory
 from .model import GPT
 from .optim import apply_schedule, build_optimizers
+from .outputs import output_path
 from .perplexity import perplexity, text_score
 from .rundir import (
     BestWriter,
@@ -420,6 +421,7 @@ def final_test(run: Run, started: float) -> pd.DataFrame:
 def train(cfg: TrainConfig, resume: bool = False, on_eval=None) -> Path:
     """Train, evaluate on the test split, return the run directory. `on_eval(row)` is called
     with every evaluation row (live plots in notebooks)."""
+    output_path(cfg.run.out, "out")  # the library's own check too: notebook 03's options={"out": "results"}
     with hold(cfg.run.out) if int(os.environ.get("RANK", 0)) == 0 else nullcontext():  # one writer per run directory
         return _train(cfg, resume, on_eval)
 
@@ -486,11 +488,13 @@ def main(argv=None):
     flags, args, defaults = command_line(argv)
     try:
         cfg = from_args(args, defaults)
-        if "out" not in args:  # no --out: a fresh folder, so that a second quick run is not refused
-            cfg = cfg.updated(out=str(fresh_run_dir()))
     except ValueError as err:
         flags.error(str(err))
     try:
+        if "out" in args:  # checked once, written where the check resolved it (outputs.py)
+            cfg = cfg.updated(out=str(output_path(cfg.run.out, "--out")))
+        else:  # no --out: a fresh folder, so that a second quick run is not refused
+            cfg = cfg.updated(out=str(fresh_run_dir(output_path("runs", "--out (not given: runs/train-DATE-TIME)"))))
         out = train(cfg, resume=args["resume"])
     except (ValueError, OSError, InUse, MemoryError) as err:  # refused before training, or a full disk
         flags.fail(err)

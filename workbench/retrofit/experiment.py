@@ -3,15 +3,18 @@
     python -m workbench.retrofit.experiment                      # every cell, one after another
     python -m workbench.retrofit.experiment --only none:full     # one reading and mode (both seeds)
     python -m workbench.retrofit.experiment --table              # the CSV from the runs done so far
+    python -m workbench.retrofit.experiment --table --publish    # all 16 runs done: results/retrofit-smollm2.csv
 
 Cells: SmolLM2-135M-Instruct with its own digit tokens (`none`) and with BitTokens, xVal and FoNE
 retrofitted, each by full fine-tuning and by LoRA, on addition and multiplication, two seeds;
 every cell the same data, budget and recipe (`workbench.retrofit.finetune`), only the reading of
 the numbers and the trained weights differ. A run already complete in its folder is not run again
-(so an interrupted experiment resumes). The table (results/retrofit-smollm2.csv) has one row per
+(so an interrupted experiment resumes). The table has one row per
 reading, mode and task: the mean test score with its 95 % interval (bootstrap over the questions
 within each seed, then over the seeds: `workbench.study.hierarchical_bootstrap`), the exact-match
-share, and the held-out text perplexity before and after fine-tuning (mean over the seeds).
+share, and the held-out text perplexity before and after fine-tuning (mean over the seeds). It goes
+to runs/retrofit-smollm2.csv (--csv); only `--publish` writes the published table in results/, and
+only whole: `--table` or `--only` once replaced its 16 rows with the 2 of the runs then done.
 
 The settings below are the registered ones; they are not to be changed after results exist.
 """
@@ -25,6 +28,7 @@ import pandas as pd
 
 from ..atomic import write_atomic
 from ..cli import Parser
+from ..outputs import RESULTS, output_path
 from .config import RetrofitConfig
 from .report import perplexity_change, test_scores
 
@@ -52,7 +56,8 @@ COMMON = dict(
     threads=1,
 )
 RUNS = Path("runs/retrofit-smollm2")
-CSV = Path("results/retrofit-smollm2.csv")
+CSV = Path("runs/retrofit-smollm2.csv")
+PUBLISHED = RESULTS / "retrofit-smollm2.csv"  # written by --publish only, from all the registered runs
 BOOTSTRAP_DRAWS = 2000
 
 
@@ -115,12 +120,22 @@ def main(argv=None) -> None:
     parser = Parser(prog="python -m workbench.retrofit.experiment", description=__doc__.split("\n")[0])
     parser.add_argument("--only", action="append", metavar="ENCODING:MODE", help="run these cells only (repeatable)")
     parser.add_argument("--runs", default=str(RUNS), help="folder of the runs")
-    parser.add_argument("--csv", default=str(CSV), help="the results table")
+    parser.add_argument("--csv", default=None, help=f"the results table (default: {CSV})")
     parser.add_argument("--table", action="store_true", help="write the table from the runs done, run nothing")
+    parser.add_argument(
+        "--publish",
+        action="store_true",
+        help=f"write the table into results/{PUBLISHED.name}, the published one; refused "
+        f"unless every registered run ({len(cells())}) is complete",
+    )
     args = parser.parse_args(argv)
-    runs = Path(args.runs)
     try:
+        if args.publish and args.csv:
+            raise ValueError(f"--publish writes {PUBLISHED}; leave out --csv {args.csv!r}, or leave out --publish")
+        # checked before any run starts; --publish is the one way into results/
+        csv = PUBLISHED if args.publish else output_path(args.csv or CSV, "--csv")
         todo = [] if args.table else cells(args.only)
+        runs = output_path(args.runs, "--runs") if todo else Path(args.runs)
     except ValueError as error:
         parser.fail(error)
     for encoding, mode, seed in todo:
@@ -133,11 +148,18 @@ def main(argv=None) -> None:
 
         finetune(_fresh(cfg))
         print(f"{cfg.run.out}: {time.time() - started:.0f} s", flush=True)
+    if args.publish and (missing := [r for r in (Path(config(*c, runs).run.out) for c in cells()) if not done(r)]):
+        parser.fail(
+            ValueError(
+                f"--publish writes the registered table whole, from all {len(cells())} runs; {len(missing)} "
+                f"are not complete in {runs} (e.g. {missing[0].name}); {PUBLISHED} is left as it is"
+            )
+        )
     result = table(runs)
     if not result.empty:
-        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(Path(args.csv), lambda tmp: result.to_csv(tmp, index=False))
+        write_atomic(csv, lambda tmp: result.to_csv(tmp, index=False))
         print(result.to_string(index=False))
+        print(f"written: {csv}")
 
 
 def _fresh(cfg: RetrofitConfig) -> RetrofitConfig:

@@ -63,6 +63,7 @@ from ..data import draw, make_pool
 from ..evaluate import evaluate, summarize
 from ..locks import InUse, hold
 from ..optim import lr_multiplier
+from ..outputs import check_run_folder, output_path
 from ..perplexity import windows
 from ..rundir import device_of
 from .config import SKIPPED, RetrofitConfig, command_line, encoding_choices  # noqa: F401 (finetune's names before)
@@ -414,7 +415,8 @@ def finetune(cfg: RetrofitConfig, on_eval=None) -> Path:
     """Fine-tune, save the best weights, test; return the run directory (--out). `on_eval(row)`
     is called with every evaluation row. The run holds --out's lock throughout; with --overwrite
     it is written inside --out beside the old run and replaces it only once it is complete."""
-    out = Path(cfg.run.out)
+    out = output_path(cfg.run.out, "--out")  # never results/ or the checkout (outputs.py)
+    check_run_folder(out, RUN_FILES)
     model = resolve_model(cfg.model)  # a packaged model is converted here, once
     if out.resolve() == model.resolve() or out.resolve() in model.resolve().parents:
         raise ValueError(
@@ -490,7 +492,7 @@ def main(argv=None) -> None:
         cfg = from_flags(
             args, RetrofitConfig(model="-"), skip=SKIPPED, encoding_options=encoding_options(args["encoding_option"])
         )
-        out = finetune(cfg)
+        out = finetune(cfg.updated(out=str(output_path(cfg.run.out, "--out"))))  # where the check resolved it
     except (ValueError, FileExistsError) as err:
         parser.fail(err)
     except KeyboardInterrupt:

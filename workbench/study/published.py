@@ -13,11 +13,12 @@ import pandas as pd
 
 from .. import encoders, tasks
 from ..atomic import write_atomic
+from ..outputs import RESULTS
 from .parts import VARIANT
 from .questions import OTHER_QUESTIONS_FILE, SCORINGS, other_question_cells
 from .run import INTERVALS_FILE, RESULTS_FILE
 
-PUBLISHED = Path(__file__).resolve().parents[2] / "results"  # the published study: read, never written by a study
+PUBLISHED = RESULTS  # the published study: read, and written by `publish` only (outputs.py refuses every command)
 CELL = ["study", "encoding", "task", "digits"]  # one cell of a study: its seeds' rows and its intervals
 TABLE_COLUMNS = CELL + ["seed", "metric", "score"]
 INTERVAL_COLUMNS = CELL + ["metric", "mean", "low", "high"]

@@ -14,6 +14,7 @@ import pandas as pd
 
 from .. import encoders
 from ..atomic import write_atomic
+from ..outputs import output_path
 from .parts import BUDGET_PARTS, PAPER_REGIME, VARIANT, Run, base_encoding, plan, select
 from .run import finished
 from .stats import budget_of, hierarchical_bootstrap
@@ -60,7 +61,7 @@ def official_scores(out, data=None, which=BUDGET_PARTS, **selection) -> pd.DataF
     OUT/cpu-study-official.csv. Runs already scored there are not scored again."""
     from ..frontier.official import load_test_set
 
-    out = Path(out)
+    out = output_path(out, "out")
     path = out / OFFICIAL_FILE
     done = _scored_before(path, ["run"])
     parts = [done] if len(done) else []
@@ -82,7 +83,7 @@ def generator_scores(out, n: int = 500, seed: int = 0, which=BUDGET_PARTS, **sel
     from .. import generator
 
     generator.check_draw(n, seed)
-    out = Path(out)
+    out = output_path(out, "out")
     path = out / GENERATOR_FILE
     done = _scored_before(path, ["run", "n", "generator_seed"])
     recorded = set(zip(done["n"], done["generator_seed"]))

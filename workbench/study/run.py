@@ -22,6 +22,7 @@ from ..atomic import write_atomic
 from ..config import TrainConfig
 from ..executors import Executor, run_all
 from ..locks import hold
+from ..outputs import output_path
 from .parts import BUDGET_PARTS, BUDGET_SEEDS, PARTS, PREREGISTERED, VARIANT, Run, plan, select
 from .stats import WITHIN, hierarchical_bootstrap, verdict_stability
 
@@ -60,7 +61,7 @@ def run_study(
     every part. A run counts as finished only if its recorded configuration is the plan's: a
     finished run of another configuration stops the study with its settings named, or is
     retrained with `overwrite`."""
-    out = Path(out)
+    out = output_path(out, "out")  # before the lock: never results/, which only `publish` writes
     with hold(out):  # one study per folder
         runs = select(plan(which), **selection)
         differ = stale(runs, out)
@@ -83,6 +84,7 @@ def run_study(
 def write_results(out: Path) -> pd.DataFrame:
     """Results and intervals of every finished run in OUT that is the plan's (runs of another
     configuration are left out, with a warning naming them)."""
+    out = output_path(out, "out")
     everything = plan(PARTS)
     differ = stale(everything, out)
     if differ:
