@@ -32,7 +32,16 @@ WIDTH = "width"  # exploratory: BitTokens and single digit in a 256-wide model (
 # Study 3 (docs/study.md): budget x precision, in three registered parts run in this order
 BUDGET, BUDGET_D8, BUDGET_MORE = "budget", "budget_d8", "budget_more"
 BUDGET_PARTS = (BUDGET, BUDGET_D8, BUDGET_MORE)
-PARTS = PREREGISTERED + (DECIMAL_POOL, NUMERIC_CHECKPOINT, ZOO_PRECISION, ZOO_MULTITASK, WIDTH) + BUDGET_PARTS
+# Study 4 (docs/study.md): Study 3's deciding cells again, five paired seeds on portable numerics
+STUDY4 = "study4"
+STUDY4_LR = "study4_lr"
+STUDY4_PARTS = (STUDY4, STUDY4_LR)
+PARTS = (
+    PREREGISTERED
+    + (DECIMAL_POOL, NUMERIC_CHECKPOINT, ZOO_PRECISION, ZOO_MULTITASK, WIDTH)
+    + BUDGET_PARTS
+    + STUDY4_PARTS
+)
 MULTITASK_PARTS = ("multitask", NUMERIC_CHECKPOINT)  # the parts Figure 4's third row can show
 PART_LABELS = {"multitask": "Study 2", NUMERIC_CHECKPOINT: "Study 2b, checkpoint chosen without text's score"}
 VARIANT = "bittokens_decimal_pool"  # the exploratory runs drawn as a sixth encoding of their study
@@ -81,6 +90,20 @@ MORE_ENCODINGS = ("bittokens", STRONGEST_MULTI_TOKEN)
 # question, a 10M-token BitTokens run draws 1.2M questions, which a 20,000-question pool would
 # repeat 60 times (Study 3 measures learning with the budget, not memorising)
 BUDGET_BASE = PRECISION.updated(pool_size=1_000_000)
+
+
+# Study 4: the main grid (Study 3's core cells at 3M and 10M, decimal-pool BitTokens against single
+# digit), the d = 15 multiplication cells where Study 3 put the recipe's BitTokens (binary pools)
+# ahead, and the learning-rate check; every run on portable numerics, the same bits on any x86-64 CPU
+STUDY4_SEEDS = (0, 1, 2, 3, 4)
+STUDY4_DIGITS = (4, 15, PAPER_REGIME)
+STUDY4_BUDGETS = (3e6, 1e7)
+STUDY4_ENCODINGS = (VARIANT, "single_digit")
+STUDY4_AHEAD_BUDGETS = (1e6, 3e6)  # Study 3's "BitTokens ahead" cells: multiplication, d = 15
+# The learning-rate check: multiplication at d = 4 and 3M tokens, where BitTokens stalled; each rate
+# moved alone from the recipe's (hidden 0.02, head 0.004), two seeds, chosen on the validation split
+STUDY4_LR_SEEDS = (0, 1)
+STUDY4_LR_RATES = (("hidden_lr", 0.01), ("hidden_lr", 0.04), ("head_lr", 0.002), ("head_lr", 0.008), ("head_lr", 0.016))
 
 
 @dataclass(frozen=True)
@@ -158,6 +181,45 @@ def _budget_grid(encodings, digits, budgets=BUDGETS) -> list[Run]:
     ]
 
 
+def _study4_run(encoding: str, task: str, digits: int, seed: int, tokens: float, study: str = STUDY4, **rates) -> Run:
+    """One Study 4 run: Study 3's run of the cell on portable numerics (and a learning rate moved)."""
+    cfg = _budget_run(encoding, task, digits, seed, tokens).config
+    cfg = cfg.updated(numerics="portable", optim=replace(cfg.optim, **rates))
+    return Run(f"{study}_{budget_label(tokens)}", encoding, task, digits, seed, cfg)
+
+
+def study4_plan() -> list[Run]:
+    """Study 4's main grid and its d = 15 cells, in the registered order: the 3M level whole, then the
+    cells where Study 3 put BitTokens ahead (1M and 3M), then the 10M level."""
+    grid = [
+        _study4_run(e, t, d, s, b)
+        for b in STUDY4_BUDGETS
+        for t in PRECISION_TASKS
+        for d in STUDY4_DIGITS
+        for e in STUDY4_ENCODINGS
+        for s in STUDY4_SEEDS
+    ]
+    ahead = [
+        _study4_run(e, "multiplication", 15, s, b)
+        for b in STUDY4_AHEAD_BUDGETS
+        for e in ("bittokens", "single_digit")
+        for s in STUDY4_SEEDS
+        if not (b in STUDY4_BUDGETS and e in STUDY4_ENCODINGS)  # single digit at 3M is the grid's
+    ]
+    at_3m = [r for r in grid if r.config.tokens == 3e6]
+    return at_3m + ahead + [r for r in grid if r.config.tokens != 3e6]
+
+
+def study4_lr_plan() -> list[Run]:
+    """The learning-rate check (the recipe's own rates are the main grid's runs of the cell)."""
+    return [
+        _study4_run(e, "multiplication", 4, s, 3e6, f"{STUDY4_LR}_{name.removesuffix('_lr')}{rate:g}", **{name: rate})
+        for name, rate in STUDY4_LR_RATES
+        for e in STUDY4_ENCODINGS
+        for s in STUDY4_LR_SEEDS
+    ]
+
+
 def plan(which=PREREGISTERED) -> list[Run]:
     runs = []
     if "precision" in which:
@@ -201,6 +263,10 @@ def plan(which=PREREGISTERED) -> list[Run]:
     if BUDGET_MORE in which:  # the recipe's BitTokens and the strongest multi-token encoding, 10M first
         runs += _budget_grid(MORE_ENCODINGS, BUDGET_DIGITS + BUDGET_D8_DIGITS, budgets=(1e7,))
         runs += _budget_grid(MORE_ENCODINGS, BUDGET_DIGITS + BUDGET_D8_DIGITS, budgets=(1e6, 3e6))
+    if STUDY4 in which:
+        runs += study4_plan()
+    if STUDY4_LR in which:
+        runs += study4_lr_plan()
     return runs
 
 
