@@ -66,7 +66,7 @@ def test_publish_appends_new_cells_and_keeps_every_published_byte(tmp_path):
 
     added = study.publish(new, ["budget_3M"], seeds=3, into=published)
 
-    assert added == {study.RESULTS_FILE: 12, study.INTERVALS_FILE: 4, study.OTHER_QUESTIONS_FILE: 2}
+    assert added == {study.RESULTS_FILE: 12, study.INTERVALS_FILE: 4, study.OTHER_QUESTIONS_FILE: 2, "runs": 0}
     for name, old in before.items():
         text = (published / name).read_bytes()
         assert text.startswith(old)  # the published rows, byte for byte
@@ -100,6 +100,7 @@ def test_publish_leaves_out_a_cell_with_fewer_seeds(tmp_path):
         assert study.publish(short, ["budget_10M"], seeds=3, into=published) == {
             study.RESULTS_FILE: 0,
             study.INTERVALS_FILE: 0,
+            "runs": 0,
         }
     assert {p.name: p.read_bytes() for p in published.iterdir()} == before
 

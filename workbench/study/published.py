@@ -14,7 +14,8 @@ import pandas as pd
 from .. import encoders, tasks
 from ..atomic import write_atomic
 from ..outputs import RESULTS
-from .parts import VARIANT
+from . import kept
+from .parts import PARTS, VARIANT, plan
 from .questions import OTHER_QUESTIONS_FILE, SCORINGS, other_question_cells
 from .run import INTERVALS_FILE, RESULTS_FILE
 
@@ -107,7 +108,7 @@ def _merged(frame: pd.DataFrame, more: pd.DataFrame, cells: pd.MultiIndex) -> pd
     return pd.concat(parts, ignore_index=True) if parts else more
 
 
-def publish(folder, studies, seeds: int, into=PUBLISHED) -> dict[str, int]:
+def publish(folder, studies, seeds: int, into=PUBLISHED, keep_runs: bool = True) -> dict[str, int]:
     """Append the cells of `studies` (study names: "budget_3M") that study folder `folder` holds
     with all `seeds` seeds to the published tables in `into`: results, intervals and, where `folder`
     holds Study 3's scorings on other questions, their cells (`other_question_cells`). Every byte
@@ -115,7 +116,9 @@ def publish(folder, studies, seeds: int, into=PUBLISHED) -> dict[str, int]:
     order, so a study that takes several sessions is published cell by cell, and publishing the
     same folder again adds only what is new. A published cell is never replaced: one that the
     folder holds with other rows is refused, and nothing is written unless every file can take
-    its rows. Cells with fewer seeds are left out, named in a warning. Returns {file: rows added}."""
+    its rows. Cells with fewer seeds are left out, named in a warning. With `keep_runs`, the runs of
+    the published cells are kept beside them (`kept.keep`: settings, curves, answers in INTO/runs/).
+    Returns {file: rows added} (and "runs": runs newly kept)."""
     folder, into, studies = Path(folder).expanduser(), Path(into), list(studies)
     table, intervals = read_study(folder)
     if absent := [s for s in studies if not len(table) or s not in set(table.study)]:
@@ -149,9 +152,19 @@ def publish(folder, studies, seeds: int, into=PUBLISHED) -> dict[str, int]:
             )
         new = [ln for ln, c in zip(lines, cells) if c not in again]
         texts[path] = old + ("" if old.endswith("\n") or not new else "\n") + "".join(f"{ln}\n" for ln in new), len(new)
+    kept_now = 0
+    if keep_runs:  # checked whole before the tables are written: a run that cannot be kept stops both
+        cells = set(map(tuple, complete.to_frame().astype(str).to_numpy()))
+        runs = [
+            r
+            for r in plan(PARTS)
+            if (r.study, r.encoding, r.task, str(r.digits)) in cells
+            and (folder / r.name / "test_summary.csv").is_file()
+        ]
+        kept_now = kept.keep({r.name: folder / r.name for r in runs}, {r.name: r.study for r in runs}, into / "runs")
     for path, (text, _) in texts.items():
         write_atomic(path, lambda tmp, text=text: Path(tmp).write_text(text))
-    return {path.name: added for path, (_, added) in texts.items()}
+    return {path.name: added for path, (_, added) in texts.items()} | ({"runs": kept_now} if keep_runs else {})
 
 
 def _lines_by_cell(text: str, key: list[str]) -> dict[tuple, list[str]]:
