@@ -8,10 +8,13 @@ One concept a file, read in this order: `parts` (every part's runs, registered b
 `run` (training the plan into OUT and tabling its finished runs), `stats` (the hierarchical
 bootstrap and the registered verdict rule), `questions` (Study 3's models on the authors' and an
 independent generator's questions), `published` (results/: read, merged, appended cell by cell),
-`figures` (what notebook 04 draws), `report` (Study 3's tables in docs/study.md, from results/).
+`figures` (what notebook 04 draws), `report` (Study 3's tables in docs/study.md, from results/);
+Study 4: `paired` (the paired verdict against one digit), `study4` (its analysis), `kept` (every
+published run's curves and answers in results/runs/).
 Every name is also here: `study.plan(...)`, `study.DELTA`.
 """
 
+from . import kept, paired, study4  # noqa: F401
 from .figures import (  # noqa: F401
     METRIC_LABELS,
     budget_figure,
@@ -44,6 +47,10 @@ from .parts import (  # noqa: F401
     PRECISION_TASKS,
     PREREGISTERED,
     STRONGEST_MULTI_TOKEN,
+    STUDY4,
+    STUDY4_LR,
+    STUDY4_PARTS,
+    STUDY4_SEEDS,
     VARIANT,
     WIDTH,
     ZOO_MULTITASK,
