@@ -271,6 +271,25 @@ else:
     print("no Study 3 runs in study_dir yet")
 
 # %% [markdown]
+# ## Study 4: paired seeds on portable numerics, with every run's curves (docs/study4.md)
+#
+# Study 3's deciding cells again, five paired seeds each: per cell the gap between the encodings on
+# the same seeds and questions, its t interval over the seed gaps, and the verdict against one digit
+# (1/15 of a log-sMAPE). Every published run's learning curve is kept in `results/runs/` and drawn
+# from there: a thin line per seed, a thick line for their mean. Drawn once its cells are published.
+
+# %%
+kept_levels = sorted({p.parent.name for p in study.kept.kept_runs(study.kept.KEPT) if p.parent.name.startswith("study4_")})
+for level in kept_levels:
+    runs = study.kept.kept_runs(study.kept.KEPT, level)
+    display(save(study.curves.curves_figure(study.curves.validation_curves(runs), f"Study 4, {level.removeprefix('study4_')} tokens: "
+                                            "validation score while training"), f"04_{level}_curves"))
+if kept_levels:
+    display(study.study4.verdicts(study.study4.answers([study.kept.KEPT])).round(3))
+else:
+    print("no Study 4 cell published yet")
+
+# %% [markdown]
 # ## Figures 5 and 6: the operand exponents of the training data
 #
 # The paper's Figures 5 and 6 show the operand magnitudes of its generated data set: addition

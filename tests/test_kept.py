@@ -109,3 +109,31 @@ def test_publish_keeps_the_runs_of_the_cells_it_publishes(tmp_path):
     added = study.publish(folder, ["study4_3M"], seeds=5, into=published)
     assert added == {study.RESULTS_FILE: 10, study.INTERVALS_FILE: 2, "runs": 10}
     assert sorted(p.name for p in kept.kept_runs(published / "runs", "study4_3M")) == sorted(r.name for r in cell)
+
+
+def test_learning_curves_come_from_the_kept_runs(tmp_path):
+    from workbench.study import curves
+
+    cell = [r for r in plan([STUDY4]) if r.study == "study4_3M" and r.task == "multiplication" and r.digits == 4]
+    into = tmp_path / "results" / "runs"
+    for r in cell[:2] + cell[5:7]:  # two seeds of each encoding
+        run = _run_folder(tmp_path / "runs" / r.name, seed=r.seed)
+        (run / "config.json").write_text(
+            json.dumps({"seed": r.seed, "batch_size": 8, "preset": "cpu-tiny", "context": None})
+        )
+        (run / "evals.jsonl").write_text(
+            "".join(
+                json.dumps({"step": 100 * e, "harmonic_mean": e / 10 + r.seed, "frontier/multiplication": e}) + "\n"
+                for e in (1, 2, 3)
+            )
+        )
+        kept.keep({r.name: run}, {r.name: r.study}, into)
+    table = curves.validation_curves(kept.kept_runs(into, "study4_3M"))
+    assert len(table) == 12 and set(table.encoding) == {r.encoding for r in cell}
+    assert sorted(set(table.tokens)) == [100 * 8 * 128, 200 * 8 * 128, 300 * 8 * 128]  # cpu-tiny rows of 128
+    assert table[table.seed == 1].validation.min() == pytest.approx(1.1) and table.frontier.max() == 3
+    fig = curves.curves_figure(table, "Study 4, 3M tokens")
+    assert len(fig.data) == 2 * (2 + 1)  # per encoding: each seed and the mean
+    assert fig.layout.title.text == "Study 4, 3M tokens" and fig.layout.yaxis.title.text.startswith(
+        "validation log-sMAPE"
+    )

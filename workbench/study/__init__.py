@@ -14,7 +14,7 @@ published run's curves and answers in results/runs/).
 Every name is also here: `study.plan(...)`, `study.DELTA`.
 """
 
-from . import kept, paired, study4  # noqa: F401
+from . import curves, kept, paired, study4  # noqa: F401
 from .figures import (  # noqa: F401
     METRIC_LABELS,
     budget_figure,

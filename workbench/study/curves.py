@@ -1,0 +1,116 @@
+"""Learning curves of the published runs (results/runs/, `kept`): what a study's final scores hide.
+
+    curves = study.curves.validation_curves(study.kept.kept_runs(study.kept.KEPT, "study4_3M"))
+    study.curves.curves_figure(curves, "Study 4, 3M tokens")
+
+One row per evaluation of each kept run: its cell (study, task, d), encoding and seed, the tokens
+trained so far, the validation score (eq. 15's, the run's single task's log-sMAPE) and the
+curriculum's frontier. The figure draws, per cell, each encoding's mean over seeds as a line and
+every seed as a thin line of the same colour, so a seed stuck in a bad basin shows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from .. import encoders
+from ..gpt_config import preset
+from .kept import read_kept
+from .parts import PAPER_REGIME, PARTS, VARIANT, base_encoding, plan
+
+
+def validation_curves(folders) -> pd.DataFrame:
+    """Every evaluation of the kept runs in `folders` (their names are the plan's run names)."""
+    runs = {r.name: r for r in plan(PARTS)}
+    rows = []
+    for folder in map(Path, folders):
+        r = runs.get(folder.name)
+        if r is None:
+            continue
+        run = read_kept(folder)
+        cfg = run["config"]
+        block = cfg.get("context") or preset(cfg["preset"]).block_size
+        evals = run["evals"]
+        frontier = evals.get(f"frontier/{r.task}", pd.Series(float("nan"), index=evals.index))
+        rows.append(
+            pd.DataFrame(
+                dict(
+                    study=r.study,
+                    task=r.task,
+                    digits=r.digits,
+                    encoding=r.encoding,
+                    seed=r.seed,
+                    tokens=evals.step * cfg["batch_size"] * block,
+                    validation=evals.harmonic_mean,
+                    frontier=frontier,
+                )
+            )
+        )
+    columns = ["study", "task", "digits", "encoding", "seed", "tokens", "validation", "frontier"]
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=columns)
+
+
+def curves_figure(curves: pd.DataFrame, title: str):
+    """Validation score against tokens trained, one panel per (task, d), one colour per encoding:
+    the mean over seeds (thick) and each seed (thin)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from .. import plots
+
+    cells = sorted({(t, d) for t, d in zip(curves.task, curves.digits)})
+    label = {d: "the paper's regime" if d == PAPER_REGIME else f"d = {d}" for _, d in cells}
+    fig = make_subplots(
+        rows=1, cols=max(len(cells), 1), shared_yaxes=True, subplot_titles=[f"{t}, {label[d]}" for t, d in cells]
+    )
+    for j, (task, d) in enumerate(cells, start=1):
+        part = curves[(curves.task == task) & (curves.digits == d)]
+        for encoding, runs in part.groupby("encoding"):
+            color = plots.encoding_color(base_encoding(encoding))
+            name = f"{encoders.label(base_encoding(encoding))}" + (", decimal pool" if encoding == VARIANT else "")
+            for seed, run in runs.groupby("seed"):
+                fig.add_trace(
+                    go.Scatter(
+                        x=run.tokens / 1e6,
+                        y=run.validation,
+                        mode="lines",
+                        line=dict(color=color, width=0.8, dash="dot" if encoding == VARIANT else None),
+                        opacity=0.45,
+                        name=f"{name}, seed {seed}",
+                        legendgroup=encoding,
+                        showlegend=False,
+                    ),
+                    row=1,
+                    col=j,
+                )
+            mean = runs.groupby("tokens").validation.mean()
+            fig.add_trace(
+                go.Scatter(
+                    x=mean.index / 1e6,
+                    y=mean.to_numpy(),
+                    mode="lines",
+                    line=dict(color=color, width=3, dash="dot" if encoding == VARIANT else None),
+                    name=f"{name} (mean of {runs.seed.nunique()} seeds)",
+                    legendgroup=encoding,
+                    showlegend=j == 1,
+                ),
+                row=1,
+                col=j,
+            )
+        fig.update_xaxes(title_text="tokens trained (millions)", row=1, col=j)
+    fig.update_yaxes(range=[-0.02, 1.02], title_text="validation log-sMAPE (↑)", row=1, col=1)
+    fig.update_layout(
+        width=330 * max(len(cells), 1) + 150,
+        height=480,
+        legend=dict(orientation="h", y=-0.22, x=0),
+        title=dict(
+            text=title,
+            subtitle=dict(
+                text="each evaluation's validation score (32 questions): thin lines one seed each, thick their mean"
+            ),
+        ),
+        margin=dict(t=110),
+    )
+    return fig
