@@ -8,7 +8,10 @@ Nothing is downloaded. A named model is a file that a pip package installed (`KN
 is de-quantized by `transformers` once (~30 s) and saved as an ordinary `save_pretrained` folder
 (float32 safetensors: a 4-bit value times its float16 scale needs more than bfloat16's 8 bits)
 under `cache_dir()`, written beside its place and renamed into it, so every later load is a plain
-local folder (~3 s), through the same code as any other folder.
+local folder (~3 s), through the same code as any other folder. The conversion records the
+SHA-256 of the package's file and of every file it wrote; each use checks them, and the config's
+sizes and the weights' dtype against what the package's model has (`cache_problem`), so a folder
+planted in its place, truncated, zeroed or from another model is converted again, never used.
 
 `load_folder` refuses, before any weight is read, what would otherwise run silently or end in a
 traceback: a folder without tokenizer files (transformers would build an empty tokenizer), a
@@ -112,6 +115,9 @@ class Packaged:
     version: str
     file: str
     description: str
+    # what the converted model's config.json must say: a folder in its place that says otherwise
+    # is another model, whatever its record claims
+    config: tuple = ()
 
 
 KNOWN = {
@@ -120,8 +126,17 @@ KNOWN = {
         "0.1.2",
         "SmolLM2-135M-Instruct.Q4_1.gguf",
         "SmolLM2-135M-Instruct (Apache-2.0), 4-bit GGUF de-quantized to float32",
+        (
+            ("model_type", "llama"),
+            ("num_hidden_layers", 30),
+            ("hidden_size", 576),
+            ("intermediate_size", 1536),
+            ("num_attention_heads", 9),
+            ("vocab_size", 49152),
+        ),
     ),
 }
+SOURCE_FILE = "workbench_source.json"  # in a converted folder: where it came from and every file's SHA-256
 
 
 def cache_dir() -> Path:
@@ -163,39 +178,111 @@ def resolve_model(model) -> Path:
     return path
 
 
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _files(folder: Path) -> dict[str, str]:
+    """{name: SHA-256} of a converted folder's files, its record aside."""
+    return {p.name: _digest(p) for p in sorted(folder.iterdir()) if p.name != SOURCE_FILE and p.is_file()}
+
+
+def cache_problem(folder: Path, name: str, source_digest: str) -> str:
+    """Why the cache folder of KNOWN[name] is not the conversion of the installed file ("" when it
+    is): no record, a record of another source, a file added, missing or changed since the
+    conversion (truncated, zeroed, swapped), a config of another model, weights not float32."""
+    spec = KNOWN[name]
+    if folder.is_symlink() or not folder.is_dir():
+        return "it is not a folder of its own"
+    try:
+        record = json.loads((folder / SOURCE_FILE).read_text())
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return f"its {SOURCE_FILE} or config.json is missing or unreadable"
+    if not isinstance(record, dict) or not isinstance(config, dict):
+        return f"its {SOURCE_FILE} or config.json holds no JSON object"
+    if record.get("sha256") != source_digest:
+        return f"it was converted from another file than the installed {spec.file}"
+    if not isinstance(record.get("files"), dict):
+        return "it records no checksums of its files (made by an older workbench)"
+    differ = sorted(set(record["files"]) ^ set(_files(folder))) or sorted(
+        n for n, h in _files(folder).items() if record["files"].get(n) != h
+    )
+    if differ:
+        return f"its files differ from those converted ({', '.join(differ[:3])})"
+    if wrong := [f"{k} {config.get(k)!r}" for k, v in spec.config if config.get(k) != v]:
+        return f"its config.json describes another model ({', '.join(wrong[:3])})"
+    if dtypes := sorted(_stored_dtypes(folder) - {"F32"}):
+        return f"its weights are stored as {', '.join(dtypes)}, not float32"
+    return ""
+
+
+def _stored_dtypes(folder: Path) -> set[str]:
+    """The dtypes of the tensors in a folder's safetensors files (headers only)."""
+    found = set()
+    for file in folder.glob("*.safetensors"):
+        with file.open("rb") as f:
+            header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+        found |= {entry["dtype"] for key, entry in header.items() if key != "__metadata__"}
+    return found
+
+
 def converted(name: str) -> Path:
-    """The cache folder of KNOWN[name], converted from its GGUF once (under a lock, atomically)."""
+    """The cache folder of KNOWN[name], converted from its GGUF once (under a lock, atomically) and
+    checked at every use against the record written with it (`cache_problem`); a folder that fails
+    the check is converted again, never used."""
     spec = KNOWN[name]
     source = packaged_file(name)
     folder = cache_dir() / f"{name}-{spec.package}-{spec.version}"
-    if (folder / "config.json").exists():
+    digest = _digest(source)
+    if folder.exists() and not cache_problem(folder, name, digest):
         return folder
     try:
         with hold_file(folder):
-            if (folder / "config.json").exists():  # converted by another process meanwhile
+            why = cache_problem(folder, name, digest) if folder.exists() or folder.is_symlink() else ""
+            if (folder.exists() or folder.is_symlink()) and not why:  # converted by another process meanwhile
                 return folder
-            digest = hashlib.sha256(source.read_bytes()).hexdigest()
+            if why:
+                print(f"{name}: the cached conversion in {folder} is not usable ({why}); converting it again")
+                if folder.is_symlink():
+                    folder.unlink()
 
             def fill(tmp: Path) -> None:
                 model, tokenizer = _from_gguf(source)
                 with quiet():
                     model.save_pretrained(tmp)
                     tokenizer.save_pretrained(tmp)
-                (tmp / "workbench_source.json").write_text(
-                    json.dumps(
-                        {
-                            "name": name,
-                            "package": spec.package,
-                            "version": spec.version,
-                            "file": spec.file,
-                            "sha256": digest,
-                            "description": spec.description,
-                        },
-                        indent=1,
-                    )
-                )
+                record = {
+                    "name": name,
+                    "package": spec.package,
+                    "version": spec.version,
+                    "file": spec.file,
+                    "sha256": digest,
+                    "description": spec.description,
+                    "files": _files(tmp),
+                }
+                (tmp / SOURCE_FILE).write_text(json.dumps(record, indent=1))
+                if problem := cache_problem(tmp, name, digest):
+                    raise ValueError(f"--model {name}: the conversion of {source} is not the model expected: {problem}")
 
-            return write_folder(folder, fill)
+            try:
+                return write_folder(folder, fill)
+            except OSError as error:  # a full disk, a read-only cache: one line, the old folder kept
+                raise ValueError(
+                    f"--model {name}: cannot write its conversion into {folder.parent} ({error.strerror or error}); "
+                    "free some space there (about 0.6 GB) or point XDG_CACHE_HOME elsewhere"
+                ) from None
+            except Exception as error:  # noqa: BLE001 - safetensors' own error on a full disk is no OSError
+                if "No space left" in str(error) or "Disk quota" in str(error):
+                    raise ValueError(
+                        f"--model {name}: no space left to write its conversion into {folder.parent}; "
+                        "free about 0.6 GB there or point XDG_CACHE_HOME elsewhere"
+                    ) from None
+                raise
     except InUse as error:
         raise ValueError(
             f"--model {name}: its conversion into {folder} is under way in another process "

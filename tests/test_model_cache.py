@@ -1,0 +1,122 @@
+"""The converted-model cache (workbench.retrofit.hub.converted): a packaged model is converted once
+and checked at every use against the record written with it; a folder that is not that conversion
+(planted, truncated, zeroed, another model, other dtypes) is converted again, never used; a full
+disk is one line."""
+
+import errno
+import json
+import os
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+from workbench.retrofit import hub  # noqa: E402
+from workbench.retrofit.pretrain import build_model, corpus_texts, save, train_tokenizer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory):
+    tok = train_tokenizer(corpus_texts("train")[:8], vocab_size=400)
+    root = tmp_path_factory.mktemp("models")
+    return {
+        a: save(build_model(a, tok, hidden=128, layers=2, heads=2, context=128), tok, root / a)
+        for a in ("llama", "gpt2")
+    }
+
+
+@pytest.fixture
+def packaged(tiny_models, tmp_path, monkeypatch):
+    """A packaged model "tiny" whose 'GGUF' is a file here and whose conversion loads the tiny Llama;
+    returns the list of conversions made."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = tmp_path / "tiny.gguf"
+    source.write_bytes(b"a stand-in for the package's file")
+    spec = hub.Packaged(
+        "tiny-pkg", "1.0", source.name, "a tiny Llama", (("model_type", "llama"), ("num_hidden_layers", 2))
+    )
+    monkeypatch.setitem(hub.KNOWN, "tiny", spec)
+    monkeypatch.setattr(hub, "packaged_file", lambda name: source)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    made = []
+
+    def convert(path):
+        made.append(path)
+        return AutoModelForCausalLM.from_pretrained(tiny_models["llama"]), AutoTokenizer.from_pretrained(
+            tiny_models["llama"]
+        )
+
+    monkeypatch.setattr(hub, "_from_gguf", convert)
+    return made
+
+
+def test_a_conversion_is_made_once_and_recorded_with_every_files_checksum(packaged):
+    folder = hub.converted("tiny")
+    record = json.loads((folder / hub.SOURCE_FILE).read_text())
+    assert set(record["files"]) >= {"config.json", "model.safetensors"} and len(packaged) == 1
+    assert hub.converted("tiny") == folder and len(packaged) == 1  # checked, not converted again
+    assert hub.cache_problem(folder, "tiny", record["sha256"]) == ""
+
+
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        ("truncate", "its files differ from those converted (model.safetensors)"),
+        ("zero", "its files differ from those converted (model.safetensors)"),
+        ("no record", "missing or unreadable"),
+        ("older record", "records no checksums of its files"),
+        ("other source", "converted from another file"),
+        ("planted gpt2", "describes another model"),
+    ],
+)
+def test_a_folder_that_is_not_the_conversion_is_converted_again(packaged, tiny_models, capsys, damage, why):
+    import shutil
+
+    folder = hub.converted("tiny")
+    weights, record_file = folder / "model.safetensors", folder / hub.SOURCE_FILE
+    record = json.loads(record_file.read_text())
+    if damage == "truncate":
+        weights.write_bytes(weights.read_bytes()[:-1000])
+    elif damage == "zero":
+        data = bytearray(weights.read_bytes())
+        data[-4000:] = bytes(4000)
+        weights.write_bytes(bytes(data))
+    elif damage == "no record":
+        record_file.unlink()
+    elif damage == "older record":
+        record_file.write_text(json.dumps({k: v for k, v in record.items() if k != "files"}))
+    elif damage == "other source":
+        record_file.write_text(json.dumps(record | {"sha256": "0" * 64}))
+    elif damage == "planted gpt2":  # another model, with a record forged to match its files
+        shutil.rmtree(folder)
+        shutil.copytree(tiny_models["gpt2"], folder)
+        (folder / hub.SOURCE_FILE).write_text(json.dumps(record | {"files": hub._files(folder)}))
+    again = hub.converted("tiny")
+    assert why in capsys.readouterr().out and len(packaged) == 2
+    assert hub.cache_problem(again, "tiny", record["sha256"]) == ""
+    assert json.loads((again / "config.json").read_text())["model_type"] == "llama"
+
+
+def test_weights_not_stored_as_float32_are_refused_by_the_check(packaged):
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    folder = hub.converted("tiny")
+    weights = folder / "model.safetensors"
+    save_file({k: v.to(torch.bfloat16) for k, v in load_file(weights).items()}, weights)
+    record = json.loads((folder / hub.SOURCE_FILE).read_text())
+    (folder / hub.SOURCE_FILE).write_text(json.dumps(record | {"files": hub._files(folder)}))
+    assert hub.cache_problem(folder, "tiny", record["sha256"]) == "its weights are stored as BF16, not float32"
+
+
+def test_a_full_disk_is_one_line_and_keeps_what_was_there(packaged, monkeypatch, tmp_path):
+    def full(folder, fill):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(hub, "write_folder", full)
+    with pytest.raises(
+        ValueError, match=r"^--model tiny: cannot write its conversion into .*No space left on device.*free some space"
+    ):
+        hub.converted("tiny")
+    assert not (tmp_path / "cache" / "numeracy-workbench" / "tiny-tiny-pkg-1.0").exists()
