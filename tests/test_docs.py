@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def slug(heading: str) -> str:
@@ -56,3 +56,18 @@ def test_the_pages_link_to_each_other():
     """The check above is not empty: the README reaches docs/ and study.md's contents its sections."""
     assert sum(len(links(p)) for p in PAGES) > 50
     assert sum(t.startswith("#") for t in links(ROOT / "docs" / "study.md")) >= 15
+
+
+def test_the_commit_message_rule():
+    """scripts/commit_message.py, the commit-msg hook: a subject of at most 72 characters, a blank
+    line before the body; git's comment lines are not the message."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("commit_message", ROOT / "scripts" / "commit_message.py")
+    rule = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rule)
+    assert rule.problem("Keep every run's curves\n\nBecause they explain it.\n") == ""
+    assert rule.problem("x" * 72) == "" and rule.problem("# git's help\n" + "x" * 72) == ""
+    assert rule.problem("x" * 73).startswith("the subject has 73 characters, more than 72")
+    assert rule.problem("subject\nbody at once").startswith("the subject is followed by text without a blank line")
+    assert rule.problem("# only git's lines\n\n") == "the message is empty"
