@@ -114,6 +114,7 @@ TOP = (ROWS_FILE, SPEED_FILE)  # the plan's own files, carried in the first resu
 METRIC_ROWS = 2_000
 MiB = 2**20
 PART_BYTES, BUNDLE_BYTES, BUNDLE_FILES = 16 * MiB, 64 * MiB, 8  # what a lent machine's call gives back
+CARRY_BYTES = 44 * MiB  # what goes out to the next lease beside the repository (19 MB of a call's 64 MiB)
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 # What the dry run assumes until a lease measures it. On this 2-core CPU, Study 3's 10M runs trained
@@ -613,9 +614,10 @@ def dry_run(runs: list[Run], out: Path, args) -> str:
         f"~{done / MiB:,.1f} MiB ({finished} runs x {DONE_BYTES / 1e6:.1f} MB); at most {BUNDLE_FILES} files of "
         f"{PART_BYTES // MiB} MiB, {BUNDLE_BYTES // MiB} MiB in all, the rest in OUT/{OVERFLOW}",
     ]
-    if resume > 40 * MiB:
+    if resume > CARRY_BYTES:
         lines.append(
-            "  warning: the resume parts exceed ~40 MiB, what travels to the next lease beside the repository: use fewer --jobs"
+            f"  warning: the resume parts exceed {CARRY_BYTES // MiB} MiB, what travels to the next lease beside the "
+            "repository: use fewer --jobs"
         )
     taken = gpu_levels(aggregate)
     lines.append(
