@@ -274,6 +274,12 @@ class RunArgs:
         "the default is $WORKBENCH_NUMERICS, else portable on x86-64 (docs/sharing.md)",
         choices=numerics.MODES,
     )
+    tf32: bool = setting(
+        True,
+        "on CUDA, float32 matrix products on the tensor cores with TF32's 10-bit mantissas (fast: the "
+        "paper tier); off: IEEE float32, as a CPU computes them (the GPU sprint, compared with CPU "
+        "runs). No effect on a CPU; the number heads are float32 either way",
+    )
     same_kernels: bool = setting(
         True,
         "refuse to resume a run, or to count a finished one, made on other kernels "

@@ -63,7 +63,7 @@ assert tuple(ACTIVATIONS) == ACTIVATION_NAMES  # the names the flags list (gpt_c
 def true_float32():
     """Float32 matrix products in IEEE float32 inside, whatever TF32 setting the run made outside.
 
-    Training on CUDA turns TF32 on (the fused loss's products on the tensor cores), but TF32 keeps
+    Training on CUDA turns TF32 on unless --no-tf32 (the fused loss's products on the tensor cores); it keeps
     10 of float32's 23 mantissa bits: xVal's value, a BitTokens bit near its threshold or a FoNE
     digit would then be decided on ~3 significant digits. The number heads run inside this, so the
     "float32" they promise is float32 on every device. A no-op for CPU products (TF32 is a CUDA

@@ -52,7 +52,7 @@ PLACE_AND_PACE = ("out", "overwrite", "device", "checkpoint_every", "prefetch", 
 RESUMABLE = PLACE_AND_PACE + ("threads", "compile", "attention", "test_samples")
 # Settings added after runs were published, with the value every earlier run had: a record
 # without them trained with that value.
-ADDED_SINCE = {"text_bpe": "corpus", "loss_reference": "text", "numerics": "native"}
+ADDED_SINCE = {"text_bpe": "corpus", "loss_reference": "text", "numerics": "native", "tf32": True}
 
 
 def prepare(cfg: TrainConfig, resume: bool, rank: int) -> tuple[Path, dict | None]:
@@ -292,6 +292,7 @@ def environment(cfg: TrainConfig, device: torch.device | None = None, run=None) 
             else ("dense with the CPU block plan" if attention == "auto" else "dense"),
             "prefetch": prefetch == "on" or (prefetch == "auto" and device.type == "cuda"),
             "grad_accum": run.accum,
+            "tf32": device.type == "cuda" and cfg.run.tf32,
             "list_sampling": cfg.regime.list_rule,
             "cpu_kernels": device.type == "cpu" and torch.get_num_threads() == 1 and _kernels_agree(head_size),
         }

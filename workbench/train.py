@@ -140,8 +140,9 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
         )
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
-    if device.type == "cuda":  # float32 matmuls (the fused loss's, outside autocast) on the tensor cores
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    if device.type == "cuda":  # float32 matmuls (the fused loss's, outside autocast) on the tensor cores, or
+        # not: set either way, since a study's worker trains one run after another in one process
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = cfg.run.tf32
     out, ckpt = prepare(cfg, resume, rank)
     gpt_cfg = cfg.model.gpt()
     encoding = encoders.get(cfg.encoding, **cfg.encoding_options)

@@ -9,7 +9,9 @@ studies' grids. "multitask_numeric" (Study 2b, registered after Study 2's result
 with the best checkpoint chosen by the numeric tasks' harmonic mean alone. The zoo runs Study 1's
 and 2b's protocols for every other encoding; "width" is Study 1 at d = 2 in a 256-wide model.
 Study 3 (the budget parts) trains multiplication and division at d in {4, 8, 15, the paper's
-regime} for 1M, 3M and 10M tokens.
+regime} for 1M, 3M and 10M tokens. Study 4 repeats its deciding cells with five paired seeds on
+portable numerics; "study4_gpu" (exploratory, registered before any GPU run) carries them to 30M
+tokens and beyond on a GPU (benchmarks/gpu_sprint.py), its rows named gpu_<budget>.
 """
 
 from __future__ import annotations
@@ -36,11 +38,13 @@ BUDGET_PARTS = (BUDGET, BUDGET_D8, BUDGET_MORE)
 STUDY4 = "study4"
 STUDY4_LR = "study4_lr"
 STUDY4_PARTS = (STUDY4, STUDY4_LR)
+STUDY4_GPU = "study4_gpu"  # exploratory: Study 4's cells at GPU budgets (docs/study4.md)
 PARTS = (
     PREREGISTERED
     + (DECIMAL_POOL, NUMERIC_CHECKPOINT, ZOO_PRECISION, ZOO_MULTITASK, WIDTH)
     + BUDGET_PARTS
     + STUDY4_PARTS
+    + (STUDY4_GPU,)
 )
 MULTITASK_PARTS = ("multitask", NUMERIC_CHECKPOINT)  # the parts Figure 4's third row can show
 PART_LABELS = {"multitask": "Study 2", NUMERIC_CHECKPOINT: "Study 2b, checkpoint chosen without text's score"}
@@ -104,6 +108,29 @@ STUDY4_AHEAD_BUDGETS = (1e6, 3e6)  # Study 3's "BitTokens ahead" cells: multipli
 # moved alone from the recipe's (hidden 0.02, head 0.004), two seeds, chosen on the validation split
 STUDY4_LR_SEEDS = (0, 1)
 STUDY4_LR_RATES = (("hidden_lr", 0.01), ("hidden_lr", 0.04), ("head_lr", 0.002), ("head_lr", 0.008), ("head_lr", 0.016))
+
+
+# The GPU sprint (docs/study4.md, "Exploratory: the GPU sprint"): Study 4's runs of the main grid's
+# encodings at budgets a CPU cannot reach, trained on a GPU in float32 with TF32 off (as a CPU computes),
+# its studies named gpu_<budget> so that its rows never mix with a CPU's. The levels are tried in
+# GPU_LEVELS' order; which of them run is fixed by `gpu_levels` from the first lease's measured speed.
+GPU_DIGITS, GPU_MORE_DIGITS = (15, PAPER_REGIME), (4,)
+GPU_BUDGETS = (3e7, 1e8, 3e8)
+# d = 15 and the paper's regime at 30M and 100M first, d = 4 where the speed allows, 300M last
+GPU_LEVELS = (
+    (3e7, GPU_DIGITS),
+    (1e8, GPU_DIGITS),
+    (3e7, GPU_MORE_DIGITS),
+    (3e8, GPU_DIGITS),
+    (1e8, GPU_MORE_DIGITS),
+    (3e8, GPU_MORE_DIGITS),
+)
+# the numerics check, first in the plan: Study 4's 1M cell of multiplication at d = 15, seed 0, on a GPU;
+# its CPU twins are study4_1M-multiplication-d15-{bittokens,single_digit}-seed0
+GPU_CHECK_BUDGET, GPU_CHECK_ENCODINGS = 1e6, ("bittokens", "single_digit")
+# the rule's cap: six leases of 420 s of plan time (the 15 device minutes of a session hold one 8-minute
+# command after the machine's start)
+GPU_LEASE_SECONDS, GPU_LEASES = 420, 6
 
 
 @dataclass(frozen=True)
@@ -220,6 +247,50 @@ def study4_lr_plan() -> list[Run]:
     ]
 
 
+def _gpu_run(encoding: str, task: str, digits: int, seed: int, tokens: float) -> Run:
+    """One GPU sprint run: Study 4's run of the cell (portable numerics, which pin a CPU's kernels and
+    leave a GPU's as they are) with TF32 off and Muon's iteration in float32, as a CPU runs it ("auto"
+    would be bfloat16 on a GPU), named gpu_<budget>."""
+    cfg = _study4_run(encoding, task, digits, seed, tokens).config
+    cfg = cfg.updated(tf32=False, optim=replace(cfg.optim, newton_schulz="float32"))
+    return Run(f"gpu_{budget_label(tokens)}", encoding, task, digits, seed, cfg)
+
+
+def gpu_level(tokens: float, digits) -> list[Run]:
+    """One level of the sprint: both tasks at `digits`, seeds paired (each seed's two encodings side
+    by side, so that a sprint cut short leaves whole pairs)."""
+    return [
+        _gpu_run(e, t, d, s, tokens)
+        for t in PRECISION_TASKS
+        for d in digits
+        for s in STUDY4_SEEDS
+        for e in STUDY4_ENCODINGS
+    ]
+
+
+def gpu_check_runs() -> list[Run]:
+    return [_gpu_run(e, "multiplication", 15, 0, GPU_CHECK_BUDGET) for e in GPU_CHECK_ENCODINGS]
+
+
+def gpu_plan(levels=GPU_LEVELS) -> list[Run]:
+    """The numerics check, then `levels` ((tokens, digits) pairs) in order."""
+    return gpu_check_runs() + [r for tokens, digits in levels for r in gpu_level(tokens, digits)]
+
+
+def gpu_levels(rate: float, seconds: float = GPU_LEASES * GPU_LEASE_SECONDS) -> list[tuple[float, tuple]]:
+    """The registered rule: the levels of GPU_LEVELS that run at an aggregate `rate` (tokens a second
+    over a lease's whole plan time, set-up included, as the first lease measured it): the longest
+    run of them, in order, that trains within `seconds` at that rate, and the first (30M at d = 15
+    and the paper's regime) in any case. A faster device never runs fewer levels."""
+    taken, tokens = [], 0.0
+    for k, (budget, digits) in enumerate(GPU_LEVELS):
+        tokens += budget * len(PRECISION_TASKS) * len(digits) * len(STUDY4_SEEDS) * len(STUDY4_ENCODINGS)
+        if k and tokens > rate * seconds:
+            break
+        taken.append((budget, digits))
+    return taken
+
+
 def plan(which=PREREGISTERED) -> list[Run]:
     runs = []
     if "precision" in which:
@@ -267,6 +338,8 @@ def plan(which=PREREGISTERED) -> list[Run]:
         runs += study4_plan()
     if STUDY4_LR in which:
         runs += study4_lr_plan()
+    if STUDY4_GPU in which:  # every level the rule could admit; the sprint trains those it does
+        runs += gpu_plan()
     return runs
 
 
