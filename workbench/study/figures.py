@@ -99,7 +99,7 @@ def precision_figure(intervals: pd.DataFrame):
     data = data[data["study"] == "precision"]
     names = {
         **{e: encoders.label(e) for e in ENCODINGS},
-        VARIANT: f"{encoders.label(base_encoding(VARIANT))}, decimal pool (exploratory)",
+        VARIANT: f"{encoders.label(base_encoding(VARIANT))}, decimal pool (exploratory, not pre-registered)",
     }
     metrics = [("log_smape", "log-sMAPE"), ("exact_match", "exact match")]
     fig = make_subplots(
@@ -145,7 +145,6 @@ def precision_figure(intervals: pd.DataFrame):
                 "operands 1…100 with at most d significant digits;<br>line: mean over "
                 f"{len(PRECISION_SEEDS)} seeds, band: 95 % bootstrap interval (seeds, then "
                 f"{PRECISION.evaluation.test_samples} test questions each)"
-                + ("; dashed: exploratory, not pre-registered" if (data.encoding == VARIANT).any() else "")
             ),
         ),
         legend=dict(orientation="h", y=-0.12, x=0),
