@@ -80,10 +80,8 @@ import os
 import time
 from pathlib import Path
 
-import plotly.graph_objects as go
 import torch
 from IPython.display import display
-from plotly.subplots import make_subplots
 
 from workbench import encoders, plots
 from workbench.evaluate import answer
@@ -92,6 +90,7 @@ from workbench.retrofit import BASELINE, NumberLM
 from workbench.retrofit.finetune import RetrofitConfig, finetune
 from workbench.retrofit.hub import resolve_model
 from workbench.retrofit.pretrain import build_model, corpus_texts, pretrain, save, train_tokenizer
+from workbench.retrofit.report import figure as retrofit_figure
 from workbench.retrofit.report import perplexity_change, table, test_scores
 from workbench.tasks import generate
 
@@ -164,29 +163,12 @@ results.to_csv(run_root / "results.csv", index=False)
 display(results)
 
 # %%
-fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.12,
-                    subplot_titles=["test score per task (95 % bootstrap interval)",
-                                    "held-out text perplexity<br>(open: before fine-tuning, filled: after)"])
-for encoding in encodings:
-    part = scores[scores.encoding == encoding].set_index("task").loc[list(task_list)]
-    fig.add_trace(go.Bar(x=list(task_list), y=part.score, name=LABELS[encoding], marker_color=COLORS[encoding],
-                         error_y=dict(type="data", symmetric=False, array=part.high - part.score,
-                                      arrayminus=part.score - part.low)), 1, 1)
-    row = ppl.set_index("encoding").loc[encoding]
-    fig.add_trace(go.Scatter(x=[LABELS[encoding]] * 2, y=[row.before, row.after], mode="lines+markers",
-                             marker=dict(symbol=["circle-open", "circle"], size=12, color=COLORS[encoding]),
-                             line=dict(color=COLORS[encoding]), showlegend=False,
-                             hovertemplate="%{y:.1f}<extra></extra>"), 1, 2)
-fig.update_yaxes(title_text="mean log-sMAPE score (0 to 1)", rangemode="tozero", row=1, col=1)
-fig.update_yaxes(title_text="text-token perplexity (log scale)", type="log", row=1, col=2)
-fig.update_xaxes(title_text="task", row=1, col=1)
-fig.update_xaxes(title_text="numbers read as", row=1, col=2)
 where = "the pretrained stand-in" if model is None else Path(str(model)).name
-fig.update_layout(barmode="group", width=1100, height=560, legend=dict(title="numbers read as"), margin=dict(t=140),
-                  title=dict(text=f"Retrofitting number encodings into {where}",
-                             subtitle=dict(text=f"{tokens:,.0f} fine-tuning tokens each ({text_share:.0%} text)"
-                                                f"{', LoRA' if lora else ''}; "
-                                                f"{test_samples} test questions per task, {len(seeds)} seed{'s' * (len(seeds) > 1)}")))
+fig = retrofit_figure(scores, ppl, encodings, task_list, LABELS, COLORS,
+                      title=f"Retrofitting number encodings into {where}",
+                      subtitle=f"{tokens:,.0f} fine-tuning tokens each ({text_share:.0%} text){', LoRA' if lora else ''}; "
+                               f"{test_samples} test questions per task, {len(seeds)} seed{'s' * (len(seeds) > 1)}",
+                      baseline=BASELINE)
 plots.save(fig, "05_retrofit", figures_dir, tuple(figure_formats))
 fig
 

@@ -104,3 +104,21 @@ def test_the_encodings_listed_without_torch_are_the_registry():
     for name, options, attributes in source:
         assert options == encoders.options(name), name
         assert attributes == {a: getattr(encoders.get(name), a) for a in encoders.ATTRIBUTES}, name
+
+
+def test_help_groups_are_titled_by_their_docstrings_as_written():
+    """Bug: the group titles were lowercased after the group's name, "model: the gpt (appendix
+    c.1) and its vocabulary.:". Now the name is the title and the docstring's first line, as
+    written, stands under it."""
+    from workbench.config import CONFIGS, TrainConfig
+    from workbench.config import parser as train_parser
+    from workbench.retrofit.config import RetrofitConfig
+    from workbench.retrofit.config import parser as retrofit_parser
+
+    for flags, config in ((train_parser(CONFIGS["cpu"]), TrainConfig), (retrofit_parser(), RetrofitConfig)):
+        text = flags.format_help()
+        assert ".:" not in text and "appendix c." not in text
+        for name, kind in config.GROUPS.items():
+            first = kind.__doc__.strip().splitlines()[0]
+            assert f"\n{name}:\n  {' '.join(first.split()[:3])}" in text, (name, text)
+    assert "\nmodel:\n  The GPT (appendix C.1) and its vocabulary.\n" in train_parser(CONFIGS["cpu"]).format_help()

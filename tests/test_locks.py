@@ -179,3 +179,62 @@ def test_a_second_thread_of_the_same_process_is_refused(tmp_path, kind):
     thread.start()
     thread.join(timeout=30)
     assert outcome[1] == "held"
+
+
+# -- the lock file goes with its holder (issue 65) -------------------------------------------------
+@pytest.mark.parametrize("kind", ["hold", "hold_file"])
+def test_a_holder_that_lets_go_removes_its_lock_file(tmp_path, kind):
+    """Bug: every finished run folder kept a stale .lock. Released normally or by an exception,
+    the holder removes it; a nested hold does not remove it from under the outer one."""
+    path = tmp_path / ("run" if kind == "hold" else "answers.jsonl")
+    take = hold if kind == "hold" else hold_file
+    with take(path):
+        with take(path):
+            pass
+        assert lock_file(kind, path).exists()  # still the outer hold's
+    assert not lock_file(kind, path).exists()
+    with pytest.raises(KeyError):
+        with take(path):
+            raise KeyError("the block failed")
+    assert not lock_file(kind, path).exists()
+    with take(path):  # and the next holder makes it anew
+        assert lock_file(kind, path).exists()
+
+
+def test_a_lost_lock_leaves_the_file_in_its_place_alone(tmp_path):
+    """A lock file replaced under the holder may be another holder's: the first lets go of its own
+    lock without removing what the path names now."""
+    with pytest.raises(InUse, match="replaced"):
+        with hold(tmp_path):
+            (tmp_path / ".lock").unlink()
+            (tmp_path / ".lock").write_text("someone else's\n")
+    assert (tmp_path / ".lock").read_text() == "someone else's\n"
+
+
+def test_a_lock_file_removed_between_open_and_lock_is_opened_afresh(tmp_path, monkeypatch):
+    """The race that removal at release opens: a newcomer opens the lock file, its holder removes
+    it and lets go, the newcomer locks the removed file. That lock guards nothing (a third process
+    would create and lock a new file), so the newcomer opens the path again and locks what it names."""
+    from workbench import locks
+
+    path = tmp_path / "answers.jsonl"
+    lock = lock_file("hold_file", path)
+    opened = locks._open_lock_file
+
+    def the_holder_lets_go_meanwhile(key, shown):
+        fd_and_id = opened(key, shown)
+        if not calls:
+            key.unlink()  # as the releasing holder does, before the newcomer's flock
+        calls.append(key)
+        return fd_and_id
+
+    calls = []
+    monkeypatch.setattr(locks, "_open_lock_file", the_holder_lets_go_meanwhile)
+    with hold_file(path):
+        assert len(calls) == 2 and lock.exists()
+        locks.check(path)  # intact: the held file is the one the path names
+        proc = subprocess.run(
+            [sys.executable, "-c", HOLDER.format(kind="hold_file"), str(path)], capture_output=True, text=True
+        )
+        assert proc.returncode != 0 and "InUse" in proc.stderr
+    assert not lock.exists()

@@ -197,9 +197,54 @@ def test_generalized_mean_is_harmonic_geometric_arithmetic():
     assert metrics.generalized_mean(p, 1, eps=0) == pytest.approx(statistics.mean(p))
     # lam=0 is the limit of eq. 15
     assert metrics.generalized_mean(p, 1e-9, eps=0) == pytest.approx(metrics.generalized_mean(p, 0, eps=0), rel=1e-6)
-    # eps shifts every score before the mean
-    assert metrics.generalized_mean([0.0, 1.0], -1, eps=0.5) == pytest.approx(statistics.harmonic_mean([0.5, 1.5]))
+    # eps shifts every score before the mean, and the mean back
+    assert metrics.generalized_mean([0.0, 1.0], -1, eps=0.5) == pytest.approx(
+        statistics.harmonic_mean([0.5, 1.5]) - 0.5
+    )
     assert metrics.generalized_mean([0.0, 1.0], 1, eps=0) == 0.5
+
+
+def oracle_power_mean(scores, lam: int, eps: float) -> Fraction:
+    """Eq. 15 for lam = -1 or 1 in exact rational arithmetic, eps taken off again."""
+    shifted = [Fraction(s) + Fraction(eps) for s in scores]
+    mean = sum(x**lam for x in shifted) / len(shifted)
+    return mean ** Fraction(1, lam) - Fraction(eps)
+
+
+# no score so small that 1/score overflows (eps = 0): that sum is inf, a different question
+unit = st.floats(0, 1).filter(lambda x: x == 0 or x > 1e-300) | st.sampled_from([0.0, 1.0, 1 - 2**-53, 2**-60])
+
+
+@given(st.lists(unit, min_size=1, max_size=9), st.sampled_from([-1, 1]), st.sampled_from([1e-6, 0.5, 0.0]))
+def test_a_mean_of_scores_stays_within_them_against_fractions(scores, lam, eps):
+    """Bug: eq. 15 as printed, ((1/|T|) sum (p + eps)^lam)^(1/lam), gave 1.000001 for scores of 1:
+    "harmonic_mean" read above the best possible score. The mean of scores in [0, 1] is the exact
+    mean to the last bits, never above the highest score (so never above 1) nor below the lowest."""
+    if eps == 0 and lam == -1 and 0.0 in scores:
+        return  # a harmonic mean with a score of 0 and no eps: refused (test_generalized_mean_rejects_bad_scores)
+    got = metrics.generalized_mean(scores, lam, eps=eps)
+    assert min(scores) <= got <= max(scores) <= 1
+    assert math.isclose(got, float(oracle_power_mean(scores, lam, eps)), rel_tol=1e-12, abs_tol=1e-15)
+
+
+def test_perfect_and_equal_scores_are_their_own_mean():
+    for lam in (-1, 0, 1):
+        assert metrics.generalized_mean([1.0, 1.0, 1.0], lam) == 1.0  # was 1.000001
+        assert metrics.generalized_mean([0.25, 0.25], lam) == 0.25
+        assert metrics.generalized_mean([0.0, 0.0], lam) == 0.0
+
+
+def test_the_order_of_evaluations_is_eq_15_as_printed():
+    """Taking eps off again is a shift by a constant: evaluations rank as under eq. 15 as printed
+    (computed as before), and the best checkpoint, the first of the highest, is the same one."""
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        rounds = [rng.choice([0.0, 0.25, 0.5, 0.75, 1.0, rng.random()], size=3) for _ in range(40)]
+        printed = np.array([np.mean((r + 1e-6) ** -1.0) ** -1.0 for r in rounds])
+        ours = np.array([metrics.generalized_mean(r) for r in rounds])
+        order = np.argsort(printed, kind="stable")
+        assert np.all(np.diff(ours[order]) >= 0) and np.array_equal(printed == printed[:, None], ours == ours[:, None])
+        assert np.argmax(ours) == np.argmax(printed)
 
 
 @pytest.mark.parametrize("bad,lam", [([], -1), ([0.0, 1.0], -1), ([0.0], 0), ([-0.5], 1), ([math.nan], -1)])

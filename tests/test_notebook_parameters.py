@@ -275,3 +275,20 @@ def test_the_command_refuses_a_bad_path_or_type_before_a_kernel_starts(name, arg
     assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
     [line] = done.stderr.strip().splitlines()
     assert line.startswith(f"python -m workbench.notebooks: error: notebook {name}: {message}"), line
+
+
+def test_notebook_03s_preset_choices_are_the_registry_s(monkeypatch):
+    """Bug: the parameter help of notebook 03 listed "cpu-tiny | cpu-small | paper", typed in, and
+    left out cpu-tiny-wide. The choices are read from `gpt_config.PRESETS` when shown or checked,
+    so a preset added there is offered and accepted."""
+    from workbench import gpt_config
+
+    def preset_line() -> str:
+        return next(line for line in notebooks.parameters_text(["03_training"]).splitlines() if "preset =" in line)
+
+    assert preset_line().endswith(f"[{'|'.join(gpt_config.PRESETS)}]") and "cpu-tiny-wide" in preset_line()
+    monkeypatch.setitem(gpt_config.PRESETS, "cpu-extra", gpt_config.PRESETS["cpu-tiny"])
+    assert preset_line().endswith("|cpu-extra]")
+    notebook_parameters.check_limits("03_training", {"preset": "cpu-extra"})
+    with pytest.raises(ValueError, match=r"preset='cpu-tiny-wid': unknown value .* did you mean 'cpu-tiny-wide'"):
+        notebook_parameters.check_limits("03_training", {"preset": "cpu-tiny-wid"})

@@ -86,7 +86,7 @@ def test_sigkilled_checkpoint_temporaries_are_removed_on_the_next_start(tmp_path
         (out / name).write_bytes(b"half a checkpoint")
     (out / ".unrelated").write_text("not ours")
     T.train(T.TrainConfig.of(**TINY, out=str(out)), resume=True)  # finished: nothing to train, cleans up
-    assert sorted(p.name for p in out.glob(".*")) == [".lock", ".unrelated"]  # the lock file stays (harmless)
+    assert sorted(p.name for p in out.glob(".*")) == [".unrelated"]  # and the run took its lock file with it
 
 
 @pytest.fixture

@@ -85,6 +85,20 @@ def test_same_seed_same_loss_curve_and_results(tmp_path):
     assert {"score", "exact", "input_tokens", "output_tokens"} <= set(summary.columns)
 
 
+def test_a_finished_run_says_its_folder_once_and_leaves_no_lock(tmp_path, capsys):
+    """Bugs: "run directory: ..." was printed at the start and again at the end, and every
+    finished run folder kept its .lock. The end now says "finished: ...", and the lock file goes
+    with its holder."""
+    from workbench import train as T
+
+    out = tmp_path / "run"
+    T.main([*ARGS, "--out", str(out)])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if "run directory" in line] == [f"run directory: {out}"]
+    assert f"finished: {out}" in lines
+    assert (out / "test_summary.csv").exists() and not (out / ".lock").exists()
+
+
 def test_bf16_autocast_and_torch_compile_train_on_cpu(tmp_path):
     """The GPU paths (bf16 autocast, torch.compile), run on the CPU: the loss falls and the run ends."""
     run = train(

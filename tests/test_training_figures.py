@@ -59,6 +59,26 @@ def test_the_curves_draw_every_logged_series_and_name_the_run(run):
     assert "decimal end phase (A.3)" not in [a.text for a in training_figures.curves(run_dir, cfg).layout.annotations]
 
 
+def test_the_curves_read_apart_share_one_step_range_and_keep_the_titles_clear(run):
+    """Bugs: cross-entropy (dotted) and the number-head loss (dashed) were one grey, the panels'
+    step ranges differed (the loss from step 1, the evaluations from the first evaluation), and
+    "decimal end phase (A.3)" sat against the loss panel's title."""
+    run_dir, cfg = run
+    steps, evals = rundir.load_metrics(run_dir)
+    fig = training_figures.curves(run_dir, cfg, finished=True)
+    losses = [t for t in fig.data if t.legendgroup == "loss"]
+    assert [t.name for t in losses] == ["total loss (weighted)", "cross-entropy", "number-head loss"]
+    assert len({t.line.color for t in losses}) == 3 and len({t.line.dash for t in losses}) == 3
+    assert not {t.line.color for t in losses} & {t.line.color for t in fig.data if t.legendgroup in cfg.tasks}
+    axes = [fig.layout[a] for a in ("xaxis", "xaxis2", "xaxis3", "xaxis4")]
+    assert all(a.range == axes[0].range for a in axes) and [a.matches for a in axes] == ["x"] * 4
+    last = max(steps["step"].max(), evals["step"].max())
+    assert axes[0].range[0] == 0 and last < axes[0].range[1] <= 1.05 * last
+    [note] = [a for a in fig.layout.annotations if a.text == "decimal end phase (A.3)"]
+    start = training_figures.end_phase(int(steps["step"].max()), evals)
+    assert note.textangle == -90 and note.y == 0.5 and start < note.x < steps["step"].max()  # inside its band
+
+
 def test_a_run_without_curriculum_says_why_its_frontier_panel_is_empty(run):
     run_dir, cfg = run
     fig = training_figures.curves(run_dir, replace(cfg, difficulty=replace(cfg.difficulty, curriculum=False)))

@@ -353,6 +353,25 @@ class TestRetrofitTable:
         E.main(["--table"])
         assert pd.read_csv(tmp_path / "runs" / "retrofit-smollm2.csv").equals(self.ROW)
 
+    def test_no_complete_run_says_so_writes_nothing_and_exits_1(self, tmp_path, monkeypatch, capsys):
+        """Bug: `--table` on a fresh clone printed nothing and exited 0. Now one line: where it
+        looked, that nothing was written, and the command that makes runs."""
+        from workbench.retrofit import experiment as E
+
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "partial" / "none-full-seed0").mkdir(parents=True)  # an interrupted run: not complete
+        for runs in ("runs/retrofit-smollm2", "partial"):
+            with pytest.raises(SystemExit) as stop:
+                E.main(["--table", "--runs", runs])
+            out, err = capsys.readouterr()
+            prog = "python -m workbench.retrofit.experiment"
+            assert stop.value.code == E.NOTHING == 1 and out == ""
+            assert err == (
+                f"{prog}: no complete run in {runs} to tabulate, nothing written; make them with `{prog}` "
+                f"(all 16) or `{prog} --only none:full` (two)\n"
+            )
+        assert sorted(p.name for p in tmp_path.rglob("*")) == ["none-full-seed0", "partial"]
+
     def test_publish_needs_every_run_and_no_csv(self, tmp_path, monkeypatch, capsys):
         from workbench.retrofit import experiment as E
 

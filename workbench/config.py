@@ -518,11 +518,18 @@ def add_flags(parser: argparse.ArgumentParser, defaults: Grouped, skip=()) -> No
     add_arguments(parser, cls, defaults, skip={"encoding_options", *cls.NESTED, *cls.GROUPS, *skip})
     for name, kind in cls.GROUPS.items():
         add_arguments(
-            parser.add_argument_group(f"{name}: {kind.__doc__.splitlines()[0].lower()}"),
+            parser.add_argument_group(name, group_title(kind)),
             kind,
             getattr(defaults, name),
             skip=skip,
         )
+
+
+def group_title(kind: type) -> str:
+    """What a group of flags holds, for --help: the first line of its class's docstring as written
+    (lowercased, the paper's names read "gpt" and "c.1"). It goes under the group's name, not after
+    it, where argparse's colon would follow the sentence's own ("... the training pools.:")."""
+    return kind.__doc__.strip().splitlines()[0]
 
 
 def from_flags(args: dict, defaults: Grouped, skip=(), **extra) -> Grouped:

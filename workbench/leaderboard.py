@@ -109,9 +109,9 @@ def table(board: pd.DataFrame, protocol: str = "multitask") -> pd.DataFrame:
 
 
 METRIC_SCALES = {"log_smape": ("log-sMAPE", "Viridis"), "accuracy": ("accuracy", "Blues")}
-GROUPS = {
-    "multitask": "six tasks trained together with text (Study 2b's protocol{seeds})",
-    "precision": "trained alone at d significant digits (Study 1's protocol{seeds})",
+GROUPS = {  # two lines each: on one, the two headers ran into each other above the columns' seam
+    "multitask": "six tasks trained together with text<br>(Study 2b's protocol{seeds})",
+    "precision": "trained alone at d significant digits<br>(Study 1's protocol{seeds})",
 }
 
 
@@ -134,6 +134,9 @@ def figure(board: pd.DataFrame):
     every label taken from the intervals is escaped: a "<a href=...>" in a CSV cell shows as text,
     never as a link."""
     import plotly.graph_objects as go
+    from plotly.colors import get_colorscale, sample_colorscale
+
+    from . import plots
 
     label = board.task.map(lambda t: tasks.get(t).label)
     board = board.assign(
@@ -171,19 +174,31 @@ def figure(board: pd.DataFrame):
         mine = np.array([metric_of[c] == metric for c in columns])
         name, scale = METRIC_SCALES[metric]
         axis = "coloraxis" if k == 0 else f"coloraxis{k + 1}"
-        fig.add_trace(
-            go.Heatmap(
-                z=np.where(mine, z, np.nan),
-                x=[_text(c) for c in columns],
-                y=[_text(e) for e in order],
-                text=[[t if m else "" for t, m in zip(row, mine)] for row in text],
-                texttemplate="%{text}",
-                hovertext=[[h if m else "" for h, m in zip(row, mine)] for row in hover],
-                hoverinfo="text",
-                name=name,
-                coloraxis=axis,
+        cells = np.where(mine, z, np.nan)
+        # a heat map has one text colour: the cells that read better in white are drawn once more
+        # on top, with white text (plotly's own pick, its navy, was faint on the mid tones)
+        fills = sample_colorscale(get_colorscale(scale), np.clip(np.nan_to_num(cells), 0, 1).ravel())
+        white = np.reshape([plots.text_color_on(f) == "#ffffff" for f in fills], cells.shape) & ~np.isnan(cells)
+        for top, shown in ((False, np.ones_like(white)), (True, white)):
+            if top and not white.any():
+                continue
+            fig.add_trace(
+                go.Heatmap(
+                    z=np.where(shown, cells, np.nan),
+                    x=[_text(c) for c in columns],
+                    y=[_text(e) for e in order],
+                    text=[[t if m and s else "" for t, m, s in zip(row, mine, on)] for row, on in zip(text, shown)],
+                    texttemplate="%{text}",
+                    textfont=dict(color="#ffffff" if top else plots.DARK_TEXT),
+                    hovertext=[
+                        [h if m and s else "" for h, m, s in zip(row, mine, on)] for row, on in zip(hover, shown)
+                    ],
+                    hoverinfo="text",
+                    hoverongaps=not top,  # the cells under the gaps keep their hover
+                    name=name,
+                    coloraxis=axis,
+                )
             )
-        )
         fig.update_layout(
             {
                 axis: dict(
@@ -216,8 +231,8 @@ def figure(board: pd.DataFrame):
         fig.add_vline(x=multitask - 0.5, line_color="white", line_width=4)
     fig.update_layout(
         width=1300,
-        height=210 + 42 * len(order),
-        margin=dict(t=180, l=190, r=40),
+        height=255 + 42 * len(order),
+        margin=dict(t=225, l=190, r=40),
         title=dict(
             text="Encoding leaderboard: score and rank per task at laptop scale",
             subtitle=dict(

@@ -6,8 +6,12 @@
 
 The lock is `fcntl.flock` on a small lock file that also records the holder's PID and command
 line; a folder's lock also locks the folder itself. The kernel drops both when the holding
-process ends, however it ends (a kill included), so a lock can never be left stale; the lock
-file itself stays and is harmless. A second holder gets `InUse` at once, naming the folder and
+process ends, however it ends (a kill included), so a lock can never be left stale. A holder that
+lets go removes its lock file first, while it still holds both locks, so a finished folder keeps
+no ".lock"; a killed holder's file stays, harmless. Removing it is safe because whoever locks a
+lock file checks afterwards that the path still names the file it locked (and opens it afresh if
+not): one that opened the file just before its removal cannot hold a file nobody else can find.
+A second holder gets `InUse` at once, naming the folder and
 the holder, instead of waiting or writing beside it: another process, and another thread of this
 process too. Nested `hold`s of the same path in one thread share the lock.
 
@@ -36,6 +40,7 @@ from pathlib import Path
 
 LOCK_NAME = ".lock"
 _RECORD_MAX = 4096  # the holder record is one short line; a bigger file is not a lock file of ours
+_ATTEMPTS = 5  # opens of a lock file that its releasing holder removed at that moment, before giving up
 
 
 class InUse(RuntimeError):
@@ -132,10 +137,10 @@ def _hold(target: Path, shown: str, lock_folder: bool):
     try:
         yield entry.key
     except BaseException:
-        _release(entry)
+        _release(entry, remove=not _broken(entry))
         raise
     why = _broken(entry)
-    _release(entry)
+    _release(entry, remove=not why)  # a lost lock's path may name another holder's file: left alone
     if why:
         raise LockLost(_lost_message(entry, why))
 
@@ -160,21 +165,26 @@ def _acquire(key: Path, shown: str, covers: Path, folder: Path | None) -> _Held:
             st = os.fstat(folder_fd)
             folder_id = (st.st_dev, st.st_ino)
     try:
-        fd, file_id = _open_lock_file(key, shown)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _holder(fd)
+        for _ in range(_ATTEMPTS):
+            fd, file_id = _open_lock_file(key, shown)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _holder(fd)
+                os.close(fd)
+                raise InUse(
+                    f"{shown} is in use by process {holder}; wait for it to finish, stop it, or choose another output"
+                ) from None
+            try:
+                now = os.lstat(key)
+            except FileNotFoundError:
+                now = None
+            if now is not None and (now.st_dev, now.st_ino) == file_id:
+                break
+            # removed (its holder let go between our open and our lock) or replaced: the file we
+            # locked is one nobody else will open again, so the lock on it guards nothing
             os.close(fd)
-            raise InUse(
-                f"{shown} is in use by process {holder}; wait for it to finish, stop it, or choose another output"
-            ) from None
-        try:
-            now = os.lstat(key)
-        except FileNotFoundError:
-            now = None
-        if now is None or (now.st_dev, now.st_ino) != file_id:  # replaced between open and lock
-            os.close(fd)
+        else:
             raise InUse(
                 f"{shown}: its lock file {key} was replaced while it was being locked; another process is "
                 "starting there, try again"
@@ -251,10 +261,19 @@ def _lost_message(entry: _Held, why: str) -> str:
     )
 
 
-def _release(entry: _Held) -> None:
+def _release(entry: _Held, remove: bool) -> None:
+    """Let go of the lock; with `remove`, unlink its file first, while both locks are still held
+    (after them, a newcomer could lock the file and then lose it to the unlink)."""
     with _guard:
         if _held.get(entry.key) is entry:
             del _held[entry.key]
+    if remove:
+        try:
+            st = os.lstat(entry.key)
+            if (st.st_dev, st.st_ino) == entry.file_id:  # ours still, not a file put in its place
+                os.unlink(entry.key)
+        except OSError:  # a read-only or vanished folder: the file stays, harmless as a killed holder's
+            pass
     fcntl.flock(entry.fd, fcntl.LOCK_UN)
     os.close(entry.fd)
     if entry.folder_fd is not None:

@@ -111,21 +111,28 @@ def sorting_accuracy(pred_lists, target_lists) -> np.ndarray:
 
 
 def generalized_mean(performance, lam: float = -1.0, eps: float = 1e-6) -> float:
-    """Eq. 15: ((1/|T|) sum_T (p + eps)^lam)^(1/lam). lam=-1 harmonic (the paper's choice:
-    weak tasks pull hardest), lam=0 geometric (the limit lam -> 0), lam=1 arithmetic."""
+    """Eq. 15: ((1/|T|) sum_T (p + eps)^lam)^(1/lam) - eps. lam=-1 harmonic (the paper's choice:
+    weak tasks pull hardest), lam=0 geometric (the limit lam -> 0), lam=1 arithmetic.
+
+    eps keeps a score of 0 from sending the harmonic and geometric means to 0 (every other
+    task's score would then count for nothing); it is taken off again afterwards, so that the
+    mean of scores lies between the lowest and the highest of them: eq. 15 as printed gives
+    1.000001 for perfect scores. A shift by a constant, it ranks evaluations, and so chooses the
+    best checkpoint, as eq. 15 as printed does (but for differences within the last bit). The
+    result is kept within the scores' range against that last bit of rounding."""
     for name, value in (("lam", lam), ("eps", eps)):
         if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
             raise ValueError(f"{name} must be a finite real number, got {value!r}")
     if eps < 0:
         raise ValueError(f"eps must be >= 0, got {eps}")
-    p = _real(list(performance), "performance") + eps
+    scores = _real(list(performance), "performance")
+    p = scores + eps
     if p.size == 0:
         raise ValueError("generalized_mean needs at least one task score")
     if not np.all(np.isfinite(p)) or np.any(p < 0) or (lam <= 0 and np.any(p == 0)):
         raise ValueError(f"scores + eps must be finite and > 0 (>= 0 for lam > 0), got {p}")
-    if lam == 0:
-        return float(np.exp(np.mean(np.log(p))))
-    return float(np.mean(p**lam) ** (1.0 / lam))
+    shifted = np.exp(np.mean(np.log(p))) if lam == 0 else np.mean(p**lam) ** (1.0 / lam)
+    return float(np.clip(shifted - eps, scores.min(), scores.max()))
 
 
 def perplexity(mean_nll: float) -> float:

@@ -176,7 +176,7 @@ class Limit:
 
     low: float | None = None
     high: float | None = None
-    choices: tuple | None = None
+    choices: tuple | object = None  # or callable() -> the names, a registry's as it is when asked
     length: tuple[int, int] | None = None
     check: object = None  # callable(value) -> str
     shown: str = ""  # how `params` shows the limit, where the fields do not say it
@@ -198,14 +198,18 @@ class Limit:
                 if why:
                     return f"item {item!r}: {why}"
             return ""
-        if self.choices is not None and value not in self.choices:
+        choices = self._choices()
+        if choices is not None and value not in choices:
             from .cli import unknown
 
-            return unknown("value", value, self.choices)
+            return unknown("value", value, choices)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
                 return f"must be between {_shown_number(self.low)} and {_shown_number(self.high)}"
         return self.check(value) if self.check else ""
+
+    def _choices(self) -> tuple | None:
+        return tuple(self.choices()) if callable(self.choices) else self.choices
 
     def __str__(self) -> str:
         if self.shown:
@@ -213,8 +217,8 @@ class Limit:
         parts = []
         if self.low is not None or self.high is not None:
             parts.append(f"{_shown_number(self.low)}..{_shown_number(self.high)}")
-        if self.choices is not None:
-            parts.append("|".join(map(str, self.choices)))
+        if self._choices() is not None:
+            parts.append("|".join(map(str, self._choices())))
         if self.length:
             low, high = self.length
             parts.append(f"{low} items" if low == high else f"{low}-{high} items")
@@ -258,10 +262,10 @@ def _tasks(value) -> str:
     return f"names {sorted({t for t in names if names.count(t) > 1})} twice" if len(set(names)) < len(names) else ""
 
 
-def _preset(value) -> str:
-    from .model import PRESETS
+def _presets() -> list[str]:
+    from .gpt_config import PRESETS  # torch-free: `params` and a refused value answer without torch
 
-    return "" if value in PRESETS else _unknown("preset", value, PRESETS)
+    return list(PRESETS)
 
 
 def _device(value) -> str:
@@ -355,7 +359,7 @@ LIMITS: dict[str, dict[str, Limit]] = {
     "03_training": dict(
         encoding=Limit(check=_encoding),
         tasks=Limit(check=_tasks),
-        preset=Limit(check=_preset),
+        preset=Limit(choices=_presets),
         tokens=Limit(1, 1e11),
         seed=SEED,
         decades=DECADES,

@@ -95,6 +95,47 @@ def _free_zoo_color(name: str, taken: set) -> str:
     return f"hsl({start % 360}, 55%, 45%)"
 
 
+def blend(color: str, toward: str, share: float) -> str:
+    """`color` ("#rrggbb") moved `share` of the way to `toward`."""
+    a, b = (_rgb(c) for c in (color, toward))
+    return "#{:02x}{:02x}{:02x}".format(*(round(x + share * (y - x)) for x, y in zip(a, b)))
+
+
+def _rgb(color: str) -> tuple[float, ...]:
+    """ "#rrggbb" or plotly's "rgb(r, g, b)" as three 0-255 numbers."""
+    if color.startswith("#"):
+        return tuple(int(color[i : i + 2], 16) for i in (1, 3, 5))
+    return tuple(float(c) for c in color[color.index("(") + 1 : color.index(")")].split(",")[:3])
+
+
+def luminance(color: str) -> float:
+    """WCAG 2's relative luminance of `color`: 0 black, 1 white."""
+    linear = [c / 255 / 12.92 if c / 255 <= 0.04045 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in _rgb(color)]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(a: str, b: str) -> float:
+    """WCAG 2's contrast ratio of two colours, 1 (none) to 21 (black on white); text needs 4.5."""
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+DARK_TEXT = "#000000"  # black, not a near-black: on a fill midway, white or black is then always 4.58:1 or better
+
+
+def text_color_on(fill: str) -> str:
+    """White or near-black, whichever reads better on `fill` (plotly's own choice put its navy on
+    mid-tone cells, at a contrast near 3)."""
+    return "#ffffff" if contrast(fill, "#ffffff") > contrast(fill, DARK_TEXT) else DARK_TEXT
+
+
+def variant_color(color: str) -> str:
+    """The colour of a variant beside its encoding (the study's BitTokens without A.3's pools
+    beside BitTokens): the same hue at half the lightness, so that the two read as one family
+    and are still told apart by colour, not by dash alone."""
+    return blend(color, "#000000", 0.5)
+
+
 def encoding_colors(names=None) -> dict[str, str]:
     """{name: colour} for plotly's color_discrete_map: every registered encoding, or `names`."""
     from . import encoders

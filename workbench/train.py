@@ -479,8 +479,8 @@ def _train(cfg: TrainConfig, resume: bool, on_eval) -> Path:
         log.close()
         gc.unfreeze()  # a process that trains again (a study worker, a notebook) collects this run's garbage
     distributed.barrier(run.world)  # every rank returns after rank 0 wrote the test results
-    if run.rank == 0:
-        print(f"run directory: {run.out}")
+    if run.rank == 0:  # the start's "run directory:" line has scrolled away behind the bar by now
+        print(f"finished: {run.out}")
     return run.out
 
 

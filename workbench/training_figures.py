@@ -19,6 +19,13 @@ from .balancing import weight_changes
 from .curriculum import difficulty_column
 from .rundir import load_metrics, recorded_kernels
 
+# the loss panel's three curves: apart by colour, width and dash (two greys, dotted and dashed, read
+# as one), in colours that are not the tasks' (PALETTE) of the other panels
+LOSS_LINES = (
+    ("loss", "total loss (weighted)", dict(color="#222222", dash="solid", width=2.5)),
+    ("ce", "cross-entropy", dict(color="#7570b3", dash="dot", width=2)),
+    ("number", "number-head loss", dict(color="#e7298a", dash="dash", width=2)),
+)
 PANELS = {
     (1, 1): "loss per learned token (log scale)",
     (1, 2): "score (0 to 1)",
@@ -44,15 +51,18 @@ def _mark_end_phase(fig: go.Figure, steps: pd.DataFrame, evals: pd.DataFrame) ->
         return
     for row, col in PANELS:
         fig.add_vrect(x0=start, x1=last, fillcolor="#bbbbbb", opacity=0.25, line_width=0, row=row, col=col)
+    # written up the shaded band of the loss panel, where the loss steps up; at the panel's top
+    # corner it ran into the panel's title
     fig.add_annotation(
-        x=start,
-        y=1,
+        x=(start + last) / 2,
+        y=0.5,
         xref="x",
         yref="y domain",
         text="decimal end phase (A.3)",
+        textangle=-90,
         showarrow=False,
-        xanchor="right",
-        yanchor="top",
+        font=dict(size=13, color="#555555"),
+        bgcolor="rgba(255, 255, 255, 0.7)",
     )
 
 
@@ -125,11 +135,7 @@ def curves(run_dir: Path, cfg, finished: bool = False) -> go.Figure:
             "curriculum frontier (C.3)",
         ],
     )
-    for column, label, dash in (
-        ("loss", "total loss (weighted)", "solid"),
-        ("ce", "cross-entropy", "dot"),
-        ("number", "number-head loss", "dash"),
-    ):
+    for column, label, line in LOSS_LINES:
         if column in steps:
             fig.add_trace(
                 go.Scatter(
@@ -138,7 +144,7 @@ def curves(run_dir: Path, cfg, finished: bool = False) -> go.Figure:
                     name=label,
                     legendgroup="loss",
                     legendgrouptitle_text="loss",
-                    line=dict(color="#555555", dash=dash, width=1.5),
+                    line=line,
                 ),
                 1,
                 1,
@@ -173,7 +179,10 @@ def curves(run_dir: Path, cfg, finished: bool = False) -> go.Figure:
     levels = evals[[c for c in evals if c.startswith("frontier/")]].stack() if not evals.empty else pd.Series()
     if len(levels):  # whole levels only
         fig.update_yaxes(tick0=0, dtick=max(1, int(levels.max() - levels.min()) // 6 + 1), row=2, col=2)
-    fig.update_xaxes(title_text="training step")
+    # one step range in every panel (the loss is logged from step 1, the evaluations from the first
+    # evaluation on: each panel's own range put the same step at other places)
+    last = max([int(frame["step"].max()) for frame in (steps, evals) if not frame.empty] or [1])
+    fig.update_xaxes(title_text="training step", range=[0, last * 1.03], matches="x")
     made_on = recorded_kernels(run_dir)
     fig.update_layout(
         height=740,

@@ -15,6 +15,8 @@ within each seed, then over the seeds: `workbench.study.hierarchical_bootstrap`)
 share, and the held-out text perplexity before and after fine-tuning (mean over the seeds). It goes
 to runs/retrofit-smollm2.csv (--csv); only `--publish` writes the published table in results/, and
 only whole: `--table` or `--only` once replaced its 16 rows with the 2 of the runs then done.
+`--table` with no complete run in --runs writes nothing and says so in one line, with exit status 1
+(a script that goes on to read the table stops there; 2 is a refused command line).
 
 The settings below are the registered ones; they are not to be changed after results exist.
 """
@@ -59,6 +61,7 @@ RUNS = Path("runs/retrofit-smollm2")
 CSV = Path("runs/retrofit-smollm2.csv")
 PUBLISHED = RESULTS / "retrofit-smollm2.csv"  # written by --publish only, from all the registered runs
 BOOTSTRAP_DRAWS = 2000
+NOTHING = 1  # exit status of --table with no complete run: not a usage error (2), but not a table either
 
 
 def cells(only: list[str] | None = None) -> list[tuple[str, str, int]]:
@@ -121,7 +124,11 @@ def main(argv=None) -> None:
     parser.add_argument("--only", action="append", metavar="ENCODING:MODE", help="run these cells only (repeatable)")
     parser.add_argument("--runs", default=str(RUNS), help="folder of the runs")
     parser.add_argument("--csv", default=None, help=f"the results table (default: {CSV})")
-    parser.add_argument("--table", action="store_true", help="write the table from the runs done, run nothing")
+    parser.add_argument(
+        "--table",
+        action="store_true",
+        help="write the table from the runs done, run nothing (none done: says so, exit status 1)",
+    )
     parser.add_argument(
         "--publish",
         action="store_true",
@@ -156,10 +163,15 @@ def main(argv=None) -> None:
             )
         )
     result = table(runs)
-    if not result.empty:
-        write_atomic(csv, lambda tmp: result.to_csv(tmp, index=False))
-        print(result.to_string(index=False))
-        print(f"written: {csv}")
+    if result.empty:  # only --table gets here without runs: every other path ran or refused them
+        parser.exit(
+            NOTHING,
+            f"{parser.prog}: no complete run in {runs} to tabulate, nothing written; make them with "
+            f"`{parser.prog}` (all {len(cells())}) or `{parser.prog} --only none:full` (two)\n",
+        )
+    write_atomic(csv, lambda tmp: result.to_csv(tmp, index=False))
+    print(result.to_string(index=False))
+    print(f"written: {csv}")
 
 
 def _fresh(cfg: RetrofitConfig) -> RetrofitConfig:

@@ -74,19 +74,32 @@ def _interval_band(x: list, part: pd.DataFrame, color: str, encoding: str):
     )
 
 
+def _line_style(encoding: str, k: int) -> dict:
+    """Colour, line and marker of the k-th encoding's line (Scatter keyword arguments): its own
+    colour (VARIANT a darker shade of its encoding's, and dashed), its own marker, markers
+    shrinking with k so that a line drawn earlier shows around one drawn on top of it (single
+    digit and NTL nearly coincide in Study 3)."""
+    from .. import plots
+
+    color = plots.encoding_color(base_encoding(encoding))
+    color = plots.variant_color(color) if encoding == VARIANT else color
+    return dict(
+        line=dict(color=color, width=2.5, dash="dash" if encoding == VARIANT else None),
+        marker=dict(color=color, symbol=plots.SYMBOLS[k % len(plots.SYMBOLS)], size=max(12 - 2 * k, 8)),
+    )
+
+
 def precision_figure(intervals: pd.DataFrame):
     """Study 1: score against the operands' significant digits, one line per encoding with its
     95 % interval band; log-sMAPE (top) and exact match (bottom), multiplication and division."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from .. import plots
-
     data = exploratory_as_encoding(intervals)
     data = data[data["study"] == "precision"]
     names = {
         **{e: encoders.label(e) for e in ENCODINGS},
-        VARIANT: f"{encoders.label(base_encoding(VARIANT))}, decimal pool (exploratory)",
+        VARIANT: f"{encoders.label(base_encoding(VARIANT))}, decimal pool (exploratory, not pre-registered)",
     }
     metrics = [("log_smape", "log-sMAPE"), ("exact_match", "exact match")]
     fig = make_subplots(
@@ -99,21 +112,21 @@ def precision_figure(intervals: pd.DataFrame):
     )
     for i, (metric, label) in enumerate(metrics, start=1):
         for j, task in enumerate(PRECISION_TASKS, start=1):
-            for encoding in ENCODINGS + (VARIANT,):
+            for k, encoding in enumerate(ENCODINGS + (VARIANT,)):
                 part = data[(data.task == task) & (data.metric == metric) & (data.encoding == encoding)].sort_values(
                     "digits"
                 )
                 if part.empty:
                     continue
-                color = plots.encoding_color(base_encoding(encoding))
-                fig.add_trace(_interval_band(list(part.digits), part, color, encoding), row=i, col=j)
+                style = _line_style(encoding, k)
+                fig.add_trace(_interval_band(list(part.digits), part, style["line"]["color"], encoding), row=i, col=j)
                 fig.add_trace(
                     go.Scatter(
                         x=part.digits,
                         y=part["mean"],
                         mode="lines+markers",
                         name=names[encoding],
-                        line=dict(color=color, width=2.5, dash="dash" if encoding == VARIANT else None),
+                        **style,
                         legendgroup=encoding,
                         showlegend=i == 1 and j == 1,
                     ),
@@ -132,7 +145,6 @@ def precision_figure(intervals: pd.DataFrame):
                 "operands 1…100 with at most d significant digits;<br>line: mean over "
                 f"{len(PRECISION_SEEDS)} seeds, band: 95 % bootstrap interval (seeds, then "
                 f"{PRECISION.evaluation.test_samples} test questions each)"
-                + ("; dashed: exploratory, not pre-registered" if (data.encoding == VARIANT).any() else "")
             ),
         ),
         legend=dict(orientation="h", y=-0.12, x=0),
@@ -146,8 +158,6 @@ def budget_figure(intervals: pd.DataFrame, metric: str = "log_smape"):
     (columns), one line per encoding with its 95 % interval band."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
-
-    from .. import plots
 
     data = budget_rows(intervals[intervals.metric == metric])
     digits = sorted(data.digits.unique())
@@ -176,7 +186,8 @@ def budget_figure(intervals: pd.DataFrame, metric: str = "log_smape"):
                 )
                 if part.empty:
                     continue
-                color = plots.encoding_color(base_encoding(encoding))
+                style = _line_style(encoding, k)
+                color = style["line"]["color"]
                 dodge = 10 ** (0.04 * (k - (len(names) - 1) / 2))  # side by side on the log axis, not on top
                 x = list(part.budget / 1e6 * dodge)
                 fig.add_trace(_interval_band(x, part, color, encoding), row=i, col=j)
@@ -194,7 +205,7 @@ def budget_figure(intervals: pd.DataFrame, metric: str = "log_smape"):
                             color=color,
                             width=4,
                         ),
-                        line=dict(color=color, width=2.5, dash="dash" if encoding == VARIANT else None),
+                        **style,
                         legendgroup=encoding,
                         showlegend=i == 1 and j == 1,
                     ),
