@@ -452,7 +452,7 @@ RECORD_DAMAGE = {
     "deleted": (lambda env, ckpt: env.unlink(), "environment.json is missing: it is the record of the machine"),
     "truncated": (
         lambda env, ckpt: env.write_bytes(env.read_bytes()[: len(env.read_bytes()) // 2]),
-        "environment.json is not whole JSON (",
+        "environment.json is not JSON (",
     ),
     "stripped of its keys": (
         lambda env, ckpt: env.write_text(
@@ -465,7 +465,11 @@ RECORD_DAMAGE = {
         lambda env, ckpt: env.write_text(json.dumps([json.loads(env.read_text())])),
         "environment.json holds a JSON list, not a record",
     ),
-    "deeply nested": (lambda env, ckpt: env.write_text("[" * 100_000), "environment.json is not whole JSON ("),
+    "deeply nested": (
+        lambda env, ckpt: env.write_text("[" * 100_000),
+        "environment.json: JSON nested deeper than Python reads",
+    ),
+    "a FIFO": (lambda env, ckpt: (env.unlink(), os.mkfifo(env)), "environment.json is a FIFO (named pipe), not a file"),
     "edited kernels": (
         lambda env, ckpt: env.write_text(json.dumps(json.loads(env.read_text()) | {"kernels": "cpu/AVX512_BF16"})),
         "environment.json records kernels 'cpu/AVX512_BF16' but ",
@@ -535,6 +539,6 @@ def test_a_checkpoint_from_before_provenance_loads_as_one_without_a_record(train
     assert rundir.provenance_problem(cfg, ckpt) == ""
     env = out / "environment.json"
     env.write_text(env.read_text()[:10])
-    assert "is not whole JSON" in rundir.provenance_problem(cfg, ckpt)
+    assert "environment.json is not JSON" in rundir.provenance_problem(cfg, ckpt)
     for bad, why in (("a record", "its 'provenance' is a str"), (["a record"], "holds more than records")):
         assert why in rundir.checkpoint_problem(ckpt | {"provenance": bad})

@@ -34,6 +34,7 @@ from .atomic import clean_temporaries, write_atomic
 from .config import TrainConfig, from_record, recorded
 from .model import GPT
 from .outputs import check_run_folder
+from .reading import read_json, read_json_lines
 from .tokenizer import Tokenizer
 
 RUN_FILES = (
@@ -203,17 +204,14 @@ def provenance_problem(cfg: TrainConfig, ckpt: dict) -> str:
 
 
 def read_record(path: Path) -> tuple[dict, str]:
-    """(the JSON object in `path`, "") or ({}, why it is none: missing, unreadable, not an object)."""
+    """(the JSON object in `path`, "") or ({}, why it is none: missing, unreadable, not JSON, not an
+    object), the reason one line naming the file."""
     try:
-        text = path.read_text()
+        record = read_json(path)
     except FileNotFoundError:
         return {}, f"{path} is missing"
-    except (OSError, UnicodeDecodeError) as err:
-        return {}, f"{path} cannot be read ({getattr(err, 'strerror', None) or err})"
-    try:
-        record = json.loads(text)
-    except (ValueError, RecursionError) as err:
-        return {}, f"{path} is not whole JSON ({str(err)[:80] or type(err).__name__}): truncated or damaged"
+    except ValueError as err:
+        return {}, str(err)
     if not isinstance(record, dict):
         return {}, f"{path} holds a JSON {type(record).__name__}, not a record"
     return record, ""
@@ -493,12 +491,14 @@ class Logger:
 
 
 def load_metrics(run_dir) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(one row per training step, one row per evaluation) of a run directory."""
+    """(one row per training step, one row per evaluation) of a run directory; a line cut short by
+    a kill (or still being written) is left out, any other bad line is a ValueError naming it."""
 
     def read(name):
-        path = Path(run_dir) / name
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-        return pd.DataFrame(rows)
+        try:
+            return pd.DataFrame(read_json_lines(Path(run_dir) / name))
+        except FileNotFoundError:
+            return pd.DataFrame()
 
     return read("metrics.jsonl"), read("evals.jsonl")
 
