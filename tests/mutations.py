@@ -735,6 +735,45 @@ MUTATIONS = [
         [V_LEADERBOARD],
     ),
     M(
+        "workbench/leaderboard.py",
+        "short = board[board.seeds < board.protocol.map(PROTOCOL_SEEDS)]",
+        "short = board[board.seeds < 1]",
+        "leaderboard: a cell of fewer seeds than its protocol ranked without a word",
+        [
+            "tests/test_leaderboard_own.py::test_an_own_cell_of_fewer_seeds_than_its_protocol_is_refused_or_shown_with_a_warning"
+        ],
+    ),
+    # study rows checked where they enter; publish keeps every byte
+    M(
+        "workbench/study/rows.py",
+        'outside = (typed["low"] > typed["mean"] + SLACK) | (typed["mean"] > typed["high"] + SLACK)',
+        'outside = typed["low"] > typed["high"]',
+        "study rows: a mean outside its own interval accepted",
+        ["tests/test_study_rows.py"],
+    ),
+    M(
+        "workbench/study/rows.py",
+        "    more = joined.seeds > joined.held\n",
+        "    more = joined.seeds < 0\n",
+        "study rows: an interval claiming more seeds than the results hold accepted",
+        ["tests/test_study_rows.py"],
+    ),
+    M(
+        "workbench/study/published.py",
+        'ending = "\\r\\n" if first.endswith("\\r\\n") else "\\n"',
+        'ending = "\\n"',
+        "publish: rows appended to a CRLF file with LF",
+        ["tests/test_publish.py"],
+    ),
+    # a resume trusts only a record of the machine that agrees with the checkpoint's own copy
+    M(
+        "workbench/rundir.py",
+        "differ = [key for key in PROVENANCE if key in kept[-1] and kept[-1][key] != record.get(key)]",
+        "differ = []",
+        "resume: an edited environment.json believed over the checkpoint's copy",
+        [RUN_DIR + "::test_a_resume_refuses_a_record_of_the_machine_it_cannot_trust"],
+    ),
+    M(
         "workbench/study/stats.py",
         'small = (both[f"mean_{a}"] - both[f"mean_{b}"]).abs() <= delta',
         'small = (both[f"mean_{a}"] - both[f"mean_{b}"]).abs() < 0',

@@ -349,3 +349,57 @@ def test_a_stopped_plan_of_two_jobs_says_one_line_and_ends_every_worker(tmp_path
     if when == "runs_training":
         for run in "ab":
             assert 2 <= load_checkpoint(out / run / "checkpoint.pt")["state"]["step"] < 400
+
+
+# A plan of two tiny runs on two workers, each long enough to be killed while it trains; the same
+# command again resumes them from their checkpoints.
+KILLED_PLAN = """
+import sys
+from pathlib import Path
+
+from workbench.config import TrainConfig
+from workbench.executors import run_all
+
+if __name__ == "__main__":
+    cfg = TrainConfig.of(preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 60, pool_size=100, val_samples=4,
+                         test_samples=4, eval_every=100, checkpoint_every=2, threads=1)
+    run_all({"a": cfg, "b": cfg.updated(seed=1)}, Path(sys.argv[1]), jobs=2)
+"""
+
+
+@pytest.mark.slow
+def test_a_plan_killed_outright_takes_its_workers_with_it(tmp_path):
+    """Bug: after kill -9 of a --jobs 2 plan its workers trained on as orphans, and the same command
+    run again at once failed "in use" (1 of 2 trials). Now each worker asks the kernel for SIGTERM
+    when the plan dies: they are gone within seconds, and the rerun resumes both runs to their end."""
+    import subprocess
+    import sys
+
+    (tmp_path / "plan.py").write_text(KILLED_PLAN)
+    out = tmp_path / "out"
+    command = [sys.executable, str(tmp_path / "plan.py"), str(out)]
+    proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 300
+        while not all((out / r / "checkpoint.pt").exists() for r in "ab"):
+            assert time.time() < deadline and proc.poll() is None, "the plan's runs never checkpointed"
+            time.sleep(0.01)
+        workers = _workers(proc.pid)
+        assert len(workers) == 2 and not any((out / r / "test_summary.csv").exists() for r in "ab")
+        os.kill(proc.pid, signal.SIGKILL)  # the plan alone, with no chance to clean up
+        proc.wait()
+        gone = time.time() + 10
+        while _workers(proc.pid) and time.time() < gone:
+            time.sleep(0.05)
+        left = _workers(proc.pid)
+    finally:
+        for worker in _workers(proc.pid):  # a failure here must not leave them training past the test
+            os.kill(worker, signal.SIGKILL)
+    assert not left, f"{len(left)} of the plan's workers outlived it"
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "in use" not in again.stderr
+    for run in "ab":
+        assert (out / run / "test_summary.csv").exists()
+        steps = [json.loads(line)["step"] for line in (out / run / "metrics.jsonl").read_text().splitlines()]
+        assert steps == list(range(1, 61))  # resumed from its checkpoint: every step logged once

@@ -1,8 +1,10 @@
 """The leaderboard ranks by what the intervals tell apart, and draws what its table says."""
 
 import pandas as pd
+import pytest
 
-from workbench import leaderboard
+from workbench import encoders, leaderboard
+from workbench.encoders.digits import DigitEncoding
 
 
 def intervals():
@@ -74,14 +76,24 @@ def test_tasks_keep_the_registry_order_not_the_alphabet():
 
 def test_labels_from_the_intervals_are_text_not_html():
     """Bug: the x labels were built from the intervals CSV unescaped, and plotly renders label text
-    as HTML: a digits cell "<a href=...>" became a live link in the figure."""
+    as HTML: a digits cell "<a href=...>" became a live link in the figure. Such a cell is no longer
+    a study row (digits is a positive integer); a label that does hold HTML, an encoding's own,
+    still shows as text."""
     rows = intervals()
     rows["digits"] = rows["digits"].astype(object)
     rows.loc[rows.study == "zoo_precision", "digits"] = "<a href='https://evil.example'>2</a> & <b>x</b>"
-    heat = leaderboard.figure(leaderboard.leaderboard(rows)).data[0]
+    with pytest.raises(ValueError, match=r"the intervals, row 11, column 'digits': .*is not a positive integer"):
+        leaderboard.leaderboard(rows)
+
+    class Linked(DigitEncoding):
+        name, label, group = "linked_test", "<a href='https://evil.example'>L</a> & <b>x</b>", 1
+
+    with encoders.registered(Linked):
+        rows = intervals().assign(encoding=lambda f: f.encoding.replace({"xval": "linked_test"}))
+        heat = leaderboard.figure(leaderboard.leaderboard(rows)).data[0]
     shown = list(heat.x) + list(heat.y) + [h for row in heat.hovertext for h in row]
     assert not any("<a" in s or "<b>" in s for s in shown), shown
-    assert "Div, d=&lt;a href='https://evil.example'&gt;2&lt;/a&gt; &amp; &lt;b&gt;x&lt;/b&gt;" in heat.x
+    assert "&lt;a href='https://evil.example'&gt;L&lt;/a&gt; &amp; &lt;b&gt;x&lt;/b&gt;" in heat.y
 
 
 def test_figure_gives_each_metric_its_own_colour_scale_and_each_protocol_a_header_with_its_seeds():

@@ -400,3 +400,56 @@ def test_notebook_04_draws_a_study_folder_merged_over_the_published_one(tmp_path
     alone = json.loads((tmp_path / "alone" / "04_leaderboard.json").read_text())["data"][0]
     assert alone["y"] == ["Abacus"] and alone["text"] == [["0.10<br>#1"]]
     assert digest(RESULTS) == before
+
+
+def _one_seed(folder: Path) -> Path:
+    """`folder`'s cells cut to their first seed, as a study stopped early leaves them."""
+    import pandas as pd
+
+    table = pd.read_csv(folder / "cpu-study.csv")
+    table[table.seed == 0].to_csv(folder / "cpu-study.csv", index=False)
+    pd.read_csv(folder / "cpu-study-intervals.csv").assign(seeds=1).to_csv(
+        folder / "cpu-study-intervals.csv", index=False
+    )
+    return folder
+
+
+def test_an_own_cell_of_fewer_seeds_than_its_protocol_is_refused_or_shown_with_a_warning(tmp_path, capsys):
+    """Bug: an own cell of one seed replaced the published cell of two silently, and was ranked as
+    if it were one. Now it is refused by default, naming it; --allow-fewer-seeds shows it with a
+    warning, and the source line names the published cell it replaced."""
+    own = _one_seed(write_study(tmp_path / "study", [RERUN]))
+    before = digest(RESULTS)
+    with pytest.raises(SystemExit) as stop:
+        leaderboard.main(["--study", str(own)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(err) == 1, err
+    assert (
+        "1 cell(s) average fewer seeds than their protocol's (Abacus, precision multiplication d=1: 1 of 2 seeds)"
+        in err[0]
+    )
+    assert "--allow-fewer-seeds" in err[0]
+    leaderboard.main(["--study", str(own), "--allow-fewer-seeds"])
+    out, err = capsys.readouterr()
+    assert err.startswith(
+        "warning: 1 cell(s) average fewer seeds than their protocol's (Abacus, precision multiplication"
+    )
+    assert (
+        f"{own}: 1 cells of 1 encoding(s) (Abacus), 1 of them replacing the same cells above: "
+        "Abacus, precision multiplication d=1" in out
+    )
+    assert digest(RESULTS) == before
+
+
+def test_names_read_from_files_are_printed_escaped(tmp_path, capsys):
+    """Bug: the leaderboard printed a study folder's name raw, so an escape sequence in it retitled or
+    cleared the terminal. It shows as \\x1b now, in the board and in an error alike."""
+    own = write_study(tmp_path / "\x1b]0;owned\x07study\x1b[2J", [RERUN])
+    leaderboard.main(["--study", str(own)])
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\\x1b]0;owned\\x07study\\x1b[2J: 1 cells" in out
+    (own / "cpu-study.csv").unlink()
+    with pytest.raises(SystemExit):
+        leaderboard.main(["--study", str(own)])
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\\x1b]0;owned" in err

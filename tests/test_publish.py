@@ -110,3 +110,25 @@ def test_publish_names_a_study_the_folder_does_not_hold(tmp_path):
     new = _folder(tmp_path / "runs", "budget_3M")
     with pytest.raises(ValueError, match=r"holds no results of \['budget_10M'\].*budget_3M"):
         study.publish(new, ["budget_3M", "budget_10M"], seeds=3, into=published)
+
+
+@pytest.mark.parametrize("ending", [b"\r\n", b"\n"])
+def test_publish_keeps_every_byte_of_a_file_and_appends_with_its_own_line_ending(tmp_path, ending):
+    """Bug: a CRLF results file had all its earlier bytes rewritten (its line endings turned to LF)
+    despite the "bytes kept" promise. Also a last line without its line ending is ended, not joined."""
+    published = _folder(tmp_path / "results", "budget_1M")
+    for name in (study.RESULTS_FILE, study.INTERVALS_FILE):
+        path = published / name
+        path.write_bytes(path.read_bytes().replace(b"\n", ending).removesuffix(ending))
+    before = {f: (published / f).read_bytes() for f in (study.RESULTS_FILE, study.INTERVALS_FILE)}
+    new = _folder(tmp_path / "runs", "budget_3M")
+    added = study.publish(new, ["budget_3M"], seeds=3, into=published)
+    assert added[study.RESULTS_FILE] == 12 and added[study.INTERVALS_FILE] == 4
+    for name, old in before.items():
+        text = (published / name).read_bytes()
+        assert text.startswith(old)
+        lines = text.split(ending)
+        assert all(b"\r" not in line and b"\n" not in line for line in lines)  # one line ending throughout
+        assert text.endswith(ending) and len(lines) - 1 == old.count(ending) + 1 + added[name]
+    table, intervals = study.read_study(published)
+    assert set(table.study) == {"budget_1M", "budget_3M"} and len(intervals) == 8

@@ -5,6 +5,7 @@ previous checkpoint and says so; every flag is checked before anything is alloca
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -341,8 +342,8 @@ def test_a_run_made_on_other_kernels_is_refused(tmp_path):
 def test_a_run_begun_on_another_cpu_model_is_not_resumed(tmp_path):
     """The same kernel label on another CPU (an AMD and an Intel CPU, both cpu/AVX512) trains the
     same run apart, so a resume there is refused, naming both models and writing nothing; the
-    finished run still counts; a run that recorded no model resumes, and so does one under
-    --no-same-kernels."""
+    finished run still counts; a run under --no-same-kernels resumes. (A record without a model
+    is no difference of models, but a resume refuses it: see the test below.)"""
     out = tmp_path / "run"
     cfg = T.TrainConfig.of(**TINY, out=str(out))
     T.train(cfg)
@@ -350,6 +351,7 @@ def test_a_run_begun_on_another_cpu_model_is_not_resumed(tmp_path):
     path = out / "environment.json"
     env = json.loads(path.read_text())
     path.write_text(json.dumps(env | {"cpu_model": "AMD EPYC 9R14 96-Core Processor"}))
+    _edit_checkpoint(out / "checkpoint.pt", cpu_model="AMD EPYC 9R14 96-Core Processor")  # made there, both say
     here = rundir.cpu_model()
     assert rundir.cpu_difference(cfg) == f"CPU: AMD EPYC 9R14 96-Core Processor (recorded) vs {here} here"
     before = (out / "metrics.jsonl").read_bytes()
@@ -422,3 +424,121 @@ def test_without_out_every_run_gets_a_new_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")
     with pytest.raises(ValueError, match="--out"):
         rundir.fresh_run_dir()
+
+
+# The flags of TINY, for resuming through the command as a user would
+TINY_FLAGS = (
+    "--encoding bittokens --tasks addition --preset cpu-tiny --batch-size 2 --tokens 1024 --pool-size 100 "
+    "--val-samples 4 --test-samples 4 --threads 1 --eval-every 2 --checkpoint-every 2 --decades 0 1 "
+    "--max-digits 2 --newton-schulz float32"
+).split()
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One finished tiny run, copied by each test that damages it."""
+    out = tmp_path_factory.mktemp("provenance") / "run"
+    T.train(T.TrainConfig.of(**TINY, out=str(out)))
+    return out
+
+
+def _edit_checkpoint(path, **changes):
+    ckpt = torch.load(path, weights_only=True)
+    ckpt["provenance"][-1].update(changes)
+    torch.save(ckpt, path)
+
+
+RECORD_DAMAGE = {
+    "deleted": (lambda env, ckpt: env.unlink(), "environment.json is missing: it is the record of the machine"),
+    "truncated": (
+        lambda env, ckpt: env.write_bytes(env.read_bytes()[: len(env.read_bytes()) // 2]),
+        "environment.json is not JSON (",
+    ),
+    "stripped of its keys": (
+        lambda env, ckpt: env.write_text(
+            json.dumps({k: v for k, v in json.loads(env.read_text()).items() if k not in ("kernels", "cpu_model")})
+        ),
+        "environment.json records no kernels and no cpu_model: the record of the machine is incomplete",
+    ),
+    "emptied to {}": (lambda env, ckpt: env.write_text("{}"), "environment.json records no kernels and no cpu_model"),
+    "a JSON list": (
+        lambda env, ckpt: env.write_text(json.dumps([json.loads(env.read_text())])),
+        "environment.json holds a JSON list, not a record",
+    ),
+    "deeply nested": (
+        lambda env, ckpt: env.write_text("[" * 100_000),
+        "environment.json: JSON nested deeper than Python reads",
+    ),
+    "a FIFO": (lambda env, ckpt: (env.unlink(), os.mkfifo(env)), "environment.json is a FIFO (named pipe), not a file"),
+    "edited kernels": (
+        lambda env, ckpt: env.write_text(json.dumps(json.loads(env.read_text()) | {"kernels": "cpu/AVX512_BF16"})),
+        "environment.json records kernels 'cpu/AVX512_BF16' but ",
+    ),
+    "edited numerics": (
+        lambda env, ckpt: env.write_text(json.dumps(json.loads(env.read_text()) | {"numerics": "other"})),
+        "environment.json records numerics 'other' but ",
+    ),
+    "checkpoint made elsewhere": (
+        lambda env, ckpt: _edit_checkpoint(ckpt, cpu_model="AMD EPYC 9R14 96-Core Processor"),
+        "the record was edited, or written by another process",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", RECORD_DAMAGE)
+def test_a_resume_refuses_a_record_of_the_machine_it_cannot_trust(trained, tmp_path, capsys, damage):
+    """Bug: with environment.json deleted, truncated, stripped of its keys or not an object,
+    --resume went through and recorded this machine as the run's; an edited record was believed;
+    the checkpoint kept no copy of where it was made. Now the checkpoint keeps it, and the resume is
+    refused in one line naming what is wrong, with nothing of the run changed; --no-same-kernels
+    lets it through, as for a record of another machine."""
+    out = tmp_path / "run"
+    shutil.copytree(trained, out)
+    damaged, message = RECORD_DAMAGE[damage]
+    damaged(out / "environment.json", out / "checkpoint.pt")
+    before = _contents(out)
+    with pytest.raises(SystemExit) as stop:
+        T.main(TINY_FLAGS + ["--out", str(out), "--resume"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(err) == 1, err
+    assert message in err[0] and "--resume: " in err[0] and "--no-same-kernels" in err[0], err[0]
+    assert _contents(out) == before  # nothing of the run changed, nothing added
+
+
+def _contents(folder):
+    """Every file under `folder` (its lock aside, which names the last process that held it) and its bytes."""
+    return {
+        p.relative_to(folder): p.read_bytes() if p.is_file() else None for p in folder.rglob("*") if p.name != ".lock"
+    }
+
+
+def test_no_same_kernels_resumes_past_a_lost_record_and_the_checkpoint_keeps_where_it_was_made(trained, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(trained, out)
+    kept = torch.load(out / "checkpoint.pt", weights_only=True)["provenance"]
+    env = json.loads((out / "environment.json").read_text())
+    assert [{k: v for k, v in e.items() if k != "from_step"} for e in kept] == [
+        {k: env[k] for k in (*rundir.PROVENANCE, "workbench_commit")}
+    ]
+    assert kept[0]["from_step"] == 0 and kept[0]["kernels"] == rundir.kernels(torch.device("cpu"))
+    (out / "environment.json").unlink()
+    T.train(T.TrainConfig.of(**TINY, out=str(out), same_kernels=False), resume=True)
+    assert json.loads((out / "environment.json").read_text())["kernels"] == kept[0]["kernels"]
+
+
+def test_a_checkpoint_from_before_provenance_loads_as_one_without_a_record(trained, tmp_path):
+    """A checkpoint written before checkpoints kept their machine still resumes, its environment.json
+    taken as the record (there is nothing to check it against); a damaged record is still refused."""
+    out = tmp_path / "run"
+    shutil.copytree(trained, out)
+    ckpt = torch.load(out / "checkpoint.pt", weights_only=True)
+    del ckpt["provenance"]
+    torch.save(ckpt, out / "checkpoint.pt")
+    assert rundir.checkpoint_problem(ckpt) == ""
+    cfg = T.TrainConfig.of(**TINY, out=str(out))
+    assert rundir.provenance_problem(cfg, ckpt) == ""
+    env = out / "environment.json"
+    env.write_text(env.read_text()[:10])
+    assert "environment.json is not JSON" in rundir.provenance_problem(cfg, ckpt)
+    for bad, why in (("a record", "its 'provenance' is a str"), (["a record"], "holds more than records")):
+        assert why in rundir.checkpoint_problem(ckpt | {"provenance": bad})

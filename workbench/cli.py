@@ -22,6 +22,10 @@ import os
 import re
 import typing
 
+from .printable import printable
+
+NEWLINE = "\n"  # kept in a printed error: a plan's failures are one line each
+
 
 def setting(default, help: str, choices=None, metavar=None):
     """A dataclass field with a help text (and optional choices) for its command-line flag."""
@@ -165,10 +169,12 @@ class Parser(argparse.ArgumentParser):
             message = message[: message.index("invalid choice")] + unknown(
                 "value", choice[1], re.findall(r"'([^']*)'", choice[2]) or choice[2].split(", ")
             )
+        message = printable(message, keep="\n")  # a flag's value may hold what a terminal would act on
         self.exit(2, f"{self.prog}: error: {message}\n(`{self.prog} --help` lists every option)\n")
 
     def fail(self, err: BaseException):
-        """A user error raised while running: one line; WORKBENCH_DEBUG=1 shows the traceback."""
+        """A user error raised while running: one line (a name read from a file in it shown
+        escaped, `printable`); WORKBENCH_DEBUG=1 shows the traceback."""
         if os.environ.get("WORKBENCH_DEBUG"):
             raise err
-        self.exit(2, f"{self.prog}: error: {err}\n")
+        self.exit(2, f"{self.prog}: error: {printable(err, keep=NEWLINE)}\n")

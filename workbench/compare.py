@@ -9,11 +9,20 @@ it replaced another aside), whether it finished or at which step it stopped, its
 loss (metrics.jsonl), its best validation mean (eq. 15, evals.jsonl) and the step of it, its
 training minutes and each task's test score (test_summary.csv). The curves themselves:
 `tensorboard --logdir runs/` (every run writes RUN/tb/).
+
+A run folder may hold anything: only regular files of bounded size are read (`reading`), a value
+that is not what a run writes (a step that is no count, a score that is no number, a column
+missing) is one line naming the file, the row and the column, and every name and setting printed
+to the terminal has its control characters escaped (`printable`): a setting read from a file
+cannot retitle or clear the terminal.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import math
+from numbers import Real
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +30,8 @@ import pandas as pd
 from .atomic import write_atomic
 from .cli import Parser
 from .outputs import output_path
+from .printable import printable
+from .reading import read_json, read_json_lines, read_text
 
 PLACE = ("out", "overwrite")  # differ between any two runs, and say nothing about them
 
@@ -42,9 +53,9 @@ def settings(folder: Path) -> dict:
         )
         raise ValueError(f"{folder} is not a run folder (it has no config.json){hint}")
     try:
-        record = json.loads(path.read_text())
+        record = read_json(path)
     except (OSError, ValueError) as err:
-        raise ValueError(f"{path} is not readable as a run's configuration: {err}") from None
+        raise ValueError(f"{err}; not readable as a run's configuration") from None
     if not isinstance(record, dict):
         raise ValueError(f"{path} is not a run's configuration (it holds a {type(record).__name__})")
     flat = {}
@@ -58,27 +69,64 @@ def settings(folder: Path) -> dict:
 
 def outcome(folder: Path) -> dict:
     """What a run reached, from its logs and its test summary (NaN for what it has not written)."""
-    from .rundir import load_metrics
-
-    steps, evals = load_metrics(folder)
-    last = int(steps["step"].iloc[-1]) if len(steps) and "step" in steps else 0
-    finished = (folder / "test_summary.csv").exists()
+    steps, evals = _log(folder / "metrics.jsonl", "loss"), _log(folder / "evals.jsonl", "harmonic_mean")
+    last = steps[-1][0] if steps else 0
+    summary = _summary(folder / "test_summary.csv")
     row = {
-        "status": "finished" if finished else f"stopped at step {last}" if last else "not started",
+        "status": "finished" if summary is not None else f"stopped at step {last}" if last else "not started",
         "steps": last,
-        "last_loss": steps["loss"].iloc[-1] if "loss" in steps and len(steps) else float("nan"),
+        "last_loss": next((v for _, v in reversed(steps) if v is not None), math.nan),
     }
-    if "harmonic_mean" in evals and len(evals):
-        best = evals.loc[evals["harmonic_mean"].idxmax()]
-        row.update(best_val=float(best["harmonic_mean"]), best_step=int(best["step"]))
-    else:
-        row.update(best_val=float("nan"), best_step=float("nan"))
-    if finished:
-        summary = pd.read_csv(folder / "test_summary.csv")
+    scored = [(value, step) for step, value in evals if value is not None and not math.isnan(value)]
+    best = max(scored, key=lambda e: e[0], default=None)  # the first of equal bests, as idxmax took it
+    row.update(best_val=best[0] if best else math.nan, best_step=best[1] if best else math.nan)
+    if summary is not None:
         if "train_seconds" in summary and len(summary):
             row["minutes"] = float(summary["train_seconds"].iloc[0]) / 60
         row.update({f"test/{t}": float(s) for t, s in zip(summary["task"], summary["score"])})
     return row
+
+
+def _log(path: Path, value: str) -> list[tuple[int, float | None]]:
+    """(step, `value` or None where the row has none) of each row of a run's log; [] if absent.
+    A step that is not a count, or a value that is not a number, is a ValueError naming the line."""
+    try:
+        rows = read_json_lines(path)
+    except FileNotFoundError:
+        return []
+    found = []
+    for number, row in enumerate(rows, 1):
+        step, got = row.get("step"), row.get(value)
+        if type(step) is not int or step < 0:
+            raise ValueError(f"{path}, row {number}, 'step': {step!r} is not a count of steps")
+        if got is not None and (isinstance(got, bool) or not isinstance(got, Real)):
+            raise ValueError(f"{path}, row {number}, {value!r}: {got!r} is not a number")
+        found.append((step, None if got is None else float(got)))
+    return found
+
+
+def _summary(path: Path) -> pd.DataFrame | None:
+    """A run's test_summary.csv, its task, score (and train_seconds) checked; None if absent."""
+    try:
+        text = read_text(path)
+    except FileNotFoundError:
+        return None
+    try:
+        summary = pd.read_csv(io.StringIO(text))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as err:
+        raise ValueError(f"{path} is not a readable CSV table: {str(err).strip().splitlines()[-1][:200]}") from None
+    if lacking := [c for c in ("task", "score") if c not in summary]:
+        raise ValueError(f"{path} lacks column(s) {lacking}: not a run's test summary")
+    for column in ("score", "train_seconds"):
+        if column in summary:
+            number = pd.to_numeric(summary[column], errors="coerce")
+            if bad := [k for k, v in enumerate(number) if not math.isfinite(v)]:
+                raise ValueError(
+                    f"{path}, row {bad[0] + 1}, column {column!r}: {summary[column].iloc[bad[0]]!r} is not a finite number"
+                )
+            summary[column] = number
+    summary["task"] = summary["task"].astype(str)
+    return summary
 
 
 def compare(folders, everything: bool = False) -> pd.DataFrame:
@@ -109,9 +157,17 @@ def main(argv=None):
     except (ValueError, OSError) as err:
         parser.fail(err)
     with pd.option_context("display.max_columns", None, "display.width", 250):
-        print(table.round(3).to_string(index=False))
+        print(shown(table).to_string(index=False))
     if csv:
-        print(f"written: {csv}")
+        print(f"written: {printable(csv)}")
+
+
+def shown(table: pd.DataFrame) -> pd.DataFrame:
+    """The table as the terminal gets it: rounded, every text (run names, settings, column names
+    read from the files) with its control characters escaped."""
+    table = table.round(3)
+    table.columns = [printable(c) for c in table.columns]
+    return table.apply(lambda column: column.map(lambda v: printable(v) if isinstance(v, str) else v))
 
 
 if __name__ == "__main__":

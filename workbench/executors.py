@@ -20,6 +20,7 @@ job's log), after the finished ones were kept.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pickle
 import shutil
@@ -205,12 +206,38 @@ def _run_here(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str) -> t
 
 def _worker_starts() -> None:
     """A worker's bars share a thread lock, not tqdm's default one across processes: a worker ended
-    at Ctrl-C would leave that lock's semaphore behind, and the resource tracker report it as leaked."""
+    at Ctrl-C would leave that lock's semaphore behind, and the resource tracker report it as leaked.
+    And a worker dies with its plan (`_die_with_the_plan`)."""
+    _die_with_the_plan()
     from tqdm import tqdm as bars
 
     bars.set_lock(threading.RLock())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the plan's process's to handle
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked since the spawn
+
+
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal the kernel sends this process when its parent ends
+
+
+def _die_with_the_plan() -> None:
+    """A plan killed outright (kill -9, the OOM killer) runs no clean-up: its workers went on
+    training as orphans, holding their run folders, and the same command run again failed "in
+    use". On Linux the kernel now sends a worker SIGTERM when the plan's process ends, however it
+    ends (the default action of SIGTERM: the worker stops at once; its run resumes from its last
+    checkpoint, written whole). A plan that died before the request was made is caught after it:
+    the worker's parent is no longer the plan."""
+    from multiprocessing import parent_process
+
+    plan = parent_process()
+    if plan is None or not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl in this C library: the worker lives as before
+        return
+    if os.getppid() != plan.pid:
+        os._exit(128 + signal.SIGTERM)
 
 
 @contextmanager

@@ -20,12 +20,17 @@ cell (protocol, task, d) at a time, and the table and the figure show every enco
 One's own runs (a new encoding, say, run with `python -m workbench.experiments study --studies
 zoo_precision --encodings NAME --out runs/study`) join the board by reading: `study.read_studies`
 merges study folders over the published results/ (a cell in a later folder replaces the same cell
-before it), and nothing is written into results/.
+before it, and the command names the cells replaced), and nothing is written into results/. Every
+row is checked where it enters (`study.rows`: finite scores in range, a mean inside its interval,
+integer seeds and digits, no repeated cell); the command refuses a cell that averages fewer seeds
+than its protocol's (`PROTOCOL_SEEDS`: its interval is not comparable with the others'), unless
+`--allow-fewer-seeds`, which shows it with a warning naming it.
 """
 
 from __future__ import annotations
 
 import html
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,15 +40,19 @@ from . import encoders, study, tasks
 from .atomic import write_atomic
 from .cli import Parser
 from .outputs import output_path
-from .study import DELTA, NUMERIC_CHECKPOINT, ZOO_MULTITASK, ZOO_PRECISION
+from .printable import printable
+from .study import DELTA, MULTITASK_SEEDS, NUMERIC_CHECKPOINT, PRECISION_SEEDS, ZOO_MULTITASK, ZOO_PRECISION
+from .study.rows import INTERVAL_COLUMNS, check_rows
 
 PROTOCOLS = {"multitask": (NUMERIC_CHECKPOINT, ZOO_MULTITASK), "precision": ("precision", ZOO_PRECISION)}
+PROTOCOL_SEEDS = {"multitask": len(MULTITASK_SEEDS), "precision": len(PRECISION_SEEDS)}  # the seeds each registered
 
 
 def on_board(intervals: pd.DataFrame) -> pd.DataFrame:
     """The rows of `intervals` the board ranks (the protocols' studies, each task's own metric), with
     their protocol: protocol, task, digits, encoding, mean, low, high (and seeds, where the
-    intervals count them)."""
+    intervals count them). Rows that are no study's (`study.rows`) are a ValueError naming them."""
+    intervals = check_rows(intervals, "the intervals", INTERVAL_COLUMNS, merged=True)
     parts = []
     for protocol, studies in PROTOCOLS.items():
         rows = intervals[intervals.study.isin(studies)]
@@ -266,12 +275,40 @@ def _cells(intervals: pd.DataFrame) -> set:
 
 
 def _shown(folder) -> str:
-    return "results/ (published)" if Path(folder).resolve() == study.PUBLISHED else str(folder)
+    return "results/ (published)" if Path(folder).resolve() == study.PUBLISHED else printable(folder)
+
+
+def _named(cells, most: int = 4) -> str:
+    """Board cells (protocol, task, d, encoding[, anything said of it]) in words, the first `most`:
+    "Abacus, precision multiplication d=1; ..."."""
+    named = [
+        f"{encoders.label(e)}, {p} {t}" + (f" d={d}" if p == "precision" else "") + "".join(f": {x}" for x in more)
+        for p, t, d, e, *more in cells
+    ]
+    return "; ".join(named[:most]) + (f"; and {len(named) - most} more" if len(named) > most else "")
+
+
+def short_of_seeds(board: pd.DataFrame) -> list[tuple]:
+    """The board's cells (protocol, task, d, encoding, seeds) that average fewer seeds than their
+    protocol registered (`PROTOCOL_SEEDS`); none where the intervals do not count seeds."""
+    if "seeds" not in board:
+        return []
+    short = board[board.seeds < board.protocol.map(PROTOCOL_SEEDS)]
+    return list(zip(short.protocol, short.task, short.digits, short.encoding, short.seeds.astype(int)))
+
+
+def seeds_line(short: list[tuple]) -> str:
+    """What `short_of_seeds` found, in one line."""
+    shown = _named([(p, t, d, e, f"{n} of {PROTOCOL_SEEDS[p]} seeds") for p, t, d, e, n in short])
+    return (
+        f"{len(short)} cell(s) average fewer seeds than their protocol's ({shown}): their intervals are not "
+        "comparable with the others'"
+    )
 
 
 def sources(folders) -> list[str]:
     """One line per study folder: how many cells of the board it brings, for which encodings, and
-    how many of them replace a cell of the folders before it. ValueError for a folder that brings
+    which of them replace a cell of the folders before it. ValueError for a folder that brings
     none (its studies are not the board's protocols)."""
     lines, before = [], set()
     for folder in folders:
@@ -287,9 +324,11 @@ def sources(folders) -> list[str]:
             )
         names = sorted({c[3] for c in cells})
         labels = "; ".join(encoders.label(e) for e in names)
+        replaced = cells & before
         lines.append(
             f"{_shown(folder)}: {len(cells)} cells of {len(names)} encoding(s) ({labels})"
-            + (f", {len(cells & before)} of them replacing the same cells above" if before else "")
+            + (f", {len(replaced)} of them replacing the same cells above" if before else "")
+            + (f": {_named(sorted(replaced))}" if replaced else "")
         )
         before |= cells
     return lines
@@ -318,6 +357,12 @@ def main(argv=None) -> None:
         help="also write the board (one row per protocol, task, d and encoding: mean, low, high, seeds, rank) to this CSV",
     )
     parser.add_argument("--figures", metavar="DIR", help="also draw the leaderboard figure into DIR (HTML and PNG)")
+    parser.add_argument(
+        "--allow-fewer-seeds",
+        action="store_true",
+        help="show cells that average fewer seeds than their protocol registered (2 for the precision "
+        "protocol, 3 for the multi-task one), with a warning naming them; without it they are refused",
+    )
     args = parser.parse_args(argv)
     try:
         if args.alone and not args.study:
@@ -329,6 +374,12 @@ def main(argv=None) -> None:
         drawn = output_path(args.figures, "--figures") if args.figures else None
         lines = sources(folders)
         board = leaderboard(study.read_studies(folders)[1])
+        if short := short_of_seeds(board):
+            if not args.allow_fewer_seeds:
+                raise ValueError(
+                    f"{seeds_line(short)}; run their missing seeds, or pass --allow-fewer-seeds to show them"
+                )
+            print(f"warning: {seeds_line(short)}", file=sys.stderr)
         print("\n".join(["encoding leaderboard from:"] + [f"  {line}" for line in lines]))
         print(
             f"cell: mean [95 % interval] (rank); rank = 1 + the encodings listed whose interval lies entirely "
@@ -336,7 +387,8 @@ def main(argv=None) -> None:
         )
         for protocol in PROTOCOLS:
             if (board.protocol == protocol).any():
-                print(f"\n{TITLES[protocol]}\n" + table(board, protocol).rename_axis(columns=None).to_string(na_rep=""))
+                shown = table(board, protocol).rename_axis(columns=None).to_string(na_rep="")
+                print(f"\n{TITLES[protocol]}\n" + printable(shown, keep="\n"))  # a plugin's label is text too
         if csv:
             write_atomic(csv, lambda tmp: board.to_csv(tmp, index=False))
             print(f"\nboard written to {csv}")

@@ -10,7 +10,9 @@ from (environment.json), and a finished run read back.
 
 Every file is written atomically. A resume, or a study counting a finished run, needs the same
 configuration (`config_differences`; the settings of PLACE_AND_PACE and RESUMABLE aside) and the
-same kernels (`kernel_difference`); a resume also the same CPU model (`cpu_difference`).
+same kernels (`kernel_difference`); a resume also the same CPU model (`cpu_difference`), and a
+record of the machine it can trust (`provenance_problem`): environment.json readable and whole, and
+agreeing with the copy of it that every checkpoint keeps (`provenance`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from .atomic import clean_temporaries, write_atomic
 from .config import TrainConfig, from_record, recorded
 from .model import GPT
 from .outputs import check_run_folder
+from .reading import read_json, read_json_lines
 from .tokenizer import Tokenizer
 
 RUN_FILES = (
@@ -81,13 +84,20 @@ def prepare(cfg: TrainConfig, resume: bool, rank: int) -> tuple[Path, dict | Non
                 f"--resume: {out / 'checkpoint.pt'} is not a checkpoint this workbench wrote ({why}); "
                 "start the run again with --overwrite"
             )
-        differ = (
-            config_differences(ckpt["config"], cfg, ignore=RESUMABLE) or kernel_difference(cfg) or cpu_difference(cfg)
-        )
+        differ = config_differences(ckpt["config"], cfg, ignore=RESUMABLE)
         if differ:
             raise ValueError(
                 f"--resume: {out} was trained with another configuration ({differ}); resume with "
                 "those values, or start a new run (--overwrite or another --out)"
+            )
+        # the machine: a record of it the resume can trust, then whether it is this one
+        why, differ = provenance_problem(cfg, ckpt), kernel_difference(cfg) or cpu_difference(cfg)
+        if differ and not why:
+            why = f"{out} was made on another machine ({differ})"
+        if why:
+            raise ValueError(
+                f"--resume: {why}; --no-same-kernels resumes it anyway (its numbers then retrace on no one "
+                "machine), or start a new run (--overwrite or another --out)"
             )
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
@@ -111,6 +121,12 @@ CHECKPOINT_KEYS = {
     "state": dict,
     "config": dict,
 }
+# Written since provenance was kept in the checkpoint: an older checkpoint without it still loads,
+# as one that keeps no record of its machine.
+CHECKPOINT_OPTIONAL = {"provenance": list}
+# What a run's numbers retrace on (keys of `environment`): the machine, its kernels and the numerics
+# mode. A checkpoint keeps them, with the commit, for each machine the run trained on.
+PROVENANCE = ("cpu_model", "kernels", "numerics", "cpu_capability", "mkl_branch")
 
 
 def checkpoint_problem(ckpt) -> str:
@@ -134,7 +150,71 @@ def checkpoint_problem(ckpt) -> str:
         return "its 'rng' is not a generator state"
     if ckpt["torch_rng"].dtype != torch.uint8:
         return f"its 'torch_rng' is {ckpt['torch_rng'].dtype}, not a generator state"
+    for key, kind in CHECKPOINT_OPTIONAL.items():
+        if key in ckpt and not isinstance(ckpt[key], kind):
+            return f"its {key!r} is a {type(ckpt[key]).__name__}, not a {kind.__name__}"
+    kept = ckpt.get("provenance", [])
+    if not all(
+        isinstance(entry, dict) and all(isinstance(v, (str, int, type(None))) for v in entry.values()) for entry in kept
+    ):
+        return "its 'provenance' holds more than records of machines"
     return ""
+
+
+def provenance(record: dict, step: int) -> dict:
+    """What a checkpoint keeps of an environment record (`environment`): the PROVENANCE keys and
+    the commit, from `step` on."""
+    return {"from_step": step, **{key: record.get(key) for key in (*PROVENANCE, "workbench_commit")}}
+
+
+def carried_provenance(ckpt: dict | None, record: dict, step: int) -> list[dict]:
+    """The provenance a run's next checkpoints keep: the resumed checkpoint's (none for a new run,
+    or an older checkpoint), and this process's machine from `step` on where it differs from the
+    last one (a resume on another machine under --no-same-kernels, or from another commit)."""
+    kept = list((ckpt or {}).get("provenance", []))
+    now = provenance(record, step)
+    same = kept and all(kept[-1].get(key) == now[key] for key in now if key != "from_step")
+    return kept if same else kept + [now]
+
+
+def provenance_problem(cfg: TrainConfig, ckpt: dict) -> str:
+    """Why a resume of the run in cfg.run.out cannot trust the record of the machine it was made on
+    ("" when it can, or with --no-same-kernels): environment.json missing, unreadable, not a record
+    or without the kernels and CPU model, or disagreeing with the checkpoint's own copy of it
+    (`provenance`; an older checkpoint keeps none, and its record is taken as it is)."""
+    if not cfg.run.same_kernels:
+        return ""
+    path = Path(cfg.run.out) / "environment.json"
+    record, why = read_record(path)
+    if why:
+        return f"{why}: it is the record of the machine the run was made on, which a resume must match"
+    lacking = [key for key in ("kernels", "cpu_model") if not isinstance(record.get(key), str) or not record[key]]
+    if lacking:
+        return f"{path} records no {' and no '.join(lacking)}: the record of the machine is incomplete"
+    kept = ckpt.get("provenance") or [{}]
+    differ = [key for key in PROVENANCE if key in kept[-1] and kept[-1][key] != record.get(key)]
+    if differ:
+        key = differ[0]
+        return (
+            f"{path} records {key} {record.get(key)!r} but {Path(cfg.run.out) / 'checkpoint.pt'} was made with "
+            f"{kept[-1][key]!r}{f' (and {len(differ) - 1} more)' if len(differ) > 1 else ''}: the record was "
+            "edited, or written by another process"
+        )
+    return ""
+
+
+def read_record(path: Path) -> tuple[dict, str]:
+    """(the JSON object in `path`, "") or ({}, why it is none: missing, unreadable, not JSON, not an
+    object), the reason one line naming the file."""
+    try:
+        record = read_json(path)
+    except FileNotFoundError:
+        return {}, f"{path} is missing"
+    except ValueError as err:
+        return {}, str(err)
+    if not isinstance(record, dict):
+        return {}, f"{path} holds a JSON {type(record).__name__}, not a record"
+    return record, ""
 
 
 def load_weights(model: GPT, path: Path) -> None:
@@ -300,10 +380,7 @@ def environment(cfg: TrainConfig, device: torch.device | None = None, run=None) 
 
 
 def _recorded(out, key: str) -> str | None:
-    try:
-        return json.loads((Path(out) / "environment.json").read_text()).get(key)
-    except (OSError, ValueError, AttributeError):
-        return None
+    return read_record(Path(out) / "environment.json")[0].get(key)
 
 
 def recorded_kernels(out) -> str | None:
@@ -415,12 +492,14 @@ class Logger:
 
 
 def load_metrics(run_dir) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(one row per training step, one row per evaluation) of a run directory."""
+    """(one row per training step, one row per evaluation) of a run directory; a line cut short by
+    a kill (or still being written) is left out, any other bad line is a ValueError naming it."""
 
     def read(name):
-        path = Path(run_dir) / name
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-        return pd.DataFrame(rows)
+        try:
+            return pd.DataFrame(read_json_lines(Path(run_dir) / name))
+        except FileNotFoundError:
+            return pd.DataFrame()
 
     return read("metrics.jsonl"), read("evals.jsonl")
 

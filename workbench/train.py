@@ -35,7 +35,7 @@ import math
 import os
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +65,7 @@ from .rundir import (
     BestWriter,
     Interrupted,
     Logger,
+    carried_provenance,
     device_of,
     environment,
     fresh_run_dir,
@@ -102,6 +103,7 @@ class Run:
     accum: int = 1  # micro-batches per optimizer step
     weights_on_device: tuple = (None, None)  # (the loss weights, them as a device tensor)
     best_writer: BestWriter | None = None
+    provenance: list = field(default_factory=list)  # the machines it trained on (rundir.carried_provenance)
 
     @property
     def warmup_steps(self) -> int:
@@ -202,6 +204,7 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
         write_atomic(out / "config.json", lambda tmp: Path(tmp).write_text(json.dumps(recorded(cfg), indent=1)))
         record = environment(cfg, device, run)
         write_atomic(out / "environment.json", lambda tmp: Path(tmp).write_text(json.dumps(record, indent=1)))
+        run.provenance = carried_provenance(ckpt, record, run.state["step"])  # kept in each checkpoint
         _describe(run)
     return run
 
@@ -324,7 +327,8 @@ def _task_counts(run: Run) -> dict[str, int]:
 
 
 def save_checkpoint(run: Run) -> None:
-    """Weights, optimizers, balancer, curricula, random states and the step: all a resume needs."""
+    """Weights, optimizers, balancer, curricula, random states and the step: all a resume needs;
+    and the machines the run trained on, which a resume checks environment.json against."""
     run.best_writer.wait()  # the checkpoint's best score must be the one best.pt holds
     ckpt = {
         "model": run.model.state_dict(),
@@ -336,6 +340,8 @@ def save_checkpoint(run: Run) -> None:
         "torch_rng": torch.get_rng_state(),
         "state": dict(run.state),
         "config": recorded(run.cfg),
+        # where it was made, beside the state it describes: environment.json alone can be deleted or edited
+        "provenance": run.provenance,
     }
     write_atomic(run.out / "checkpoint.pt", lambda tmp: torch.save(ckpt, tmp))
 

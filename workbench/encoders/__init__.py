@@ -27,13 +27,24 @@ _FIRST = ("bittokens", "fone", "xval", "single_digit", "triple_digit")
 
 
 def _load() -> None:
-    """Import the encodings' modules (torch with them), once: they register themselves."""
+    """Import the encodings' modules (torch with them), once: they register themselves. The
+    registry then takes the order of an import of the folder from nothing (`_catalog_from_source`'s),
+    whichever of its modules was imported first on its own; encodings defined elsewhere follow."""
     global _loaded
     if _loaded:
         return
     _loaded = True
-    for module in (*_FIRST, *sorted(m.name for m in pkgutil.iter_modules(__path__))):
-        importlib.import_module(f"{__name__}.{module}")
+    modules = [f"{__name__}.{m}" for m in (*_FIRST, *sorted(m.name for m in pkgutil.iter_modules(__path__)))]
+    for module in modules:
+        importlib.import_module(module)
+    try:
+        canonical = [name for name, _, _ in _catalog_from_source()]
+    except _Unreadable:  # a module the reader does not follow: by module, in _FIRST's and the folder's order
+        canonical = [c.name for m in dict.fromkeys(modules) for c in _REGISTRY.values() if c.__module__ == m]
+    rank = {name: k for k, name in enumerate(canonical)}
+    ordered = sorted(_REGISTRY.items(), key=lambda item: rank.get(item[0], len(rank)))  # stable: the others after
+    _REGISTRY.clear()
+    _REGISTRY.update(ordered)
 
 
 def __getattr__(name):
@@ -50,7 +61,12 @@ def __getattr__(name):
 
 def register(cls):
     """Class decorator: make an encoding available under `cls.name`."""
-    _load()
+    if not cls.__module__.startswith(f"{__name__}."):
+        # An encoding defined elsewhere (a plugin, a test) comes after the workbench's own. One of
+        # this folder's modules must not load the others: imported first on its own
+        # (`from workbench.encoders.single_digit import SingleDigit`), it would import ntl.py,
+        # which imports it back before its class exists.
+        _load()
     if cls.name in _REGISTRY:
         raise ValueError(f"encoding {cls.name!r} is registered twice")
     _REGISTRY[cls.name] = cls

@@ -7,10 +7,11 @@
 One concept a file, read in this order: `parts` (every part's runs, registered before they ran),
 `run` (training the plan into OUT and tabling its finished runs), `stats` (the hierarchical
 bootstrap and the registered verdict rule), `questions` (Study 3's models on the authors' and an
-independent generator's questions), `published` (results/: read, merged, appended cell by cell),
-`figures` (what notebook 04 draws), `report` (Study 3's tables in docs/study.md, from results/);
-Study 4: `paired` (the paired verdict against one digit), `study4` (its analysis), `kept` (every
-published run's curves and answers in results/runs/).
+independent generator's questions), `rows` (what a study row must be, checked where rows enter),
+`published` (results/: read, merged, appended cell by cell), `figures` (what notebook 04 draws),
+`report` (Study 3's tables in docs/study.md, from results/); Study 4: `paired` (the paired verdict
+against one digit), `study4` (its analysis), `kept` (every published run's curves and answers in
+results/runs/), `curves` (their learning curves).
 Every name is also here: `study.plan(...)`, `study.DELTA`.
 """
 

@@ -8,26 +8,25 @@ import io
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from .. import encoders, tasks
 from ..atomic import write_atomic
 from ..outputs import RESULTS
 from . import kept
-from .parts import PARTS, VARIANT, plan
+from .parts import PARTS, plan
 from .questions import OTHER_QUESTIONS_FILE, SCORINGS, other_question_cells
+from .rows import CELL, INTERVAL_COLUMNS, TABLE_COLUMNS, check_rows, check_seeds_held  # noqa: F401 (study.CELL, ...)
 from .run import INTERVALS_FILE, RESULTS_FILE
 
 PUBLISHED = RESULTS  # the published study: read, and written by `publish` only (outputs.py refuses every command)
-CELL = ["study", "encoding", "task", "digits"]  # one cell of a study: its seeds' rows and its intervals
-TABLE_COLUMNS = CELL + ["seed", "metric", "score"]
-INTERVAL_COLUMNS = CELL + ["metric", "mean", "low", "high"]
+# CELL: one cell of a study (study, encoding, task, digits): its seeds' rows and its intervals
 
 
 def read_study(folder) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The results table and the intervals table that `run_study` wrote into `folder`, checked:
-    their columns, registered encodings (or VARIANT) and tasks, finite intervals with low <= high."""
+    """The results table and the intervals table that `run_study` wrote into `folder`, every row
+    checked (`rows.check_rows`: registered names, finite scores in range, a mean inside its
+    interval, no repeated row, no interval claiming seeds the results do not hold); a bad row is
+    one line naming the file, the row and the column."""
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         raise ValueError(
@@ -41,9 +40,10 @@ def read_study(folder) -> tuple[pd.DataFrame, pd.DataFrame]:
             f"study folder {str(folder)!r} holds no {' or '.join(missing)} "
             f"(made by: python -m workbench.experiments study --out {folder})"
         )
-    table, intervals = (_read_table(p) for p in paths)
-    for path, frame, columns in ((paths[0], table, TABLE_COLUMNS), (paths[1], intervals, INTERVAL_COLUMNS)):
-        _check_study_file(path, frame, columns)
+    hint = f" ({RESULTS_FILE} and {INTERVALS_FILE} are written by python -m workbench.experiments study)"
+    table = check_rows(_read_table(paths[0]), paths[0], TABLE_COLUMNS, hint)
+    intervals = check_rows(_read_table(paths[1]), paths[1], INTERVAL_COLUMNS, hint)
+    check_seeds_held(table, intervals, *paths)
     return table, intervals
 
 
@@ -52,33 +52,8 @@ def _read_table(path: Path) -> pd.DataFrame:
         return pd.read_csv(path)
     except pd.errors.EmptyDataError:  # a study with no finished run writes an empty table
         return pd.DataFrame()
-
-
-def _check_study_file(path: Path, frame: pd.DataFrame, columns: list[str]) -> None:
-    if frame.empty:
-        return
-    if lacking := [c for c in columns if c not in frame.columns]:
-        raise ValueError(
-            f"{path} lacks column(s) {lacking}: not a study table ({RESULTS_FILE} and {INTERVALS_FILE} "
-            "are written by python -m workbench.experiments study)"
-        )
-    for column, known, hint in (
-        ("encoding", encoders.names() + [VARIANT], "is its file in workbench/encoders/?"),
-        ("task", tasks.names(), "is its task registered?"),
-    ):
-        if unknown := sorted(set(frame[column].astype(str)) - set(known)):
-            raise ValueError(
-                f"{path} holds rows of {column} {unknown}, which is not registered ({hint}); "
-                f"registered: {', '.join(known)}"
-            )
-    if "mean" in columns:
-        values = frame[["mean", "low", "high"]].apply(pd.to_numeric, errors="coerce")
-        bad = ~np.isfinite(values).all(axis=1) | (values.low > values.high)
-        if bad.any():
-            raise ValueError(
-                f"{path}: rows {list(frame.index[bad][:5])} have a mean, low or high that is not a "
-                "finite number, or low > high"
-            )
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"{path} is not a readable CSV table: {str(err).strip().splitlines()[-1][:200]}") from None
 
 
 def read_studies(folders) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -123,6 +98,8 @@ def publish(folder, studies, seeds: int, into=PUBLISHED, keep_runs: bool = True)
     table, intervals = read_study(folder)
     if absent := [s for s in studies if not len(table) or s not in set(table.study)]:
         raise ValueError(f"{folder} holds no results of {absent}; it holds {sorted(set(table.get('study', [])))}")
+    if "seeds" not in intervals:
+        raise ValueError(f"{folder / INTERVALS_FILE} counts no seeds (no column 'seeds'): not a table run_study wrote")
     chosen = intervals[intervals.study.isin(studies)]
     if short := sorted(set(map(tuple, chosen.loc[chosen.seeds < seeds, CELL].to_numpy()))):
         warnings.warn(f"left out, fewer than {seeds} seeds: {short}", stacklevel=2)
@@ -137,8 +114,17 @@ def publish(folder, studies, seeds: int, into=PUBLISHED, keep_runs: bool = True)
         if not path.exists():
             texts[path] = rows.to_csv(index=False), len(rows)
             continue
-        old = path.read_text()
-        header = old.splitlines()[0].split(",")
+        try:  # as bytes: reading text would turn a CRLF file's line endings into LF, and rewrite them all
+            old = path.read_bytes().decode()
+        except UnicodeDecodeError as err:
+            raise ValueError(
+                f"{path} is not UTF-8 text ({err.reason} at byte {err.start}): not a published table"
+            ) from None
+        if not old.strip():
+            raise ValueError(f"{path} is empty: a published table starts with its header")
+        first = old.splitlines(keepends=True)[0]
+        ending = "\r\n" if first.endswith("\r\n") else "\n"  # new lines end as the file's own do
+        header = first.rstrip("\r\n").split(",")
         if sorted(header) != sorted(rows.columns):
             raise ValueError(f"{path} has columns {header}; {folder / name} has {list(rows.columns)}")
         lines = rows[header].to_csv(index=False, header=False).splitlines()
@@ -151,7 +137,10 @@ def publish(folder, studies, seeds: int, into=PUBLISHED, keep_runs: bool = True)
                 "a published cell is never replaced"
             )
         new = [ln for ln, c in zip(lines, cells) if c not in again]
-        texts[path] = old + ("" if old.endswith("\n") or not new else "\n") + "".join(f"{ln}\n" for ln in new), len(new)
+        texts[path] = (
+            old + ("" if old.endswith("\n") or not new else ending) + "".join(ln + ending for ln in new),
+            len(new),
+        )
     kept_now = 0
     if keep_runs:  # checked whole before the tables are written: a run that cannot be kept stops both
         cells = set(map(tuple, complete.to_frame().astype(str).to_numpy()))
@@ -163,7 +152,7 @@ def publish(folder, studies, seeds: int, into=PUBLISHED, keep_runs: bool = True)
         ]
         kept_now = kept.keep({r.name: folder / r.name for r in runs}, {r.name: r.study for r in runs}, into / "runs")
     for path, (text, _) in texts.items():
-        write_atomic(path, lambda tmp, text=text: Path(tmp).write_text(text))
+        write_atomic(path, lambda tmp, text=text: Path(tmp).write_bytes(text.encode()))
     return {path.name: added for path, (_, added) in texts.items()} | ({"runs": kept_now} if keep_runs else {})
 
 
