@@ -20,6 +20,10 @@ SMALLEST = {
     "gpu.py": (["--pool", "200", "--repeats", "1"], "== memory of a training pool"),
     "help_time.py": (["--repeats", "1", "--commands", "tokenizer"], "python -m workbench.tokenizer"),
     "gpu_check.py": (["--device", "cpu", "--checks", "heads", "--emulate-tf32"], "gpu_check: 1 of 1 checks passed"),
+    "batch_worker.py": (
+        ["--encodings", "single_digit", "--steps", "1", "--pool", "300", "--device-step", "0.05", "--launch", "0.01"],
+        "| single_digit |",
+    ),
     "parse_answers.py": (["--scale", "0.01", "--repeats", "1"], "digit run"),
     "parse_numbers.py": (["--sizes", "100", "--old-limit", "100", "--repeats", "1"], "old/new"),
     "study_profile.py": (["--tokens", "2e4", "--out", "{tmp}/profile"], "backward"),
