@@ -15,9 +15,13 @@
                workbench.syncs' count on a CPU): at most 1, the step's losses read for the log
     recompile  --compile: graphs compiled over a dozen new batches after two warm-up steps: none
     speed      per encoding, the paper tier's step on one device (192 rows x 1024, bf16 on a GPU): the
-               host's batch time, the device's step time, a step of the real loop with the
-               prefetching loader, MFU (nanoGPT's count: 6 N + 12 L d T per token) against the
-               datasheet and a measured bf16 matrix product, and the GPU's busy share under the profiler
+               host's batch time (here and in the batch worker process), the device's step time, a
+               step of the real loop with the batch built on a worker thread (at each
+               --switch-intervals) and in a worker process (--prefetch process), the latter's host
+               syncs in a loop step and whether its slots were page-locked, MFU (nanoGPT's count:
+               6 N + 12 L d T per token) against the datasheet and a measured bf16 matrix product,
+               and the GPU's busy share under the profiler; passes when the loop step with the
+               worker process is at most 1.05 x the device step with at most 1 host sync
     generate   the paper model answers the validation questions of the paper tier's six tasks (eval
                batches of 64): time a question and, on a GPU, the host syncs of one batch's
                generation (the cache is written in place and the answers stay on the device: about
@@ -53,12 +57,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from workbench import encoders, tasks  # noqa: E402
-from workbench.batches import Loader  # noqa: E402
 from workbench.loss import losses as train_losses  # noqa: E402
 from workbench.model import GPT, preset  # noqa: E402
 from workbench.outputs import output_path  # noqa: E402
 from workbench.syncs import HostSyncs, optimizer_counters  # noqa: E402
-from workbench.train import TrainConfig, setup, step_batches, train_step  # noqa: E402
+from workbench.train import TrainConfig, open_loader, setup, step_batches, train_step  # noqa: E402
 
 # the paper tier's mix (workbench.experiments, which also draws figures: plotly is not on every GPU machine)
 PAPER_TASKS = tuple(tasks.names("single_step") + tasks.names("comparison") + tasks.names("text"))
@@ -337,7 +340,8 @@ def check_speed(args, size, device, tmp):
     datasheet = next((v for k, v in DATASHEET_BF16.items() if k in name), None)
     parts, keeps_up = [], True
     for encoding in args.encodings:
-        run = setup(config(args, size, tmp / f"speed-{encoding}", encoding=encoding, prefetch="on"))
+        # prefetch="process": the pools kept as files, which the batch worker maps
+        run = setup(config(args, size, tmp / f"speed-{encoding}", encoding=encoding, prefetch="process"))
         model = run.model
         matmul_params = sum(p.numel() for n, p in model.named_parameters() if n != "wte.weight")
         tokens = size.rows * size.accum * size.context
@@ -354,12 +358,18 @@ def check_speed(args, size, device, tmp):
             synchronize(device)
             device_times.append(time.perf_counter() - t)
         first, loops, busy = 1 + size.steps, {}, None
-        for interval in args.switch_intervals:  # how often the worker thread must hand the GIL back
-            default, loop = sys.getswitchinterval(), []
-            sys.setswitchinterval(interval)
-            loader = Loader(lambda s: step_batches(run, s), ahead=True)
+        # the worker thread at each GIL switch interval (how often it must hand the GIL back), then
+        # the worker process (--prefetch process, the default on CUDA) at Python's default
+        for mode, interval in [("thread", k) for k in args.switch_intervals] + [("process", None)]:
+            default = sys.getswitchinterval()
+            sys.setswitchinterval(interval or default)
+            loader = open_loader(run, mode)
             try:
-                profiler = _profiler(device)
+                batches = loader.get(first)  # its first batch is built in the step: not timed
+                loader.prefetch(first + 1)
+                train_step(run, first, batches)
+                first, loop = first + 1, []
+                profiler = _profiler(device) if mode == "process" else _nothing()
                 with profiler:
                     for step in range(first, first + size.steps):
                         t = time.perf_counter()
@@ -368,32 +378,67 @@ def check_speed(args, size, device, tmp):
                         train_step(run, step, batches)
                         synchronize(device)
                         loop.append(time.perf_counter() - t)
-                loader.get(first + size.steps)  # the last prefetched batch
-                first += size.steps + 1
-                if device.type == "cuda" and busy is None:
-                    busy = sum(e.self_device_time_total for e in profiler.key_averages()) / 1e6 / sum(loop)
+                first += size.steps
+                if mode == "process":
+                    syncs = _loop_syncs(run, loader, first, device)
+                    first += 1
+                    worker = statistics.median(loader.builds[1:])
+                    waited = statistics.median(loader.waits[2:])
+                    pinned = all(s.pinned for s in loader.slots if s is not None)
+                    if device.type == "cuda":
+                        busy = sum(e.self_device_time_total for e in profiler.key_averages()) / 1e6 / sum(loop)
+                loader.get(first)  # the last prefetched batch
+                first += 1
             finally:
                 loader.close()
                 sys.setswitchinterval(default)
-            loops[interval] = statistics.median(loop)
-        loop = [min(loops.values())]
-        h, g, w = (statistics.median(x) for x in (host, device_times, loop))
-        keeps_up &= h < g and w <= 1.1 * g
+            loops[(mode, interval)] = statistics.median(loop)
+        h, g = statistics.median(host), statistics.median(device_times)
+        w = loops[("process", None)]
+        keeps_up &= w <= 1.05 * g and (device.type != "cuda" or syncs <= 1)
         mfu = "" if datasheet is None else f", MFU {flops / g / datasheet:.1%} of the datasheet's bf16"
         mfu += (
             ""
             if measured is None
             else f", {flops / g / measured:.1%} of a measured matmul ({measured / 1e12:.0f} TFLOP/s)"
         )
-        switch = ", ".join(f"{1e3 * v:.0f} ms at a {1e3 * k:g} ms GIL switch interval" for k, v in loops.items())
+        thread = ", ".join(
+            f"{1e3 * v:.0f} ms ({v / g:.2f} x) at a {1e3 * k:g} ms GIL switch interval"
+            for (m, k), v in loops.items()
+            if m == "thread"
+        )
         parts.append(
-            f"{encoding}: host batch {1e3 * h:.0f} ms, device step {1e3 * g:.0f} ms, loop step {switch}"
-            f" ({tokens / w:,.0f} tokens/s){mfu}" + ("" if busy is None else f", GPU busy {busy:.0%}")
+            f"{encoding}: host batch {1e3 * h:.0f} ms here, {1e3 * worker:.0f} ms in the worker process; device "
+            f"step {1e3 * g:.0f} ms; loop step with the worker process {1e3 * w:.0f} ms = {w / g:.2f} x the device "
+            f"step ({tokens / w:,.0f} tokens/s; get waited {1e3 * waited:.1f} ms; slots page-locked: "
+            f"{'yes' if pinned else 'no'}; host syncs in a loop step {syncs}), with the worker thread {thread}"
+            f"{mfu}" + ("" if busy is None else f", GPU busy {busy:.0%} with the worker process")
         )
     return keeps_up, (
-        f"{size.rows * size.accum} rows x {size.context} a step, eager; the loop keeps up when it takes at "
-        "most 1.1 x the device step; " + "; ".join(parts)
+        f"{size.rows * size.accum} rows x {size.context} a step, eager; the loop keeps up when its step with the "
+        "batch worker process takes at most 1.05 x the device step, with at most 1 host sync; " + "; ".join(parts)
     )
+
+
+def _loop_syncs(run, loader, step, device) -> int:
+    """Host syncs of one step of the loop (take the batch, ask for the next, train): on a GPU the
+    synchronizations torch reports, on a CPU workbench.syncs' count (the CPU path's own block-plan
+    reads included)."""
+    synchronize(device)
+    if device.type == "cuda":
+        torch.cuda.set_sync_debug_mode("warn")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            batches = loader.get(step)
+            loader.prefetch(step + 1)
+            train_step(run, step, batches)
+        torch.cuda.set_sync_debug_mode(0)
+        return sum("synchroniz" in str(w.message).lower() for w in caught)
+    with HostSyncs(host_resident=optimizer_counters(run.optimizers)) as syncs:
+        batches = loader.get(step)
+        loader.prefetch(step + 1)
+        train_step(run, step, batches)
+    return syncs.total
 
 
 def _profiler(device):

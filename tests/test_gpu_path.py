@@ -114,6 +114,13 @@ def test_a_shared_pool_maps_the_samples_rank_0_built(tmp_path):
     assert np.array_equal(mapped.difficulty, built.difficulty) and np.array_equal(
         mapped.difficulty_sd, built.difficulty_sd
     )
+    picks = np.array([49, 0, 7, 7, 23])  # drawn at once (data.Pool.take), as one by one
+    for a, b in zip(built.take(picks), mapped.take(picks)):
+        assert all(x.dtype == y.dtype and np.array_equal(x, y) for x, y in zip(a, b))
+    with pytest.raises(IndexError):
+        mapped.take([50])
+    with pytest.raises(IndexError):
+        mapped.samples[-51]
 
 
 @pytest.mark.parametrize("encoding", ["bittokens", "fone", "xval"])

@@ -278,7 +278,7 @@ def test_each_run_records_what_made_it(tmp_path):
     # the machine: the kernels that did the arithmetic, and every "auto" as it resolved
     assert env["kernels"] == f"cpu/{torch.backends.cpu.get_cpu_capability()}" and env["cpu_model"]
     assert env["resolved"]["newton_schulz"] == "float32" and env["resolved"]["grad_accum"] == 1
-    assert env["resolved"]["prefetch"] is False and env["resolved"]["list_sampling"] == "resolved"
+    assert env["resolved"]["prefetch"] == "off" and env["resolved"]["list_sampling"] == "resolved"
     assert env["resolved"]["attention"] == "dense with the CPU block plan" and env["resolved"]["tf32"] is False
     assert env["tokenizer_sha256"].startswith("sha256:") and len(env["tokenizer_sha256"]) == 71
 

@@ -9,12 +9,14 @@ head's input features and its loss targets (NumPy bit and digit tables). With th
 pass has no boolean-mask indexing, no `.any()`, no `int(...)` and no GPU→CPU→GPU round trip
 (model.GPT.forward).
 
-`Loader` builds the next step's batch on a worker thread while the current step runs, into
+`StepBuilder` makes a step's batch from the pools, the balancer's counts and the curricula;
+`Loader` builds the next step's batch with it on a worker thread while the current step runs, into
 pinned memory, so the copy to the GPU does not block (`Batch.to`). It only reaches one step
 ahead where the next batch cannot depend on what the current step changes: never across an
 evaluation (the balancer and the curricula change there) or a checkpoint (which saves the data
 generator's state). The batches are the ones built in order without it, so a run's losses do not
-depend on it.
+depend on it. `--prefetch process` builds them in another process instead (batch_worker.py): the
+thread holds the GIL that the training thread needs to launch its kernels (docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -24,6 +26,22 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 from torch import Tensor
+
+from .config import PREFETCH
+from .data import next_batch
+
+
+def prefetch_mode(setting: str, device_type: str) -> str:
+    """Where a run builds its next batch, as --prefetch resolves on a device: "off" (in the step),
+    "thread" or "process". auto: a process on CUDA, where the host must keep the GPU busy and a
+    thread's GIL slows the launches (docs/gpu.md); off on a CPU, which trains on the cores a worker
+    would take."""
+    if setting not in PREFETCH:
+        raise ValueError(f"--prefetch {setting!r}: one of {', '.join(PREFETCH)}")
+    if setting == "auto":
+        return "process" if device_type == "cuda" else "off"
+    return "thread" if setting == "on" else setting
+
 
 # the fields a micro-batch keeps whole (the loss denominators of all of a step's rows), not cut by rows
 GLOBAL = ("ce_count", "number_count", "token_count")
@@ -105,6 +123,45 @@ def number_fields(batch: dict, head, num_id: int) -> Batch:
         features=features,
         number_targets=wanted,
     )
+
+
+@dataclass
+class StepBuilder:
+    """How a step's batch is made: drawn from `pools` by the balancer's `counts` and the curricula
+    of `sampler` (`data.next_batch`), this rank's rows (`part`) cut into `accum` micro-batches with
+    their number fields, pinned for a GPU with `pin`. Of what it reads only the sampler's curricula,
+    the counts and the generator change during a run, and `build` takes the last two: the worker
+    process of `--prefetch process` holds a builder of its own and is sent them (batch_worker.py)."""
+
+    pools: dict
+    sampler: object  # curriculum.Sampler
+    rows: int  # a step's rows over all processes and micro-batches
+    context: int
+    pad_id: int
+    num_id: int
+    part: tuple[int, int] = (0, 1)  # (rank, world)
+    accum: int = 1
+    head: object = None  # the model's number head, for its `features` and `loss_target`
+    token_module: object = None
+    pin: bool = False
+
+    def build(self, step: int, counts: dict, rng) -> list[Batch]:
+        batch = next_batch(
+            self.pools,
+            counts,
+            rng,
+            lambda task, n, r: self.sampler.sample(task, n, step, r),
+            self.rows,
+            self.context,
+            self.pad_id,
+            self.num_id,
+            part=self.part,
+        )
+        counted = token_count(batch, self.token_module, self.part[1])
+        if counted is not None:  # a token module's own mean, over the targets it names in the whole step
+            batch["token_count"] = counted
+        micro = [number_fields(b, self.head, self.num_id) for b in micro_batches(batch, self.accum)]
+        return [b.pinned() for b in micro] if self.pin else micro
 
 
 class Loader:

@@ -238,6 +238,9 @@ class EvalArgs:
     )
 
 
+PREFETCH = ("auto", "on", "off", "thread", "process")  # "on" is "thread", its name before "process"
+
+
 @dataclass
 class RunArgs:
     """Where and how the run executes: none of these change what it trains (docs/gpu.md)."""
@@ -263,9 +266,10 @@ class RunArgs:
     )
     prefetch: str = setting(
         "auto",
-        "build the next batch on a worker thread while a step runs (auto: on CUDA; "
-        "a CPU trains on the cores the worker would take)",
-        choices=("auto", "on", "off"),
+        "build the next batch while a step runs, in a worker process (process) or thread (thread, "
+        "or on), or not (off); auto: a process on CUDA (a thread holds the GIL the kernel launches "
+        "need, docs/gpu.md), off on a CPU, which trains on the cores a worker would take",
+        choices=PREFETCH,
     )
     numerics: str = setting(
         numerics.requested(strict=False),

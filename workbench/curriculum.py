@@ -274,14 +274,12 @@ class Sampler:
             )
             binary_pool = self.binary[task][0]
             picks = self.curricula[task].sample(binary_pool.difficulty, n - decimal, rng) if n > decimal else []
-            return [pool.samples[i] for i in rng.integers(0, len(pool.samples), decimal)] + [
-                binary_pool.samples[i] for i in picks
-            ]
+            return pool.take(rng.integers(0, len(pool.samples), decimal)) + binary_pool.take(picks)
         column = difficulty_column(self.difficulty_base, step, self.total_steps, self.endgame_share)
         binary_end_phase = self.difficulty_base == 2 and column == "difficulty_sd"
         if task not in self.curricula or binary_end_phase:
-            return [pool.samples[i] for i in rng.integers(0, len(pool.samples), n)]
-        return [pool.samples[i] for i in self.curricula[task].sample(getattr(pool, column), n, rng)]
+            return pool.take(rng.integers(0, len(pool.samples), n))
+        return pool.take(self.curricula[task].sample(getattr(pool, column), n, rng))
 
     def to_evaluate(self, val: dict, step: int) -> dict:
         """{task: (validation frame, difficulty column)} whose per-level scores drive each

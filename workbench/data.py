@@ -29,6 +29,13 @@ class Pool:
     samples: list  # (ids, values, loss_mask) per row
     difficulty: np.ndarray
     difficulty_sd: np.ndarray
+    files: object = None  # the folder the samples are mapped from (distributed.shared_pools), if any
+
+    def take(self, indices) -> list:
+        """The samples at `indices`; from a pool mapped from files (`distributed.FlatSamples`)
+        without a Python call a sample: a step draws tens of thousands."""
+        take = getattr(self.samples, "take", None)
+        return take(indices) if take is not None else [self.samples[i] for i in indices]
 
     @cached_property
     def mean_length(self) -> float:
@@ -137,7 +144,7 @@ def draw(pools: dict[str, Pool], counts: dict[str, int], rng: np.random.Generato
         if pick is not None:
             samples = pick(task, n, rng)
         else:
-            samples = [pools[task].samples[i] for i in rng.integers(0, len(pools[task].samples), n)]
+            samples = pools[task].take(rng.integers(0, len(pools[task].samples), n))
         chosen += [(*sample, index[task]) for sample in samples]
     order = rng.permutation(len(chosen))
     return [chosen[i] for i in order]

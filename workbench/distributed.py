@@ -12,7 +12,8 @@ the device the run trains on: NCCL on CUDA, gloo on CPUs.
 Training pools are built once, not once per rank (`shared_pools`): rank 0 builds each and writes
 its tokenized samples as flat arrays, and every rank maps those files, so the machine holds one
 copy of the paper tier's nine 1M-sample pools instead of one per rank (each rank's own used
-~10 GiB). The files are removed once every rank has mapped them (the maps stay valid).
+~10 GiB). The files are removed once every rank has mapped them (the maps stay valid); with
+`--prefetch process` (one process too) once every rank's batch worker has mapped them as well.
 
 Evaluation and the final test are shared out: each rank answers every world-th batch of questions
 (the same batches of questions a single process would form, so every answer is
@@ -131,11 +132,13 @@ def perplexity_shared(model, tok, texts, rank: int, world: int, progress: bool =
 
 
 @contextmanager
-def shared_pools(folder: Path, rank: int, world: int):
+def shared_pools(folder: Path, rank: int, world: int, keep: bool = False):
     """Within the block, training pools are built by rank 0 and mapped by every rank from files in
     `folder` (every rank must ask for the same pools in the same order, as `train.setup` does);
-    one process builds its own. The folder is removed at the end of the block."""
-    if world == 1:
+    one process builds its own. The folder is removed at the end of the block; with `keep` (for
+    the batch workers of --prefetch process, which map the same files) it stays until
+    `drop_shared_pools`, and one process writes and maps its pools too."""
+    if world == 1 and not keep:
         yield
         return
 
@@ -143,18 +146,28 @@ def shared_pools(folder: Path, rank: int, world: int):
         path = folder / hashlib.sha256(repr((task, n, seed, split, regime)).encode()).hexdigest()[:16]
         if rank == 0:
             _write_pool(build_pool(task, n, tokenizer, seed, split, regime), path)
-        dist.barrier()  # the files are complete
+        barrier(world)  # the files are complete
         return _read_pool(task, path)
 
     if rank == 0:
         shutil.rmtree(folder, ignore_errors=True)  # what a run killed in its set-up left
+    kept = False
     try:
         with pools_from(share):
             yield
-        dist.barrier()  # every rank has mapped every pool
+        barrier(world)  # every rank has mapped every pool
+        kept = keep
     finally:
-        if rank == 0:
+        if rank == 0 and not kept:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def drop_shared_pools(folder: Path, rank: int, world: int) -> None:
+    """Remove the files `shared_pools(..., keep=True)` kept, once every rank (and its batch
+    worker) has mapped them."""
+    barrier(world)
+    if rank == 0:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _write_pool(pool: Pool, path: Path) -> None:
@@ -178,7 +191,8 @@ def _read_pool(task: str, path: Path) -> Pool:
         return np.asarray(np.load(path / name, mmap_mode="r"))  # a plain array over the map
 
     fields = [load(f"field{k}.npy") for k in range(len(list(path.glob("field*.npy"))))]
-    return Pool(task, None, FlatSamples(fields, load("offsets.npy")), load("difficulty.npy"), load("difficulty_sd.npy"))
+    samples = FlatSamples(fields, load("offsets.npy"))
+    return Pool(task, None, samples, load("difficulty.npy"), load("difficulty_sd.npy"), files=path)
 
 
 class FlatSamples(Sequence):
@@ -190,9 +204,20 @@ class FlatSamples(Sequence):
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
+    def take(self, indices) -> list:
+        """[self[i] for i in indices], the offsets looked up at once (`data.Pool.take`)."""
+        at = np.asarray(indices, dtype=np.int64)
+        if at.size and (at.min() < 0 or at.max() >= len(self)):
+            raise IndexError("sample index out of range")
+        starts, ends, fields = self.offsets[at].tolist(), self.offsets[at + 1].tolist(), self.fields
+        return [tuple([field[a:b] for field in fields]) for a, b in zip(starts, ends)]
+
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        i = range(len(self))[i]  # negative indices, and IndexError past the end
-        start, end = self.offsets[i], self.offsets[i + 1]
-        return tuple(field[start:end] for field in self.fields)
+        if i < 0:  # from the end, as a list's
+            i += len(self)
+            if i < 0:
+                raise IndexError("sample index out of range")
+        start, end = self.offsets[i], self.offsets[i + 1]  # IndexError past the end
+        return tuple([field[start:end] for field in self.fields])

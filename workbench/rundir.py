@@ -337,6 +337,7 @@ def environment(cfg: TrainConfig, device: torch.device | None = None, run=None) 
     from importlib.metadata import version
 
     from . import numerics
+    from .batches import prefetch_mode
     from .fused import _kernels_agree
     from .optim import cpu_has_bf16_matrix_units, newton_schulz_dtype
     from .tasks import text_sources
@@ -370,7 +371,7 @@ def environment(cfg: TrainConfig, device: torch.device | None = None, run=None) 
             "attention": "flex"
             if attention == "flex" or (attention == "auto" and device.type == "cuda")
             else ("dense with the CPU block plan" if attention == "auto" else "dense"),
-            "prefetch": prefetch == "on" or (prefetch == "auto" and device.type == "cuda"),
+            "prefetch": prefetch_mode(prefetch, device.type),
             "grad_accum": run.accum,
             "tf32": device.type == "cuda" and cfg.run.tf32,
             "list_sampling": cfg.regime.list_rule,

@@ -33,6 +33,7 @@ import gc
 import json
 import math
 import os
+import shutil
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -49,10 +50,11 @@ from .adapt import build_sampler, evaluate_and_adapt
 from .allocator import keep_freed_memory
 from .atomic import write_atomic
 from .balancing import LossNormalizer, TaskBalancer
-from .batches import Batch, Loader, micro_batches, number_fields, token_count
+from .batch_worker import ProcessLoader, WorkerSpec
+from .batches import Batch, Loader, StepBuilder, prefetch_mode
 from .config import CONFIGS, TrainConfig, command_line, from_args, recorded  # noqa: F401 (CONFIGS: train.CONFIGS too)
 from .curriculum import Sampler
-from .data import make_pool, next_batch, samples_per_step
+from .data import make_pool, samples_per_step
 from .evaluate import evaluate, summarize
 from .locks import InUse, hold
 from .loss import losses as step_losses
@@ -101,6 +103,7 @@ class Run:
     per_step: int  # samples drawn per step
     state: dict  # step, best score (eq. 15), training seconds of earlier processes, warm evaluations
     accum: int = 1  # micro-batches per optimizer step
+    prefetch: str = "off"  # where the next batch is built: off (in the step), thread, process (batches.prefetch_mode)
     weights_on_device: tuple = (None, None)  # (the loss weights, them as a device tensor)
     best_writer: BestWriter | None = None
     provenance: list = field(default_factory=list)  # the machines it trained on (rundir.carried_provenance)
@@ -160,7 +163,9 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
     tokens_per_step = cfg.batch_size * gpt_cfg.block_size * world * accum
     total_steps = max(1, math.ceil(cfg.tokens / tokens_per_step))
     data = cfg.data
-    with distributed.shared_pools(out / "pools", rank, world):  # built once, mapped by every rank
+    prefetch = prefetch_mode(cfg.run.prefetch, device.type)
+    # built once, mapped by every rank, and with --prefetch process by its batch worker too
+    with distributed.shared_pools(out / "pools", rank, world, keep=prefetch == "process"):
         pools = {t: make_pool(t, data.pool_size, tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
         val = {t: make_pool(t, cfg.evaluation.val_samples, tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
         sampler = build_sampler(
@@ -197,9 +202,15 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
         samples_per_step(pools, cfg.batch_size * world * accum, gpt_cfg.block_size),
         {"step": 0, "best": -1.0, "seconds": 0.0, "warm_evaluations": 0},
         accum,
+        prefetch,
     )
     if resume:
-        _restore(run, ckpt)
+        try:
+            _restore(run, ckpt)
+        except ValueError:
+            if prefetch == "process" and rank == 0:  # no batch worker will map the kept pool files
+                shutil.rmtree(out / "pools", ignore_errors=True)
+            raise
     if rank == 0:
         write_atomic(out / "config.json", lambda tmp: Path(tmp).write_text(json.dumps(recorded(cfg), indent=1)))
         record = environment(cfg, device, run)
@@ -274,23 +285,49 @@ def train_step(run: Run, step: int, batches: list | None = None) -> dict[str, fl
 
 
 def step_batches(run: Run, step: int) -> list[Batch]:
-    """This rank's micro-batches of `step` with their number fields (batches.py), pinned for a GPU."""
-    batch = next_batch(
+    """This rank's micro-batches of `step` with their number fields (batches.py), pinned for a GPU,
+    built here: drawing moves the run's generator."""
+    return step_builder(run).build(step, _task_counts(run), run.rng)
+
+
+def step_builder(run: Run) -> StepBuilder:
+    """How the run makes a step's batch (the same in its batch worker: `open_loader`)."""
+    return StepBuilder(
         run.pools,
-        _task_counts(run),
-        run.rng,
-        lambda task, n, rng: run.sampler.sample(task, n, step, rng),
+        run.sampler,
         run.cfg.batch_size * run.world * run.accum,
         run.model.cfg.block_size,
         run.tok.pad_id,
         run.tok.num_id,
-        part=(run.rank, run.world),
+        (run.rank, run.world),
+        run.accum,
+        run.model.number_head,
+        run.model.token_module,
+        pin=run.device.type == "cuda",
     )
-    counted = token_count(batch, run.model.token_module, run.world)
-    if counted is not None:  # a token module's own mean, over the targets it names in the whole step
-        batch["token_count"] = counted
-    micro = [number_fields(b, run.model.number_head, run.tok.num_id) for b in micro_batches(batch, run.accum)]
-    return [b.pinned() for b in micro] if run.device.type == "cuda" else micro
+
+
+def open_loader(run: Run, mode: str | None = None) -> Loader | ProcessLoader:
+    """The run's loader for its --prefetch (or `mode`): batches built in the step ("off"), on a
+    worker thread ("thread") or in a worker process ("process", which maps the pool files that
+    `setup` kept for it). The process is sent the balancer's counts, the curricula and the data
+    generator with every request and hands back the generator, so its batches are those built
+    here, in the same order (batch_worker.py)."""
+    mode = mode or run.prefetch
+    if mode != "process":
+        return Loader(lambda s: step_batches(run, s), ahead=mode == "thread")
+    spec = WorkerSpec.of(step_builder(run), run.model.encoding, run.model.cfg.d_model, run.tok.piece_ids)
+    pin = run.device.type == "cuda"
+    return ProcessLoader(spec, lambda step: _data_state(run), lambda after: _adopt(run, after), pin=pin)
+
+
+def _data_state(run: Run) -> dict:
+    """What the batch worker needs of the run to build the next batch as `step_batches` would."""
+    return {"counts": _task_counts(run), "curricula": run.sampler.curricula, "rng": run.rng.bit_generator.state}
+
+
+def _adopt(run: Run, rng_state: dict) -> None:
+    run.rng.bit_generator.state = rng_state  # the generator as the worker left it after the batch taken
 
 
 def _global_counts(batches: list[Batch], device: torch.device) -> list[Batch]:
@@ -448,13 +485,15 @@ def _train(cfg: TrainConfig, resume: bool, on_eval) -> Path:
     )
     checkpoint = start if resume else None  # the step of the checkpoint a resume would continue from
     started = time.time() - run.state["seconds"]  # a resumed run's clock goes on
-    prefetch = cfg.run.prefetch
-    loader = Loader(
-        lambda s: step_batches(run, s), ahead=prefetch == "on" or (prefetch == "auto" and run.device.type == "cuda")
-    )
     run.best_writer = BestWriter()
     eval_every, checkpoint_every = cfg.evaluation.eval_every, cfg.run.checkpoint_every
+    loader = None
     try:
+        try:
+            loader = open_loader(run)
+        finally:
+            if run.prefetch == "process":  # the pool files, once every batch worker has mapped them
+                distributed.drop_shared_pools(run.out / "pools", run.rank, run.world)
         for step in bar:
             batches = loader.get(step)
             last = step + 1 == run.total_steps
@@ -480,7 +519,8 @@ def _train(cfg: TrainConfig, resume: bool, on_eval) -> Path:
         raise Interrupted(run.out, run.state["step"], run.total_steps, checkpoint) from None
     finally:
         bar.close()
-        loader.close()
+        if loader is not None:
+            loader.close()
         run.best_writer.close()
         log.close()
         gc.unfreeze()  # a process that trains again (a study worker, a notebook) collects this run's garbage
