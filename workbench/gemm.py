@@ -6,7 +6,9 @@ made a cpu-tiny training step 2x slower than MKL's own choice; and even there th
 promise, not something its code shows. cpu_kernels.c's `gemm_f32` defines each output element as one
 chain of fused multiply-adds, in increasing k from +0.0, whatever the shapes, strides and tiling, so
 its bits follow from IEEE arithmetic alone: the same on every CPU with AVX2 and FMA, by construction.
-Its AVX2 kernel runs about as fast as MKL's own branch on one thread.
+Its AVX2 kernel runs about as fast as MKL's own branch on one thread (benchmarks/gemm_speed.py); with
+more torch threads a large product is split by rows (or batch) among them, each element still its
+own chain, so the bits do not depend on the thread count either.
 
 `register()` (called by numerics.ensure("portable"), once per process, before a run computes)
 replaces the CPU kernels of these aten operators, so every path to them takes it: F.linear (addmm,
@@ -29,6 +31,10 @@ Other dtypes (complex, bool) are refused in one line.
 
 Some matrix products stay MKL's, in its COMPATIBLE branch: those inside ATen's own kernels (the CPU
 flash attention's blocks, `_addmm_activation`), and the vector products (mv, addmv, dot).
+
+torch warns, in a UserWarning of ten lines at every run's start, that a kernel was overridden: the
+override is the point, so register() silences that warning (warnings.catch_warnings around the
+registration), and only it.
 
 Native numerics never register: there torch keeps MKL's kernels. Without the C library
 (`WORKBENCH_CPU_KERNELS=0`, no compiler) nothing is registered either, and the products run in
