@@ -42,7 +42,7 @@ started_imports = time.perf_counter()
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from workbench import data, evaluate, model, study, train  # noqa: E402
+from workbench import batches, data, evaluate, model, study, train  # noqa: E402
 from workbench.allocator import keep_freed_memory  # noqa: E402
 from workbench.optim import Float32Muon  # noqa: E402
 from workbench.outputs import output_path  # noqa: E402
@@ -83,7 +83,7 @@ def instrument(split: Split) -> None:
         (train, "GPT", "model"),
         (data, "generate", "pool generation"),
         (train, "make_pool", "tokenization"),
-        (train, "next_batch", "data"),
+        (batches, "next_batch", "data"),
         (model.GPT, "forward", "forward"),
         (torch.Tensor, "backward", "backward"),
         (Float32Muon, "step", "Muon"),

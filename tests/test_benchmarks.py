@@ -17,6 +17,7 @@ SMALLEST = {
     "allocator.py": (["--steps", "2", "--repeats", "1"], "losses bit for bit the same on both sides: True"),
     "cpu_kernels.py": (["--preset", "cpu-tiny", "--batch", "1", "--repeats", "1"], "outputs and gradients identical"),
     "encode.py": (["--n", "1000", "--repeats", "1"], "ratio"),
+    "gemm_speed.py": (["--repeats", "1"], "workbench ms"),
     "gpu.py": (["--pool", "200", "--repeats", "1"], "== memory of a training pool"),
     "help_time.py": (["--repeats", "1", "--commands", "tokenizer"], "python -m workbench.tokenizer"),
     "gpu_check.py": (["--device", "cpu", "--checks", "heads", "--emulate-tf32"], "gpu_check: 1 of 1 checks passed"),

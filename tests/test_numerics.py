@@ -62,9 +62,11 @@ def test_a_fresh_process_computes_portably_and_native_is_one_variable_away():
         "cpu_capability": "AVX2",
         "mkl_branch": "COMPATIBLE",
         "onednn_max_cpu_isa": "AVX2",
+        "gemm": "workbench" if cpu_kernels.library() is not None else "mkl",  # workbench/gemm.py
     }
     native = json.loads(state(WORKBENCH_NUMERICS="native"))
     assert native["numerics"] == "native" and native["mkl_branch"] == "OFF" and native["onednn_max_cpu_isa"] is None
+    assert native["gemm"] == "mkl"
 
 
 def test_a_process_that_computed_in_one_mode_is_refused_the_other():
@@ -133,6 +135,7 @@ def test_a_run_records_its_numerics_and_a_resume_in_the_other_mode_is_refused(tm
     assert json.loads((out / "config.json").read_text())["numerics"] == "portable"
     env = json.loads((out / "environment.json").read_text())
     assert (env["numerics"], env["cpu_capability"], env["mkl_branch"]) == ("portable", "AVX2", "COMPATIBLE")
+    assert env["gemm"] == ("workbench" if cpu_kernels.library() is not None else "mkl")
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != ".lock"}
     done = subprocess.run(
         command + ["--resume", "--numerics", "native"], env=clean_env(), capture_output=True, text=True, cwd=ROOT

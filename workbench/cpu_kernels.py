@@ -5,10 +5,17 @@ keys once per elementary op, seven times forward and eight backward, and at cpu-
 of a training step (benchmarks/train.py). The kernels do the same arithmetic in one pass forward and
 two backward.
 
+The library also holds the matrix products of portable numerics (gemm.py): `gemm_f32`, an AVX2
+GEMM whose every output element is one chain of fused multiply-adds in increasing k, so its bits
+follow from IEEE arithmetic alone, the same on every x86-64-v3 CPU (MKL promises that only in its
+slow COMPATIBLE branch), at about the speed of MKL's own branch on one thread; `gemm_f64`, the same
+chain in double; and `gemm_f32_reference`, the chain as a plain loop, for the tests.
+
 The library is built once per machine into a folder private to the user, `cpu_kernels/` in the
 user's cache folder (`$WORKBENCH_CACHE`, else `$XDG_CACHE_HOME/workbench`, else ~/.cache/workbench),
 written under a temporary name and renamed, so concurrent runs never load a half-written file.
-`library()` returns None, and the PyTorch path runs instead (the same numbers, more slowly), when
+`library()` returns None, and the PyTorch path runs instead (the same numbers, more slowly; but the
+matrix products of portable numerics then run in MKL's COMPATIBLE branch, with other bits), when
 `WORKBENCH_CPU_KERNELS=0`, when there is no C compiler (`$CC`, else cc) or it fails, when the
 built library does not load, or when the folder is not private (a link, another user's, or open
 to others: chmod 700 it); the reason is given once as a warning. fused.py decides, by a check bit
@@ -70,7 +77,13 @@ SIGNATURES = {  # C function: its arguments (n and strides are long[4] / long[3]
         POINTER,
     ],
     "norm_rotate_backward_norm": [LONGS, POINTER, POINTER, POINTER, LONGS, POINTER, LONGS, POINTER],
+    # gemm.py's products: batch, M, N, K, then A and B each with its batch, row and column strides, then C
+    **{
+        gemm: [*[ctypes.c_long] * 4, POINTER, *[ctypes.c_long] * 3, POINTER, *[ctypes.c_long] * 3, POINTER]
+        for gemm in ("gemm_f32", "gemm_f64", "gemm_f32_reference")
+    },
 }
+RESULTS = {"gemm_f32": ctypes.c_int, "gemm_f64": ctypes.c_int}  # 1: no memory for the packing buffer
 
 
 def cache_folder() -> Path:
@@ -91,7 +104,8 @@ class _NotPrivate(Exception):
 def _skip(reason: str) -> None:
     warnings.warn(
         f"workbench: the C kernels are off ({reason}); the PyTorch path runs instead: the same "
-        "numbers, a few percent slower",
+        "numbers, a few percent slower, except portable numerics' matrix products, which then run in "
+        "MKL's COMPATIBLE branch (other bits than the workbench's GEMM, 2x slower training)",
         RuntimeWarning,
         stacklevel=3,
     )
@@ -136,7 +150,8 @@ def library() -> ctypes.CDLL | None:
                 continue
             try:
                 for function, arguments in SIGNATURES.items():
-                    getattr(lib, function).argtypes, getattr(lib, function).restype = arguments, None
+                    getattr(lib, function).argtypes = arguments
+                    getattr(lib, function).restype = RESULTS.get(function)
                 return lib
             except AttributeError as err:  # a library without the kernels
                 if attempt:

@@ -156,6 +156,8 @@ def state() -> dict:
     capability fixes it for the process, as a first computation would."""
     import torch
 
+    from . import gemm
+
     capability = torch.backends.cpu.get_cpu_capability()
     branch = mkl_branch()
     portable = capability == "AVX2" and branch in ("COMPATIBLE", None) and pinnable()
@@ -164,6 +166,7 @@ def state() -> dict:
         "cpu_capability": capability,
         "mkl_branch": branch,
         "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA"),
+        "gemm": gemm.kind(),  # whose code does the matrix products: workbench (gemm.py), mkl, torch
     }
 
 
@@ -185,6 +188,11 @@ def ensure(mode: str) -> dict:
         if functions is not None and functions[0](MKL_BRANCH) != MKL_COMPATIBLE:
             functions[1](MKL_COMPATIBLE)  # succeeds until MKL's first product in this process
     now = state()
+    if mode == "portable" and now["numerics"] == "portable":
+        from . import gemm
+
+        gemm.register()  # the matrix products on the workbench's GEMM (gemm.py), from here on
+        now["gemm"] = gemm.kind()
     if now["numerics"] != mode:
         raise ValueError(
             f"--numerics {mode}: this process already computes with {now['numerics']} numerics (torch's "
