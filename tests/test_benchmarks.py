@@ -67,6 +67,11 @@ SMALLEST = {
         "every result identical: True",
     ),
     "tasks.py": (["--n", "200", "--repeats", "1"], "multiplication"),
+    "retrofit_num_probability.py": (["init", "--model", "tiny", "--prompts", "4"], "p_write"),
+    "retrofit_num_probability.py run": (
+        ["run", "--model", "tiny", "--steps", "1", "--every", "1", "--prompts", "4", "--batch-tokens", "64"],
+        "writes_num",
+    ),
     "train.py": (
         [
             "--preset",

@@ -73,15 +73,24 @@ def overfit(lm, pairs, steps=120, lr=3e-3):
 
 
 # -- encode -> forward -> loss -> backward -----------------------------------------------------
+@pytest.mark.parametrize("digit_mass", ["drop", "merge"])
 @pytest.mark.parametrize("arch", ARCHITECTURES)
-def test_loss_is_c1s_per_token_loss_with_bits_from_struct(folders, arch):
+def test_loss_is_c1s_per_token_loss_with_bits_from_struct(folders, arch, digit_mass):
     """Catches: the head reading the hidden state at the <|num|> position itself (off by one), the
-    encoding not joined at the input, the number loss missing its 10 or its mean over all targets."""
+    encoding not joined at the input, the number loss missing its 10 or its mean over all targets.
+    With digit_mass="merge" (issue 68) the cross-entropy of a <|num|> target is -log of the
+    probability of <|num|> and the model's tokens that begin a number together; every other
+    target's is C.1's."""
     torch.manual_seed(0)
-    lm = NumberLM.from_pretrained(folders[arch], "bittokens")
+    lm = NumberLM.from_pretrained(folders[arch], "bittokens", digit_mass=digit_mass)
     ids, values, mask = lm.tok.sample(*SAMPLE)
     assert list(values[ids == lm.tok.num_id]) == [3.5, 12.0, 42.0, -0.25]  # "-0.25" after "and " is signed
-    assert lm.tok.decode(ids, values) == "<|bos|>3.5 * 12<|eoq|>42 and -0.25<|eos|>"
+    # the question ends as " = ", the answer with the model's own end token
+    assert (
+        lm.tok.decode(ids, values)
+        == "<|bos|>3.5 * 12 = 42 and -0.25<|endoftext|>"
+        == ("<|bos|>3.5 * 12 = 42 and -0.25" + lm.tok.hf.eos_token)
+    )
     b = batch(lm, SAMPLE)
     embedded = lm.embed(b["ids"], b["values"])
     num_row = lm.hf.get_input_embeddings().weight[lm.tok.num_id]
@@ -94,8 +103,17 @@ def test_loss_is_c1s_per_token_loss_with_bits_from_struct(folders, arch):
     losses = lm(**b)
     out = lm.run(b["ids"], b["values"], b["attention_mask"])
     learned = b["loss_mask"][0].nonzero().flatten()
-    ce = F.cross_entropy(out.logits[0, learned], b["targets"][0, learned])
+    ce_each = F.cross_entropy(out.logits[0, learned], b["targets"][0, learned], reduction="none")
     numbers = [t for t in learned.tolist() if b["targets"][0, t] == lm.tok.num_id]
+    if digit_mass == "merge":
+        starts = [lm.tok.num_id, *lm.tok.number_starts[lm.tok.num_id]]
+        assert len(starts) > 1 and not set(numbers) & set(
+            torch.nonzero(b["ids"][0] == lm.tok.num_id).flatten().tolist()
+        )
+        for k, t in enumerate(learned.tolist()):
+            if t in numbers:  # after a text token: a number may begin there
+                ce_each[k] = -out.logits[0, t].softmax(-1)[starts].sum().log()
+    ce = ce_each.mean()
     number = sum(
         F.binary_cross_entropy_with_logits(
             lm.head(out.hidden_states[-1][0, t]),
@@ -128,7 +146,8 @@ def test_generation_through_the_head_equals_teacher_forcing(folders, arch, encod
         with torch.no_grad():
             out = lm.run(ids, values, torch.ones_like(ids))
         before = slice(len(p_ids) - 1, ids.shape[1] - 1)  # the positions that predict each generated token
-        assert out.logits[0, before].argmax(-1).tolist() == g_ids
+        # what generation draws from: the digits masked, their mass <|num|>'s where a number may begin
+        assert lm.next_token_logits(out.logits[0, before], ids[0, before]).argmax(-1).tolist() == g_ids
         at = torch.tensor(g_ids) == lm.tok.num_id
         forced = lm.head.predict(lm.head(out.hidden_states[-1][0, before][at]))
         # float32 attention over a cache and over the whole sequence differ by ~1e-7 in the hidden
@@ -180,7 +199,7 @@ def test_lora_trains_only_the_adapters_and_the_number_path(folders, arch, tmp_pa
     emb1, out1 = effective()
     assert torch.equal(emb0[old_ids], emb1[old_ids]) and torch.equal(out0[old_ids], out1[old_ids])
     assert not torch.equal(emb0[lm.tok.num_id], emb1[lm.tok.num_id])
-    assert not torch.equal(out0[lm.tok.eos_id], out1[lm.tok.eos_id])
+    assert not torch.equal(out0[lm.tok.num_id], out1[lm.tok.num_id])
 
     lm.save_pretrained(tmp_path / "lora")
     assert (tmp_path / "lora" / "adapter_config.json").exists() and not (
@@ -318,16 +337,23 @@ def _small_cli(model, out, *extra) -> list[str]:
 # -- the command line, and the fine-tuned model in a fresh process -------------------------------
 def test_a_fine_tuned_model_answers_the_same_numbers_after_reloading_in_a_fresh_process(folders, tmp_path):
     """The command line fine-tunes, saves and answers held-out questions in its own process; this
-    process loads OUT/model and answers the same questions with the same numbers."""
+    process loads OUT/model and answers the same questions with the same numbers. How <|num|> was
+    joined (issue 68's --num-init, --digit-mass, --frame) is recorded in retrofit.json and
+    numeracy.json, and the reloaded model answers as it was trained to."""
     out = tmp_path / "run"
     cmd = _small_cli(folders["gpt2"], out, "--encoding", "bittokens")
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     subprocess.run(cmd, check=True, cwd=ROOT, env=env, capture_output=True)
     answered = pd.read_csv(out / "test_samples.csv", dtype={"prediction": str, "answer": str}, keep_default_na=False)
-    assert set(json.loads((out / "retrofit.json").read_text())["tasks"]) == {"addition"}
+    record = json.loads((out / "retrofit.json").read_text())
+    assert set(record["tasks"]) == {"addition"}
+    adoption = {"num_init": "digits", "digit_mass": "merge", "frame": "equals"}
+    assert {k: record[k] for k in adoption} == adoption
+    meta = json.loads((out / "model" / "numeracy.json").read_text())
+    assert {k: meta[k] for k in adoption} == adoption
     assert set(pd.read_csv(out / "perplexity.csv")["when"]) == {"before", "after"}
     lm = NumberLM.from_pretrained(out / "model")
-    assert lm.encoding_name == "bittokens"
+    assert lm.encoding_name == "bittokens" and (lm.num_init, lm.digit_mass, lm.frame) == tuple(adoption.values())
     texts, _, _ = answer(lm, lm.tok, list(answered["prompt"]), answer_cap(lm.tok, answered["answer"]))
     assert texts == list(answered["prediction"])
     assert any(_is_number(t) for t in texts)  # the answers hold numbers the head wrote
@@ -731,8 +757,19 @@ def test_numbers_keep_the_spacing_of_pretraining(tmp_path):
     before = [tokens[k - 1] for k, t in enumerate(tokens) if t == "<|num_sp|>"]
     assert "Ġ" not in before and list(values[joined.is_number(ids)]) == [12.0, 3.25, 7.0]
     assert joined.decode(ids, values) == text
-    ids, values = joined.encode("<|bos|>3 * 12<|eoq|>36")  # after a marker: no space, plain <|num|>
-    assert joined.hf.convert_ids_to_tokens(ids.tolist()).count("<|num|>") == 2
+    # the "equals" frame ends a question as the model writes " = " and the answer keeps its space
+    # where the tokenizer joins the two; "markers" writes <|eoq|>, after which a number has no space
+    ids, values = joined.encode("<|bos|>3 * 12<|eoq|>36")
+    end = joined.hf.encode(" =", add_special_tokens=False)
+    assert ids.tolist()[-len(end) - 1 :] == [*end, joined.num_space_id] and values[-1] == 36
+    assert joined.decode(ids, values) == "<|bos|>3 * 12 = 36"
+    ids, values = split.encode("<|bos|>3 * 12<|eoq|>36")
+    end = split.hf.encode(" = ", add_special_tokens=False)
+    assert split.hf.convert_ids_to_tokens(end)[-1] == "Ġ" and ids.tolist()[-len(end) - 1 :] == [*end, split.num_id]
+    marked = RetrofitTokenizer(_space_joined_tokenizer(), get("bittokens"), frame="markers")
+    ids, values = marked.encode("<|bos|>3 * 12<|eoq|>36")  # after a marker: no space, plain <|num|>
+    assert marked.hf.convert_ids_to_tokens(ids.tolist()).count("<|num|>") == 2
+    assert marked.decode(ids, values) == "<|bos|>3 * 12<|eoq|>36"
     assert RetrofitTokenizer(_space_joined_tokenizer(), None).encode(text)[
         0
     ].tolist() == _space_joined_tokenizer().encode(text)  # the baseline: the model's own tokens, untouched
@@ -747,7 +784,7 @@ def test_space_joined_numbers_go_through_the_head(tmp_path):
     lm = NumberLM.from_pretrained(folder, "bittokens")
     ids, values, _ = lm.tok.sample("3 and 4", "5 and 6")
     at = np.flatnonzero(ids == lm.tok.num_space_id)
-    assert len(at) == 2 and list(values[at]) == [4.0, 6.0]
+    assert len(at) == 3 and list(values[at]) == [4.0, 5.0, 6.0]  # " = 5": the answer keeps its space
     b = batch(lm, ("3 and 4", "5 and 6"))
     row = lm.hf.get_input_embeddings().weight[lm.tok.num_space_id]
     joined = lm.embed(b["ids"], b["values"])[0, at[0]]
@@ -779,6 +816,126 @@ def test_own_digit_tokens_are_masked_in_generation_with_an_encoding(folders):
     assert set(free) & set(oracle) and not set(masked) & set(oracle)
     baseline = NumberLM.from_pretrained(folders["gpt2"])  # the baseline writes its numbers in digits
     assert baseline.generate(prompts, 3)[0][0] is not None
+
+
+# -- issue 68: where <|num|> starts, the digits' probability, where a question ends ---------------
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])  # a tied lm head (one table) and an untied one
+def test_num_init_digits_starts_num_at_its_digit_rows_and_mean_keeps_the_old_start(folders, arch):
+    """num_init="digits": <|num|>'s input embedding and lm-head rows are the mean of the rows of
+    the model's tokens that begin a number (the oracle: every token whose text starts with a
+    digit); "mean" keeps the start of before issue 68, the mean of all the old rows (transformers'
+    mean_resizing). Every other row is the same either way."""
+    from transformers import AutoModelForCausalLM
+
+    old = AutoModelForCausalLM.from_pretrained(folders[arch])
+    old_in, old_out = old.get_input_embeddings().weight.detach(), old.get_output_embeddings().weight.detach()
+    assert (arch == "gpt2") == torch.equal(old_in, old_out)
+    torch.manual_seed(0)
+    digits = NumberLM.from_pretrained(folders[arch], "bittokens")
+    torch.manual_seed(0)
+    mean = NumberLM.from_pretrained(folders[arch], "bittokens", num_init="mean")
+    n, starts = digits.tok.num_id, digits.tok.number_starts[digits.tok.num_id]
+    assert starts == [i for i in range(len(old_in)) if digits.tok.hf.decode([i])[:1].isdigit()] and starts
+    rows = {
+        name: (lm.hf.get_input_embeddings().weight.detach(), lm.hf.get_output_embeddings().weight.detach())
+        for name, lm in (("digits", digits), ("mean", mean))
+    }
+    assert torch.allclose(rows["digits"][0][n], old_in[starts].mean(0), atol=1e-6)
+    assert torch.allclose(rows["digits"][1][n], old_out[starts].mean(0), atol=1e-6)
+    assert torch.allclose(rows["mean"][0][n], old_in.mean(0), atol=1e-4)  # mean_resizing's draw, ~1e-5 off
+    assert torch.allclose(rows["mean"][1][n], old_out.mean(0), atol=1e-4)
+    assert not torch.allclose(rows["mean"][0][n], rows["digits"][0][n], atol=1e-3)
+    others = [i for i in range(len(rows["mean"][0])) if i != n]
+    assert all(torch.equal(rows["digits"][k][others], rows["mean"][k][others]) for k in (0, 1))
+    baseline = NumberLM.from_pretrained(folders[arch])  # no head, no <|num|> to write: nothing changed
+    assert torch.allclose(baseline.hf.get_input_embeddings().weight[n], old_in.mean(0), atol=1e-4)
+
+
+def _favour(lm, prompt, logits: dict[int, float]):
+    """Set the untied lm head so that after `prompt` the token logits are `logits` (0 elsewhere)."""
+    ids, values = (torch.as_tensor(a)[None] for a in lm.tok.encode(prompt))
+    with torch.no_grad():
+        h = lm.run(ids, values, torch.ones_like(ids)).hidden_states[-1][0, -1]
+        head = lm.hf.get_output_embeddings().weight
+        head.zero_()
+        for token, logit in logits.items():
+            head[token] = logit * h / h.dot(h)
+    return [lm.tok.encode(prompt)]
+
+
+def test_merged_generation_writes_num_where_a_digit_was_most_likely(folders):
+    """digit_mass="merge": where the model's favourite next token is a digit, generation (which
+    masks the digits) writes <|num|>, which has their probability; "drop" (before issue 68) throws
+    it away and writes the best other token. Right after a number a digit would continue it, so
+    there <|num|> gets none of it. The loss agrees: -log P(<|num|> or a digit) where a number may
+    begin, -log P(<|num|>) after one."""
+    results = {}
+    for digit_mass in ("merge", "drop"):
+        torch.manual_seed(0)
+        lm = NumberLM.from_pretrained(folders["llama"], "bittokens", digit_mass=digit_mass)
+        digit, word = lm.tok.number_starts[lm.tok.num_id][0], lm.tok.hf.encode("the", add_special_tokens=False)[0]
+        assert lm.tok.num_id not in (digit, word) and word not in lm.tok.digit_ids
+        prompt = _favour(lm, "<|bos|>3 * 12<|eoq|>", {digit: 5.0, word: 4.0})  # <|num|>'s logit 0
+        assert lm.generate(prompt, 1, mask_digits=False)[0][0] == [digit]
+        results[digit_mass] = lm.generate(prompt, 1)[0][0]
+        after = _favour(lm, "<|bos|>3 * 12", {digit: 5.0, word: 4.0})  # the prompt ends in <|num|>
+        assert lm.generate(after, 1)[0][0] == [word]
+    assert results == {"merge": [lm.tok.num_id], "drop": [word]}
+
+    merged = NumberLM.from_pretrained(folders["llama"], "bittokens")
+    logits = torch.randn(2, merged.tok.vocab_size)
+    num, starts = merged.tok.num_id, merged.tok.number_starts[merged.tok.num_id]
+    targets, inputs = torch.tensor([num, num]), torch.tensor([merged.tok.bos_id, num])
+    losses = merged.token_losses(logits, targets, inputs)
+    assert torch.allclose(losses[0], -logits[0].softmax(-1)[[num, *starts]].sum().log(), atol=1e-5)
+    assert torch.allclose(losses[1], -logits[1].log_softmax(-1)[num], atol=1e-5)
+    assert torch.allclose(lm.token_losses(logits, targets, inputs), -logits.log_softmax(-1)[:, num], atol=1e-5)
+
+
+def test_how_num_is_joined_is_recorded_and_kept_by_a_saved_folder(folders, tmp_path):
+    """--num-init, --digit-mass and --frame are flags recorded with the run; numeracy.json keeps
+    them, a reload answers as the model was trained (other values are refused), a folder saved
+    before issue 68 (without them) reads as it was made (mean, drop, markers), and a saved
+    <|num|> row is loaded, not started again."""
+    from workbench.config import from_flags, recorded
+    from workbench.retrofit.config import SKIPPED, RetrofitConfig, command_line
+
+    _, args = command_line(["--model", "m", "--num-init", "mean", "--digit-mass", "drop", "--frame", "markers"])
+    cfg = from_flags(args, RetrofitConfig(model="-"), skip=SKIPPED, encoding_options={})
+    old = {"num_init": "mean", "digit_mass": "drop", "frame": "markers"}
+    assert {k: recorded(cfg)[k] for k in old} == old
+    assert {k: recorded(RetrofitConfig(model="m"))[k] for k in old} == {
+        "num_init": "digits",
+        "digit_mass": "merge",
+        "frame": "equals",
+    }
+    with pytest.raises(ValueError, match="--frame must be one of"):
+        RetrofitConfig(model="m", frame="chat")
+
+    lm = NumberLM.from_pretrained(folders["gpt2"], "bittokens", **old)
+    with torch.no_grad():
+        lm.hf.get_input_embeddings().weight[lm.tok.num_id] = 0.125
+    lm.save_pretrained(tmp_path / "old")
+    meta = json.loads((tmp_path / "old" / "numeracy.json").read_text())
+    assert {k: meta[k] for k in old} == old
+    again = NumberLM.from_pretrained(tmp_path / "old")
+    assert (again.num_init, again.digit_mass, again.frame) == tuple(old.values())
+    assert lm.tok.eoq_id in again.tok.sample("3 * 4", "12")[0]  # the markers frame
+    with pytest.raises(ValueError, match="digit_mass='drop'"):
+        NumberLM.from_pretrained(tmp_path / "old", digit_mass="merge")
+    for key in old:
+        del meta[key]
+    (tmp_path / "old" / "numeracy.json").write_text(json.dumps(meta))
+    before_68 = NumberLM.from_pretrained(tmp_path / "old", "bittokens")
+    assert (before_68.num_init, before_68.digit_mass, before_68.frame) == tuple(old.values())
+    saved = NumberLM.from_pretrained(folders["gpt2"], "bittokens")
+    with torch.no_grad():
+        saved.hf.get_input_embeddings().weight[saved.tok.num_id] = 0.25
+    saved.save_pretrained(tmp_path / "new")
+    loaded = NumberLM.from_pretrained(tmp_path / "new")
+    assert loaded.num_init == "digits" and bool(
+        (loaded.hf.get_input_embeddings().weight[loaded.tok.num_id] == 0.25).all()
+    )
 
 
 def test_generate_takes_the_usual_arguments(folders):

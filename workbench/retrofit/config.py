@@ -16,6 +16,11 @@ from ..config import GROUPS, BalanceArgs, DataArgs, DifficultyArgs, EvalArgs, Gr
 from .hub import DTYPES, KNOWN
 
 BASELINE = "none"  # the encoding name of the digit-token baseline: the model's own tokenizer
+# How <|num|> is joined to the model (issue 68; model.py and tokens.py say why). The first choice
+# of each is the default; the second is what every run before issue 68 did.
+NUM_INITS = ("digits", "mean")  # where <|num|>'s rows start
+DIGIT_MASSES = ("merge", "drop")  # what the probability of the model's own digit tokens becomes
+FRAMES = ("equals", "markers")  # where a question ends: " = " in the model's tokens, or <|eoq|>
 SKIPPED = {"checkpoint_every", "compile", "prefetch", "same_kernels"}  # run settings a fine-tuning does not use
 
 
@@ -40,6 +45,25 @@ class RetrofitConfig(Grouped):
         choices=encoding_choices,
     )
     encoding_options: dict = setting({}, "options of the encoding")
+    num_init: str = setting(
+        NUM_INITS[0],
+        "where <|num|>'s rows (input embedding, lm head) start: digits: the mean of the rows of the "
+        "model's tokens that begin a number (its digits); mean: the mean of all rows (before issue 68)",
+        choices=lambda: list(NUM_INITS),
+    )
+    digit_mass: str = setting(
+        DIGIT_MASSES[0],
+        "the probability of the model's own tokens that begin a number, under an encoding: merge: "
+        "it is <|num|>'s, in the loss and in generation; drop: masked in generation and lost "
+        "(before issue 68)",
+        choices=lambda: list(DIGIT_MASSES),
+    )
+    frame: str = setting(
+        FRAMES[0],
+        "where a question ends: equals: ' = ' in the model's own tokens, where pretraining puts "
+        "the first digit of a result; markers: the workbench's <|eoq|> token (before issue 68)",
+        choices=lambda: list(FRAMES),
+    )
     tasks: tuple[str, ...] = setting(
         ("multiplication",), "tasks to fine-tune on, e.g. multiplication,addition", choices=tasks.names
     )
@@ -93,6 +117,9 @@ class RetrofitConfig(Grouped):
                 "--tasks holds text and --text-share is not 0: the balancer sets the text's share "
                 "when it is a task; pass --text-share 0, or leave text out of --tasks"
             )
+        for name, choices in (("num_init", NUM_INITS), ("digit_mass", DIGIT_MASSES), ("frame", FRAMES)):
+            if self.get(name) not in choices:
+                raise ValueError(f"{flag(name)} must be one of {choices}, got {self.get(name)!r}")
         if self.dtype not in DTYPES:
             raise ValueError(f"--dtype must be one of {DTYPES}, got {self.dtype!r}")
         if self.encoding not in encoding_choices():

@@ -56,6 +56,10 @@ COMMON = dict(
     dtype="float32",
     device="cpu",
     threads=1,
+    # registered before issue 68 changed the defaults: <|num|> as it was joined then
+    num_init="mean",
+    digit_mass="drop",
+    frame="markers",
 )
 RUNS = Path("runs/retrofit-smollm2")
 CSV = Path("runs/retrofit-smollm2.csv")

@@ -13,7 +13,9 @@ rule. What differs: one sample per row, right-padded (any model's attention take
 few take a block-diagonal one, so samples are not packed); AdamW with `lr` for the model (or its
 adapters) and `head_lr` for the number head; the budget counts the samples' tokens, not padding.
 The same data and budget for every encoding, `none` included: only the tokenizer's reading of the
-numbers differs.
+numbers differs. How <|num|> is joined to the model (issue 68) is chosen by `--num-init` (its rows
+start at the digits' mean), `--digit-mass` (the digits' probability is <|num|>'s) and `--frame` (a
+question ends in " = "); model.py and tokens.py say why, retrofit.json records them.
 
 Language is kept by mixing text into every step: `--text-share` (0.25) of each step's tokens are
 chunks of the text source's training documents (the shipped corpus by default), the number tasks
@@ -49,7 +51,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from .. import tasks
@@ -174,7 +175,15 @@ def load_lm(cfg: RetrofitConfig) -> NumberLM:
         torch.set_num_threads(cfg.run.threads)
     torch.manual_seed(cfg.seed)  # the new token rows and the number head
     encoding = None if cfg.encoding == BASELINE else cfg.encoding
-    lm = NumberLM.from_pretrained(cfg.model, encoding, cfg.encoding_options if encoding else None, dtype=cfg.dtype)
+    lm = NumberLM.from_pretrained(
+        cfg.model,
+        encoding,
+        cfg.encoding_options if encoding else None,
+        dtype=cfg.dtype,
+        num_init=cfg.num_init,
+        digit_mass=cfg.digit_mass,
+        frame=cfg.frame,
+    )
     if cfg.lora:
         lm.add_lora(cfg.lora_rank, cfg.lora_alpha)
     return lm.to(device_of(cfg.run.device))
@@ -371,7 +380,7 @@ def perplexity(lm: NumberLM, texts, context: int, rows_per_batch: int | None = N
             numeric[r, : len(n) - 1] = torch.from_numpy(n[1:])
         out = lm.run(*(batch[k].to(lm.device) for k in ("ids", "values", "attention_mask")))
         m = batch["loss_mask"].to(lm.device)
-        ce = F.cross_entropy(out.logits[m].double(), batch["targets"].to(lm.device)[m], reduction="none")
+        ce = lm.token_losses(out.logits[m].double(), batch["targets"].to(lm.device)[m], batch["ids"].to(lm.device)[m])
         text = ~numeric.to(lm.device)[m]
         sums += [ce.sum().item(), ce[text].sum().item()]
         counts += [len(ce), int(text.sum())]

@@ -22,6 +22,30 @@ instead of the weights and names its base model by name (a packaged model such a
 machine it was made on, so the two folders can move together. Loading with another encoding than
 the folder's is refused.
 
+Where <|num|> starts and how likely it is (issue 68; numbers: SmolLM2-135M-Instruct at the first
+token of 50 addition answers, benchmarks/retrofit_num_probability.py, docs/retrofit.md). A new
+token's rows are usually the mean of the model's rows (`num_init="mean"`, before issue 68): that
+gives <|num|> 1e-7 to 1e-6 where an answer starts, and an AdamW step moves its logit by at most lr
+x the l1 norm of the hidden state it reads (~460: 0.05 nats a step at lr 1e-4), so a few steps
+cannot close a gap of ~14 nats. `num_init="digits"` starts its rows (input embedding, lm head,
+and the lm head's bias if it has one) at the mean of the rows of the tokens it replaces
+(`RetrofitTokenizer.number_starts`: SmolLM2's ten digits): a number then enters the body as a
+digit-like vector and leaves in the digits' direction (P(<|num|>) 0.046 at the start). The mean of
+the rows gives the mean of the digits' logits, which stays below their log-sum-exp (at most a
+tenth of their mass, far less when one digit is likely), so the rows alone do not make <|num|> as
+likely as a number is. `digit_mass="merge"` does: under an encoding the model's own tokens that
+begin a number and <|num|> are one outcome, "a number starts here", whose probability is theirs
+together (the logit of <|num|> is the log-sum-exp of its own and theirs; 0.89 at the start, where
+the digits have 0.84). The loss of a <|num|> target is that outcome's, and generation, which
+masks the digit tokens, gives their mass to <|num|> instead of dropping it: where the pretrained
+model would begin a number in digits it begins one through the encoding, and training raises the
+outcome's probability instead of first spending its steps on one new row (an unmerged loss lowers
+the digits' probability while it raises <|num|>'s). Right after a number a digit would continue
+it, so there <|num|> takes none of the digits' mass. The tokens of every other kind keep their
+probabilities, so the text's perplexity is unchanged. `digit_mass="drop"` is the masking of
+before issue 68. Both, and the tokenizer's `frame`, are recorded in numeracy.json; a folder
+without them was made before issue 68 and is read as mean, drop and markers.
+
 Hugging Face conventions: `from_pretrained(path, dtype=..., device_map=...)`, `save_pretrained`,
 `generate(prompts, max_new_tokens, do_sample=, temperature=, top_k=, top_p=, seed=)`. The body
 may be float32, bfloat16 or float16; the number head and its loss always run in float32.
@@ -46,13 +70,16 @@ from .. import encoders
 from ..atomic import write_folder
 from ..encoders.base import NumberEncoding, NumberHead
 from ..model import true_float32
-from .config import BASELINE
+from .config import BASELINE, DIGIT_MASSES, FRAMES, NUM_INITS
 from .hub import HEAD_FILE, KNOWN, check_vocabulary, load_folder, quiet, resolve_model
 from .tokens import RetrofitTokenizer
 
 NUMBER_LOSS_WEIGHT = 10.0  # C.1's 10
 META_FILE = "numeracy.json"
 FORMAT = "workbench.retrofit 1"
+# issue 68's choices, and what a folder saved before them (without the keys) was made with
+ADOPTION = {"num_init": NUM_INITS[0], "digit_mass": DIGIT_MASSES[0], "frame": FRAMES[0]}
+BEFORE_68 = {"num_init": NUM_INITS[1], "digit_mass": DIGIT_MASSES[1], "frame": FRAMES[1]}
 
 
 def resolve(encoding: str | None, options: dict | None = None) -> tuple[str, dict]:
@@ -141,24 +168,40 @@ class NumberLM(nn.Module):
         options: dict | None = None,
         name: str | None = None,
         source: str | None = None,
+        *,
+        num_init: str = ADOPTION["num_init"],
+        digit_mass: str = ADOPTION["digit_mass"],
+        frame: str = ADOPTION["frame"],
     ):
         super().__init__()
         name = name or getattr(model, "name_or_path", "") or type(model).__name__
         self.encoding_name, self.options = resolve(encoding, options)
+        for key, value, choices in (
+            ("num_init", num_init, NUM_INITS),
+            ("digit_mass", digit_mass, DIGIT_MASSES),
+            ("frame", frame, FRAMES),
+        ):
+            if value not in choices:
+                raise ValueError(f"{key} must be one of {choices}, got {value!r}")
         codec = None if self.encoding_name == BASELINE else encoders.get(self.encoding_name, **self.options)
         check_vocabulary(tokenizer, model, name)
         width = check_model(model, name)
         head = number_head(codec, width, name) if codec is not None else None
-        tok = RetrofitTokenizer(tokenizer, codec, name)
+        added_now = "<|num|>" not in tokenizer.get_vocab()  # a saved folder's tokenizer holds it, with its rows
+        tok = RetrofitTokenizer(tokenizer, codec, name, frame)
         if model.get_input_embeddings().num_embeddings < tok.vocab_size:  # only now is anything changed
             # the new rows (and an untied lm head's) at the mean of the old ones, not random
             with quiet():
                 model.resize_token_embeddings(tok.vocab_size, mean_resizing=True)
+        if head is not None and num_init == "digits" and added_now:
+            start_number_rows(model, tok)
         if head is not None:  # float32 on the device of the embedding, whatever the body's dtype
             head = head.to(device=model.get_input_embeddings().weight.device, dtype=torch.float32)
         self.hf, self.head, self.tok, self.name, self.source = model, head, tok, name, source
+        self.num_init, self.digit_mass, self.frame = num_init, digit_mass, frame
         self.lora: dict | None = None
         self._masked: Tensor | None = None
+        self._merged: list[tuple[int, Tensor]] | None = None
 
     @property
     def max_positions(self) -> int | None:
@@ -204,7 +247,7 @@ class NumberLM(nn.Module):
         weights = (
             task_weights[task_ids[m]] if task_weights is not None else torch.ones_like(targets[m], dtype=torch.float32)
         )
-        ce_each = F.cross_entropy(out.logits[m].float(), targets[m], reduction="none")
+        ce_each = self.token_losses(out.logits[m].float(), targets[m], ids[m])
         total = (weights * ce_each).sum() / count
         per_token = ce_each.detach().clone()
         losses = {"ce": ce_each.detach().sum() / count, "number": ce_each.new_zeros(())}
@@ -222,6 +265,68 @@ class NumberLM(nn.Module):
             tasks, n = task_ids[m], len(task_weights) if task_weights is not None else int(task_ids.max()) + 1
             losses["task_loss"] = per_token.new_zeros(n).index_add_(0, tasks, per_token)
             losses["task_tokens"] = per_token.new_zeros(n).index_add_(0, tasks, torch.ones_like(per_token))
+        return losses
+
+    def merges(self) -> bool:
+        """Whether the digits' probability is <|num|>'s (`digit_mass="merge"` with an encoding)."""
+        return self.head is not None and self.digit_mass == "merge"
+
+    def _merges(self, inputs: Tensor) -> list[tuple[int, Tensor, Tensor]]:
+        """Per number token: its id, the ids merged into it (itself and the model's tokens that
+        begin a number where it stands), and the positions [N] (after the input tokens) where
+        they merge. Right after a number a digit would continue it, and an encoded number is
+        already whole: there <|num|> takes no digit's mass (it would write a second number where
+        the pretrained model writes the next digit). A space and a digit begin a new number after
+        any token, so <|num_sp|> merges everywhere."""
+        if self._merged is None:
+            self._merged = [
+                (n, torch.tensor([n, *starts], dtype=torch.long)) for n, starts in self.tok.number_starts.items()
+            ]
+        begins = ~self.tok.is_number(inputs)
+        return [
+            (n, ids.to(inputs.device), begins if n == self.tok.num_id else torch.ones_like(begins))
+            for n, ids in self._merged
+        ]
+
+    def merged_logits(self, logits: Tensor, inputs: Tensor) -> Tensor:
+        """The logits [N, V] of the token after inputs [N], with each number token's logit the
+        log-sum-exp of its own and those of the tokens that begin a number where it stands, where
+        a number can begin; every other logit as it is (the caller masks the digit tokens, so
+        their mass is counted once)."""
+        logits = logits.clone()
+        for n, ids, rows in self._merges(inputs.to(logits.device)):
+            if rows.any():
+                logits[rows, n] = logits[rows][:, ids].logsumexp(-1)
+        return logits
+
+    def next_token_logits(self, logits: Tensor, inputs: Tensor, mask: bool = True) -> Tensor:
+        """The logits [N, V] generation chooses from after inputs [N] (float32): with an encoding
+        and `mask` the model's digit tokens masked, their mass merged into <|num|> first where
+        `digit_mass="merge"`; as the model gives them otherwise."""
+        logits = logits.float()
+        if self.head is None or not mask:
+            return logits
+        if self.merges():
+            logits = self.merged_logits(logits, inputs)
+        else:
+            logits = logits.clone()
+        if self._masked is None:
+            self._masked = torch.tensor(self.tok.digit_ids, dtype=torch.long)
+        logits[:, self._masked.to(logits.device)] = -math.inf
+        return logits
+
+    def token_losses(self, logits: Tensor, targets: Tensor, inputs: Tensor) -> Tensor:
+        """Cross-entropy [N] of targets [N] under logits [N, V] after inputs [N]; with
+        `digit_mass="merge"` a number token's is that of the outcome "a number starts here" (it
+        and the tokens that begin one), every other token's as it is: the normaliser is the same."""
+        losses = F.cross_entropy(logits, targets, reduction="none")
+        if not self.merges():
+            return losses
+        for n, ids, rows in self._merges(inputs):
+            at = (targets == n) & rows
+            if at.any():
+                picked = logits[at]
+                losses = losses.masked_scatter(at, picked.logsumexp(-1) - picked[:, ids].logsumexp(-1))
         return losses
 
     @torch.no_grad()
@@ -244,7 +349,8 @@ class NumberLM(nn.Module):
         by `seed`). A prompt is text (`tok.encode` reads it, numbers included) or (ids, values).
         A <|num|> carries the head's value, which is fed back with it. With an encoding the
         model's own digit tokens are masked (`mask_digits`): a number is written through the
-        encoding or not at all, never credited to it from digit tokens. Prompts are left-padded;
+        encoding or not at all, never credited to it from digit tokens; with `digit_mass="merge"`
+        the probability of those that begin a number is <|num|>'s. Prompts are left-padded;
         padding is never attended to. Returns (ids, values) per prompt: `tok.decode(*out)`."""
         if (
             max_new_tokens < 1
@@ -285,8 +391,9 @@ class NumberLM(nn.Module):
         device = self.device
         out = self.run(ids.to(device), values.to(device), mask.to(device), positions.to(device), cache=True)
         generated, done = [([], []) for _ in range(B)], torch.zeros(B, dtype=torch.bool)
+        token = ids[:, -1]  # left-padded: every prompt's last token
         for _ in range(max_new_tokens):
-            token, value = self._next_token(out.logits[:, -1], out.hidden_states[-1][:, -1], **sampling)
+            token, value = self._next_token(out.logits[:, -1], out.hidden_states[-1][:, -1], token, **sampling)
             for b in torch.nonzero(~done).flatten().tolist():
                 generated[b][0].append(int(token[b]))
                 generated[b][1].append(float(value[b]))
@@ -309,6 +416,7 @@ class NumberLM(nn.Module):
         self,
         logits: Tensor,
         hidden: Tensor,
+        inputs: Tensor | None = None,
         do_sample: bool = False,
         temperature: float = 1.0,
         top_k: int | None = None,
@@ -316,12 +424,11 @@ class NumberLM(nn.Module):
         mask: bool = True,
         generator: torch.Generator | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """The next token [B] and its value [B] (the head's, where the token carries a number)."""
-        logits = logits.float().cpu()
-        if self.head is not None and mask:
-            if self._masked is None:
-                self._masked = torch.tensor(self.tok.digit_ids, dtype=torch.long)
-            logits[:, self._masked] = -math.inf
+        """The next token [B] after the inputs [B] (None: no number, so one may begin) and its
+        value [B] (the head's, where the token carries a number)."""
+        if inputs is None:
+            inputs = torch.full((len(logits),), self.tok.pad_id, dtype=torch.long)
+        logits = self.next_token_logits(logits.float().cpu(), inputs.cpu(), mask)
         if do_sample:
             logits = logits / temperature
             if top_k is not None:
@@ -388,6 +495,9 @@ class NumberLM(nn.Module):
             "lora": self.lora,
             "base_model": base,
             "dtype": str(self.dtype).removeprefix("torch."),
+            "num_init": self.num_init,
+            "digit_mass": self.digit_mass,
+            "frame": self.frame,
         }
 
         def fill(tmp: Path) -> None:
@@ -429,16 +539,23 @@ class NumberLM(nn.Module):
         *,
         dtype: str | torch.dtype = "auto",
         device_map=None,
+        num_init: str | None = None,
+        digit_mass: str | None = None,
+        frame: str | None = None,
     ) -> NumberLM:
         """A local folder or packaged model name ("smollm2-135m"): a plain causal LM (retrofitted
         with `encoding`; None: the baseline) or a folder this class saved (`encoding` None: its
         own; another one is refused). `dtype` (auto: as stored, float32, bfloat16, float16) is the
-        body's; `device_map` is passed to transformers."""
+        body's; `device_map` is passed to transformers. `num_init`, `digit_mass` and `frame`
+        (None: issue 68's, `ADOPTION`) say how <|num|> is joined to a plain model; a saved folder
+        keeps those it was fine-tuned with, and others are refused."""
         if isinstance(dtype, torch.dtype):
             dtype = str(dtype).removeprefix("torch.")
         source = str(path) if str(path) in KNOWN else None
         path = resolve_model(path)
         meta = read_meta(path)
+        asked = {"num_init": num_init, "digit_mass": digit_mass, "frame": frame}
+        adoption = {k: v if v is not None else ADOPTION[k] for k, v in asked.items()}
         if meta is not None:
             saved = (meta["encoding"], meta["encoding_options"])
             if encoding is not None and resolve(encoding, options) != saved:
@@ -448,6 +565,14 @@ class NumberLM(nn.Module):
                     "its encoding; load it without an encoding or with the saved one"
                 )
             encoding, options = saved
+            adoption = {k: meta[k] for k in asked}
+            differ = {k: v for k, v in asked.items() if v is not None and v != meta[k]}
+            if differ:
+                raise ValueError(
+                    f"{path} was fine-tuned with {', '.join(f'{k}={meta[k]!r}' for k in differ)}, not "
+                    f"{', '.join(f'{k}={v!r}' for k, v in differ.items())}: a model answers as it was "
+                    "trained to; load it without them or with the saved ones"
+                )
         base = path
         if meta and meta["lora"]:
             named = meta["base_model"]
@@ -462,7 +587,7 @@ class NumberLM(nn.Module):
                         "relative to the LoRA folder"
                     )
         model, tokenizer = load_folder(base, path, dtype, device_map)
-        lm = cls(model, tokenizer, encoding, options, name=str(path), source=source or str(base.resolve()))
+        lm = cls(model, tokenizer, encoding, options, name=str(path), source=source or str(base.resolve()), **adoption)
         if meta and meta["lora"]:
             from peft import PeftModel
 
@@ -494,7 +619,27 @@ def read_meta(path: Path) -> dict | None:
     missing = [k for k in ("encoding", "encoding_options", "lora", "base_model") if k not in meta]
     if missing:
         raise ValueError(f"{path / META_FILE} lacks {missing}")
-    return meta
+    return {**BEFORE_68, **meta}  # a folder saved before issue 68 does not name them
+
+
+@torch.no_grad()
+def start_number_rows(model: nn.Module, tok: RetrofitTokenizer) -> None:
+    """Each number token's rows (input embedding; lm head if it is not tied to it; the lm head's
+    bias if it has one) at the mean of the rows of the model's tokens that begin a number where it
+    stands (`num_init="digits"`)."""
+    embedding, lm_head = model.get_input_embeddings(), model.get_output_embeddings()
+    tables = [embedding.weight]
+    if lm_head.weight.data_ptr() != embedding.weight.data_ptr():  # tied: one table
+        tables.append(lm_head.weight)
+    bias = getattr(lm_head, "bias", None)
+    if bias is not None:
+        tables.append(bias)
+    for n, starts in tok.number_starts.items():
+        if not starts:  # nothing to start from: the mean of all rows stays
+            continue
+        rows = torch.tensor(starts, dtype=torch.long, device=embedding.weight.device)
+        for table in tables:
+            table[n] = table[rows].float().mean(0).to(table.dtype)
 
 
 def load_head(head: NumberHead, file: Path) -> None:

@@ -22,8 +22,25 @@ the number. Which of the two a tokenizer is, is read from its own tokenization o
 
 The model's own digit tokens: with an encoding no number ever reaches them, so they are never a
 target; `digit_ids` lists them (every token whose text holds a digit) so that generation can mask
-them (`NumberLM.generate`), and a number can only be written through the encoding. A tokenizer
-that reads a digit as its unknown token, or does not give "0123456789" back, is refused.
+them (`NumberLM.generate`), and a number can only be written through the encoding. Those of them
+that begin a number the way a number token does (`number_starts`: "4" for <|num|>, "Ġ4" for
+<|num_sp|>) are the tokens <|num|> replaces: its rows can start as theirs and their probability
+can be its (`NumberLM`, issue 68). A tokenizer that reads a digit as its unknown token, or does
+not give "0123456789" back, is refused.
+
+Where a question and an answer end (`frame`, issue 68). "equals" writes the end of a question as
+an equation does in the model's pretraining text, " = " in its own tokens (`12 + 30 = 42`:
+SmolLM2's "Ġ=", "Ġ", then the number), so the answer starts where the pretrained model puts the
+first digit of a result: SmolLM2-135M-Instruct gives its digit tokens 0.996 of its probability
+there, and 0.013 after the workbench's <|eoq|> (a new token it never saw; 50 addition questions,
+benchmarks/retrofit_num_probability.py). Tokenizers that join the space to the digits (GPT-2) end
+the question with " =" and give the answer its space, as "Ġ=", "Ġ42" (or <|num_sp|>). An answer
+(and a text chunk) ends with the model's own end token (`eos_token`: SmolLM2's <|im_end|>), which
+is `eos_id` then: fine-tuned to end its answers with a new <|eos|>, SmolLM2 ended them with
+<|im_end|> or with text ("32<|im_end|>", "-32saurus"), so that after 6 steps none of 32 answers
+read as a number; with its own end token P(end) after the number is 0.999 from step 4. "markers"
+is the workbench's own "<|bos|>prompt<|eoq|>answer<|eos|>" (before issue 68). <|bos|> stays in
+both: a question needs a start.
 
 The interface is `workbench.tokenizer.Tokenizer`'s (encode, decode, sample, text_sample, pad_id,
 eos_id, num_id), so `data.make_pool` and `evaluate.evaluate` take it as they are.
@@ -39,10 +56,13 @@ import numpy as np
 from ..encoders.base import NumberEncoding
 from ..numbers import NUM_TOKEN, parse_parts, write
 from ..tokenizer import _marker_split, _segments, special_tokens
+from .config import FRAMES
 
 _CACHED_RUN_CHARS, _CACHED_RUNS = 64, 200_000  # short text runs (" * ") are looked up, not re-encoded
 NUM_SPACE_TOKEN = "<|num_sp|>"  # a number with the space before it, for tokenizers that join the two
 DIGITS = "0123456789"
+EOQ = "<|eoq|>"
+EQUALS = " = "  # the end of a question in the "equals" frame, as an equation writes it
 
 
 def check_digits(hf_tokenizer, name: str) -> None:
@@ -97,9 +117,16 @@ def with_number_tokens(hf_tokenizer, name: str, extra: tuple[str, ...] = ()):
 class RetrofitTokenizer:
     """The model's tokenizer with the workbench's tokens; numbers read by `encoding` (None: as text)."""
 
-    def __init__(self, hf_tokenizer, encoding: NumberEncoding | None, name: str = "the model"):
+    def __init__(self, hf_tokenizer, encoding: NumberEncoding | None, name: str = "the model", frame: str = "equals"):
+        if frame not in FRAMES:
+            raise ValueError(f"frame must be one of {FRAMES}, got {frame!r}")
         check_digits(hf_tokenizer, name)
-        self.space_joined = encoding is not None and joins_space(hf_tokenizer)
+        self.frame = frame
+        joined = joins_space(hf_tokenizer)
+        self.space_joined = encoding is not None and joined
+        # a joined tokenizer writes " 42" as one token, so the answer keeps the space: "Ġ=", "Ġ42"
+        self._question_end = EQUALS.rstrip() if joined else EQUALS
+        self._answer_space = " " if joined else ""
         extra = (NUM_SPACE_TOKEN,) if self.space_joined else ()
         self.hf = with_number_tokens(hf_tokenizer, name, extra)
         self.encoding = encoding
@@ -109,23 +136,46 @@ class RetrofitTokenizer:
         self.pad_id, self.bos_id, self.eoq_id, self.eos_id, self.num_id = (
             self._id[t] for t in ("<|pad|>", "<|bos|>", "<|eoq|>", "<|eos|>", NUM_TOKEN)
         )
+        self._written = dict(self._id)  # the ids a marker is written as
+        own_end = hf_tokenizer.eos_token_id
+        if frame == "equals" and own_end is not None and own_end not in self._id.values():
+            self.eos_id = self._written["<|eos|>"] = own_end
         self.num_space_id = self._id.get(NUM_SPACE_TOKEN)
         # the tokens that carry a number's value (one, or two where the space joins the digits)
         self.number_ids = (self.num_id,) + ((self.num_space_id,) if self.space_joined else ())
         self.vocab_size = len(self.hf)
         self._run_ids: dict[str, list[int]] = {}
-        self._digit_ids: list[int] | None = None
+        self._digit_texts: dict[int, str] | None = None
 
-    @property
-    def digit_ids(self) -> list[int]:
-        """The model's own tokens whose text holds a digit (its number pieces), added tokens excepted."""
-        if self._digit_ids is None:
+    def _digits(self) -> dict[int, str]:
+        """The text of each of the model's own tokens that holds a digit, added tokens excepted."""
+        if self._digit_texts is None:
             added = set(self._id.values())
             texts = self.hf.batch_decode(
                 [[i] for i in range(len(self.hf))], skip_special_tokens=False, clean_up_tokenization_spaces=False
             )
-            self._digit_ids = [i for i, t in enumerate(texts) if i not in added and any(c in DIGITS for c in t)]
-        return self._digit_ids
+            self._digit_texts = {i: t for i, t in enumerate(texts) if i not in added and any(c in DIGITS for c in t)}
+        return self._digit_texts
+
+    @property
+    def digit_ids(self) -> list[int]:
+        """The model's own tokens whose text holds a digit (its number pieces), added tokens excepted."""
+        return list(self._digits())
+
+    @property
+    def number_starts(self) -> dict[int, list[int]]:
+        """For each token that carries a number, the model's own tokens that begin a number where
+        it stands: those whose text begins with a digit for <|num|>, and, where the tokenizer joins
+        the space to the digits, those that begin with a space and a digit for <|num_sp|>. A
+        digit inside a token ("x2") begins no number; nor, where a space is its own token, does
+        a token " 4" (<|num|> follows the lone space there)."""
+        starts: dict[int, list[int]] = {n: [] for n in self.number_ids}
+        for i, text in self._digits().items():
+            if text[0] in DIGITS:
+                starts[self.num_id].append(i)
+            elif self.space_joined and text[0] == " " and text[1:2] in tuple(DIGITS):
+                starts[self.num_space_id].append(i)
+        return starts
 
     def is_number(self, ids):
         """Where ids (a numpy array or a torch tensor) are a token that carries a number's value."""
@@ -148,18 +198,38 @@ class RetrofitTokenizer:
         return ids
 
     def encode(self, text: str):
-        """ids int64 [L] and values float64 [L] (the number at <|num|> positions, 0 elsewhere)."""
+        """ids int64 [L] and values float64 [L] (the number at <|num|> positions, 0 elsewhere).
+        In the "equals" frame <|eoq|> is written as the model's " = " and <|eos|> as its own end
+        token."""
+        ids, values, _ = self._encode(text)
+        return ids, values
+
+    def _encode(self, text: str):
+        """encode's ids and values, and the number of <|eoq|> in the text with the position just
+        after the last one (where an answer starts)."""
         if not isinstance(text, str):
             raise ValueError(f"encode expects a string, got {type(text).__name__}")
         if NUM_TOKEN in text or NUM_SPACE_TOKEN in text:
             raise ValueError(f"the text contains {NUM_TOKEN!r} itself; only parsed numbers are <|num|> tokens")
         ids: list[int] = []
         values: list[float] = []
+        questions, answer_at, answer_space = 0, None, False
         for kind, piece in _segments(text, self._markers):
             if kind == "marker":
-                ids.append(self._id[piece])
-                values.append(0.0)
+                if piece == EOQ and self.frame == "equals":
+                    run = self._text_ids(self._question_end)
+                    ids += run
+                    values += [0.0] * len(run)
+                    answer_space = bool(self._answer_space)
+                else:
+                    ids.append(self._written[piece])
+                    values.append(0.0)
+                    answer_space = False
+                if piece == EOQ:
+                    questions, answer_at = questions + 1, len(ids)
                 continue
+            if answer_space:
+                piece, answer_space = self._answer_space + piece, False
             parts = [piece] if self.encoding is None else parse_parts(piece, self.encoding.signed)
             for k, part in enumerate(parts):
                 if isinstance(part, str):
@@ -173,7 +243,7 @@ class RetrofitTokenizer:
                     )
                     ids.append(self.num_space_id if spaced else self.num_id)
                     values.append(part.value)
-        return np.array(ids, dtype=np.int64), np.array(values, dtype=np.float64)
+        return np.array(ids, dtype=np.int64), np.array(values, dtype=np.float64), (questions, answer_at)
 
     def decode(self, ids, values=None) -> str:
         """Inverse of encode: a <|num|> is written as render(value, 17) (<|num_sp|>: a space and
@@ -196,16 +266,17 @@ class RetrofitTokenizer:
         return "".join(out)
 
     def sample(self, prompt: str, answer: str):
-        """A task sample "<|bos|>prompt<|eoq|>answer<|eos|>" and its loss mask (the answer and
-        <|eos|>), as `workbench.tokenizer.Tokenizer.sample`."""
-        ids, values = self.encode(f"<|bos|>{prompt}<|eoq|>{answer}<|eos|>")
-        eoq = np.flatnonzero(ids == self.eoq_id)
-        if len(eoq) != 1:
+        """A task sample "<|bos|>prompt<|eoq|>answer<|eos|>" (<|eoq|> and <|eos|> written as the
+        frame says) and its loss mask (the answer and its end), as
+        `workbench.tokenizer.Tokenizer.sample`."""
+        ids, values, (questions, answer_at) = self._encode(f"<|bos|>{prompt}{EOQ}{answer}<|eos|>")
+        if questions != 1:
             raise ValueError(f"prompt and answer must not contain <|eoq|>: {prompt!r}, {answer!r}")
-        return ids, values, np.arange(len(ids)) > eoq[0]
+        return ids, values, np.arange(len(ids)) >= answer_at
 
     def text_sample(self, text: str):
-        """Plain text "<|bos|>text<|eos|>": every token after <|bos|> is a target."""
+        """Plain text "<|bos|>text<|eos|>" (<|eos|> as the frame writes it): every token after
+        <|bos|> is a target."""
         ids, values = self.encode(f"<|bos|>{text}<|eos|>")
         return ids, values, np.arange(len(ids)) > 0
 
