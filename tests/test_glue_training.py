@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
+import workbench.batches
 import workbench.train
 from workbench import tasks
 from workbench.balancing import TaskBalancer
@@ -79,7 +80,7 @@ def traced_run(cfg: TrainConfig, score_of):
     batch's task counts and samples, and every forward pass's task weights and losses.
     -> (steps, evals, calls, draws, forwards)"""
     calls, draws, forwards = [], [], []
-    real_next_batch, real_losses = workbench.train.next_batch, workbench.train.step_losses
+    real_next_batch, real_losses = workbench.batches.next_batch, workbench.train.step_losses
 
     def fake_evaluate(model, tok, frames, max_new_tokens=None, batch_size=64):
         """exact is always False (not the score)."""
@@ -127,7 +128,7 @@ def traced_run(cfg: TrainConfig, score_of):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(workbench.train, "evaluate", fake_evaluate)
-        mp.setattr(workbench.train, "next_batch", recording_next_batch)
+        mp.setattr(workbench.batches, "next_batch", recording_next_batch)
         mp.setattr(workbench.train, "step_losses", recording_losses)
         out = train(cfg)
     steps, evals = load_metrics(out)

@@ -125,7 +125,7 @@ def test_each_task_keeps_its_share_of_the_complete_samples_in_packed_rows(tmp_pa
     the task drawn last loses the samples that do not fit (its share of the complete samples
     halves) and rows become single-task. A complete sample is one whose <|eos|> is in the batch."""
     batches = []
-    real = workbench.train.next_batch
+    real = workbench.batches.next_batch
 
     def recording(pools, counts, *args, **kwargs):
         batch = real(pools, counts, *args, **kwargs)
@@ -136,7 +136,7 @@ def test_each_task_keeps_its_share_of_the_complete_samples_in_packed_rows(tmp_pa
         **{**TINY, "batch_size": 8, "tokens": 8 * 128 * 40, "eval_every": 1000}, out=str(tmp_path / "r")
     )
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(workbench.train, "next_batch", recording)
+        mp.setattr(workbench.batches, "next_batch", recording)
         mp.setattr(workbench.train, "final_test", lambda run, started: pd.DataFrame({"task": [], "score": []}))
         train(cfg)
     eos = 3  # <|eos|>, tokenizer.CONTROL_TOKENS
