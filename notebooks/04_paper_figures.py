@@ -277,6 +277,8 @@ else:
 # the same seeds and questions, its t interval over the seed gaps, and the verdict against one digit
 # (1/15 of a log-sMAPE). Every published run's learning curve is kept in `results/runs/` and drawn
 # from there: a thin line per seed, a thick line for their mean. Drawn once its cells are published.
+# At d = 4, where Study 3 saw BitTokens stall, a second figure reads the kept runs for why: the test
+# score per difficulty level, the curriculum's frontier, the number-head and text losses, the rate.
 
 # %%
 kept_levels = sorted({p.parent.name for p in study.kept.kept_runs(study.kept.KEPT) if p.parent.name.startswith("study4_")})
@@ -284,6 +286,10 @@ for level in kept_levels:
     runs = study.kept.kept_runs(study.kept.KEPT, level)
     display(save(study.curves.curves_figure(study.curves.validation_curves(runs), f"Study 4, {level.removeprefix('study4_')} tokens: "
                                             "validation score while training"), f"04_{level}_curves"))
+    for task in sorted({r.task for r in study.plan([study.STUDY4]) if r.study == level and r.digits == 4}):
+        if any(p.name.startswith(f"{level}-{task}-d4-") for p in runs):  # the stall Study 4 diagnoses
+            display(save(study.plateau.figure(runs, task, 4, f"Study 4, {level.removeprefix('study4_')} tokens: "
+                                              f"why BitTokens stall on {task} at d = 4"), f"04_{level}_plateau_{task}"))
 if kept_levels:
     display(study.study4.verdicts(study.study4.answers([study.kept.KEPT])).round(3))
 else:

@@ -137,3 +137,54 @@ def test_learning_curves_come_from_the_kept_runs(tmp_path):
     assert fig.layout.title.text == "Study 4, 3M tokens" and fig.layout.yaxis.title.text.startswith(
         "validation log-sMAPE"
     )
+
+
+def _nonzero_digits(text: str) -> int:
+    return sum(c in "123456789" for c in text)
+
+
+def test_the_plateau_reads_levels_losses_and_rates_from_the_kept_runs(tmp_path):
+    """study.plateau: each test answer gets the difficulty of the question it answered (oracle: A.3's
+    multiplication level counted by hand, the non-zero digits of both operands), and each evaluation
+    the losses and rates of the last kept step at or before it."""
+    from workbench.config import recorded
+    from workbench.study import plateau
+    from workbench.train import TrainConfig
+
+    cell = [r for r in plan([STUDY4]) if r.study == "study4_3M" and r.task == "multiplication" and r.digits == 4]
+    into = tmp_path / "results" / "runs"
+    for r in (cell[0], cell[5]):  # seed 0 of each encoding
+        cfg = recorded(TrainConfig.of(encoding="single_digit", tasks=("multiplication",), seed=r.seed, test_samples=40))
+        run = _run_folder(tmp_path / "runs" / r.name, seed=r.seed)
+        (run / "config.json").write_text(json.dumps(cfg))
+        questions = plateau.test_questions(cfg, "multiplication")
+        scores = [0.25 * (k % 5) for k in range(len(questions))]
+        frame = pd.DataFrame(dict(task="multiplication", prompt=questions.prompt, answer=questions.answer,
+                                  prediction="0", score=scores, exact=[s == 1.0 for s in scores]))  # fmt: skip
+        frame.to_csv(run / "test_samples.csv", index=False)
+        (run / "metrics.jsonl").write_text(
+            "".join(json.dumps({"step": s, "ce": 10 - s / 100, "number": s / 1000, "lr/hidden": s}) + "\n" for s in (1, 150, 250))
+        )  # fmt: skip
+        (run / "evals.jsonl").write_text(
+            "".join(json.dumps({"step": s, "harmonic_mean": s / 1000, "frontier/multiplication": s // 100}) + "\n" for s in (100, 200, 300))
+        )  # fmt: skip
+        kept.keep({r.name: run}, {r.name: r.study}, into)
+    runs = kept.kept_runs(into, "study4_3M")
+    levels = plateau.by_difficulty(runs)
+    level = [_nonzero_digits(a) + _nonzero_digits(b) for a, b in (p.split(" * ") for p in questions.prompt)]
+    expected = pd.DataFrame(dict(level=level, score=scores)).groupby("level").score.agg(["size", "mean"])
+    one = levels[levels.encoding == cell[0].encoding].set_index("level")
+    assert one.n.to_dict() == expected["size"].to_dict()
+    assert one.score.to_numpy() == pytest.approx(expected["mean"].to_numpy())
+    table = plateau.traces(runs)
+    first = table[table.encoding == cell[0].encoding].sort_values("step")
+    assert first.ce.tolist() == pytest.approx([10 - 0.01, 10 - 1.5, 10 - 2.5])  # steps 1, 150, 250 before 100, 200, 300
+    assert first.lr_hidden.tolist() == [1, 150, 250] and first.frontier.tolist() == [1, 2, 3]
+    fig = plateau.figure(runs, "multiplication", 4)
+    assert "multiplication, d = 4" in fig.layout.title.text
+    # a run whose answers are not its settings' questions is refused, not misread
+    bad = next(p for p in runs if p.name == cell[0].name)
+    with gzip.open(bad / "test_samples.csv.gz", "wt") as f:
+        frame.assign(prompt=frame.prompt[::-1].to_numpy()).to_csv(f, index=False)
+    with pytest.raises(ValueError, match="not the questions its settings draw"):
+        plateau.by_difficulty([bad])

@@ -11,11 +11,12 @@ independent generator's questions), `rows` (what a study row must be, checked wh
 `published` (results/: read, merged, appended cell by cell), `figures` (what notebook 04 draws),
 `report` (Study 3's tables in docs/study.md, from results/); Study 4: `paired` (the paired verdict
 against one digit), `study4` (its analysis), `kept` (every published run's curves and answers in
-results/runs/), `curves` (their learning curves).
+results/runs/), `curves` (their learning curves), `plateau` (why a cell stalls: levels, losses,
+rates).
 Every name is also here: `study.plan(...)`, `study.DELTA`.
 """
 
-from . import curves, kept, paired, study4  # noqa: F401
+from . import curves, kept, paired, plateau, study4  # noqa: F401
 from .figures import (  # noqa: F401
     METRIC_LABELS,
     budget_figure,

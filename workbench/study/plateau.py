@@ -1,0 +1,179 @@
+"""Why a cell's score stalls, read from its kept runs (results/runs/, `kept`): Study 4's diagnosis
+of BitTokens at d = 4 (docs/study4.md, "The plateau").
+
+    runs = study.kept.kept_runs(study.kept.KEPT, "study4_3M")
+    study.plateau.traces(runs)        # per evaluation: validation, curriculum frontier, losses, rates
+    study.plateau.by_difficulty(runs)  # per run and difficulty level: the test answers' mean score
+    study.plateau.figure(runs, "multiplication", 4)
+
+A final score hides which of four things holds a run back: the questions it never gets right (the
+test score per difficulty level), the curriculum (the frontier: the hardest level the sampler
+admits), the number head against the text head (their losses), and the schedule (the rates). The
+difficulty of a test answer is not stored with it: the test split is drawn again from the run's
+seed and regime (the same call as training's `final_test`) and matched question by question.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..config import from_record
+from ..gpt_config import preset
+from ..tasks import generate
+from .kept import read_kept
+from .parts import PARTS, plan
+
+
+def _cell_runs(folders) -> list[tuple]:
+    """(plan run, kept run) of every kept folder whose name is a run of the plan."""
+    runs = {r.name: r for r in plan(PARTS)}
+    return [(runs[Path(f).name], read_kept(f)) for f in folders if Path(f).name in runs]
+
+
+def traces(folders) -> pd.DataFrame:
+    """One row per evaluation of each kept run: its cell, encoding, seed, tokens trained, the
+    validation score, the curriculum frontier, the task's loss weight, and the step losses and rates
+    of the nearest kept step at or before it (metrics are kept thinned)."""
+    rows = []
+    for r, run in _cell_runs(folders):
+        cfg, evals, steps = run["config"], run["evals"].sort_values("step"), run["steps"].sort_values("step")
+        losses = steps[[c for c in ("step", "ce", "number", "lr/hidden", "lr/head") if c in steps]]
+        merged = pd.merge_asof(evals, losses, on="step", direction="backward")
+        block = cfg.get("context") or preset(cfg["preset"]).block_size
+        rows.append(
+            pd.DataFrame(
+                dict(
+                    task=r.task,
+                    digits=r.digits,
+                    encoding=r.encoding,
+                    seed=r.seed,
+                    step=merged.step,
+                    tokens=merged.step * cfg["batch_size"] * block,
+                    validation=merged.harmonic_mean,
+                    frontier=merged.get(f"frontier/{r.task}", np.nan),
+                    loss_weight=merged.get(f"loss_weight/{r.task}", np.nan),
+                    ce=merged.get("ce", np.nan),
+                    number=merged.get("number", np.nan),
+                    lr_hidden=merged.get("lr/hidden", np.nan),
+                    lr_head=merged.get("lr/head", np.nan),
+                )
+            )
+        )
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def test_questions(cfg: dict, task: str) -> pd.DataFrame:
+    """A run's test questions with their difficulty levels (`difficulty_sd`, base 10), in the order
+    it answered them: its test split drawn again from its recorded settings."""
+    regime = from_record(cfg).regime
+    return generate(task, cfg["test_samples"], seed=cfg["seed"], split="test", regime=regime)
+
+
+def by_difficulty(folders) -> pd.DataFrame:
+    """Per kept run and difficulty level: how many test questions, their mean score and the share
+    answered exactly."""
+    rows = []
+    for r, run in _cell_runs(folders):
+        answers = run["answers"]
+        drawn = test_questions(run["config"], r.task)
+        if (
+            len(drawn) != len(answers)
+            or not (drawn.prompt.astype(str).to_numpy() == answers.prompt.astype(str).to_numpy()).all()
+        ):
+            raise ValueError(f"{r.name}: its test answers are not the questions its settings draw")
+        level = answers.assign(level=drawn.difficulty_sd.to_numpy()).groupby("level")
+        part = pd.DataFrame({"n": level.size(), "score": level.score.mean(), "exact": level.exact.mean()}).reset_index()
+        rows.append(part.assign(task=r.task, digits=r.digits, encoding=r.encoding, seed=r.seed))
+    columns = ["task", "digits", "encoding", "seed", "level", "n", "score", "exact"]
+    return pd.concat(rows, ignore_index=True)[columns] if rows else pd.DataFrame(columns=columns)
+
+
+PANELS = (
+    ("validation", "validation log-sMAPE (↑)"),
+    ("frontier", "curriculum frontier (difficulty level)"),
+    ("by_difficulty", "test log-sMAPE (↑)"),
+    ("number", "number-head loss"),
+    ("ce", "text cross-entropy (nats)"),
+    ("lr_hidden", "learning rate, hidden layers"),
+)
+
+
+def figure(folders, task: str, digits: int, title: str | None = None):
+    """Six panels for one cell: validation score, curriculum frontier and number-head loss, text
+    cross-entropy and hidden rate against tokens trained (each encoding's mean over seeds, every seed
+    thin), and the test score per difficulty level (mean over seeds, every seed a dot)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from .. import encoders, plots
+    from .parts import VARIANT, base_encoding
+
+    folders = list(folders)
+    curves = traces(folders)
+    levels = by_difficulty(folders)
+    curves = curves[(curves.task == task) & (curves.digits == digits)]
+    levels = levels[(levels.task == task) & (levels.digits == digits)]
+    if curves.empty:
+        raise ValueError(f"no kept run of {task} at d = {digits} among the {len(folders)} folders given")
+    fig = make_subplots(rows=2, cols=3, subplot_titles=[label for _, label in PANELS], vertical_spacing=0.16)
+    for encoding, runs in curves.groupby("encoding"):
+        color = plots.encoding_color(base_encoding(encoding))
+        name = encoders.label(base_encoding(encoding)) + (", decimal pool" if encoding == VARIANT else "")
+        for k, (column, _) in enumerate(PANELS):
+            row, col = divmod(k, 3)
+            if column == "by_difficulty":
+                part = levels[levels.encoding == encoding]
+                fig.add_trace(
+                    go.Scatter(x=part.level, y=part.score, mode="markers", marker=dict(color=color, size=5, opacity=0.45),
+                               name=f"{name}, one seed", legendgroup=encoding, showlegend=False),
+                    row=row + 1, col=col + 1,
+                )  # fmt: skip
+                mean = part.groupby("level").score.mean()
+                fig.add_trace(
+                    go.Scatter(x=mean.index, y=mean.to_numpy(), mode="lines+markers", line=dict(color=color, width=3),
+                               name=name, legendgroup=encoding, showlegend=False),
+                    row=row + 1, col=col + 1,
+                )  # fmt: skip
+                continue
+            if runs[column].isna().all():
+                continue
+            for _, run in runs.groupby("seed"):
+                fig.add_trace(
+                    go.Scatter(x=run.tokens / 1e6, y=run[column], mode="lines", line=dict(color=color, width=0.8),
+                               opacity=0.4, legendgroup=encoding, showlegend=False, hoverinfo="skip"),
+                    row=row + 1, col=col + 1,
+                )  # fmt: skip
+            mean = runs.groupby("tokens")[column].mean()
+            fig.add_trace(
+                go.Scatter(x=mean.index / 1e6, y=mean.to_numpy(), mode="lines", line=dict(color=color, width=3),
+                           name=f"{name} (mean of {runs.seed.nunique()} seeds)", legendgroup=encoding, showlegend=k == 0),
+                row=row + 1, col=col + 1,
+            )  # fmt: skip
+    for k, (column, label) in enumerate(PANELS):
+        row, col = divmod(k, 3)
+        x_title = (
+            "difficulty level (A.3: non-zero digits, base 10)"
+            if column == "by_difficulty"
+            else "tokens trained (millions)"
+        )
+        fig.update_xaxes(title_text=x_title, row=row + 1, col=col + 1)
+        fig.update_yaxes(title_text=label, row=row + 1, col=col + 1)
+    for column in ("validation", "by_difficulty"):
+        k = [c for c, _ in PANELS].index(column)
+        fig.update_yaxes(range=[-0.02, 1.02], row=k // 3 + 1, col=k % 3 + 1)
+    fig.update_yaxes(type="log", row=2, col=1)
+    fig.update_yaxes(type="log", row=2, col=2)
+    fig.update_layout(
+        width=1250,
+        height=760,
+        legend=dict(orientation="h", y=-0.12, x=0),
+        title=dict(
+            text=title or f"Why the score stalls: {task}, d = {digits}",
+            subtitle=dict(text="thin lines and dots: one seed each; thick: their mean"),
+        ),
+        margin=dict(t=110),
+    )
+    return fig
