@@ -1056,3 +1056,55 @@ def test_loading_resizing_lora_and_saving_print_no_library_noise(folders, tmp_pa
         assert noise not in err, err
     assert [str(w.message) for w in caught] == ["a warning of our own"]
     assert hf_logging.is_progress_bar_enabled()
+
+
+# -- issue 65: the slow path says what it does, plans without running, and holds less -----------
+@pytest.mark.parametrize("digit_mass", ["drop", "merge"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_the_targets_only_loss_is_the_full_vocabulary_loss(folders, arch, digit_mass, monkeypatch):
+    """The loss computes logits at its targets only, a few rows at a time (issue 65: the step's
+    [B, T, 49k] logits and their copies were gigabytes for SmolLM2), and is bit for bit the loss of
+    the model's own full logits, computed here independently with F.cross_entropy; the gradients
+    agree to rounding (the lm head's weight sums its rows in another order). No logits tensor of
+    [B, T, V] is made."""
+    from workbench.retrofit import model as retrofit_model
+
+    monkeypatch.setattr(retrofit_model, "LOSS_CHUNK_ROWS", 5)  # several chunks, one of them short
+    texts = [t[:150] for t in corpus_texts("train")[:2]]
+    results = {}
+    for way in ("targets", "full"):
+        torch.manual_seed(0)
+        lm = NumberLM.from_pretrained(folders[arch], "bittokens", digit_mass=digit_mass)
+        assert lm.reads_hidden
+        lm.reads_hidden = way == "targets"
+        samples = [(*lm.tok.sample(f"{a} + {b}", str(a + b)), 0) for a, b in ((3, 4), (12, 30), (1.5, 2))]
+        b = rows(samples + [(*lm.tok.text_sample(t), 0) for t in texts], lm.tok.pad_id, 96)
+        shapes = []
+        hook = lm.hf.get_output_embeddings().register_forward_hook(lambda m, i, o: shapes.append(tuple(o.shape)))
+        lm.train()
+        losses = lm(**b)
+        losses["loss"].backward()
+        hook.remove()
+        grads = {n: p.grad.clone() for n, p in lm.named_parameters() if p.grad is not None}
+        results[way] = (losses, grads, shapes, b)
+    (targets, g_targets, shapes, b), (full, g_full, full_shapes, _) = results["targets"], results["full"]
+    B, T = b["ids"].shape
+    assert (B, T, lm.tok.vocab_size) in full_shapes and all(s[:2] != (B, T) for s in shapes)
+    for key in ("loss", "ce", "number", "task_loss"):
+        assert torch.equal(targets[key], full[key]), key
+    # independently: the model's own logits, F.cross_entropy over the targets learned
+    with torch.no_grad():
+        lm.eval()
+        out = lm.run(b["ids"], b["values"], b["attention_mask"])
+        m = b["loss_mask"]
+        logits, t = out.logits[m].float(), b["targets"][m]
+        ce = F.cross_entropy(logits, t, reduction="none")
+        if digit_mass == "merge":
+            starts = [lm.tok.num_id, *lm.tok.number_starts[lm.tok.num_id]]
+            begins = ~lm.tok.is_number(b["ids"][m])
+            at = (t == lm.tok.num_id) & begins
+            ce[at] = -logits[at].log_softmax(-1)[:, starts].logsumexp(-1)
+    assert torch.allclose(targets["ce"], ce.mean(), rtol=1e-6, atol=0)
+    assert g_targets.keys() == g_full.keys()
+    for name, grad in g_targets.items():
+        assert torch.allclose(grad, g_full[name], rtol=1e-4, atol=1e-6), name
