@@ -1059,6 +1059,56 @@ def test_loading_resizing_lora_and_saving_print_no_library_noise(folders, tmp_pa
 
 
 # -- issue 65: the slow path says what it does, plans without running, and holds less -----------
+def test_a_dry_run_prints_the_plan_and_its_time_and_writes_nothing(folders, tmp_path, monkeypatch):
+    """`--dry-run` prints the phases, the steps the token budget makes and an estimated time, in a
+    process that imports neither torch nor transformers; it makes no --out, converts no packaged
+    model (a cache without its conversion plans one) and leaves the checkout as it was."""
+    cache = tmp_path / "cache"
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", XDG_CACHE_HOME=str(cache))
+    code = (
+        "import runpy, sys; sys.argv = ['retrofit', *sys.argv[1:]]; "
+        "runpy.run_module('workbench.retrofit', run_name='__main__'); "
+        "print('imported:', sorted({'torch', 'transformers'} & set(sys.modules)))"
+    )
+    out = {}
+    for model in (str(folders["llama"]), "smollm2-135m"):
+        args = ["--model", model, "--lora", "--tokens", "2e4", "--out", str(tmp_path / "run"), "--dry-run"]
+        done = subprocess.run(
+            [sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        out[model] = done.stdout
+    text = out[str(folders["llama"])]
+    assert "5 steps of 4,096" in text and "(a folder not made yet)" in text
+    for phase in ("loading", "pools", "perplexity before", "training", "validation", "test", "perplexity after"):
+        assert re.search(rf"^  {phase} +\d+ (s|min|h) ", text, re.M), phase
+    assert re.search(r"^estimated time: \d+ (s|min|h) in all", text, re.M) and "tokens/s" in text
+    assert text.splitlines()[-2:] == ["nothing was loaded, trained or written (--dry-run)", "imported: []"]
+    assert "conversion" not in text and re.search(r"^  conversion +35 s ", out["smollm2-135m"], re.M)
+    # a 135M model trains slower than a tiny one: the estimate follows the parameters
+    minutes = re.search(r"^  training +(\d+) min", out["smollm2-135m"], re.M)
+    assert minutes and int(minutes.group(1)) >= 10
+    assert not (tmp_path / "run").exists() and not cache.exists()
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout == status
+
+
+def test_every_phase_of_a_run_announces_itself_with_an_estimate(folders, tmp_path, capsys):
+    """Loading, pools, the perplexity before, training, saving, the test and the perplexity after
+    each print one line with an estimated time before they start (issue 65: a run was silent for
+    7.5 minutes before training and 16 after it), in that order; the loops show bars."""
+    small = _run_args(folders["gpt2"], tmp_path / "run", "--text-samples", "2", "--text-share", "0.25")
+    finetune.main(small)
+    err = capsys.readouterr().err
+    lines = [line for line in re.split(r"[\r\n]", err) if re.match(r"^[a-z ]+: .*\(estimated \d+ s\)$", line)]
+    phases = [line.split(":")[0] for line in lines]
+    assert phases == ["loading", "pools", "perplexity before", "training", "test", "perplexity after"], err
+    assert "saving: the best weights" in err
+    for bar in ("perplexity before: 100%", "perplexity after: 100%", "retrofit xval: 100%"):
+        assert bar in err, bar
+    assert "test:" in err.split("saving:")[1]
+
+
 @pytest.mark.parametrize("digit_mass", ["drop", "merge"])
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_the_targets_only_loss_is_the_full_vocabulary_loss(folders, arch, digit_mass, monkeypatch):
