@@ -1158,3 +1158,44 @@ def test_the_targets_only_loss_is_the_full_vocabulary_loss(folders, arch, digit_
     assert g_targets.keys() == g_full.keys()
     for name, grad in g_targets.items():
         assert torch.allclose(grad, g_full[name], rtol=1e-4, atol=1e-6), name
+
+
+def test_a_step_in_smaller_groups_is_the_same_step(folders, tmp_path, monkeypatch):
+    """A step's forward passes hold at most GROUP_TOKENS positions (issue 65: one 4,096-position
+    pass kept ~7 GB of SmolLM2's activations); its gradient is the sum over the groups either way,
+    so its losses and gradients agree with one big group's to rounding (AdamW's first steps divide
+    by the gradient's own size, so weights whose gradient is ~0 may move apart by up to lr)."""
+    cfg = finetune.RetrofitConfig.of(
+        model=str(folders["llama"]),
+        encoding="bittokens",
+        tasks=("addition",),
+        tokens=800,
+        batch_tokens=400,
+        pool_size=50,
+        val_samples=2,
+        decades=(0, 1),
+        max_digits=2,
+        out=str(tmp_path / "run"),
+        threads=1,
+    )
+    results = {}
+    for cap in (10_000, 64):
+        monkeypatch.setattr(finetune, "GROUP_TOKENS", cap)
+        job = finetune.setup(cfg, tmp_path / f"run{cap}")
+        grads, step = [], job.optimizer.step
+
+        def recorded(*args, step=step, grads=grads, job=job):
+            grads.append({n: p.grad.clone() for n, p in job.lm.named_parameters() if p.grad is not None})
+            return step(*args)
+
+        job.optimizer.step = recorded
+        parts = [finetune.train_step(job, step) for step in range(2)]
+        results[cap] = (parts, grads)
+    (big, g_big), (small, g_small) = results[10_000], results[64]
+    assert [p["groups"] for p in small] > [p["groups"] for p in big] and all(p["groups"] >= 4 for p in small)
+    for a, b in zip(big, small):
+        assert (a["tokens"], a["rows"]) == (b["tokens"], b["rows"])  # the same samples
+        for key in ("loss", "ce", "number"):
+            assert a[key] == pytest.approx(b[key], rel=1e-5), key
+    for name, grad in g_big[0].items():  # the first step's: both start from the same weights
+        assert torch.allclose(grad, g_small[0][name], rtol=1e-4, atol=1e-7), name

@@ -84,6 +84,11 @@ RUN_FILES = (
 
 
 TEXT = "text"  # the text task the --text-share draws from
+# Positions one forward pass holds at most (the step's gradient is the sum over its groups either
+# way): a pretrained model keeps ~1.8 MB of activations a position for its backward pass
+# (SmolLM2-135M, float32), so a 4,096-token step in one group held ~7 GB, while a CPU's matrix
+# products run no faster on 4,096 rows than on 1,024.
+GROUP_TOKENS = 1024
 
 
 @dataclass
@@ -312,10 +317,10 @@ def train_step(job: Job, step: int) -> dict[str, float]:
         group["lr"] = group["initial_lr"] * mult
     weights = torch.tensor(job.normalizer.weights, dtype=torch.float32, device=lm.device)
     lm.train()
-    groups = length_groups(samples, job.context, cfg.batch_tokens)
+    groups = length_groups(samples, job.context, min(cfg.batch_tokens, GROUP_TOKENS))
     targets = sum(int(s[2][1 : job.context + 1].sum()) for s in samples)
-    logged = {"loss": 0.0, "ce": 0.0, "number": 0.0}
-    task_loss = task_tokens = 0
+    logged = {"loss": 0.0, "ce": 0.0}
+    task_loss = task_tokens = number_sum = numbers = 0
     for group in groups:  # gradients accumulate: the sum over groups is the mean over the whole step
         batch = {k: v.to(lm.device) for k, v in rows(group, lm.tok.pad_id, job.context).items()}
         share = int(batch["loss_mask"].sum()) / targets
@@ -324,6 +329,10 @@ def train_step(job: Job, step: int) -> dict[str, float]:
         (job.master.backward if job.master is not None else torch.Tensor.backward)(losses["loss"] * share)
         for key in logged:
             logged[key] += share * float(losses[key].detach())
+        # the number loss is a mean over the group's numbers, not its targets: weighted by them,
+        # so that the step's figure does not depend on how the step is cut into groups
+        number_sum += float(losses["number"]) * losses.get("numbers", 0)
+        numbers += losses.get("numbers", 0)
         task_loss = task_loss + losses["task_loss"].double().cpu().numpy()
         task_tokens = task_tokens + losses["task_tokens"].double().cpu().numpy()
     if job.master is None:
@@ -334,6 +343,7 @@ def train_step(job: Job, step: int) -> dict[str, float]:
     job.normalizer.observe(task_loss, task_tokens)
     return {
         **logged,
+        "number": number_sum / max(1, numbers),
         "lr": cfg.lr * mult,
         "tokens": int(sum(len(s[0]) for s in samples)),
         "rows": len(samples),
@@ -497,7 +507,8 @@ def _run(cfg: RetrofitConfig, out: Path, on_eval, lm: NumberLM) -> Path:
     started, seen = time.time(), 0
     plan.announce(
         "training",
-        f"{job.total_steps:,} steps of {cfg.batch_tokens:,} tokens, validation every {cfg.evaluation.eval_every}",
+        f"{job.total_steps:,} step{'s' * (job.total_steps != 1)} of {cfg.batch_tokens:,} tokens, "
+        f"validation every {cfg.evaluation.eval_every}",
         plan.train_seconds(cfg, params),
     )
     bar = tqdm(range(job.total_steps), desc=f"retrofit {cfg.encoding}")

@@ -338,6 +338,7 @@ class NumberLM(nn.Module):
                 total = total + NUMBER_LOSS_WEIGHT * (weights[at] * number_each).sum() / count
                 per_token[at] += NUMBER_LOSS_WEIGHT * number_each.detach()
                 losses["number"] = number_each.detach().mean()
+                losses["numbers"] = len(number_each)  # the mean's count, for a mean over a step's groups
         losses["loss"] = total
         if task_ids is not None:
             tasks, n = task_ids[m], len(task_weights) if task_weights is not None else int(task_ids.max()) + 1
