@@ -24,13 +24,16 @@ REFERENCE_PARAMS = 134.5e6  # SmolLM2-135M, the model the rates below were measu
 # Fine-tuning tokens/s (the samples' tokens, padding not counted) of SmolLM2-135M, float32, one
 # thread, a load of 3-4 on 2 cores: docs/retrofit.md, "Fine-tuning speed on a CPU".
 TRAIN_RATE = {"lora": 20.1, "full": 16.6}
-# The rest, measured on the same machine with a --tokens 500 run: docs/retrofit.md, "Where the time goes".
-FORWARD_RATE = 400.0  # tokens/s of a forward pass without gradients (the perplexity's windows)
-ANSWER_RATE = 1.5  # questions/s answered greedily in batches of 64 (validation and test)
-POOL_RATE = 2_000.0  # samples/s made into a pool (generated, tokenized, their lengths)
-LOAD_SECONDS = 15.0  # loading, checking and resizing SmolLM2-135M, LoRA added
-CONVERSION_SECONDS = 35.0  # the packaged GGUF de-quantized into the cache (once)
-TEXT_CHUNK_TOKENS = 250  # a held-out text chunk's tokens, about
+# The other phases of a --tokens 500 run of SmolLM2-135M on the same machine, a load of 5-7:
+# docs/retrofit.md, "Where the time goes".
+FORWARD_RATE = 35.0  # tokens/s of the perplexity's forward passes (one window of a text chunk each)
+ANSWER_RATE = 4.0  # questions/s answered greedily in batches of 64, answers of a few tokens
+POOL_RATE = 4_000.0  # samples/s made into a pool (generated, tokenized, their lengths)
+LOAD_SECONDS = 20.0  # loading, checking and resizing SmolLM2-135M, LoRA added
+CONVERSION_SECONDS = 35.0  # the packaged GGUF de-quantized into the cache, once (docs/retrofit.md)
+TEXT_CHUNK_TOKENS = 224  # a held-out text chunk's tokens, on average
+# an evaluation answers the validation questions and, while a curriculum is on, its active set
+ANSWERS_PER_EVALUATION = 2
 
 
 @dataclass
@@ -141,7 +144,7 @@ def phases(cfg, params: float, converted: bool = True) -> list[Phase]:
     out.append(
         Phase(
             "training",
-            f"{n:,} steps of {cfg.batch_tokens:,} tokens ({n * cfg.batch_tokens:,} tokens for --tokens {cfg.tokens:,.0f}, "
+            f"{n:,} step{'s' * (n != 1)} of {cfg.batch_tokens:,} tokens ({n * cfg.batch_tokens:,} tokens for --tokens {cfg.tokens:,.0f}, "
             f"{cfg.text_share:.0%} text), {mode}",
             train_seconds(cfg, params),
         )
@@ -151,7 +154,7 @@ def phases(cfg, params: float, converted: bool = True) -> list[Phase]:
         Phase(
             "validation",
             f"{evaluations(cfg)} x {questions} questions (every {cfg.evaluation.eval_every} steps and at the end)",
-            evaluations(cfg) * answer_seconds(questions, params),
+            evaluations(cfg) * ANSWERS_PER_EVALUATION * answer_seconds(questions, params),
         )
     )
     if scored := scored_tasks(cfg):
@@ -184,7 +187,8 @@ def dry_run(cfg) -> str:
     lines = [
         f"retrofit plan: {cfg.model} + {cfg.encoding} on {', '.join(cfg.tasks)} into {out}"
         + ("" if out.is_dir() else " (a folder not made yet)"),
-        f"  tokens: {cfg.tokens:,.0f} -> {steps(cfg):,} steps of {cfg.batch_tokens:,} (a step draws whole samples)",
+        f"  tokens: {cfg.tokens:,.0f} -> {steps(cfg):,} step{'s' * (steps(cfg) != 1)} of {cfg.batch_tokens:,} "
+        "(a step draws whole samples)",
         "  phase              estimated   what",
     ]
     lines += [f"  {p.name:<18} {duration(p.seconds):>9}   {p.what}" for p in plan]
