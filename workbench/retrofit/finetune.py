@@ -84,10 +84,10 @@ RUN_FILES = (
 
 
 TEXT = "text"  # the text task the --text-share draws from
-# Positions one forward pass holds at most (the step's gradient is the sum over its groups either
-# way): a pretrained model keeps ~1.8 MB of activations a position for its backward pass
-# (SmolLM2-135M, float32), so a 4,096-token step in one group held ~7 GB, while a CPU's matrix
-# products run no faster on 4,096 rows than on 1,024.
+# Positions one forward pass holds at most. The step's gradient is the sum over its groups either
+# way, while the backward pass keeps every position's activations of every layer: for a pretrained
+# model a step of thousands of positions in one pass holds gigabytes to gain no speed on a CPU,
+# whose matrix products are as fast on a thousand rows (docs/retrofit.md, issue 65).
 GROUP_TOKENS = 1024
 
 

@@ -77,9 +77,9 @@ from .tokens import RetrofitTokenizer
 
 NUMBER_LOSS_WEIGHT = 10.0  # C.1's 10
 META_FILE = "numeracy.json"
-# Rows of target logits computed at once in the training loss: a 49k vocabulary makes a row 0.2 MB
-# in float32, and the loss holds ~4 copies of it (logits, log-softmax, their gradients), so the
-# whole step's targets at once cost gigabytes where chunks of 256 cost ~200 MB.
+# Rows of target logits computed at once in the training loss: the loss holds ~4 tensors of
+# [rows, vocabulary] (logits, log-softmax, their gradients), and a pretrained model's vocabulary
+# is tens of thousands wide, so all of a step's targets at once would cost gigabytes.
 LOSS_CHUNK_ROWS = 256
 FORMAT = "workbench.retrofit 1"
 # issue 68's choices, and what a folder saved before them (without the keys) was made with
