@@ -6,6 +6,7 @@ disk is one line."""
 import errno
 import json
 import os
+import re
 
 import pytest
 
@@ -51,11 +52,16 @@ def packaged(tiny_models, tmp_path, monkeypatch):
     return made
 
 
-def test_a_conversion_is_made_once_and_recorded_with_every_files_checksum(packaged):
+def test_a_conversion_is_made_once_and_recorded_with_every_files_checksum(packaged, capsys):
+    """The conversion says what it does and how long it takes before it starts (issue 65: a first
+    run was silent for minutes); a cached one says nothing."""
     folder = hub.converted("tiny")
+    first = capsys.readouterr().err.splitlines()[0]  # then the stand-in conversion's own loading bar
+    assert re.fullmatch(r"conversion: tiny's packaged tiny\.gguf de-quantized into .*, once \(estimated \d+ s\)", first)
     record = json.loads((folder / hub.SOURCE_FILE).read_text())
     assert set(record["files"]) >= {"config.json", "model.safetensors"} and len(packaged) == 1
     assert hub.converted("tiny") == folder and len(packaged) == 1  # checked, not converted again
+    assert capsys.readouterr().err == ""
     assert hub.cache_problem(folder, "tiny", record["sha256"]) == ""
 
 

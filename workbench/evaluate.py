@@ -54,16 +54,29 @@ def answer_cap(tok: Tokenizer, answers) -> int:
 
 
 def evaluate(
-    model: GPT, tok: Tokenizer, frames: dict[str, pd.DataFrame], max_new_tokens: int | None = None, batch_size: int = 64
+    model: GPT,
+    tok: Tokenizer,
+    frames: dict[str, pd.DataFrame],
+    max_new_tokens: int | None = None,
+    batch_size: int = 64,
+    progress: str | None = None,
 ) -> pd.DataFrame:
     """Greedy answers to every question of every task -> one row per sample. `max_new_tokens`:
-    a fixed generation cap, or None for `answer_cap` of each batch."""
+    a fixed generation cap, or None for `answer_cap` of each batch. `progress`: the description of
+    a bar over the questions (a pretrained model answers a batch in tens of seconds on a CPU)."""
     rows = []
+    bar = None
+    if progress is not None:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=sum(len(f) for f in frames.values()), desc=progress, unit="question", leave=False)
     for task, frame in frames.items():
         for start in range(0, len(frame), batch_size):
             chunk = frame.iloc[start : start + batch_size]
             cap = max_new_tokens or answer_cap(tok, chunk["answer"])
             texts, n_in, n_out = answer(model, tok, list(chunk["prompt"]), cap)
+            if bar is not None:
+                bar.update(len(chunk))
             scored = score(task, texts, list(chunk["answer"]))
             rows.append(
                 pd.DataFrame(
@@ -79,6 +92,8 @@ def evaluate(
                     }
                 )
             )
+    if bar is not None:
+        bar.close()
     return pd.concat(rows, ignore_index=True)
 
 

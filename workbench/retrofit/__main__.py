@@ -1,9 +1,9 @@
 import sys
 
-from .config import command_line
+from .config import dry_run
 
-command_line(sys.argv[1:])  # --help and a bad flag answered before finetune imports torch and transformers
+# --help, a bad flag and --dry-run are answered before finetune imports torch and transformers
+if not dry_run(sys.argv[1:]):
+    from .finetune import main
 
-from .finetune import main  # noqa: E402
-
-main()
+    main()

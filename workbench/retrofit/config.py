@@ -168,9 +168,43 @@ def parser() -> argparse.ArgumentParser:
         "own digit tokens) on the workbench's tasks; the model is saved in OUT/model.",
         epilog=f"Encoding options (--encoding-option KEY=VALUE) and their defaults: {options}",
     )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (phases, tokens, steps) and its estimated time from recorded rates; load, "
+        "train and write nothing",
+    )
     add_encoding_option(parser)
     add_flags(parser, RetrofitConfig(model="-"), skip=SKIPPED)
     return parser
+
+
+def configuration(parser: argparse.ArgumentParser, args: dict) -> RetrofitConfig:
+    """The run's configuration from parsed flags, --out resolved as the run will write it; a bad
+    value exits with one line."""
+    from ..cli import encoding_options
+    from ..config import from_flags
+    from ..outputs import output_path
+
+    try:
+        cfg = from_flags(
+            args, RetrofitConfig(model="-"), skip=SKIPPED, encoding_options=encoding_options(args["encoding_option"])
+        )
+        return cfg.updated(out=str(output_path(cfg.run.out, "--out")))  # never results/ or the checkout
+    except ValueError as err:
+        parser.fail(err)
+
+
+def dry_run(argv=None) -> bool:
+    """Print the plan of `--dry-run` (True), or do nothing (False); nothing is imported that
+    loads a model, and nothing is written."""
+    flags, args = command_line(argv)
+    if not args.get("dry_run"):
+        return False
+    from .plan import dry_run as plan
+
+    print(plan(configuration(flags, args)))
+    return True
 
 
 def command_line(argv=None) -> tuple[argparse.ArgumentParser, dict]:

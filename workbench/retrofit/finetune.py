@@ -67,7 +67,8 @@ from ..optim import lr_multiplier
 from ..outputs import check_run_folder, output_path
 from ..perplexity import windows
 from ..rundir import device_of
-from .config import SKIPPED, RetrofitConfig, command_line, encoding_choices  # noqa: F401 (finetune's names before)
+from . import plan
+from .config import SKIPPED, RetrofitConfig, command_line, dry_run, encoding_choices  # noqa: F401 (finetune's names before)
 from .hub import resolve_model
 from .model import BASELINE, NumberLM
 
@@ -83,6 +84,11 @@ RUN_FILES = (
 
 
 TEXT = "text"  # the text task the --text-share draws from
+# Positions one forward pass holds at most. The step's gradient is the sum over its groups either
+# way, while the backward pass keeps every position's activations of every layer: for a pretrained
+# model a step of thousands of positions in one pass holds gigabytes to gain no speed on a CPU,
+# whose matrix products are as fast on a thousand rows (docs/retrofit.md, issue 65).
+GROUP_TOKENS = 1024
 
 
 @dataclass
@@ -115,8 +121,8 @@ class Job:
     def warmup_steps(self) -> int:
         return round(self.cfg.warmup_frac * self.total_steps)
 
-    def answer(self, frames: dict) -> pd.DataFrame:
-        return evaluate(self.lm, self.lm.tok, frames, self.cfg.evaluation.max_answer_tokens or None)
+    def answer(self, frames: dict, progress: str | None = "validation") -> pd.DataFrame:
+        return evaluate(self.lm, self.lm.tok, frames, self.cfg.evaluation.max_answer_tokens or None, progress=progress)
 
     def perplexity(self, texts) -> dict:
         return perplexity(self.lm, texts, self.context)
@@ -197,6 +203,7 @@ def setup(cfg: RetrofitConfig, out: Path | None = None, lm: NumberLM | None = No
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "retrofit.json", lambda tmp: Path(tmp).write_text(json.dumps(recorded(cfg), indent=1)))
     pool_size, val_samples = cfg.data.pool_size, cfg.evaluation.val_samples
+    plan.announce("pools", f"{plan.pool_samples(cfg):,} samples generated and tokenized", plan.pool_seconds(cfg))
     pools = {t: make_pool(t, pool_size, lm.tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
     val = {t: make_pool(t, val_samples, lm.tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
     total_steps = max(1, math.ceil(cfg.tokens / cfg.batch_tokens))
@@ -310,10 +317,10 @@ def train_step(job: Job, step: int) -> dict[str, float]:
         group["lr"] = group["initial_lr"] * mult
     weights = torch.tensor(job.normalizer.weights, dtype=torch.float32, device=lm.device)
     lm.train()
-    groups = length_groups(samples, job.context, cfg.batch_tokens)
+    groups = length_groups(samples, job.context, min(cfg.batch_tokens, GROUP_TOKENS))
     targets = sum(int(s[2][1 : job.context + 1].sum()) for s in samples)
-    logged = {"loss": 0.0, "ce": 0.0, "number": 0.0}
-    task_loss = task_tokens = 0
+    logged = {"loss": 0.0, "ce": 0.0}
+    task_loss = task_tokens = number_sum = numbers = 0
     for group in groups:  # gradients accumulate: the sum over groups is the mean over the whole step
         batch = {k: v.to(lm.device) for k, v in rows(group, lm.tok.pad_id, job.context).items()}
         share = int(batch["loss_mask"].sum()) / targets
@@ -322,6 +329,10 @@ def train_step(job: Job, step: int) -> dict[str, float]:
         (job.master.backward if job.master is not None else torch.Tensor.backward)(losses["loss"] * share)
         for key in logged:
             logged[key] += share * float(losses[key].detach())
+        # the number loss is a mean over the group's numbers, not its targets: weighted by them,
+        # so that the step's figure does not depend on how the step is cut into groups
+        number_sum += float(losses["number"]) * losses.get("numbers", 0)
+        numbers += losses.get("numbers", 0)
         task_loss = task_loss + losses["task_loss"].double().cpu().numpy()
         task_tokens = task_tokens + losses["task_tokens"].double().cpu().numpy()
     if job.master is None:
@@ -332,6 +343,7 @@ def train_step(job: Job, step: int) -> dict[str, float]:
     job.normalizer.observe(task_loss, task_tokens)
     return {
         **logged,
+        "number": number_sum / max(1, numbers),
         "lr": cfg.lr * mult,
         "tokens": int(sum(len(s[0]) for s in samples)),
         "rows": len(samples),
@@ -359,10 +371,13 @@ def trainable_state(lm: NumberLM) -> dict[str, torch.Tensor]:
 
 
 @torch.no_grad()
-def perplexity(lm: NumberLM, texts, context: int, rows_per_batch: int | None = None) -> dict:
+def perplexity(
+    lm: NumberLM, texts, context: int, rows_per_batch: int | None = None, progress: str | None = None
+) -> dict:
     """Perplexity of held-out text, each chunk as it is (no markers: the model before fine-tuning
     never saw them), cut into windows of `context` targets: ppl_all over every target token,
-    ppl_text over those that do not write a number (`RetrofitTokenizer.numeric`)."""
+    ppl_text over those that do not write a number (`RetrofitTokenizer.numeric`). `progress`: the
+    description of a bar over the windows."""
     samples = []
     for text in texts:
         ids, values = lm.tok.encode(text)
@@ -372,7 +387,8 @@ def perplexity(lm: NumberLM, texts, context: int, rows_per_batch: int | None = N
     # rows whose logits stay near 2**24 values (64 MB in float32): a 49k vocabulary, one row of 512
     rows_per_batch = rows_per_batch or max(1, min(16, 2**24 // (context * lm.tok.vocab_size)))
     lm.eval()
-    for start in range(0, len(pieces), rows_per_batch):
+    starts = range(0, len(pieces), rows_per_batch)
+    for start in starts if progress is None else tqdm(starts, desc=progress, unit="batch"):
         group = pieces[start : start + rows_per_batch]
         batch = rows([(i, v, np.ones(len(i), bool), 0) for i, v, _ in group], lm.tok.pad_id, context)
         numeric = torch.zeros_like(batch["targets"], dtype=torch.bool)
@@ -398,6 +414,7 @@ def final_test(job: Job, texts: list[str], before: dict | None, seconds: float) 
     cfg, lm = job.cfg, job.lm
     if job.best["weights"] is not None:
         lm.load_state_dict(job.best["weights"], strict=False)
+    plan.announce("saving", f"the best weights (step {job.best.get('step')}) into {job.out / 'model'}")
     lm.save_pretrained(job.out / "model", overwrite=True)
     common = dict(encoding=cfg.encoding, lora=cfg.lora, seed=cfg.seed, best_step=job.best.get("step"))
     scored = [t for t in cfg.tasks if tasks.get(t).score is not None]
@@ -405,12 +422,17 @@ def final_test(job: Job, texts: list[str], before: dict | None, seconds: float) 
         test = {
             t: make_pool(t, cfg.evaluation.test_samples, lm.tok, cfg.seed, "test", cfg.regime).frame for t in scored
         }
-        samples = job.answer(test).assign(**common)
+        questions = sum(len(f) for f in test.values())
+        params = sum(p.numel() for p in lm.hf.parameters())
+        plan.announce("test", f"{questions:,} held-out questions answered", plan.answer_seconds(questions, params))
+        samples = job.answer(test, progress="test").assign(**common)
         write_atomic(job.out / "test_samples.csv", lambda tmp: samples.to_csv(tmp, index=False))
         summary = summarize(samples).assign(**common, train_seconds=seconds)
         write_atomic(job.out / "test_summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
     if before is not None:
-        after = perplexity(lm, texts, job.context)
+        params = sum(p.numel() for p in lm.hf.parameters())
+        plan.announce("perplexity after", f"{len(texts)} held-out text chunks", plan.perplexity_seconds(cfg, params))
+        after = perplexity(lm, texts, job.context, progress="perplexity after")
         table = pd.DataFrame([dict(when="before", **before), dict(when="after", **after)]).assign(**common)
         write_atomic(job.out / "perplexity.csv", lambda tmp: table.to_csv(tmp, index=False))
 
@@ -433,6 +455,8 @@ def finetune(cfg: RetrofitConfig, on_eval=None) -> Path:
             "from; copy the model elsewhere or choose another --out"
         )
     _refuse_existing(out, cfg.run.overwrite)
+    params = plan.model_params(str(model))
+    plan.announce("loading", f"{cfg.model} with {cfg.encoding}", plan.loading_seconds(params))
     lm = load_lm(cfg)  # a model that cannot be loaded writes nothing, not even the lock
     try:
         with hold(out):
@@ -476,8 +500,17 @@ def _run(cfg: RetrofitConfig, out: Path, on_eval, lm: NumberLM) -> Path:
         if cfg.text_samples
         else []
     )
-    before = perplexity(job.lm, texts, job.context) if texts else None
+    params = sum(p.numel() for p in job.lm.hf.parameters())
+    if texts:
+        plan.announce("perplexity before", f"{len(texts)} held-out text chunks", plan.perplexity_seconds(cfg, params))
+    before = perplexity(job.lm, texts, job.context, progress="perplexity before") if texts else None
     started, seen = time.time(), 0
+    plan.announce(
+        "training",
+        f"{job.total_steps:,} step{'s' * (job.total_steps != 1)} of {cfg.batch_tokens:,} tokens, "
+        f"validation every {cfg.evaluation.eval_every}",
+        plan.train_seconds(cfg, params),
+    )
     bar = tqdm(range(job.total_steps), desc=f"retrofit {cfg.encoding}")
     for step in bar:
         parts = train_step(job, step)
@@ -496,6 +529,8 @@ def _run(cfg: RetrofitConfig, out: Path, on_eval, lm: NumberLM) -> Path:
 
 
 def main(argv=None) -> None:
+    if dry_run(argv):
+        return
     parser, args = command_line(argv)
     try:
         cfg = from_flags(

@@ -28,6 +28,7 @@ import importlib.metadata
 import json
 import logging
 import os
+import sys
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -269,6 +270,12 @@ def converted(name: str) -> Path:
                 if problem := cache_problem(tmp, name, digest):
                     raise ValueError(f"--model {name}: the conversion of {source} is not the model expected: {problem}")
 
+            # recorded on a shared core (docs/retrofit.md): a first run is otherwise silent for it
+            print(
+                f"conversion: {name}'s packaged {spec.file} de-quantized into {folder}, once (estimated 35 s)",
+                file=sys.stderr,
+                flush=True,
+            )
             try:
                 return write_folder(folder, fill)
             except OSError as error:  # a full disk, a read-only cache: one line, the old folder kept

@@ -65,6 +65,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from .. import encoders
 from ..atomic import write_folder
@@ -76,6 +77,10 @@ from .tokens import RetrofitTokenizer
 
 NUMBER_LOSS_WEIGHT = 10.0  # C.1's 10
 META_FILE = "numeracy.json"
+# Rows of target logits computed at once in the training loss: the loss holds ~4 tensors of
+# [rows, vocabulary] (logits, log-softmax, their gradients), and a pretrained model's vocabulary
+# is tens of thousands wide, so all of a step's targets at once would cost gigabytes.
+LOSS_CHUNK_ROWS = 256
 FORMAT = "workbench.retrofit 1"
 # issue 68's choices, and what a folder saved before them (without the keys) was made with
 ADOPTION = {"num_init": NUM_INITS[0], "digit_mass": DIGIT_MASSES[0], "frame": FRAMES[0]}
@@ -156,6 +161,30 @@ def check_model(model: nn.Module, name: str) -> int:
     return embedding.embedding_dim
 
 
+@torch.no_grad()
+def head_reads_hidden(model: nn.Module) -> bool:
+    """Whether the model's logits are exactly its lm head on its last hidden state (no cap or
+    scale after it) and it can skip computing them (`logits_to_keep`): then the loss computes
+    them at its targets only. check_model allows a monotone cap; such a model keeps its own."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if "logits_to_keep" not in inspect.signature(base.forward).parameters:
+        return False
+    embedding = model.get_input_embeddings()
+    was_training = model.training
+    model.eval()
+    try:
+        x = embedding(torch.tensor([[0, 1, 2]], device=embedding.weight.device))
+        out = model(
+            inputs_embeds=x,
+            attention_mask=torch.ones(1, 3, dtype=torch.long, device=x.device),
+            position_ids=torch.arange(3, device=x.device)[None],
+            output_hidden_states=True,
+        )
+    finally:
+        model.train(was_training)
+    return torch.equal(model.get_output_embeddings()(out.hidden_states[-1]), out.logits)
+
+
 class NumberLM(nn.Module):
     """A causal LM (`model`, `tokenizer`: Hugging Face objects) with `encoding` (a registered
     single-token encoding, or None / BASELINE for the model's own digit tokens)."""
@@ -200,6 +229,7 @@ class NumberLM(nn.Module):
         self.hf, self.head, self.tok, self.name, self.source = model, head, tok, name, source
         self.num_init, self.digit_mass, self.frame = num_init, digit_mass, frame
         self.lora: dict | None = None
+        self.reads_hidden = head_reads_hidden(model)  # logits computed at the targets only
         self._masked: Tensor | None = None
         self._merged: list[tuple[int, Tensor]] | None = None
 
@@ -222,9 +252,21 @@ class NumberLM(nn.Module):
                 x[at] = self.head.embed(x[at].float(), values[at]).to(x.dtype)
         return x
 
-    def run(self, ids: Tensor, values: Tensor, attention_mask: Tensor, position_ids=None, past=None, cache=False):
+    def run(
+        self,
+        ids: Tensor,
+        values: Tensor,
+        attention_mask: Tensor,
+        position_ids=None,
+        past=None,
+        cache=False,
+        last_logits: bool = False,
+    ):
         """The model's output (logits, hidden_states, with `cache` past_key_values) on ids with
-        their values, continuing from the cache `past`."""
+        their values, continuing from the cache `past`. `last_logits`: logits of the last position
+        only, where the model computes them from its last hidden state (`reads_hidden`): the
+        caller reads what it needs through `logits_at` instead of [B, T, vocabulary]."""
+        keep = {"logits_to_keep": 1} if last_logits and self.reads_hidden else {}
         return self.hf(
             inputs_embeds=self.embed(ids, values),
             attention_mask=attention_mask,
@@ -232,6 +274,42 @@ class NumberLM(nn.Module):
             past_key_values=past,
             use_cache=cache,
             output_hidden_states=True,
+            **keep,
+        )
+
+    def logits_at(self, out, where: Tensor) -> Tensor:
+        """The logits [N, V] at the positions `where` ([B, T] mask) of `run`'s output, whether or
+        not it was run with `last_logits`."""
+        if out.logits.shape[1] == where.shape[1]:
+            return out.logits[where]
+        return self.hf.get_output_embeddings()(out.hidden_states[-1][where])
+
+    def target_losses(self, out, where: Tensor, targets: Tensor, inputs: Tensor) -> Tensor:
+        """`token_losses` [N] of the targets at `where` of `run(..., last_logits=True)`'s output,
+        their logits computed LOSS_CHUNK_ROWS at a time and, under autograd, recomputed in the
+        backward pass instead of kept (the loss needs each target's log-probability, not the
+        [N, V] logits it is computed from)."""
+        if out.logits.shape[1] == where.shape[1]:  # the model's own logits (not `reads_hidden`)
+            return self.token_losses(out.logits[where].float(), targets, inputs)
+        head = self.hf.get_output_embeddings()
+
+        def losses(hidden, targets, inputs):
+            # a product of under 4 rows takes a matrix-vector kernel whose rounding differs from
+            # the full logits' one: padded rows keep the losses bit for bit those of `out.logits`
+            rows = len(hidden)
+            padded = torch.cat([hidden, hidden.new_zeros(max(0, 8 - rows), hidden.shape[-1])])
+            return self.token_losses(head(padded)[:rows].float(), targets, inputs)
+
+        hidden = out.hidden_states[-1][where]
+        if len(hidden) <= LOSS_CHUNK_ROWS or not torch.is_grad_enabled():
+            return losses(hidden, targets, inputs)
+        # near-equal chunks: none of one row, which a matrix-vector kernel would round otherwise
+        parts = -(-len(hidden) // LOSS_CHUNK_ROWS)
+        return torch.cat(
+            [
+                checkpoint(losses, h, t, i, use_reentrant=False)
+                for h, t, i in zip(*(x.tensor_split(parts) for x in (hidden, targets, inputs)))
+            ]
         )
 
     def forward(
@@ -241,13 +319,13 @@ class NumberLM(nn.Module):
         target is <|num|>, each target weighted by its task's weight, averaged over all targets.
         "ce" and "number" are unweighted means for the log; with `task_ids` also each task's summed
         per-token loss and target count (C.4's loss normalisation)."""
-        out = self.run(ids, values, attention_mask)
+        out = self.run(ids, values, attention_mask, last_logits=True)
         m = loss_mask
         count = max(1, int(m.sum()))
         weights = (
             task_weights[task_ids[m]] if task_weights is not None else torch.ones_like(targets[m], dtype=torch.float32)
         )
-        ce_each = self.token_losses(out.logits[m].float(), targets[m], ids[m])
+        ce_each = self.target_losses(out, m, targets[m], ids[m])
         total = (weights * ce_each).sum() / count
         per_token = ce_each.detach().clone()
         losses = {"ce": ce_each.detach().sum() / count, "number": ce_each.new_zeros(())}
@@ -260,6 +338,7 @@ class NumberLM(nn.Module):
                 total = total + NUMBER_LOSS_WEIGHT * (weights[at] * number_each).sum() / count
                 per_token[at] += NUMBER_LOSS_WEIGHT * number_each.detach()
                 losses["number"] = number_each.detach().mean()
+                losses["numbers"] = len(number_each)  # the mean's count, for a mean over a step's groups
         losses["loss"] = total
         if task_ids is not None:
             tasks, n = task_ids[m], len(task_weights) if task_weights is not None else int(task_ids.max()) + 1
@@ -476,6 +555,7 @@ class NumberLM(nn.Module):
         with quiet():
             self.hf = get_peft_model(self.hf, config)
         self.lora = {"rank": rank, "alpha": alpha, "dropout": dropout}
+        self.reads_hidden = head_reads_hidden(self.hf)
 
     # -- saving and loading -------------------------------------------------------------------
     def save_pretrained(self, folder, overwrite: bool = False) -> Path:
@@ -594,6 +674,7 @@ class NumberLM(nn.Module):
             try:
                 with quiet():
                     lm.hf = PeftModel.from_pretrained(lm.hf, str(path), is_trainable=True)
+                lm.reads_hidden = head_reads_hidden(lm.hf)
             except Exception as error:  # noqa: BLE001 - a missing or corrupt adapter
                 raise ValueError(
                     f"cannot load the LoRA adapter of {path}: {str(error).splitlines()[0][:300]}"
