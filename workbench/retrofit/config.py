@@ -21,6 +21,7 @@ BASELINE = "none"  # the encoding name of the digit-token baseline: the model's 
 NUM_INITS = ("digits", "mean")  # where <|num|>'s rows start
 DIGIT_MASSES = ("merge", "drop")  # what the probability of the model's own digit tokens becomes
 FRAMES = ("equals", "markers")  # where a question ends: " = " in the model's tokens, or <|eoq|>
+LOSS_LOGITS = ("targets", "full")  # where the training loss computes logits (issue 65: targets)
 SKIPPED = {"checkpoint_every", "compile", "prefetch", "same_kernels"}  # run settings a fine-tuning does not use
 
 
@@ -63,6 +64,13 @@ class RetrofitConfig(Grouped):
         "where a question ends: equals: ' = ' in the model's own tokens, where pretraining puts "
         "the first digit of a result; markers: the workbench's <|eoq|> token (before issue 68)",
         choices=lambda: list(FRAMES),
+    )
+    loss_logits: str = setting(
+        LOSS_LOGITS[0],
+        "where the training loss computes the LM head's logits: targets: at the learned targets only, "
+        "in chunks recomputed in the backward pass (the same losses, gradients equal to rounding, "
+        "about half the memory); full: at every position over the whole vocabulary (before issue 65)",
+        choices=lambda: list(LOSS_LOGITS),
     )
     tasks: tuple[str, ...] = setting(
         ("multiplication",), "tasks to fine-tune on, e.g. multiplication,addition", choices=tasks.names
@@ -117,7 +125,12 @@ class RetrofitConfig(Grouped):
                 "--tasks holds text and --text-share is not 0: the balancer sets the text's share "
                 "when it is a task; pass --text-share 0, or leave text out of --tasks"
             )
-        for name, choices in (("num_init", NUM_INITS), ("digit_mass", DIGIT_MASSES), ("frame", FRAMES)):
+        for name, choices in (
+            ("num_init", NUM_INITS),
+            ("digit_mass", DIGIT_MASSES),
+            ("frame", FRAMES),
+            ("loss_logits", LOSS_LOGITS),
+        ):
             if self.get(name) not in choices:
                 raise ValueError(f"{flag(name)} must be one of {choices}, got {self.get(name)!r}")
         if self.dtype not in DTYPES:

@@ -60,6 +60,7 @@ COMMON = dict(
     num_init="mean",
     digit_mass="drop",
     frame="markers",
+    loss_logits="full",  # and before issue 65 changed where the loss computes logits
 )
 RUNS = Path("runs/retrofit-smollm2")
 CSV = Path("runs/retrofit-smollm2.csv")

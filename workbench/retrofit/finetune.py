@@ -192,6 +192,7 @@ def load_lm(cfg: RetrofitConfig) -> NumberLM:
     )
     if cfg.lora:
         lm.add_lora(cfg.lora_rank, cfg.lora_alpha)
+    lm.loss_logits = cfg.loss_logits
     return lm.to(device_of(cfg.run.device))
 
 

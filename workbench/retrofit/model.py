@@ -230,6 +230,7 @@ class NumberLM(nn.Module):
         self.num_init, self.digit_mass, self.frame = num_init, digit_mass, frame
         self.lora: dict | None = None
         self.reads_hidden = head_reads_hidden(model)  # logits computed at the targets only
+        self.loss_logits = "targets"  # or "full": every position's logits, as before issue 65
         self._masked: Tensor | None = None
         self._merged: list[tuple[int, Tensor]] | None = None
 
@@ -319,7 +320,7 @@ class NumberLM(nn.Module):
         target is <|num|>, each target weighted by its task's weight, averaged over all targets.
         "ce" and "number" are unweighted means for the log; with `task_ids` also each task's summed
         per-token loss and target count (C.4's loss normalisation)."""
-        out = self.run(ids, values, attention_mask, last_logits=True)
+        out = self.run(ids, values, attention_mask, last_logits=self.loss_logits == "targets")
         m = loss_mask
         count = max(1, int(m.sum()))
         weights = (
