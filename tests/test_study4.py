@@ -119,3 +119,36 @@ def test_study3_is_re_decided_both_ways_alike():
     assert study4.redecided(table, study3).set_index("task").loc["multiplication", "outcome"] == "changes"
     table.loc[0, "verdict"] = "equivalent"
     assert study4.redecided(table, study3).set_index("task").loc["multiplication", "outcome"] == "changes"
+
+
+def test_the_plateau_intervention_is_the_grid_cell_without_the_curriculum():
+    """study4_plateau: the main grid's ten runs of multiplication at d = 4 and 3M, each changed in
+    the curriculum alone (its recorded settings otherwise the grid twin's), BitTokens first."""
+    from workbench.config import recorded
+    from workbench.study import parts as P
+
+    runs = P.plan([P.STUDY4_PLATEAU])
+    grid = {r.name: r for r in P.study4_plan()}
+    assert [r.encoding for r in runs] == [P.VARIANT] * 5 + ["single_digit"] * 5
+    for r in runs:
+        twin = grid[r.name.replace(P.STUDY4_PLATEAU, P.STUDY4, 1)]
+        a, b = recorded(r.config), recorded(twin.config)
+        assert {k for k in a if a[k] != b[k]} == {"curriculum"} and a["curriculum"] is False
+        assert (r.task, r.digits, r.seed, r.config.tokens) == ("multiplication", 4, twin.seed, 3e6)
+
+
+def test_the_intervention_s_comparisons_are_paired_by_seed():
+    from workbench.study import plateau
+    from workbench.study.parts import VARIANT
+
+    rng = np.random.default_rng(0)
+    base = {s: rng.uniform(0, 1, 50) for s in range(5)}
+    found = {
+        ("study4_3M", "multiplication", 4): {VARIANT: base, "single_digit": {s: base[s] + 0.2 for s in base}},
+        ("study4_plateau_3M", "multiplication", 4): {VARIANT: {s: base[s] + 0.1 + 0.01 * s for s in base}},
+    }
+    table = plateau.intervention(found)
+    assert len(table) == 2  # single digit without the curriculum is missing: its rows are left out
+    first = table.iloc[0]
+    assert first.gap == pytest.approx(0.12) and first.verdict.startswith("BitTokens without curriculum")
+    assert table.iloc[1].gap == pytest.approx(-0.08)

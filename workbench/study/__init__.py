@@ -52,6 +52,7 @@ from .parts import (  # noqa: F401
     STUDY4,
     STUDY4_LR,
     STUDY4_PARTS,
+    STUDY4_PLATEAU,
     STUDY4_SEEDS,
     VARIANT,
     WIDTH,

@@ -39,12 +39,13 @@ STUDY4 = "study4"
 STUDY4_LR = "study4_lr"
 STUDY4_PARTS = (STUDY4, STUDY4_LR)
 STUDY4_GPU = "study4_gpu"  # exploratory: Study 4's cells at GPU budgets (docs/study4.md)
+STUDY4_PLATEAU = "study4_plateau"  # the registered intervention on the d = 4 stall (docs/study4.md)
 PARTS = (
     PREREGISTERED
     + (DECIMAL_POOL, NUMERIC_CHECKPOINT, ZOO_PRECISION, ZOO_MULTITASK, WIDTH)
     + BUDGET_PARTS
     + STUDY4_PARTS
-    + (STUDY4_GPU,)
+    + (STUDY4_GPU, STUDY4_PLATEAU)
 )
 MULTITASK_PARTS = ("multitask", NUMERIC_CHECKPOINT)  # the parts Figure 4's third row can show
 PART_LABELS = {"multitask": "Study 2", NUMERIC_CHECKPOINT: "Study 2b, checkpoint chosen without text's score"}
@@ -247,6 +248,25 @@ def study4_lr_plan() -> list[Run]:
     ]
 
 
+def study4_plateau_plan() -> list[Run]:
+    """The intervention on the d = 4 stall (docs/study4.md, "The plateau"): the main grid's runs of
+    multiplication at d = 4 and 3M tokens without the difficulty curriculum, every question drawn
+    from the pool as the test draws them; BitTokens' five seeds first, then single digit's."""
+    return [
+        Run(
+            r.study.replace(STUDY4, STUDY4_PLATEAU, 1),
+            r.encoding,
+            r.task,
+            r.digits,
+            r.seed,
+            r.config.updated(curriculum=False),
+        )
+        for e in STUDY4_ENCODINGS
+        for s in STUDY4_SEEDS
+        for r in [_study4_run(e, "multiplication", 4, s, 3e6)]
+    ]
+
+
 def _gpu_run(encoding: str, task: str, digits: int, seed: int, tokens: float) -> Run:
     """One GPU sprint run: Study 4's run of the cell (portable numerics, which pin a CPU's kernels and
     leave a GPU's as they are) with TF32 off and Muon's iteration in float32, as a CPU runs it ("auto"
@@ -340,6 +360,8 @@ def plan(which=PREREGISTERED) -> list[Run]:
         runs += study4_lr_plan()
     if STUDY4_GPU in which:  # every level the rule could admit; the sprint trains those it does
         runs += gpu_plan()
+    if STUDY4_PLATEAU in which:
+        runs += study4_plateau_plan()
     return runs
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import encoders, tasks
 from ..config import from_record
 from ..gpt_config import preset
 from ..tasks import generate
@@ -108,7 +109,7 @@ def figure(folders, task: str, digits: int, title: str | None = None):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from .. import encoders, plots
+    from .. import plots
     from .parts import VARIANT, base_encoding
 
     folders = list(folders)
@@ -177,3 +178,78 @@ def figure(folders, task: str, digits: int, title: str | None = None):
         margin=dict(t=110),
     )
     return fig
+
+
+def curriculum_draws(record: dict, task: str, frontiers, pool: int = 50_000) -> pd.DataFrame:
+    """What the curriculum of a run (its config.json `record`) feeds the model at each frontier in
+    `frontiers`: the share of training draws whose question has an operand with a fractional part,
+    beside the test split's share, and the total variation distance between the drawn questions'
+    decimal difficulty levels and the test's. Computed from the sampler alone, without training: a
+    curriculum on base-2 difficulty (BitTokens) orders a decimal pool by bits, not by what the
+    test asks."""
+    from ..curriculum import Curriculum
+
+    cfg = from_record(record)
+    regime = cfg.regime
+    train = generate(task, pool, seed=cfg.seed, split="train", regime=regime)
+    test = test_questions(record, task)
+    base = encoders.get(cfg.encoding).difficulty_base
+    column = "difficulty" if base == 2 else "difficulty_sd"
+    levels = train[column].to_numpy()
+    top = int(max(levels.max(), tasks.max_difficulty(task, base, regime)))
+    held = np.unique(levels)
+    fractional = train.prompt.str.contains(r"\.", regex=True).to_numpy()
+    test_levels = test.difficulty_sd.value_counts(normalize=True)
+    rows = []
+    for frontier in frontiers:
+        probs = Curriculum(top, 1000, 1.0, frontier=int(frontier), levels=held).level_probabilities()
+        per_level = probs * (np.bincount(levels, minlength=top + 1) > 0)
+        weight = (per_level / per_level.sum())[levels] / np.bincount(levels, minlength=top + 1)[levels]
+        drawn_levels = pd.Series(weight).groupby(train.difficulty_sd.to_numpy()).sum()
+        both = pd.concat([drawn_levels, test_levels], axis=1).fillna(0.0)
+        rows.append(
+            dict(
+                frontier=int(frontier),
+                fractional_drawn=float(weight[fractional].sum()),
+                fractional_test=float(test.prompt.str.contains(r"\.", regex=True).mean()),
+                distance=float(0.5 * (both.iloc[:, 0] - both.iloc[:, 1]).abs().sum()),
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+def intervention(found: dict) -> pd.DataFrame:
+    """The registered comparisons of the intervention (docs/study4.md, "The plateau"), each paired by
+    seed on the same test questions, with Study 4's t interval and verdict: `found` is
+    `study4.answers(folders, parts=(STUDY4, STUDY4_PLATEAU))`."""
+    from .paired import paired_t, seed_gaps, verdict
+    from .parts import STUDY4, STUDY4_PLATEAU, STUDY4_SEEDS, VARIANT
+
+    grid = found.get((f"{STUDY4}_3M", "multiplication", 4), {})
+    without = found.get((f"{STUDY4_PLATEAU}_3M", "multiplication", 4), {})
+    comparisons = (
+        ("BitTokens without curriculum", without.get(VARIANT), "BitTokens with it", grid.get(VARIANT)),
+        ("single digit without curriculum", without.get("single_digit"), "single digit with it", grid.get("single_digit")),
+        ("BitTokens without curriculum", without.get(VARIANT), "single digit with it", grid.get("single_digit")),
+        ("BitTokens without curriculum", without.get(VARIANT), "single digit without it", without.get("single_digit")),
+    )  # fmt: skip
+    rows = []
+    for a, left, b, right in comparisons:
+        if not left or not right or not all(s in left and s in right for s in STUDY4_SEEDS):
+            continue
+        gaps = seed_gaps([left[s] for s in STUDY4_SEEDS], [right[s] for s in STUDY4_SEEDS])
+        mean, low, high = paired_t(gaps)
+        rows.append(
+            dict(
+                a=a,
+                b=b,
+                mean_a=float(np.mean([left[s].mean() for s in STUDY4_SEEDS])),
+                mean_b=float(np.mean([right[s].mean() for s in STUDY4_SEEDS])),
+                gap=mean,
+                low=low,
+                high=high,
+                seed_gaps=" ".join(f"{g:+.3f}" for g in gaps),
+                verdict=verdict(mean, low, high, a, b),
+            )
+        )
+    return pd.DataFrame(rows)
