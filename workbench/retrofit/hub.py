@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ..atomic import write_folder
 from ..locks import InUse, hold_file
-from ..reading import JSON_LIMIT, read_json, read_text
+from ..reading import JSON_LIMIT, open_regular, read_json, read_text
 
 # What transformers and peft print while a model is loaded, resized, wrapped in LoRA or saved that
 # tells a user of the workbench nothing: the progress bars of reading and writing a few files
@@ -396,9 +396,9 @@ def weight_elements(folder: Path) -> int:
     total = 0
     for file in files:
         try:
-            with file.open("rb") as f:
+            with open_regular(file) as f:  # a FIFO there would make a plain open wait forever
                 size = int.from_bytes(f.read(8), "little")
-                if not 2 <= size <= min(100_000_000, file.stat().st_size - 8):
+                if not 2 <= size <= min(100_000_000, os.fstat(f.fileno()).st_size - 8):
                     raise ValueError("its header length is impossible")
                 header = json.loads(f.read(size))
             for key, entry in header.items():
