@@ -1794,7 +1794,8 @@ def html_cases():
                 if column == "digits" and not any(html_module.unescape(s).endswith(payload) for s in heat.x):
                     raise Wrong(f"the label does not show {payload!r} as text")
 
-            yield case, (ValueError,), ("unknown",)
+            # refused where the rows enter (study/rows.py: names registered, digits a positive integer)
+            yield case, (ValueError,), ("unknown", "not registered", "is not a positive integer")
 
 
 def tokenizer_cache_edits():
@@ -2286,7 +2287,8 @@ def bound_cases(out_dir):
 
 # -- issue 66: crafted reasoning-gym items, model folders, TensorBoard's folder, dry-run records --
 CHECKOUT = Path(__file__).resolve().parents[1]
-CACHES = {"__pycache__", ".pytest_cache", ".git"}  # Python's own bytecode, git's index: not the attack's writes
+# Python's bytecode, git's index, a linter's cache: not the attack's writes
+CACHES = {"__pycache__", ".pytest_cache", ".ruff_cache", ".git"}
 
 
 def checkout_state() -> dict:
