@@ -890,6 +890,20 @@ MUTATIONS = [
         ["tests/test_model_cache.py::test_weights_not_stored_as_float32_are_refused_by_the_check"],
     ),
     M(
+        "workbench/retrofit/hub.py",
+        "model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)",
+        "model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)",
+        "GGUF conversion: the model saved in bfloat16, not the float32 promised",
+        ["tests/test_model_cache.py::test_the_real_gguf_is_stored_in_float32_on_disk_with_its_full_precision"],
+    ),
+    M(
+        "workbench/retrofit/hub.py",
+        "loaded = AutoModelForCausalLM.from_pretrained(path.parent, dtype=torch.float32, **kwargs)",
+        "loaded = AutoModelForCausalLM.from_pretrained(path.parent, dtype=torch.bfloat16, **kwargs)",
+        "GGUF conversion: de-quantized through bfloat16, then stored as float32",
+        ["tests/test_model_cache.py::test_the_real_gguf_is_stored_in_float32_on_disk_with_its_full_precision"],
+    ),
+    M(
         "workbench/perplexity.py",
         "(ids >= len(tok.special_tokens)) & (ids < tok.offset)",
         "(ids > len(tok.special_tokens)) & (ids < tok.offset)",
