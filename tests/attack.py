@@ -19,17 +19,24 @@ files planted under the process IDs the next submitit jobs get), HTML labels (ma
 leaderboard's intervals), tokenizer cache (the cached BPE edited on disk), encoding ranges (values
 at and beyond each encoding's range, and what decode gives fed back), crafted checkpoints (files
 that load with weights_only=True but are no checkpoint of the run) and notebook bounds (each
-parameter at and beyond its bounds, output folders inside the checkout). `--only NAME` runs the
-categories whose name holds NAME.
+parameter at and beyond its bounds, output folders inside the checkout). Issue 66's: reasoning-gym
+items (generated items checked against Fraction arithmetic, crafted ones of other types, deep
+parentheses, long lines, huge answers), crafted model folders (config.json and the weight index
+nested 100,000 deep, FIFOs, sizes changed; numeracy.json's values of other kinds, a head_width of
+10^9), the TensorBoard folder (a link, deleted or swapped under a live writer, every write failing
+as on a full disk) and dry-run records (impossible train_seconds, --jobs below 1, FIFOs and deep
+records in the plan's folders). `--only NAME` runs the categories whose name holds NAME.
 
 Each generated input ends as one of
   ok            it did what it should, checked against an oracle (decimal / fractions / struct,
                 a round trip or a known value)
   clear error   an exception of the expected type whose message names what was wrong
-  crash         any other exception, or no answer within the input's time budget
+  crash         any other exception (a traceback at the command line)
+  hang          no answer within the input's time budget
   silent wrong  no exception, but the oracle disagrees (or the API key showed up somewhere)
   code ran      code the attack planted ran (its marker file appeared)
-and the table counts them per category; the first few crashes and wrong results are listed below
+and the table counts them per category, with the files of the checkout each category changed
+(writes into the checkout; caches aside); the first few crashes and wrong results are listed below
 it. Runs against older checkouts too (PYTHONPATH=old/checkout): where `parse`/`encode` have no
 written forms, round trips are checked the old way.
 """
@@ -67,6 +74,8 @@ from workbench.frontier import answer_folders, client, prompts, scoring
 from workbench.tokenizer import Tokenizer
 
 OK, CLEAR, CRASH, WRONG, CODE = "ok", "clear error", "crash", "silent wrong", "code ran"
+HANG = "hang"
+WRITES = "writes into the checkout"  # files of the checkout a category changed
 FORMS = "forms" in inspect.signature(numbers.parse).parameters  # written forms (new API)
 KEY = "sk-attack-SECRET-24680"
 
@@ -97,7 +106,7 @@ def run_case(fn, errors=(ValueError,), words=(), budget=10.0):
     except Wrong as e:
         return WRONG, str(e)
     except Hang:
-        return CRASH, f"no answer within {budget:.0f} s"
+        return HANG, f"no answer within {budget:.0f} s"
     except errors as e:
         if KEY in str(e) or KEY in repr(e):
             return WRONG, f"the key is in the error: {type(e).__name__}"
@@ -1785,7 +1794,8 @@ def html_cases():
                 if column == "digits" and not any(html_module.unescape(s).endswith(payload) for s in heat.x):
                     raise Wrong(f"the label does not show {payload!r} as text")
 
-            yield case, (ValueError,), ("unknown",)
+            # refused where the rows enter (study/rows.py: names registered, digits a positive integer)
+            yield case, (ValueError,), ("unknown", "not registered", "is not a positive integer")
 
 
 def tokenizer_cache_edits():
@@ -2275,6 +2285,670 @@ def bound_cases(out_dir):
         yield (lambda p=params, v=valid: attempt("05_retrofit", p, v)), (ValueError,), tuple(params)
 
 
+# -- issue 66: crafted reasoning-gym items, model folders, TensorBoard's folder, dry-run records --
+CHECKOUT = Path(__file__).resolve().parents[1]
+# Python's bytecode, git's index, a linter's cache: not the attack's writes
+CACHES = {"__pycache__", ".pytest_cache", ".ruff_cache", ".git"}
+
+
+def checkout_state() -> dict:
+    """Every file of the checkout but caches (size, mtime, inode): a write by a category shows."""
+    state = {}
+    for base, folders, files in os.walk(CHECKOUT):
+        folders[:] = [f for f in folders if f not in CACHES]
+        for name in files:
+            path = os.path.join(base, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            state[os.path.relpath(path, CHECKOUT)] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return state
+
+
+def checkout_writes(before: dict) -> list[str]:
+    after = checkout_state()
+    return sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+
+
+def one_line(error, *words):
+    """The error as the attack wants it: one short line holding one of `words` (case-insensitive)."""
+    text = str(error)
+    if "\n" in text or len(text) > 400:
+        raise Wrong(f"not one short line ({len(text)} characters): {text[:100]!r}")
+    if words and not any(w.lower() in text.lower() for w in words):
+        raise RuntimeError(f"unclear {type(error).__name__}: {text[:120]}")
+
+
+def exact_answer_text(x: Fraction) -> str | None:
+    """x as a plain decimal if it terminates (what a correct generator answers), else None."""
+    den = x.denominator
+    for p in (2, 5):
+        while den % p == 0:
+            den //= p
+    if den != 1:
+        return None
+    k = 0
+    while (x * 10**k).denominator != 1:
+        k += 1
+    digits = str(abs((x * 10**k).numerator)).rjust(k + 1, "0")
+    text = digits if k == 0 else digits[:-k] + "." + digits[-k:]
+    return ("-" if x < 0 else "") + text
+
+
+def operand_text(rng) -> str:
+    """An operand as a generator might print it, or one it never would."""
+    kind = rng.random()
+    if kind < 0.55:
+        whole = str(rng.randint(0, 10 ** rng.randint(1, 6)))
+        text = whole + ("." + str(rng.randint(0, 999)).rjust(3, "0") if rng.random() < 0.5 else "")
+    elif kind < 0.65:
+        text = "0" * rng.randint(1, 30) + str(rng.randint(1, 99))  # leading zeros
+    elif kind < 0.75:
+        text = str(rng.randint(1, 9)) + "0" * rng.choice([14, 15, 16, 40, 5000])  # beyond 1e15
+    elif kind < 0.85:
+        text = "0." + "0" * rng.choice([12, 13, 14, 30, 5000]) + str(rng.randint(1, 9))  # below 1e-14
+    elif kind < 0.95:
+        text = "".join(rng.choice("123456789") for _ in range(rng.choice([16, 17, 18, 25, 40_000])))
+    else:
+        text = "0"
+    return ("-" if rng.random() < 0.2 else "") + text
+
+
+def printable_range(text: str) -> str | None:
+    """Why the workbench cannot print operand `text` ("" if it can): the oracle, from Decimal."""
+    d = Decimal(text)
+    if d == 0:
+        return ""
+    sign, digits, exponent = d.as_tuple()
+    digits = "".join(map(str, digits)).rstrip("0")
+    exponent += len("".join(map(str, d.as_tuple()[1]))) - len(digits)
+    magnitude = exponent + len(digits) - 1
+    return "" if len(digits) <= 17 and -14 <= magnitude <= 14 else "operand"
+
+
+def fifteen(x: Fraction) -> Decimal:
+    with localcontext() as ctx:
+        ctx.prec = 15
+        ctx.rounding = "ROUND_HALF_EVEN"
+        return Decimal(x.numerator) / Decimal(x.denominator)
+
+
+def rg_item_cases(rng, n):
+    """Items shaped as reasoning-gym's (two operands, an operation, an answer right or wrong, in
+    parentheses or not), converted and checked against Fraction arithmetic: the question asked,
+    its 15-digit answer, or the reason it is dropped; and crafted ones (fields of other types,
+    precisions of 0 or 10^21 digits, 40,000 nested parentheses, 400,000-character lines, answers
+    of 2e99999999999), each a one-line ValueError within its time budget."""
+    from workbench import generator
+
+    def converted(item, task, expected, a=None, op=None, b=None):
+        try:
+            row = generator.convert(item, task)
+        except generator.Dropped as why:
+            if expected is None or why.reason != expected:
+                raise Wrong(f"dropped as {why.reason!r}, expected {expected!r}: {str(why)[:80]}") from None
+            one_line(why, why.reason)
+            raise
+        if expected is not None:
+            raise Wrong(f"converted {row['prompt'][:40]!r}, expected a drop for {expected!r}")
+        left, shown, right = row["prompt"].split(" ")
+        exact = a * b if op == "*" else a / b
+        if (Fraction(Decimal(left)), shown, Fraction(Decimal(right))) != (a, op, b):
+            raise Wrong(f"asks {row['prompt']!r} for {a} {op} {b}")
+        if Decimal(row["answer"]) != fifteen(exact) or row["answer_exact"] != (
+            Fraction(Decimal(row["answer"])) == exact
+        ):
+            raise Wrong(f"answers {row['answer']!r} for {exact}")
+
+    for _ in range(n):
+        task = rng.choice(["multiplication", "division"])
+        op = generator.OPERATIONS[task] if rng.random() < 0.7 else rng.choice("*/+-")
+        left, right = operand_text(rng), operand_text(rng)
+        a, b = Fraction(Decimal(left)), Fraction(Decimal(right))
+        expression = f"{left} {op} {right}"
+        depth = rng.choice([0, 0, 1, 2, 40_000])
+        if depth:
+            expression = "(" * depth + " " + expression + " " + ")" * depth
+        expected = None
+        if op != generator.OPERATIONS[task]:
+            expected = "operation"
+        elif printable_range(left) or printable_range(right):
+            expected = "operand"
+        elif op == "/" and b == 0:
+            expected = "answer"
+        exact = None if expected else (a * b if op == "*" else a / b)
+        if exact is not None and exact != 0 and not Fraction(1, 10**14) <= abs(Fraction(fifteen(exact))) < 10**15:
+            expected = "answer"
+        answer = (exact_answer_text(exact) if exact is not None else None) or str(rng.randint(0, 99))
+        precise = exact is not None and exact_answer_text(exact) is None
+        if precise:  # a quotient that does not terminate: asked to 12 digits, as decimal_arithmetic asks
+            with localcontext() as ctx:
+                ctx.prec = 12
+                answer = str(Decimal(exact.numerator) / Decimal(exact.denominator))
+        if rng.random() < 0.2:  # a wrong answer; "-0" for 0 is the one that still agrees
+            right = answer
+            answer = rng.choice([answer + "1", "2e99999999999", "-" + answer, "nan", "1" + "0" * 1_000_000])
+            if expected is None and not (exact == 0 and answer == "-" + right):
+                expected = "disagrees"
+        prompt = PRECISION_PROMPT if precise else ""
+        item = rng.choice(
+            [
+                {"question": f"{prompt}{expression} = ?", "answer": answer, "metadata": {}},
+                {
+                    "question": f"{prompt}Compute {expression}.",
+                    "answer": answer,
+                    "metadata": {"expression": expression},
+                },
+            ]
+        )
+        yield (
+            (lambda i=item, t=task, e=expected, a=a, o=op, b=b: converted(i, t, e, a, o, b)),
+            (ValueError,),
+            generator.DROP_REASONS,
+            20.0,
+        )
+    crafted = [
+        ([1, 2], "dict"),
+        (None, "dict"),
+        ("1 * 2 = ?", "dict"),
+        ({}, "question"),
+        ({"question": None, "answer": "2"}, "question"),
+        ({"question": b"1 * 2 = ?", "answer": "2"}, "question"),
+        ({"question": ["1 * 2 = ?"], "answer": "2"}, "question"),
+        ({"question": "1 * 2 = ?"}, "answer"),
+        ({"question": "1 * 2 = ?", "answer": 2}, "answer"),
+        ({"question": "1 * 2 = ?", "answer": 2.0}, "answer"),
+        ({"question": "1 * 2 = ?", "answer": 10**5000}, "answer"),
+        ({"question": "1 * 2 = ?", "answer": {"value": 2}}, "answer"),
+        ({"question": "1 * 2 = ?", "answer": "2", "metadata": [1]}, "metadata"),
+        ({"question": "1 * 2 = ?", "answer": "2", "metadata": "x"}, "metadata"),
+        ({"question": "x", "answer": "2", "metadata": {"expression": 5}}, "expression"),
+        ({"question": "x", "answer": "2", "metadata": {"expression": ["1 * 2"]}}, "expression"),
+        ({"question": "1 * 2 = ?", "answer": "2", "metadata": {"source_dataset": {"a": 1}}}, "source_dataset"),
+        ({"question": "1 * 2 = ?", "answer": "2", "metadata": {"source_index": "3"}}, "source_index"),
+        ({"question": "1 * 2 = ?", "answer": "2", "metadata": {"source_index": False}}, "source_index"),
+    ]
+    for digits in ("0", "000", "101", "999999999999999999999", "9" * 5000, "1" + "0" * 40):
+        crafted.append(
+            ({"question": f"to a maximum of {digits} significant digits\n1 / 3 = ?", "answer": "0.3"}, "significant")
+        )
+    for item, named in crafted:
+
+        def case(item=item, named=named):
+            try:
+                question = item.get("question") if isinstance(item, dict) else None
+                generator.convert(
+                    item, "division" if isinstance(question, str) and "/" in question else "multiplication"
+                )
+            except generator.Dropped as why:
+                raise Wrong(f"a crafted item counted as a drop ({why.reason}), not refused") from None
+            except ValueError as err:
+                one_line(err, named)
+                raise
+            raise Wrong("a crafted item converted")
+
+        yield case, (ValueError,), ("reasoning-gym",), 5.0
+    # long inputs, each in linear time: the budget is far below what a quadratic reading takes
+    longs = [
+        ("(" * 200_000 + "1 * 2" + ")" * 200_000 + " = ?", "2", None),
+        ("(" * 200_000 + "1 * 2" + ")" * 199_999 + " = ?", "2", "shape"),
+        ("x" * 400_000, "2", "shape"),
+        ("1" * 400_000 + " =", "2", "shape"),
+        ("( " * 100_000 + "1 * 2 = ?", "2", "shape"),
+        ("1 * 2 = ?" + " " * 400_000, "2", None),
+        ("\n" * 400_000 + "1 * 2 = ?", "2", None),
+        ("1 * 2 = ?", "2." + "0" * 1_000_000, None),
+        ("1 * 2 = ?", "0" * 1_000_000 + "2", None),
+        ("1 * 2 = ?", "2e99999999999", "disagrees"),
+        ("0 * 2 = ?", "0e-99999999999", None),
+        ("7" * 40_000 + " * 2 = ?", "2", "operand"),
+        ("1" + "0" * 1_000_002 + " * 2 = ?", "2", "operand"),
+    ]
+    for question, answer, expected in longs:
+        item = {"question": question, "answer": answer}
+        a = b = None
+        if expected is None:
+            a, b = (Fraction(0), Fraction(2)) if question.strip().startswith("0 *") else (Fraction(1), Fraction(2))
+        yield (
+            (lambda i=item, e=expected, a=a, b=b: converted(i, "multiplication", e, a, "*", b)),
+            (ValueError,),
+            generator.DROP_REASONS,
+            5.0,
+        )
+
+
+PRECISION_PROMPT = (
+    "Please solve this problem to a maximum of 12 significant digits, rounding up from the half. "
+    "Only reply with the final value.\n"
+)
+
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+def model_folder_cases(rng, folder):
+    """Crafted Hugging Face folders and saved retrofit folders: every one is refused by
+    NumberLM.from_pretrained in one line naming its folder or file, within its time budget, and
+    leaves the folder as it was; sizes changed in config.json, files that are FIFOs, folders,
+    nested 100,000 deep, larger than a record or not UTF-8; numeracy.json's values of other kinds."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from workbench.retrofit import NumberLM
+    from workbench.retrofit.pretrain import build_model, corpus_texts, save, train_tokenizer
+
+    base = Path(folder) / "models"
+    tok = train_tokenizer(corpus_texts("train")[:8], vocab_size=400)
+    plain = save(build_model("gpt2", tok, hidden=128, layers=1, heads=2, context=32), tok, base / "plain")
+    saved = base / "saved-xval"
+    NumberLM.from_pretrained(plain, "xval").save_pretrained(saved)
+    config = json.loads((plain / "config.json").read_text())
+    record = json.loads((saved / "numeracy.json").read_text())
+    k = [0]
+
+    def variant(source, edit):
+        k[0] += 1
+        target = base / f"v{k[0]}"
+        shutil.copytree(source, target)
+        edit(target)
+        return target
+
+    def write(name, content):
+        def edit(target):
+            path = target / name
+            path.unlink(missing_ok=True)
+            if content == "fifo":
+                os.mkfifo(path)
+            elif content == "folder":
+                path.mkdir()
+            elif content == "device":
+                path.symlink_to("/dev/zero")  # endless bytes: read whole, it never ends
+            elif isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content if isinstance(content, str) else json.dumps(content))
+
+        return edit
+
+    def refused_load(target, encoding, options=None, named=()):
+        before = snapshot([p for p in target.iterdir() if not (p.is_symlink() and "dev" in os.readlink(p))])
+        try:
+            lm = NumberLM.from_pretrained(target, encoding, options)
+        except ValueError as err:
+            one_line(err, str(target), *named)
+            nothing_lost(before)
+            raise
+        raise Wrong(f"loaded as a {type(lm.hf).__name__}")
+
+    files = {
+        "config.json": [
+            DEEP_JSON,
+            '{"a": ' * 50_000 + "1" + "}" * 50_000,
+            "fifo",
+            "folder",
+            "device",
+            [1, 2],
+            "null",
+            b"\xff\xfe{}",
+            "{" + " " * (17 * 2**20) + "}",
+            "{not json",
+        ],
+        "tokenizer_config.json": [DEEP_JSON, "fifo", "device", {"auto_map": {"AutoTokenizer": "evil.Tok"}}],
+        "model.safetensors.index.json": [
+            DEEP_JSON,
+            {"weight_map": {"a": "../../etc/passwd"}},
+            {"weight_map": {"a": 5}},
+            {"weight_map": [1]},
+            [1],
+            "fifo",
+        ],
+        "model.safetensors": [
+            b"\xff" * 8 + b"{}",
+            (20).to_bytes(8, "little") + DEEP_JSON[:10].encode() + b"]" * 10,
+            (len(DEEP_JSON) // 50).to_bytes(8, "little") + DEEP_JSON.encode()[: len(DEEP_JSON) // 50],
+            "fifo",
+            b"",
+        ],
+    }
+    for name, contents in files.items():
+        for content in contents:
+            target = variant(plain, write(name, content))
+            yield (lambda t=target: refused_load(t, "xval")), (ValueError,), (str(target),), 20.0
+    sizes = ("n_layer", "n_embd", "n_head", "n_positions", "vocab_size")
+    for _ in range(12):
+        key = rng.choice(sizes)
+        value = rng.choice([0, -1, 1e9, 10**9, 10**30, "12", None, [], True, config[key] + 1, config[key] * 2])
+        target = variant(plain, write("config.json", {**config, key: value}))
+        yield (lambda t=target: refused_load(t, "xval")), (ValueError,), (str(target),), 30.0
+    meta_values = [
+        {"encoding_options": [1]},
+        {"encoding_options": "head_width=9"},
+        {"encoding_options": {"head_width": 10**9}},
+        {"encoding_options": {"head_width": 65_537}},
+        {"encoding_options": {"head_width": -1}},
+        {"encoding_options": {"head_width": "3072"}},
+        {"encoding_options": {"head_width": 1e9}},
+        {"encoding_options": {"offset": "nan"}},
+        {"encoding_options": {"zzz": 1}},
+        {"encoding": 5},
+        {"encoding": None},
+        {"encoding": "nope"},
+        {"encoding": "bittokens", "encoding_options": {"mlp_hidden": 1e9, "head": "mlp"}},
+        {"lora": [1]},
+        {"lora": {"rank": "x"}},
+        {"lora": {"rank": 4, "alpha": 8, "dropout": float("nan")}},
+        {"lora": {"rank": 4, "alpha": 8, "dropout": 0.0}},
+        {"base_model": 5},
+        {"num_init": [1]},
+        {"frame": "sideways"},
+        {"format": "workbench.retrofit 0"},
+    ]
+    for change in meta_values:
+        target = variant(saved, write("numeracy.json", {**record, **change}))
+        yield (
+            (lambda t=target: refused_load(t, None, named=("numeracy.json",))),
+            (ValueError,),
+            ("numeracy.json",),
+            20.0,
+        )
+    for content in (DEEP_JSON, "fifo", "folder", "device", [1], b"\x80"):
+        target = variant(saved, write("numeracy.json", content))
+        yield (
+            (lambda t=target: refused_load(t, None, named=("numeracy.json",))),
+            (ValueError,),
+            ("numeracy.json",),
+            20.0,
+        )
+    for options in ({"head_width": 10**9}, {"head_width": 2**40}, {"head_width": 65_537}):  # asked for, not read
+        yield (lambda o=options: refused_load(plain, "xval", o, ("head_width",))), (ValueError,), ("head_width",), 20.0
+    yield (lambda: NumberLM.from_pretrained(plain, "xval", {"head_width": 64})), (), (), 30.0  # a narrow head is fine
+
+
+THREAD_ERRORS: list[str] = []  # exceptions of threads that reached Python's hook (printed as tracebacks)
+
+
+def tensorboard_cases(rng, folder):
+    """RUN/tb/ as a link (to another run's events, dangling, to a file), deleted, swapped for a
+    link, a file or a FIFO under a live writer, and every write failing as on a full, read-only or
+    broken disk: a link is refused before anything is written through it, and the rest stop the
+    events with one line while the calls return (training goes on); no thread prints a traceback
+    and no event lands outside the run's own folder."""
+    import errno
+    import io
+    from contextlib import redirect_stderr
+
+    from tensorboard.compat.tensorflow_stub.io import gfile
+
+    from workbench import events, rundir
+
+    base = Path(folder) / "tensorboard"
+    base.mkdir()
+    victim = base / "victim"
+    victim.mkdir()
+    (victim / (events.PREFIX + "other-run")).write_bytes(PRECIOUS)
+    previous = threading.excepthook
+    if not getattr(previous, "attack", False):
+
+        def hook(args):  # whatever hook is below (the workbench's, once an Events exists) printing is a traceback
+            printed = io.StringIO()
+            with redirect_stderr(printed):
+                previous(args)
+            if printed.getvalue().strip():
+                THREAD_ERRORS.append(f"{args.thread.name}: {args.exc_type.__name__}: {args.exc_value}")
+
+        hook.attack = True
+        threading.excepthook = hook
+    k = [0]
+
+    def run_folder():
+        k[0] += 1
+        out = base / f"run{k[0]}"
+        out.mkdir()
+        return out
+
+    def quiet_run(write, planted=None):
+        """`write(out)` under captured stderr -> the lines it printed; Wrong for a traceback, a
+        thread's error, a second line or an event outside the folder."""
+        before = snapshot([victim / p for p in os.listdir(victim)] + [victim])
+        THREAD_ERRORS.clear()
+        err = io.StringIO()
+        with redirect_stderr(err):
+            write()
+        said = ("TensorBoard", "Traceback", "Error", "Exception")  # training's own progress lines aside
+        lines = [line for line in err.getvalue().splitlines() if any(w in line for w in said)]
+        if THREAD_ERRORS:
+            raise Wrong(f"a thread printed a traceback: {THREAD_ERRORS[0][:100]}")
+        if len(lines) > 1 or any("Traceback" in line for line in lines):
+            raise Wrong(f"{len(lines)} lines: {lines[:2]}")
+        if sorted(os.listdir(victim)) != sorted(p.name for p in before if p != victim):
+            raise Wrong(f"an event was written through the link: {sorted(os.listdir(victim))}")
+        nothing_lost(before)
+        return lines
+
+    # a link in place of tb/ before the run: refused by the run's checks and by the writer itself
+    targets = [
+        victim,
+        base / "nowhere",
+        victim / (events.PREFIX + "other-run"),
+    ]  # another run's events, dangling, a file
+    for target in targets:
+        for where in ("prepare", "writer"):
+
+            def case(target=target, where=where):
+                out = run_folder()
+                (out / "tb").symlink_to(target)
+                if where == "prepare":
+                    call = lambda: rundir.prepare(train_config(**TINY_RUN, out=str(out), overwrite=True), False, 0)
+                else:
+                    call = lambda: events.Events(out, 0)
+                try:
+                    quiet_run(call)
+                except ValueError as err:
+                    one_line(err, "link")
+                    if not (out / "tb").is_symlink():
+                        raise Wrong("the link was removed") from None
+                    raise
+                raise Wrong("a tb/ that is a link was taken")
+
+            yield case, (ValueError,), ("link",), 30.0
+
+    # changes under a live writer: the calls return, one line at most, nothing outside
+    def swap(kind):
+        def change(out):
+            tb = out / "tb"
+            if kind == "deleted":
+                shutil.rmtree(tb)
+            elif kind == "renamed":
+                tb.rename(out / "tb.old")
+            else:
+                tb.rename(out / "tb.old")
+                if kind == "link":
+                    tb.symlink_to(victim)
+                elif kind == "file":
+                    tb.write_bytes(PRECIOUS)
+                elif kind == "fifo":
+                    os.mkfifo(tb)
+                elif kind == "empty folder":
+                    tb.mkdir()
+
+        return change
+
+    def failing(code):
+        def change(out):
+            def write(self, filename, content, mode):
+                raise OSError(code, os.strerror(code), filename)
+
+            gfile.LocalFileSystem._write = write
+
+        return change
+
+    original_write = gfile.LocalFileSystem._write
+    changes = {kind: swap(kind) for kind in ("deleted", "renamed", "link", "file", "fifo", "empty folder")}
+    changes.update(
+        {
+            f"writes fail: {errno.errorcode[c]}": failing(c)
+            for c in (errno.ENOSPC, errno.EIO, errno.EROFS, errno.EDQUOT, errno.EFBIG)
+        }
+    )
+    for label, change in changes.items():
+        for when in rng.sample(range(1, 8), 3):
+
+            def case(change=change, when=when, label=label):
+                out = run_folder()
+
+                def write():
+                    log = events.Events(out, 0)
+                    try:
+                        for step in range(1, 10):
+                            if step == when:
+                                change(out)
+                            log.add("train", {"loss": 1.0 / step, "lr": 0.1}, step)
+                            if step == when + 1:
+                                time.sleep(rng.choice([0.0, 0.05]))
+                    finally:
+                        log.close()
+                        gfile.LocalFileSystem._write = original_write
+
+                lines = quiet_run(write)
+                if not lines or "TensorBoard events stopped" not in lines[0]:
+                    if label == "renamed":  # the writer keeps its folder, under its new name: no word needed
+                        return
+                    raise Wrong(f"{label}: the events stopped without a word: {lines}")
+                if "/proc/" in lines[0]:
+                    raise Wrong(f"the message names the handle, not the folder: {lines[0][:100]}")
+
+            yield case, (), (), 30.0
+
+    # a live training run whose tb/ is deleted half way: it finishes, every step in its logs
+    for when in (2, 4):
+
+        def case(when=when):
+            from workbench import train as T
+
+            out = base / f"live{when}"
+            added = events.Events.add
+
+            def add(self, group, row, step):
+                if group == "train" and step == when and (out / "tb").exists():
+                    shutil.rmtree(out / "tb")
+                added(self, group, row, step)
+
+            events.Events.add = add
+            try:
+                quiet_run(lambda: T.train(train_config(**TINY_RUN, out=str(out))))
+            finally:
+                events.Events.add = added
+            steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+            if steps != list(range(1, len(steps) + 1)) or not (out / "test_summary.csv").exists():
+                raise Wrong(f"the run did not finish every step: {steps}")
+
+        yield case, (), (), 120.0
+
+
+def dry_run_cases(rng, folder):
+    """--dry-run against a finished run's records: a train_seconds drawn from times and non-times
+    (below 0, 0, NaN, inf, text, subnormal), --jobs from -5 to 4 and of other types; each estimate
+    either checked against tokens over seconds, or a one-line ValueError naming what is wrong.
+    FIFOs in place of the summary, the checkpoint and config.json are refused or read as no record
+    without waiting; a 100,000-deep config.json counts as another configuration."""
+    import io as io_
+    import re
+
+    import pandas as pd
+
+    from workbench import dryrun, experiments
+
+    base = Path(folder) / "dry-run"
+    T, _ = train_module()
+    cfg = train_config(**TINY_RUN, out=str(base / "done-seed0"))
+    T.train(cfg)
+    summary_file = base / "done-seed0" / "test_summary.csv"
+    summary = pd.read_csv(summary_file)
+    runs = {"done-seed0": cfg, "new-seed0": cfg.updated(seed=1)}
+
+    def estimate(seconds_text, jobs):
+        summary.assign(train_seconds=[seconds_text] * len(summary)).to_csv(summary_file, index=False)
+        seconds = pd.to_numeric(pd.Series([seconds_text]), errors="coerce").iloc[0]
+        valid_jobs = isinstance(jobs, int) and not isinstance(jobs, bool) and jobs >= 1
+        speed = cfg.tokens / seconds if math.isfinite(seconds) and seconds > 0 else None
+        possible = speed is not None and math.isfinite(speed) and valid_jobs
+        try:
+            text = dryrun.report("plan", runs, base, jobs=jobs)
+        except ValueError as err:
+            if possible:
+                raise Wrong(f"a possible record refused: {err}") from None
+            one_line(err, "train_seconds", "--jobs", "tokens/s")
+            raise
+        if not possible:
+            raise Wrong(f"estimated from train_seconds {seconds_text!r}, jobs {jobs!r}: {text.splitlines()[-3]}")
+        if f"cpu-tiny: {speed:,.0f} tokens/s (the median of 1 finished run(s) in OUT)" not in text:
+            raise Wrong(f"not tokens over seconds ({speed:,.0f}): {text[-200:]}")
+        line = next(line for line in text.splitlines() if line.startswith("estimated time"))
+        if re.search(r"nan|inf|-\d", line) or "with 1 run(s) side by side" not in line:
+            raise Wrong(f"the estimate reads {line!r}")
+
+    times = [-200, -1e-9, 0, 0.0, "nan", "inf", "-inf", "soon", "", 5e-324, 1e-300, 1e300, 0.5, 60, 3600.0, "1e3"]
+    for _ in range(40):
+        seconds, jobs = rng.choice(times), rng.choice([-5, -1, 0, 1, 2, 4, True, 1.5, "2", None])
+        yield (lambda s=seconds, j=jobs: estimate(s, j)), (ValueError,), ("train_seconds", "--jobs", "tokens/s"), 20.0
+
+    def special(name, kind, expect):
+        def case():
+            path = base / name
+            keep = path.read_bytes() if path.is_file() else None
+            path.unlink(missing_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if kind == "fifo":
+                os.mkfifo(path)
+            elif isinstance(kind, bytes):
+                path.write_bytes(kind)
+            else:
+                path.write_text(kind)
+            try:
+                text = dryrun.report("plan", runs, base, jobs=1)
+            except ValueError as err:
+                if expect != "refused":
+                    raise Wrong(f"refused: {err}") from None
+                one_line(err, name.split("/")[-1])
+                raise
+            finally:
+                path.unlink()
+                if keep is not None:
+                    path.write_bytes(keep)
+            if expect == "refused" or not re.search(expect, text, re.M):
+                raise Wrong(f"{name} as {kind[:20]!r}: no {expect!r} in {text[:300]!r}")
+
+        return case
+
+    summary.to_csv(summary_file, index=False)
+    cases = [
+        ("done-seed0/test_summary.csv", "fifo", "refused"),
+        ("done-seed0/test_summary.csv", b"\xff\xfe", "refused"),
+        ("done-seed0/config.json", "fifo", r"finished with another configuration: 1"),
+        ("done-seed0/config.json", DEEP_JSON, r"finished with another configuration: 1"),
+        ("done-seed0/config.json", "[1]", r"finished with another configuration: 1"),
+        ("new-seed0/checkpoint.pt", "fifo", r"to train: +1$"),
+        ("new-seed0/checkpoint.pt", "not a checkpoint", r"to train: +1$"),
+    ]
+    for name, kind, expect in cases:
+        yield special(name, kind, expect), (ValueError,), (name.split("/")[-1],), 20.0
+    for jobs in ("-5", "0"):
+
+        def cli(jobs=jobs):
+            err = io_.StringIO()
+            from contextlib import redirect_stderr
+
+            with redirect_stderr(err):
+                try:
+                    experiments.main(["cpu-tier", "--dry-run", "--jobs", jobs, "--out", str(base / "cli")])
+                except SystemExit:
+                    pass
+            text = err.getvalue()
+            if "Traceback" in text or text.count("error:") != 1 or "--jobs must be an integer >= 1" not in text:
+                raise Wrong(f"--jobs {jobs}: {text[-200:]!r}")
+
+        yield cli, (), (), 30.0
+
+
 # -- the run ----------------------------------------------------------------------------------
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -2317,26 +2991,58 @@ def main():
         "encoding ranges": range_cases(rng, n),
         "crafted checkpoints": crafted_checkpoint_cases(folder),
         "notebook bounds": bound_cases(folder),
+        "reasoning-gym items": rg_item_cases(rng, n),
+        "crafted model folders": model_folder_cases(rng, folder),
+        "TensorBoard folder": tensorboard_cases(rng, folder),
+        "dry-run records": dry_run_cases(rng, folder),
     }
     if args.only:
         categories = {c: cases for c, cases in categories.items() if any(o.lower() in c.lower() for o in args.only)}
     counts, examples = defaultdict(Counter), defaultdict(list)
     for category, cases in categories.items():
         started = time.perf_counter()
+        before = checkout_state()
         for fn, errors, words, *budget in cases:
             label, detail = run_case(fn, errors, words, *budget)
             counts[category][label] += 1
-            if label in (CRASH, WRONG, CODE) and len(examples[category]) < 4:
+            if label in (CRASH, HANG, WRONG, CODE) and len(examples[category]) < 4:
                 examples[category].append(f"{label}: {detail}")
+        written = checkout_writes(before)  # the whole category: a write by any input, or by its set-up
+        counts[category][WRITES] = len(written)
+        if written:
+            examples[category].append(f"written into the checkout: {written[:4]}")
         print(
             f"  {category}: {sum(counts[category].values())} inputs, {time.perf_counter() - started:.1f} s",
             file=sys.stderr,
         )
     for server in SERVERS:
         server.close()
-    header = ["category", "inputs tried", OK, "clear errors", "crashes", "silent wrong results", "code ran"]
-    rows = [[c, sum(k.values()), k[OK], k[CLEAR], k[CRASH], k[WRONG], k[CODE]] for c, k in counts.items()]
-    rows.append(["total", *(sum(r[i] for r in rows) for i in range(1, 7))])
+    header = [
+        "category",
+        "inputs tried",
+        OK,
+        "clear errors",
+        "tracebacks",
+        "hangs",
+        "silent wrong results",
+        "code ran",
+        "writes into the checkout",
+    ]
+    rows = [
+        [
+            c,
+            sum(v for key, v in k.items() if key != WRITES),
+            k[OK],
+            k[CLEAR],
+            k[CRASH],
+            k[HANG],
+            k[WRONG],
+            k[CODE],
+            k[WRITES],
+        ]
+        for c, k in counts.items()
+    ]
+    rows.append(["total", *(sum(r[i] for r in rows) for i in range(1, len(header)))])
     print(f"written forms: {'yes' if FORMS else 'no (old API)'}")
     print("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
     for row in rows:

@@ -359,9 +359,10 @@ def test_bittokens_mlp_head_is_the_authors_d_to_half_d_by_default():
         )
     onehot = encoders.get("bittokens", head="mlp", base=10).number_head(512).output
     assert (onehot[0].out_features, onehot[2].out_features) == (256, 210)
-    for bad in (0, -0.5, True, "0.5", math.inf, math.nan):
+    for bad in (0, -0.5, True, "0.5", math.inf, math.nan, 16.5, 1e9):  # 1e9: a crafted saved folder's
         with pytest.raises(ValueError, match="mlp_hidden"):
             encoders.get("bittokens", mlp_hidden=bad)
+    assert encoders.get("bittokens", mlp_hidden=16).mlp_hidden == 16
     with pytest.raises(ValueError, match="hidden unit"):
         encoders.get("bittokens", head="mlp", mlp_hidden=0.001).number_head(256)
 
@@ -745,6 +746,13 @@ def test_as_float64_keeps_what_float64_holds_and_refuses_what_is_not_real():
     for bad in ([1 + 2j], torch.tensor([1 + 2j]), "abc", [None], [[1.0], "x"]):
         with pytest.raises(ValueError, match="real numbers"):
             as_float64(bad)
+
+
+def test_xval_head_width_beyond_any_model_is_refused_before_anything_is_allocated():
+    assert encoders.get("xval", head_width=65_536).head_width == 65_536
+    for bad in (65_537, 10**9, -1, 3072.0, True):
+        with pytest.raises(ValueError, match=r"head_width must be an integer from 0 to 65,536"):
+            encoders.get("xval", head_width=bad)
 
 
 def test_xval_head_embed_loss_predict():

@@ -1,6 +1,7 @@
 """The encoding sweep: one results table, finished runs skipped on a rerun (resumable)."""
 
 import json
+import os
 import re
 
 import pandas as pd
@@ -149,6 +150,62 @@ def test_dry_run_counts_the_plan_and_estimates_from_finished_runs(tmp_path, tiny
     speed = TINY.tokens / seconds  # the oracle: the one finished run's tokens over its time
     assert f"cpu-tiny: {speed:,.0f} tokens/s (the median of 1 finished run(s) in OUT)" in text
     assert f"estimated time: {left / speed:.0f} s of training" in text  # a few seconds: the runs are tiny
+
+
+def test_dry_run_wall_time_is_never_shorter_than_the_longest_run(tmp_path, tiny_protocol):
+    """Runs side by side share the cores, but a plan never ends before its longest run: one run
+    of 4x the others' budget beside three short ones, two at a time, takes the long run's time."""
+    from workbench import dryrun
+
+    runs = experiments.protocol_runs(tiny_protocol, (0,), ["bittokens", "single_digit", "fone", "xval"])
+    runs["bittokens-seed0"] = runs["bittokens-seed0"].updated(tokens=4 * TINY.tokens)
+    text = dryrun.report("tiny", runs, tmp_path / "none", jobs=2)
+    speed = dryrun.THROUGHPUT["cpu-tiny"]
+    longest, total = 4 * TINY.tokens / speed, 7 * TINY.tokens / speed  # the oracle: by hand
+    assert total / 2 < longest
+    assert f"estimated time: {total:.0f} s of training, about {longest:.0f} s with 2 run(s) side by side" in text
+    even = experiments.protocol_runs(tiny_protocol, (0,), ["bittokens", "single_digit", "fone", "xval"])
+    assert f"about {2 * TINY.tokens / speed:.0f} s with 2 run(s)" in dryrun.report("tiny", even, tmp_path, jobs=2)
+
+
+def test_dry_run_refuses_impossible_records_in_one_line(tmp_path, tiny_protocol, capsys):
+    """A finished run's test summary can say anything: a time below 0, NaN, infinite, text or
+    1e-300 s gives no estimate but a one-line error naming the file; a FIFO in place of the summary
+    or of a checkpoint is refused without waiting on it; a 100,000-deep config.json is no record
+    (the run counts as another configuration); --jobs below 1 is refused."""
+    from workbench import dryrun
+
+    experiments.run_protocol(tiny_protocol, seeds=(0,), out=tmp_path, encodings=["bittokens"])
+    summary = tmp_path / "bittokens-seed0" / "test_summary.csv"
+    kept = pd.read_csv(summary)
+    runs = experiments.protocol_runs(tiny_protocol, (0,), ["bittokens", "single_digit"])
+    for bad in (-200.0, "nan", "inf", "-inf", 0, "soon", 5e-324):
+        kept.assign(train_seconds=bad).to_csv(summary, index=False)
+        with pytest.raises(ValueError) as error:
+            dryrun.report("tiny", runs, tmp_path, jobs=2)
+        message = str(error.value)
+        assert "\n" not in message and str(summary) in message or "tokens/s, not a speed" in message
+    kept.drop(columns="train_seconds").to_csv(summary, index=False)  # an older run: no time, the preset's figure
+    assert "workbench.dryrun.THROUGHPUT" in dryrun.report("tiny", runs, tmp_path, jobs=2)
+    summary.unlink()
+    os.mkfifo(summary)
+    with pytest.raises(ValueError, match=r"test_summary.csv is a FIFO"):
+        dryrun.report("tiny", runs, tmp_path, jobs=2)
+    summary.unlink()
+    kept.to_csv(summary, index=False)
+    for jobs in (0, -5, 1.5, True):
+        with pytest.raises(ValueError, match="--jobs must be an integer >= 1"):
+            dryrun.report("tiny", runs, tmp_path, jobs=jobs)
+    with pytest.raises(SystemExit):
+        experiments.main(["cpu-tier", "--dry-run", "--jobs", "-5", "--out", str(tmp_path / "elsewhere")])
+    err = capsys.readouterr().err
+    assert "--jobs must be an integer >= 1, got -5" in err and "Traceback" not in err
+    (tmp_path / "bittokens-seed0" / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert "finished with another configuration: 1" in dryrun.report("tiny", runs, tmp_path, jobs=2)
+    stopped = tmp_path / "single_digit-seed0"
+    stopped.mkdir()
+    os.mkfifo(stopped / "checkpoint.pt")  # torch.load of a FIFO waits for a writer forever
+    assert re.search(r"to train: +1$", dryrun.report("tiny", runs, tmp_path, jobs=2), re.M)
 
 
 def test_study_runs_are_chosen_by_the_encoding_name_of_the_results(tmp_path, capsys):

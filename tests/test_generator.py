@@ -3,8 +3,11 @@ scoring on them: the conversion against Fraction arithmetic, what is dropped, th
 the package, the real package where it is installed, and generator_scores on a tiny trained run."""
 
 import decimal
+import random
+import re
 import shutil
 import sys
+import time
 import types
 from decimal import Context, Decimal
 from fractions import Fraction
@@ -142,6 +145,98 @@ def test_a_stated_precision_accepts_either_rounding_of_a_tie_and_nothing_else():
     assert generator.agrees(Fraction(1, 8), "0.1250") and not generator.agrees(Fraction(1, 8), "one eighth")
     with pytest.raises(ValueError, match="multiplication"):
         generator.convert(products_item("2 * 3", "6"), "addition")
+
+
+@pytest.mark.parametrize(
+    "item, named",
+    [
+        ([1, 2], "dict"),
+        ("1 * 2 = ?", "dict"),
+        ({"answer": "2"}, "question"),
+        ({"question": 5, "answer": "2"}, "question"),
+        ({"question": "1 * 2 = ?"}, "answer"),
+        ({"question": "1 * 2 = ?", "answer": 2}, "answer"),
+        ({"question": "1 * 2 = ?", "answer": 10**5000}, "answer"),
+        ({"question": "1 * 2 = ?", "answer": "2", "metadata": [1]}, "metadata"),
+        ({"question": "x", "answer": "2", "metadata": {"expression": 5}}, "expression"),
+        ({"question": "1 * 2 = ?", "answer": "2", "metadata": {"source_dataset": ["x"]}}, "source_dataset"),
+        ({"question": "1 * 2 = ?", "answer": "2", "metadata": {"source_index": True}}, "source_index"),
+        (decimal_item("1/3", "0.333").__or__({"question": "to a maximum of 0 significant digits\n1/3 = ?"}), "0"),
+        ({"question": "to a maximum of 999999999999999999999 significant digits\n1/3 = ?", "answer": "0.3"}, "9999"),
+        ({"question": "to a maximum of " + "9" * 5000 + " significant digits\n1/3 = ?", "answer": "0.3"}, "5,000"),
+    ],
+)
+def test_a_crafted_item_is_a_one_line_error_naming_what_is_wrong(item, named):
+    with pytest.raises(ValueError) as error:
+        question = item.get("question") if isinstance(item, dict) else None
+        generator.convert(item, "division" if "/" in str(question) else "multiplication")
+    message = str(error.value)
+    assert not isinstance(error.value, generator.Dropped)  # not an item of the package's kind: not counted as a drop
+    assert named in message and "\n" not in message and len(message) < 200
+
+
+def old_unwrap(expression):
+    """The conversion's first peeling (a scan per layer: quadratic in the nesting), as the oracle."""
+    text = expression.strip()
+    while text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for i, char in enumerate(text):
+            depth += char == "("
+            depth -= char == ")"
+            if depth == 0 and i < len(text) - 1:
+                return text
+        text = text[1:-1].strip()
+    return text
+
+
+OLD_EQUATION = re.compile(r"([^\n]*?)\s*=\s*\?\s*$")  # the first reading of a question's "... = ?" line
+
+
+def test_the_expression_is_read_as_the_first_reading_did_on_short_questions():
+    rng = random.Random(5)
+    for _ in range(4000):
+        text = "".join(rng.choice(["(", ")", " ", "1*2", "3", "\n", "=", "?", "x"]) for _ in range(rng.randint(0, 12)))
+        balanced = text.count("(") == text.count(")")
+        unwrapped, expected = generator._unwrap(text), old_unwrap(text)
+        # where the parentheses do not pair, only whether a plain "a op b" is left matters
+        assert (
+            unwrapped == expected
+            if balanced
+            else bool(generator._PLAIN.match(unwrapped)) == bool(generator._PLAIN.match(expected))
+        )
+        found = OLD_EQUATION.search(text)
+        try:
+            assert generator.expression_of({"question": text, "answer": "1"}) == found.group(1)
+        except generator.Dropped:
+            assert found is None
+
+
+def test_deep_parentheses_and_long_lines_take_linear_time():
+    started = time.perf_counter()
+    deep = "(" * 200_000 + " 1.5 * 2 " + ")" * 200_000  # quadratic peeling: 4e10 steps, hours
+    assert generator.convert({"question": deep + " = ?", "answer": "3"}, "multiplication")["prompt"] == "1.5 * 2"
+    for question in ("x" * 400_000, "1" * 400_000 + " =", "(" * 400_000 + "1 * 2 = ?"):
+        with pytest.raises(generator.Dropped, match="shape"):
+            generator.convert({"question": question, "answer": "2"}, "multiplication")
+    with pytest.raises(generator.Dropped, match="operand.*40,000 significant digits"):
+        generator.convert({"question": "7" * 40_000 + " * 2 = ?", "answer": "2"}, "multiplication")
+    assert time.perf_counter() - started < 20
+
+
+def test_an_answer_far_beyond_any_result_disagrees_at_once_and_trailing_zeros_still_agree():
+    started = time.perf_counter()
+    # Fraction(Decimal("2e99999999999")) would build an integer of 1e11 digits
+    assert not generator.agrees(Fraction(2), "2e99999999999") and not generator.agrees(Fraction(0), "1e-99999999999")
+    assert generator.agrees(Fraction(0), "0e99999999999") and generator.agrees(Fraction(2), "2." + "0" * 100_000)
+    assert generator.agrees(Fraction(1, 8), "0" * 1000 + "0.1250") and not generator.agrees(Fraction(2), "2.0001")
+    assert time.perf_counter() - started < 10
+
+
+def test_a_malformed_item_from_the_package_names_its_source_and_index(monkeypatch):
+    items = [basic_item("-1515 / 15", "-101"), {"question": "Calculate 4 / 2.", "answer": 2}]
+    monkeypatch.setitem(sys.modules, "reasoning_gym", fake_reasoning_gym({"basic_arithmetic": items}))
+    with pytest.raises(ValueError, match=r"basic_arithmetic, item 1: .*answer is text, not an int"):
+        generator.questions("division", 2, sources=[("basic_arithmetic", {})])
 
 
 def test_without_reasoning_gym_the_error_says_how_to_install_it(monkeypatch):

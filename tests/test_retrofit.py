@@ -572,7 +572,39 @@ def _too_few_weights(folder, tmp):
     return target
 
 
+DEEP = "[" * 100_000 + "]" * 100_000  # json's C reader raises RecursionError on it
+
+
+def _deep_config(folder, tmp):
+    target = _copy(folder, tmp / "deep-config")
+    (target / "config.json").write_text(DEEP)
+    return target
+
+
+def _deep_tokenizer_config(folder, tmp):
+    target = _copy(folder, tmp / "deep-tokenizer-config")
+    (target / "tokenizer_config.json").write_text(DEEP)
+    return target
+
+
+def _fifo_config(folder, tmp):
+    target = _copy(folder, tmp / "fifo-config")
+    (target / "config.json").unlink()
+    os.mkfifo(target / "config.json")  # a plain open would wait for a writer forever
+    return target
+
+
+def _deep_weight_index(folder, tmp):
+    target = _copy(folder, tmp / "deep-index")
+    (target / "model.safetensors.index.json").write_text(DEEP)
+    return target
+
+
 REFUSALS = [
+    (_deep_config, r"config.json: JSON nested deeper than Python reads"),
+    (_deep_tokenizer_config, r"tokenizer_config.json: JSON nested deeper than Python reads"),
+    (_fifo_config, r"config.json is a FIFO"),
+    (_deep_weight_index, r"model.safetensors.index.json is not a readable weight index: .*nested deeper"),
     (_no_tokenizer, "has no tokenizer files"),
     (_vocab_too_big, r"has 4\d\d token ids but the model's embedding has 400 rows"),
     (_unknown_digits, "maps digits to unknown tokens"),
@@ -599,6 +631,34 @@ def test_a_folder_that_would_run_silently_or_crash_is_refused_in_one_line_writin
     assert err.strip().splitlines()[-1].startswith("python -m workbench.retrofit: error: ") and "Traceback" not in err
     assert err.count("error: ") == 1 and re.search(message, err.strip().splitlines()[-1])
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        ({"encoding_options": [1]}, "encoding_options is a dict of options, not [1]"),
+        ({"encoding_options": {"head_width": 10**9}}, "head_width must be an integer from 0 to 65,536"),
+        ({"encoding_options": {"zzz": 1}}, "has no option(s) ['zzz']"),
+        ({"encoding": 5}, "encoding is a name, not 5"),
+        ({"encoding": "nope"}, "unknown encoding 'nope'"),
+        ({"lora": [1]}, "lora is a dict of rank, alpha and dropout"),
+        ({"lora": {"rank": 4, "alpha": 8, "dropout": 0.0}}, "names its base_model, but it is null"),
+        ({"base_model": 5}, "base_model is a name or a relative path"),
+        ({"num_init": [1]}, "num_init is one of"),
+    ],
+)
+def test_a_crafted_numeracy_record_is_refused_in_one_line_naming_it(folders, tmp_path, change, named):
+    saved = tmp_path / "xval"
+    NumberLM.from_pretrained(folders["gpt2"], "xval").save_pretrained(saved)
+    record = json.loads((saved / "numeracy.json").read_text())
+    (saved / "numeracy.json").write_text(json.dumps({**record, **change}))
+    with pytest.raises(ValueError) as error:
+        NumberLM.from_pretrained(saved)
+    message = str(error.value)
+    assert named in message and str(saved / "numeracy.json") in message and "\n" not in message
+    (saved / "numeracy.json").write_text(DEEP)
+    with pytest.raises(ValueError, match="numeracy.json: JSON nested deeper than Python reads"):
+        NumberLM.from_pretrained(saved)
 
 
 def _run_args(model, out, *extra):

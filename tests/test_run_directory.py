@@ -542,3 +542,14 @@ def test_a_checkpoint_from_before_provenance_loads_as_one_without_a_record(train
     assert "environment.json is not JSON" in rundir.provenance_problem(cfg, ckpt)
     for bad, why in (("a record", "its 'provenance' is a str"), (["a record"], "holds more than records")):
         assert why in rundir.checkpoint_problem(ckpt | {"provenance": bad})
+
+
+def test_a_fifo_or_folder_in_place_of_a_checkpoint_is_refused_without_waiting(tmp_path):
+    """torch.load of a FIFO waits for a writer forever (a dry run or a resume looked at one and hung)."""
+    os.mkfifo(tmp_path / "checkpoint.pt")
+    (tmp_path / "best.pt").mkdir()
+    for name, kind in (("checkpoint.pt", r"a FIFO \(named pipe\)"), ("best.pt", "a folder")):
+        with pytest.raises(ValueError, match=rf"{name} is {kind}, not a file a run wrote"):
+            rundir.load_checkpoint(tmp_path / name)
+    with pytest.raises(FileNotFoundError):
+        rundir.load_checkpoint(tmp_path / "absent.pt")

@@ -121,3 +121,57 @@ def test_what_is_not_a_result_is_refused_where_it_enters(tmp_path, capsys, bad):
 def test_a_valid_folder_reads_typed():
     table, intervals = study.read_study(study.PUBLISHED)
     assert table.digits.dtype.kind == intervals.seeds.dtype.kind == "i" and len(table) and len(intervals)
+
+
+def test_merging_own_folders_skips_an_empty_one_and_keeps_every_folder_after_it(tmp_path):
+    """A study folder with no finished run yet (empty tables) between two others adds nothing and
+    hides nothing: the cells of the folder after it are merged as without it."""
+    whole = folder_of(tmp_path / "whole")
+    parts = []
+    for k, cell in enumerate(CELLS):  # one folder per cell, split from the whole one
+        part = tmp_path / f"part{k}"
+        part.mkdir()
+        for name in (study.RESULTS_FILE, study.INTERVALS_FILE):
+            frame = pd.read_csv(whole / name)
+            frame[
+                [tuple(r) == cell for r in frame[["study", "encoding", "task", "digits"]].itertuples(index=False)]
+            ].to_csv(part / name, index=False)
+        parts.append(part)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for name in (study.RESULTS_FILE, study.INTERVALS_FILE):
+        (empty / name).write_text("")  # what run_study writes before its first run finishes
+    table, intervals = study.read_studies([parts[0], empty, parts[1]])
+    expected_table, expected_intervals = study.read_study(whole)  # the oracle: both cells, as one folder
+    for got, expected in ((table, expected_table), (intervals, expected_intervals)):
+        order = list(expected.columns)
+        assert sorted(map(tuple, got[order].astype(str).values)) == sorted(map(tuple, expected.astype(str).values))
+
+
+def test_appending_scored_answers_keeps_the_earlier_rows_as_written(tmp_path, monkeypatch):
+    """The scored-answers file is rewritten whole after every run: the earlier rows' question,
+    answer and prediction come back as the text written ("007" is not 7.0, "36" not 36.0, an
+    empty prediction stays empty), so the old lines are the new file's first lines, byte for byte."""
+    from workbench.frontier import official
+    from workbench.study import questions
+
+    out = tmp_path / "study"
+    out.mkdir()
+    earlier = (
+        "run,prompt,answer,prediction,score\n"
+        "a-seed0,0.5 * 14,7,007,1.0\n"
+        "a-seed0,6 * 6,36,36.0,1.0\n"
+        "a-seed0,1.50 * 2,3,,0.0\n"
+        "a-seed0,-0 * 1,0,-0,1.0\n"
+    )
+    (out / questions.OFFICIAL_FILE).write_text(earlier)
+    run = type("Run", (), {"name": "b-seed0", "task": "multiplication"})()
+    monkeypatch.setattr(questions, "_unscored", lambda out, which, table, **s: [run])
+    monkeypatch.setattr(
+        official, "load_test_set", lambda task, data: pd.DataFrame({"prompt": ["2 * 2"], "answer": ["4"]})
+    )
+    new = pd.DataFrame({"run": ["b-seed0"], "prompt": ["2 * 2"], "answer": ["4"], "prediction": ["04"], "score": [1.0]})
+    monkeypatch.setattr(questions, "_answer", lambda out, r, q: new)
+    questions.official_scores(out)
+    written = (out / questions.OFFICIAL_FILE).read_text()
+    assert written.startswith(earlier) and written[len(earlier) :] == "b-seed0,2 * 2,4,04,1.0\n"

@@ -8,16 +8,25 @@ The throughput of a model preset is measured where it can be: the median, over t
 runs of that preset in OUT, of their tokens over their train_seconds (which count the evaluations
 and the final test too, as a run's time does). Where OUT has none, it is THROUGHPUT's figure for
 the preset (docs/training.md, "Before a plan starts"), or no estimate for a preset without one.
+
+What it reads is checked as it is read, since OUT can hold anything: a finished run's
+train_seconds must be a finite number of seconds above 0 and --jobs a whole number from 1, or the
+dry run stops with one line naming the file or flag (a negative time once printed "-200 s", a
+NaN "nan s", an infinite one a ZeroDivisionError); a FIFO where a file should be is refused
+without waiting on it, and a record nested too deep is read as no record.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+
+from .reading import read_text
 
 # tokens per second of a whole run (evaluations and the final test included) on one core of a
 # 2-core machine, two runs side by side: Study 1's runs (docs/training.md, "Before a plan starts")
@@ -42,9 +51,9 @@ def state_of(name: str, cfg, out: Path, overwrite: bool) -> RunState:
     run = RunState(name, cfg.model.preset, cfg.tokens, "to train", cfg.tokens)
     if rundir.finished(cfg):
         if not rundir.recorded_differences(cfg):
-            summary = pd.read_csv(out / name / "test_summary.csv")
-            seconds = summary["train_seconds"].iloc[0] if "train_seconds" in summary and len(summary) else None
-            return RunState(name, run.preset, cfg.tokens, "finished", 0.0, seconds)
+            return RunState(
+                name, run.preset, cfg.tokens, "finished", 0.0, train_seconds(out / name / "test_summary.csv")
+            )
         if not overwrite:
             run.state, run.left = "other configuration", 0.0
             return run
@@ -62,13 +71,37 @@ def state_of(name: str, cfg, out: Path, overwrite: bool) -> RunState:
     return run
 
 
+def train_seconds(path: Path) -> float | None:
+    """A finished run's train_seconds (None where its summary has no such column: an older run),
+    or a ValueError of one line naming the file: a time must be a finite number above 0."""
+    try:
+        summary = pd.read_csv(io.StringIO(read_text(path)))
+    except (OSError, ValueError) as err:  # pandas' parse errors are ValueErrors
+        raise ValueError(
+            f"--dry-run: {path} is not a readable test summary: {' '.join(str(err).split())[:200]}"
+        ) from None
+    if "train_seconds" not in summary or not len(summary):
+        return None
+    value = summary["train_seconds"].iloc[0]
+    seconds = pd.to_numeric(pd.Series([value]), errors="coerce").iloc[0]
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(
+            f"--dry-run: {path} gives train_seconds {str(value)[:40]!r}, not the time of a run (a finite number of "
+            "seconds above 0): the estimate would be meaningless; retrain that run (--overwrite) or move it out"
+        )
+    return float(seconds)
+
+
 def throughputs(states: list[RunState]) -> dict[str, tuple[float, str]]:
     """{preset: (tokens per second, where the figure comes from)} for every preset of the plan that has one."""
     out = {}
     for preset in sorted({s.preset for s in states}):
         done = [s.tokens / s.seconds for s in states if s.preset == preset and s.state == "finished" and s.seconds]
         if done:
-            out[preset] = (float(pd.Series(done).median()), f"the median of {len(done)} finished run(s) in OUT")
+            speed = float(pd.Series(done).median())
+            if not (math.isfinite(speed) and speed > 0):  # seconds of 1e-300 overflow the division
+                raise ValueError(f"--dry-run: the finished runs of {preset} in OUT give {speed} tokens/s, not a speed")
+            out[preset] = (speed, f"the median of {len(done)} finished run(s) in OUT")
         elif preset in THROUGHPUT:
             out[preset] = (float(THROUGHPUT[preset]), "workbench.dryrun.THROUGHPUT")
     return out
@@ -86,6 +119,8 @@ def _hours(seconds: float) -> str:
 
 def report(desc: str, runs: dict, out, jobs: int = 1, overwrite: bool = False, executor=None) -> str:
     """The dry run of plan `runs` ({name: TrainConfig}) into OUT, as printed."""
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise ValueError(f"--jobs must be an integer >= 1, got {jobs!r}")
     out = Path(out)
     states = [state_of(name, cfg, out, overwrite) for name, cfg in runs.items()]
     count = {k: sum(s.state == k for s in states) for k in ("finished", "resumable", "to train", "other configuration")}

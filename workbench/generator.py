@@ -48,7 +48,7 @@ from fractions import Fraction
 
 import pandas as pd
 
-from .tasks.exact import fmt, parse, round_fraction
+from .tasks.exact import fmt, round_fraction
 from .tasks.sampling import HIGH, LOW, MAX_DIGITS
 
 VERSION = "0.1.25"  # the reasoning-gym release these conversions were written and checked against
@@ -63,10 +63,15 @@ DROP_REASONS = ("shape", "operation", "operand", "answer", "disagrees")
 SEED_STRIDE = 10**9  # source k of a task draws with seed + k * SEED_STRIDE: its items never repeat another's
 MAX_TRIES = 200  # items drawn per question kept, at most, before a source is given up as too sparse
 
-_NUMBER = r"[+-]?\d+(?:\.\d+)?"
+MAX_PRECISION = 100  # a stated precision read (reasoning-gym states 12); exact answers here have fewer digits
+# An answer with more significant digits, or a magnitude further from 1, than this cannot equal any
+# result here (operands of at most 17 digits in 1e-14 ... 1e15: a product has at most 34 digits, a
+# terminating quotient well under 100): compared without building its integers.
+ANSWER_BOUND = 200
+
+_NUMBER = r"[+-]?[0-9]+(?:\.[0-9]+)?"  # ASCII digits, as reasoning-gym prints them
 _PLAIN = re.compile(rf"^\s*({_NUMBER})\s*([-+*/])\s*({_NUMBER})\s*$")
-_EQUATION = re.compile(r"([^\n]*?)\s*=\s*\?\s*$")
-_PRECISION = re.compile(r"maximum of (\d+) significant digits")
+_PRECISION = re.compile(r"maximum of ([0-9]+) significant digits")
 
 
 class Dropped(ValueError):
@@ -77,37 +82,94 @@ class Dropped(ValueError):
         self.reason = reason
 
 
+def _shown(text: str, limit: int = 60) -> str:
+    """`text` as a short one-line repr for a message: a crafted item's expression can be megabytes."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text):,} characters)"
+
+
 def _unwrap(expression: str) -> str:
-    """The expression without parentheses around all of it ("( (1 * 2) )" -> "1 * 2")."""
+    """The expression without parentheses around all of it ("( (1 * 2) )" -> "1 * 2"), in one pass
+    over it: each "(" is paired with its ")" first, then the pairs that enclose everything are
+    peeled, so 40,000 nested parentheses take no longer than 40,000 characters of anything."""
     text = expression.strip()
-    while text.startswith("(") and text.endswith(")"):
-        depth = 0
-        for i, char in enumerate(text):
-            depth += char == "("
-            depth -= char == ")"
-            if depth == 0 and i < len(text) - 1:
-                return text  # the first parenthesis closes before the end: "(a) * (b)"
-        text = text[1:-1].strip()
-    return text
+    partner, open_ = {}, []
+    for i, char in enumerate(text):
+        if char == "(":
+            open_.append(i)
+        elif char == ")" and open_:
+            partner[open_.pop()] = i
+    i, j = 0, len(text) - 1
+    while i < j and text[i] == "(" and partner.get(i) == j:  # "(a) * (b)": the first closes early, kept
+        i, j = i + 1, j - 1
+        while i <= j and text[i].isspace():
+            i += 1
+        while j >= i and text[j].isspace():
+            j -= 1
+    return text[i : j + 1]
+
+
+def fields(item) -> tuple[str, str, dict]:
+    """An item's question, answer and metadata, each of the type reasoning-gym gives (text, text,
+    a dict or nothing), or a ValueError of one line naming the field that is not."""
+    if not isinstance(item, dict):
+        raise ValueError(f"a reasoning-gym item is a dict of question, answer and metadata, not {_kind(item)}")
+    for key in ("question", "answer"):
+        if not isinstance(item.get(key), str):
+            raise ValueError(f"a reasoning-gym item's {key} is text, not {_kind(item.get(key))}")
+    metadata = item.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise ValueError(f"a reasoning-gym item's metadata is a dict, not {_kind(metadata)}")
+    metadata = metadata or {}
+    for key, kinds, name in (
+        ("expression", str, "text"),
+        ("source_dataset", str, "text"),  # kept in the questions' table, so checked as the rest
+        ("source_index", int, "an integer"),
+    ):
+        value = metadata.get(key)
+        if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
+            raise ValueError(f"a reasoning-gym item's metadata {key} is {name}, not {_kind(value)}")
+    return item["question"], item["answer"], metadata
+
+
+def _kind(value) -> str:
+    name = type(value).__name__
+    return "missing" if value is None else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 def expression_of(item: dict) -> str:
-    """The arithmetic expression an item asks about: its metadata's, or its question's "... = ?" line."""
-    expression = (item.get("metadata") or {}).get("expression")
+    """The arithmetic expression an item asks about: its metadata's, or its question's "... = ?"
+    line (the text before a final "= ?" on the line where it starts)."""
+    question, _, metadata = fields(item)
+    expression = metadata.get("expression")
     if expression is None:
-        found = _EQUATION.search(item["question"])
-        if found is None:
-            raise Dropped("shape", f"no expression in {item['question']!r}")
-        expression = found.group(1)
+        # read from the end, not searched for: a regular expression tried at every start of a
+        # 40,000-character line without "= ?" takes quadratic time
+        text = question.rstrip()
+        if not text.endswith("?") or not text[:-1].rstrip().endswith("="):
+            raise Dropped("shape", f"no expression in {_shown(question)}")
+        text = text[:-1].rstrip()[:-1].rstrip()
+        expression = text[text.rfind("\n") + 1 :]
     return expression
 
 
 def _operand(text: str) -> tuple[int, int]:
-    M, e = parse(text)
-    digits = len(str(abs(M)))
-    if digits > MAX_DIGITS or (M != 0 and not LOW <= e + digits - 1 <= HIGH):
-        raise Dropped("operand", f"{text} has {digits} significant digits or lies outside 1e-14 ... 1e15")
-    return M, e
+    """(M, e) of a plain decimal written as _NUMBER matches it, exactly, from its characters: the
+    significant digits are counted before any integer is built (a 40,000-digit operand is dropped,
+    never converted), and no decimal context's precision rounds it."""
+    body = text.lstrip("+-")
+    whole, _, decimals = body.partition(".")
+    digits = (whole + decimals).lstrip("0")
+    if not digits:
+        return 0, 0
+    significant = digits.rstrip("0")
+    e = len(digits) - len(significant) - len(decimals)
+    magnitude = e + len(significant) - 1
+    if len(significant) > MAX_DIGITS:
+        raise Dropped("operand", f"{_shown(text)} has {len(significant):,} significant digits, over {MAX_DIGITS}")
+    if not LOW <= magnitude <= HIGH:
+        raise Dropped("operand", f"{_shown(text)} lies outside 1e-14 ... 1e15")
+    M = int(significant)
+    return (-M if text.startswith("-") else M), e
 
 
 def _value(M: int, e: int) -> Fraction:
@@ -115,18 +177,43 @@ def _value(M: int, e: int) -> Fraction:
 
 
 def agrees(exact: Fraction, answer: str, digits: int | None = None) -> bool:
-    """reasoning-gym's `answer` is `exact`, or, with `digits`, `exact` rounded to that many significant
-    digits (half-even, as its decimal context rounds, or half-up, as its question says)."""
+    """reasoning-gym's `answer` is `exact`, or, with `digits` (1 ... MAX_PRECISION), `exact`
+    rounded to that many significant digits (half-even, as its decimal context rounds, or half-up,
+    as its question says)."""
     try:
         given = Decimal(str(answer).strip())
     except InvalidOperation:
         return False
     if not given.is_finite():
         return False
+    sign, written, exponent = given.as_tuple()
+    written = "".join(map(str, written))
+    significant = written.strip("0")
+    if not significant:
+        return exact == 0
+    exponent += len(written) - len(written.rstrip("0"))
+    if len(significant) > ANSWER_BOUND or abs(exponent + len(significant)) > ANSWER_BOUND:
+        return False  # no result here has such digits; Fraction(given) could take minutes to build
+    given = Decimal((sign, tuple(map(int, significant)), exponent))
     if digits is None or exact == 0:
         return Fraction(given) == exact
     num, den = Decimal(exact.numerator), Decimal(exact.denominator)  # exact: Decimal(int) never rounds
     return any(Context(prec=digits, rounding=r).divide(num, den) == given for r in (ROUND_HALF_EVEN, ROUND_HALF_UP))
+
+
+def precision_of(question: str) -> int | None:
+    """The significant digits a question asks for ("to a maximum of 12 significant digits"), or
+    None; a ValueError for a number of digits outside 1 ... MAX_PRECISION."""
+    found = _PRECISION.search(question)
+    if found is None:
+        return None
+    written = found.group(1).lstrip("0") or "0"
+    if len(written) > 3 or not 1 <= int(written) <= MAX_PRECISION:
+        raise ValueError(
+            f"a reasoning-gym question asks for {_shown(found.group(1), 20)} significant digits; "
+            f"1 to {MAX_PRECISION} are read"
+        )
+    return int(written)
 
 
 def convert(item: dict, task: str) -> dict:
@@ -137,34 +224,33 @@ def convert(item: dict, task: str) -> dict:
     `task`."""
     if task not in OPERATIONS:
         raise ValueError(f"reasoning-gym questions are converted for {sorted(OPERATIONS)} only, not {task!r}")
+    question, answer, metadata = fields(item)
     expression = expression_of(item)
     plain = _PLAIN.match(_unwrap(expression))
     if plain is None:
-        raise Dropped("shape", f"{expression!r} is not one 'a op b'")
+        raise Dropped("shape", f"{_shown(expression)} is not one 'a op b'")
     left, op, right = plain.groups()
     if op != OPERATIONS[task]:
-        raise Dropped("operation", f"{expression!r} is not a {task}")
+        raise Dropped("operation", f"{_shown(expression)} is not a {task}")
     (M1, e1), (M2, e2) = _operand(left), _operand(right)
     a, b = _value(M1, e1), _value(M2, e2)
     if op == "/" and b == 0:
-        raise Dropped("answer", f"{expression!r} divides by zero")
+        raise Dropped("answer", f"{_shown(expression)} divides by zero")
     exact = a * b if op == "*" else a / b
     M, e = round_fraction(exact)
     digits = len(str(abs(M)))
     if M != 0 and not LOW <= e + digits - 1 <= HIGH:
-        raise Dropped("answer", f"{expression!r} = {float(exact):g} lies outside 1e-14 ... 1e15")
-    precision = _PRECISION.search(item["question"])
-    if not agrees(exact, item["answer"], int(precision.group(1)) if precision else None):
-        raise Dropped("disagrees", f"{expression!r}: reasoning-gym answers {item['answer']!r}, exactly {exact}")
-    metadata = item.get("metadata") or {}
+        raise Dropped("answer", f"{_shown(expression)} = {float(exact):g} lies outside 1e-14 ... 1e15")
+    if not agrees(exact, answer, precision_of(question)):
+        raise Dropped("disagrees", f"{_shown(expression)}: reasoning-gym answers {_shown(answer)}, exactly {exact}")
     return dict(
         prompt=f"{fmt(M1, e1)} {op} {fmt(M2, e2)}",
         answer=fmt(M, e),
         answer_exact=_value(M, e) == exact,
         source=metadata.get("source_dataset"),
         source_index=metadata.get("source_index"),
-        question=item["question"],
-        given=str(item["answer"]),
+        question=question,
+        given=answer,
     )
 
 
@@ -209,6 +295,8 @@ def questions(task: str, n: int = 500, seed: int = 0, sources=None) -> pd.DataFr
                     kept.append(convert(dataset[index], task))
                 except Dropped as why:
                     reasons[why.reason] += 1
+                except ValueError as err:  # not an item of the package's kind: say which one
+                    raise ValueError(f"reasoning-gym's {name}, item {index}: {err}") from None
                 index += 1
         if len(kept) < share:
             raise ValueError(

@@ -2,6 +2,7 @@
 size, every failure one line naming the file.
 
     text = read_text(path, limit)          # FileNotFoundError if absent; ValueError for the rest
+    with open_regular(path) as f: ...      # the same checks, unbounded, for a library that reads it
     record = read_json(path)               # one JSON value
     rows = read_json_lines(path)           # metrics.jsonl, evals.jsonl: one JSON object a line
 
@@ -53,6 +54,28 @@ def read_text(path, limit: int = LOG_LIMIT) -> str:
         return data.decode()
     except UnicodeDecodeError as err:
         raise ValueError(f"{path} is not UTF-8 text (byte {err.start}): not a file a run wrote") from None
+
+
+def open_regular(path):
+    """`path` opened for binary reading if it is a regular file (a FIFO is opened without waiting
+    for a writer, then refused): FileNotFoundError if absent, a ValueError of one line naming it
+    for anything else. For files read whole by a library (torch.load of a checkpoint), unbounded."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        raise ValueError(f"{path} cannot be read: {err.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{path} is {_kind(st.st_mode)}, not a file a run wrote: only regular files are read")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
 
 
 def read_json(path, limit: int = JSON_LIMIT):

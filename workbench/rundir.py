@@ -34,7 +34,7 @@ from .atomic import clean_temporaries, write_atomic
 from .config import TrainConfig, from_record, recorded
 from .model import GPT
 from .outputs import check_run_folder
-from .reading import read_json, read_json_lines
+from .reading import open_regular, read_json, read_json_lines
 from .tokenizer import Tokenizer
 
 RUN_FILES = (
@@ -233,21 +233,21 @@ def load_weights(model: GPT, path: Path) -> None:
 
 
 def load_checkpoint(path: Path) -> dict:
-    """torch.load(weights_only=True) with a clear error for a missing or corrupt file."""
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise
-    except Exception as err:  # noqa: BLE001 - any unpickling failure means a bad file
-        raise ValueError(f"checkpoint {path} is corrupt or not a workbench checkpoint: {err}") from err
+    """torch.load(weights_only=True) with a clear error for a missing or corrupt file; a FIFO or
+    a folder in its place is refused without waiting on it (a plain open of a FIFO hangs)."""
+    with open_regular(path) as f:
+        try:
+            return torch.load(f, map_location="cpu", weights_only=True)
+        except Exception as err:  # noqa: BLE001 - any unpickling failure means a bad file
+            raise ValueError(f"checkpoint {path} is corrupt or not a workbench checkpoint: {err}") from err
 
 
 def load_run(run_dir, weights: str = "best.pt", device: str = "cpu") -> tuple[GPT, Tokenizer, TrainConfig]:
     """A run directory's model (its best weights, or `weights`), tokenizer and configuration, as
     its config.json recorded them, ready to answer questions (`evaluate.evaluate`)."""
     folder = Path(run_dir)
-    try:
-        record = json.loads((folder / "config.json").read_text())
+    try:  # a FIFO, a gigabyte or a 100,000-deep array there: a ValueError, not a hang or RecursionError
+        record = read_json(folder / "config.json")
     except (OSError, ValueError) as err:
         raise ValueError(f"{folder} holds no readable config.json of a training run: {err}") from None
     cfg = from_record(record)
@@ -267,8 +267,8 @@ def recorded_differences(cfg: TrainConfig) -> str:
     """The settings that change results in which the run recorded in cfg.run.out (config.json)
     differs from `cfg`; "" when it is this run."""
     path = Path(cfg.run.out) / "config.json"
-    try:
-        record = json.loads(path.read_text())
+    try:  # bounded, regular files only: a plan reads every run's record, crafted ones included
+        record = read_json(path)
     except (OSError, ValueError):
         return f"no readable {path}"
     return config_differences(record if isinstance(record, dict) else {}, cfg) or kernel_difference(cfg)

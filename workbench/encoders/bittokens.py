@@ -135,10 +135,12 @@ class BitTokens(NumberEncoding):
         for option, value in (("reciprocal", reciprocal), ("concat_rescale", concat_rescale)):
             if not isinstance(value, bool):
                 raise ValueError(f"{option} must be True or False, got {value!r}")
-        if isinstance(mlp_hidden, bool) or not isinstance(mlp_hidden, Real) or not 0 < mlp_hidden < math.inf:
+        # at most 16 x d_model, four times a transformer block's own MLP: a crafted saved folder's
+        # 1e9 would otherwise fail deep in the allocator, or succeed and swap
+        if isinstance(mlp_hidden, bool) or not isinstance(mlp_hidden, Real) or not 0 < mlp_hidden <= 16:
             raise ValueError(
                 f"mlp_hidden is the MLP's hidden width as a fraction of d_model "
-                f"(0.5: d_model // 2), a positive number; got {mlp_hidden!r}"
+                f"(0.5: d_model // 2), a positive number up to 16; got {mlp_hidden!r}"
             )
         self.combine, self.head_kind, self.reciprocal, self.base = combine, head, reciprocal, base
         self.concat_rescale, self.mlp_hidden, self.base10_layout = concat_rescale, mlp_hidden, base10_layout

@@ -50,6 +50,9 @@ SMALLEST = 1e-14
 LARGEST = torch.finfo(torch.float64).max
 OFFSET = 1e-14  # the authors' offset inside the logarithm
 HEAD_WIDTH = 3072  # the authors' hidden width of the head, whatever d_model
+# The widest head taken: twice the MLP width of the largest models' blocks. A crafted saved
+# folder asking for 10^9 would otherwise fail deep in the allocator, or succeed and swap.
+MAX_HEAD_WIDTH = 65_536
 
 
 def scale(x, offset: float = OFFSET) -> Tensor:
@@ -105,9 +108,10 @@ class XVal(NumberEncoding):
     def __init__(self, offset: float = OFFSET, head_width: int = HEAD_WIDTH):
         if isinstance(offset, bool) or not isinstance(offset, Real) or not 0 <= offset < math.inf:
             raise ValueError(f"offset must be a finite number >= 0 (1e-14: the authors', 0: none), got {offset!r}")
-        if isinstance(head_width, bool) or not isinstance(head_width, int) or head_width < 0:
+        if isinstance(head_width, bool) or not isinstance(head_width, int) or not 0 <= head_width <= MAX_HEAD_WIDTH:
             raise ValueError(
-                f"head_width must be an integer >= 0 (3072: the authors', 0: 4 x d_model), got {head_width!r}"
+                f"head_width must be an integer from 0 to {MAX_HEAD_WIDTH:,} (3072: the authors', 0: 4 x d_model), "
+                f"got {head_width!r}"
             )
         self.offset, self.head_width = float(offset), head_width
 

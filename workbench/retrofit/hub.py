@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ..atomic import write_folder
 from ..locks import InUse, hold_file
+from ..reading import JSON_LIMIT, open_regular, read_json, read_text
 
 # What transformers and peft print while a model is loaded, resized, wrapped in LoRA or saved that
 # tells a user of the workbench nothing: the progress bars of reading and writing a few files
@@ -199,10 +200,10 @@ def cache_problem(folder: Path, name: str, source_digest: str) -> str:
     spec = KNOWN[name]
     if folder.is_symlink() or not folder.is_dir():
         return "it is not a folder of its own"
-    try:
-        record = json.loads((folder / SOURCE_FILE).read_text())
-        config = json.loads((folder / "config.json").read_text())
-    except (OSError, UnicodeDecodeError, ValueError):
+    try:  # bounded, regular files only, a nesting too deep a ValueError: a planted folder is anything
+        record = read_json(folder / SOURCE_FILE)
+        config = read_json(folder / "config.json")
+    except (OSError, ValueError):
         return f"its {SOURCE_FILE} or config.json is missing or unreadable"
     if not isinstance(record, dict) or not isinstance(config, dict):
         return f"its {SOURCE_FILE} or config.json holds no JSON object"
@@ -327,12 +328,14 @@ def check_folder(folder: Path, tokenizer_folder: Path | None = None) -> dict:
     with one line naming the folder and what is wrong."""
     tokenizer_folder = tokenizer_folder or folder
     config_file = folder / "config.json"
-    if not config_file.is_file():
-        raise ValueError(f"{folder} has no config.json: it is not a Hugging Face model folder (save_pretrained)")
-    try:
-        config = json.loads(config_file.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{config_file} is not readable JSON: {error}") from None
+    try:  # a FIFO, a 100,000-deep array or a gigabyte there is a one-line error, not a hang or a traceback
+        config = read_json(config_file)
+    except FileNotFoundError:
+        raise ValueError(
+            f"{folder} has no config.json: it is not a Hugging Face model folder (save_pretrained)"
+        ) from None
+    except ValueError as error:
+        raise ValueError(f"{error} (the model folder's config.json)") from None
     if not isinstance(config, dict):
         raise ValueError(f"{config_file} holds no JSON object")
     for file in (config_file, tokenizer_folder / "tokenizer_config.json"):
@@ -351,10 +354,18 @@ def check_folder(folder: Path, tokenizer_folder: Path | None = None) -> dict:
 
 
 def _auto_map(file: Path):
+    """The file's auto_map, None without one; a file that is not regular, too large or nested too
+    deep to read is a ValueError naming it (the tokenizer loader would hang on it or fail as we do)."""
     try:
-        data = json.loads(file.read_text()) if file.is_file() else {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None  # a broken tokenizer_config.json is the tokenizer loader's to report
+        text = read_text(file, JSON_LIMIT)
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{file}: JSON nested deeper than Python reads, not a model's file") from None
+    except ValueError:
+        return None  # broken JSON: the tokenizer loader's to report
     return data.get("auto_map") if isinstance(data, dict) else None
 
 
@@ -377,8 +388,10 @@ def weight_elements(folder: Path) -> int:
     index = folder / "model.safetensors.index.json"
     if index.exists():
         try:
-            names = set(json.loads(index.read_text())["weight_map"].values())
-        except (OSError, ValueError, KeyError, TypeError) as error:
+            names = set(read_json(index)["weight_map"].values())
+            if not all(isinstance(n, str) and n == Path(n).name for n in names):
+                raise ValueError("it names weight files that are not file names in the folder")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
             raise ValueError(f"{index} is not a readable weight index: {error}") from None
         files = [folder / n for n in sorted(names)]
     files = [f for f in files if f.name != HEAD_FILE]
@@ -390,9 +403,9 @@ def weight_elements(folder: Path) -> int:
     total = 0
     for file in files:
         try:
-            with file.open("rb") as f:
+            with open_regular(file) as f:  # a FIFO there would make a plain open wait forever
                 size = int.from_bytes(f.read(8), "little")
-                if not 2 <= size <= min(100_000_000, file.stat().st_size - 8):
+                if not 2 <= size <= min(100_000_000, os.fstat(f.fileno()).st_size - 8):
                     raise ValueError("its header length is impossible")
                 header = json.loads(f.read(size))
             for key, entry in header.items():
@@ -401,8 +414,8 @@ def weight_elements(folder: Path) -> int:
                     for d in entry["shape"]:
                         n *= int(d)
                     total += n
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ValueError(f"{file} is not a readable safetensors file ({error})") from None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
+            raise ValueError(f"{file} is not a readable safetensors file ({_line(error)})") from None
     return total
 
 

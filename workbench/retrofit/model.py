@@ -71,6 +71,7 @@ from .. import encoders
 from ..atomic import write_folder
 from ..encoders.base import NumberEncoding, NumberHead
 from ..model import true_float32
+from ..reading import read_json
 from .config import BASELINE, DIGIT_MASSES, FRAMES, NUM_INITS
 from .hub import HEAD_FILE, KNOWN, check_vocabulary, load_folder, quiet, resolve_model
 from .tokens import RetrofitTokenizer
@@ -104,6 +105,11 @@ def number_head(encoding: NumberEncoding, width: int, name: str) -> NumberHead:
         head = encoding.number_head(width)
     except ValueError as error:
         raise ValueError(f"{name} (hidden size {width}) cannot hold the {encoding.name} number head: {error}") from None
+    except (RuntimeError, MemoryError) as error:  # options asking for more memory than the machine has
+        raise ValueError(
+            f"{name} (hidden size {width}): the {encoding.name} number head its options ask for cannot be "
+            f"allocated: {(str(error).splitlines() or [type(error).__name__])[0][:200]}"
+        ) from None
     if head is None:
         raise ValueError(
             f"the encoding {encoding.name!r} has no number head (its numbers are digit tokens), so it "
@@ -692,15 +698,43 @@ def read_meta(path: Path) -> dict | None:
         raise ValueError(f"{path} is not a folder: give the local folder of a Hugging Face causal LM")
     if not (path / META_FILE).exists():
         return None
-    try:
-        meta = json.loads((path / META_FILE).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path / META_FILE} is not readable JSON: {error}") from None
+    file = path / META_FILE
+    try:  # regular, bounded, not nested past what Python reads: else one line naming the file
+        meta = read_json(file)
+    except OSError as error:
+        raise ValueError(f"{file} cannot be read: {error.strerror or error}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise ValueError(f"{path / META_FILE} is not a {FORMAT} file")
+        raise ValueError(f"{file} is not a {FORMAT} file")
     missing = [k for k in ("encoding", "encoding_options", "lora", "base_model") if k not in meta]
     if missing:
-        raise ValueError(f"{path / META_FILE} lacks {missing}")
+        raise ValueError(f"{file} lacks {missing}")
+    # each value of the kind save_pretrained writes, so that a crafted one is refused here, in a
+    # line naming it, and not as a TypeError where it is used
+    kinds = {
+        "encoding": (str, "a name"),
+        "encoding_options": (dict, "a dict of options"),
+        "lora": ((dict, type(None)), "a dict of rank, alpha and dropout, or null"),
+        "base_model": ((str, type(None)), "a name or a relative path, or null"),
+    }
+    for key, (kind, what) in kinds.items():
+        if not isinstance(meta[key], kind):
+            raise ValueError(f"{file}: {key} is {what}, not {json.dumps(meta[key])[:60]}")
+    if meta["lora"] is not None:
+        if set(meta["lora"]) != {"rank", "alpha", "dropout"} or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in meta["lora"].values()
+        ):
+            raise ValueError(
+                f"{file}: lora is a dict of rank, alpha and dropout (numbers), not {json.dumps(meta['lora'])[:60]}"
+            )
+        if meta["base_model"] is None:
+            raise ValueError(f"{file}: a LoRA folder names its base_model, but it is null")
+    try:  # an unknown encoding, option or option value (a head_width of 10^9) named with the file
+        resolve(meta["encoding"], meta["encoding_options"])
+    except ValueError as error:
+        raise ValueError(f"{file}: {error}") from None
+    for key, allowed in (("num_init", NUM_INITS), ("digit_mass", DIGIT_MASSES), ("frame", FRAMES)):
+        if key in meta and meta[key] not in allowed:
+            raise ValueError(f"{file}: {key} is one of {allowed}, not {json.dumps(meta[key])[:60]}")
     return {**BEFORE_68, **meta}  # a folder saved before issue 68 does not name them
 
 
