@@ -278,7 +278,8 @@ else:
 # (1/15 of a log-sMAPE). Every published run's learning curve is kept in `results/runs/` and drawn
 # from there: a thin line per seed, a thick line for their mean. Drawn once its cells are published.
 # At d = 4, where Study 3 saw BitTokens stall, a second figure reads the kept runs for why: the test
-# score per difficulty level, the curriculum's frontier, the number-head and text losses, the rate.
+# score per difficulty level, the curriculum's frontier, the number-head and text losses, the rate;
+# with the registered intervention's runs (no curriculum, dashed) once they are published.
 
 # %%
 kept_levels = sorted({p.parent.name for p in study.kept.kept_runs(study.kept.KEPT) if p.parent.name.startswith("study4_")})
@@ -288,7 +289,8 @@ for level in kept_levels:
                                             "validation score while training"), f"04_{level}_curves"))
     for task in sorted({r.task for r in study.plan([study.STUDY4]) if r.study == level and r.digits == 4}):
         if any(p.name.startswith(f"{level}-{task}-d4-") for p in runs):  # the stall Study 4 diagnoses
-            display(save(study.plateau.figure(runs, task, 4, f"Study 4, {level.removeprefix('study4_')} tokens: "
+            beside = study.kept.kept_runs(study.kept.KEPT, level.replace(study.STUDY4, study.STUDY4_PLATEAU, 1))
+            display(save(study.plateau.figure(runs + beside, task, 4, f"Study 4, {level.removeprefix('study4_')} tokens: "
                                               f"why BitTokens stall on {task} at d = 4"), f"04_{level}_plateau_{task}"))
 if kept_levels:
     display(study.study4.verdicts(study.study4.answers([study.kept.KEPT])).round(3))

@@ -47,6 +47,7 @@ def traces(folders) -> pd.DataFrame:
         rows.append(
             pd.DataFrame(
                 dict(
+                    study=r.study,
                     task=r.task,
                     digits=r.digits,
                     encoding=r.encoding,
@@ -87,8 +88,8 @@ def by_difficulty(folders) -> pd.DataFrame:
             raise ValueError(f"{r.name}: its test answers are not the questions its settings draw")
         level = answers.assign(level=drawn.difficulty_sd.to_numpy()).groupby("level")
         part = pd.DataFrame({"n": level.size(), "score": level.score.mean(), "exact": level.exact.mean()}).reset_index()
-        rows.append(part.assign(task=r.task, digits=r.digits, encoding=r.encoding, seed=r.seed))
-    columns = ["task", "digits", "encoding", "seed", "level", "n", "score", "exact"]
+        rows.append(part.assign(study=r.study, task=r.task, digits=r.digits, encoding=r.encoding, seed=r.seed))
+    columns = ["study", "task", "digits", "encoding", "seed", "level", "n", "score", "exact"]
     return pd.concat(rows, ignore_index=True)[columns] if rows else pd.DataFrame(columns=columns)
 
 
@@ -110,7 +111,7 @@ def figure(folders, task: str, digits: int, title: str | None = None):
     from plotly.subplots import make_subplots
 
     from .. import plots
-    from .parts import VARIANT, base_encoding
+    from .parts import STUDY4_PLATEAU, VARIANT, base_encoding
 
     folders = list(folders)
     curves = traces(folders)
@@ -120,13 +121,15 @@ def figure(folders, task: str, digits: int, title: str | None = None):
     if curves.empty:
         raise ValueError(f"no kept run of {task} at d = {digits} among the {len(folders)} folders given")
     fig = make_subplots(rows=2, cols=3, subplot_titles=[label for _, label in PANELS], vertical_spacing=0.16)
-    for encoding, runs in curves.groupby("encoding"):
+    for (part_name, encoding), runs in curves.groupby(["study", "encoding"]):
         color = plots.encoding_color(base_encoding(encoding))
         name = encoders.label(base_encoding(encoding)) + (", decimal pool" if encoding == VARIANT else "")
+        dash = "dash" if part_name.startswith(STUDY4_PLATEAU) else None
+        name += ", without curriculum" if dash else ""
         for k, (column, _) in enumerate(PANELS):
             row, col = divmod(k, 3)
             if column == "by_difficulty":
-                part = levels[levels.encoding == encoding]
+                part = levels[(levels.encoding == encoding) & (levels.study == part_name)]
                 fig.add_trace(
                     go.Scatter(x=part.level, y=part.score, mode="markers", marker=dict(color=color, size=5, opacity=0.45),
                                name=f"{name}, one seed", legendgroup=encoding, showlegend=False),
@@ -134,7 +137,7 @@ def figure(folders, task: str, digits: int, title: str | None = None):
                 )  # fmt: skip
                 mean = part.groupby("level").score.mean()
                 fig.add_trace(
-                    go.Scatter(x=mean.index, y=mean.to_numpy(), mode="lines+markers", line=dict(color=color, width=3),
+                    go.Scatter(x=mean.index, y=mean.to_numpy(), mode="lines+markers", line=dict(color=color, width=3, dash=dash),
                                name=name, legendgroup=encoding, showlegend=False),
                     row=row + 1, col=col + 1,
                 )  # fmt: skip
@@ -143,13 +146,13 @@ def figure(folders, task: str, digits: int, title: str | None = None):
                 continue
             for _, run in runs.groupby("seed"):
                 fig.add_trace(
-                    go.Scatter(x=run.tokens / 1e6, y=run[column], mode="lines", line=dict(color=color, width=0.8),
+                    go.Scatter(x=run.tokens / 1e6, y=run[column], mode="lines", line=dict(color=color, width=0.8, dash=dash),
                                opacity=0.4, legendgroup=encoding, showlegend=False, hoverinfo="skip"),
                     row=row + 1, col=col + 1,
                 )  # fmt: skip
             mean = runs.groupby("tokens")[column].mean()
             fig.add_trace(
-                go.Scatter(x=mean.index / 1e6, y=mean.to_numpy(), mode="lines", line=dict(color=color, width=3),
+                go.Scatter(x=mean.index / 1e6, y=mean.to_numpy(), mode="lines", line=dict(color=color, width=3, dash=dash),
                            name=f"{name} (mean of {runs.seed.nunique()} seeds)", legendgroup=encoding, showlegend=k == 0),
                 row=row + 1, col=col + 1,
             )  # fmt: skip
