@@ -102,7 +102,7 @@ def curves_figure(curves: pd.DataFrame, title: str):
         fig.update_xaxes(title_text="tokens trained (millions)", row=1, col=j)
     fig.update_yaxes(range=[-0.02, 1.02], title_text="validation log-sMAPE (↑)", row=1, col=1)
     fig.update_layout(
-        width=330 * max(len(cells), 1) + 150,
+        width=max(330 * max(len(cells), 1) + 150, 760),  # room for the title and subtitle
         height=480,
         legend=dict(orientation="h", y=-0.22, x=0),
         title=dict(

@@ -95,10 +95,10 @@ def by_difficulty(folders) -> pd.DataFrame:
 
 PANELS = (
     ("validation", "validation log-sMAPE (↑)"),
-    ("frontier", "curriculum frontier (difficulty level)"),
-    ("by_difficulty", "test log-sMAPE (↑)"),
-    ("number", "number-head loss"),
-    ("ce", "text cross-entropy (nats)"),
+    ("frontier", "curriculum frontier (BitTokens: base-2 level, digits: base 10)"),
+    ("by_difficulty", "test log-sMAPE (↑) by difficulty level"),
+    ("number", "number-head loss (log)"),
+    ("ce", "LM-head cross-entropy, nats (log)"),
     ("lr_hidden", "learning rate, hidden layers"),
 )
 
@@ -120,7 +120,9 @@ def figure(folders, task: str, digits: int, title: str | None = None):
     levels = levels[(levels.task == task) & (levels.digits == digits)]
     if curves.empty:
         raise ValueError(f"no kept run of {task} at d = {digits} among the {len(folders)} folders given")
-    fig = make_subplots(rows=2, cols=3, subplot_titles=[label for _, label in PANELS], vertical_spacing=0.16)
+    fig = make_subplots(
+        rows=2, cols=3, subplot_titles=[label for _, label in PANELS], vertical_spacing=0.2, horizontal_spacing=0.07
+    )
     for (part_name, encoding), runs in curves.groupby(["study", "encoding"]):
         color = plots.encoding_color(base_encoding(encoding))
         name = encoders.label(base_encoding(encoding)) + (", decimal pool" if encoding == VARIANT else "")
@@ -156,15 +158,14 @@ def figure(folders, task: str, digits: int, title: str | None = None):
                            name=f"{name} (mean of {runs.seed.nunique()} seeds)", legendgroup=encoding, showlegend=k == 0),
                 row=row + 1, col=col + 1,
             )  # fmt: skip
-    for k, (column, label) in enumerate(PANELS):
+    for k, (column, _) in enumerate(PANELS):
         row, col = divmod(k, 3)
         x_title = (
             "difficulty level (A.3: non-zero digits, base 10)"
             if column == "by_difficulty"
             else "tokens trained (millions)"
         )
-        fig.update_xaxes(title_text=x_title, row=row + 1, col=col + 1)
-        fig.update_yaxes(title_text=label, row=row + 1, col=col + 1)
+        fig.update_xaxes(title_text=x_title, row=row + 1, col=col + 1)  # each panel's title names its y
     for column in ("validation", "by_difficulty"):
         k = [c for c, _ in PANELS].index(column)
         fig.update_yaxes(range=[-0.02, 1.02], row=k // 3 + 1, col=k % 3 + 1)
@@ -173,12 +174,12 @@ def figure(folders, task: str, digits: int, title: str | None = None):
     fig.update_layout(
         width=1250,
         height=760,
-        legend=dict(orientation="h", y=-0.12, x=0),
+        legend=dict(orientation="h", y=-0.14, x=0),
         title=dict(
             text=title or f"Why the score stalls: {task}, d = {digits}",
             subtitle=dict(text="thin lines and dots: one seed each; thick: their mean"),
         ),
-        margin=dict(t=110),
+        margin=dict(t=130),
     )
     return fig
 
