@@ -294,6 +294,8 @@ for level in kept_levels:
                                               f"why BitTokens stall on {task} at d = 4"), f"04_{level}_plateau_{task}"))
 if kept_levels:
     display(study.study4.verdicts(study.study4.answers([study.kept.KEPT])).round(3))
+    found = study.study4.answers([study.kept.KEPT], parts=(study.STUDY4, study.STUDY4_PLATEAU))
+    display(study.plateau.intervention(found).round(3))  # the plateau's registered test (docs/study4.md)
 else:
     print("no Study 4 cell published yet")
 
