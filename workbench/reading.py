@@ -30,24 +30,14 @@ def read_text(path, limit: int = LOG_LIMIT) -> str:
     not exist; a ValueError of one line naming it if it is not a regular file, is larger, cannot be
     read or is not UTF-8."""
     path = Path(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens at once, unread
-    except FileNotFoundError:
-        raise
-    except OSError as err:
-        raise ValueError(f"{path} cannot be read: {err.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError(f"{path} is {_kind(st.st_mode)}, not a file a run wrote: only regular files are read")
-        if st.st_size > limit:
-            raise ValueError(f"{path} holds {st.st_size:,} bytes, more than such a file holds ({limit:,}): not read")
-        with os.fdopen(os.dup(fd), "rb") as f:
+    with open_regular(path) as f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+            if size > limit:
+                raise ValueError(f"{path} holds {size:,} bytes, more than such a file holds ({limit:,}): not read")
             data = f.read(limit + 1)
-    except OSError as err:
-        raise ValueError(f"{path} cannot be read: {err.strerror or err}") from None
-    finally:
-        os.close(fd)
+        except OSError as err:
+            raise ValueError(f"{path} cannot be read: {err.strerror or err}") from None
     if len(data) > limit:  # it grew while being read
         raise ValueError(f"{path} holds more than {limit:,} bytes, more than such a file holds: not read")
     try:
@@ -72,6 +62,9 @@ def open_regular(path):
         if not stat.S_ISREG(st.st_mode):
             raise ValueError(f"{path} is {_kind(st.st_mode)}, not a file a run wrote: only regular files are read")
         os.set_blocking(fd, True)
+    except OSError as err:
+        os.close(fd)
+        raise ValueError(f"{path} cannot be read: {err.strerror or err}") from None
     except BaseException:
         os.close(fd)
         raise
