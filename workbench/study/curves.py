@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .. import encoders
@@ -21,19 +22,23 @@ from .kept import read_kept
 from .parts import PAPER_REGIME, PARTS, VARIANT, base_encoding, plan
 
 
-def validation_curves(folders) -> pd.DataFrame:
-    """Every evaluation of the kept runs in `folders` (their names are the plan's run names)."""
+def kept_plan_runs(folders) -> list[tuple]:
+    """(plan run, kept run: `read_kept`) of every kept folder in `folders` whose name is a run of
+    the plan; other folders are left out."""
     runs = {r.name: r for r in plan(PARTS)}
+    return [(runs[Path(f).name], read_kept(f)) for f in map(Path, folders) if f.name in runs]
+
+
+def traces(folders) -> pd.DataFrame:
+    """One row per evaluation of each kept run: its cell, encoding, seed, tokens trained, the
+    validation score, the curriculum frontier, the task's loss weight, and the step losses and rates
+    of the nearest kept step at or before it (metrics are kept thinned)."""
     rows = []
-    for folder in map(Path, folders):
-        r = runs.get(folder.name)
-        if r is None:
-            continue
-        run = read_kept(folder)
-        cfg = run["config"]
+    for r, run in kept_plan_runs(folders):
+        cfg, evals, steps = run["config"], run["evals"].sort_values("step"), run["steps"].sort_values("step")
+        losses = steps[[c for c in ("step", "ce", "number", "lr/hidden", "lr/head") if c in steps]]
+        merged = pd.merge_asof(evals, losses, on="step", direction="backward")
         block = cfg.get("context") or preset(cfg["preset"]).block_size
-        evals = run["evals"]
-        frontier = evals.get(f"frontier/{r.task}", pd.Series(float("nan"), index=evals.index))
         rows.append(
             pd.DataFrame(
                 dict(
@@ -42,14 +47,29 @@ def validation_curves(folders) -> pd.DataFrame:
                     digits=r.digits,
                     encoding=r.encoding,
                     seed=r.seed,
-                    tokens=evals.step * cfg["batch_size"] * block,
-                    validation=evals.harmonic_mean,
-                    frontier=frontier,
+                    step=merged.step,
+                    tokens=merged.step * cfg["batch_size"] * block,
+                    validation=merged.harmonic_mean,
+                    frontier=merged.get(f"frontier/{r.task}", np.nan),
+                    loss_weight=merged.get(f"loss_weight/{r.task}", np.nan),
+                    ce=merged.get("ce", np.nan),
+                    number=merged.get("number", np.nan),
+                    lr_hidden=merged.get("lr/hidden", np.nan),
+                    lr_head=merged.get("lr/head", np.nan),
                 )
             )
         )
-    columns = ["study", "task", "digits", "encoding", "seed", "tokens", "validation", "frontier"]
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=columns)
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+CURVE_COLUMNS = ["study", "task", "digits", "encoding", "seed", "tokens", "validation", "frontier"]
+
+
+def validation_curves(folders) -> pd.DataFrame:
+    """Every evaluation of the kept runs in `folders` (their names are the plan's run names): the
+    validation score and the curriculum's frontier against tokens trained (`traces`' columns)."""
+    table = traces(folders)
+    return table[CURVE_COLUMNS] if len(table) else pd.DataFrame(columns=CURVE_COLUMNS)
 
 
 def curves_figure(curves: pd.DataFrame, title: str):

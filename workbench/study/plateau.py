@@ -2,7 +2,7 @@
 of BitTokens at d = 4 (docs/study4.md, "The plateau").
 
     runs = study.kept.kept_runs(study.kept.KEPT, "study4_3M")
-    study.plateau.traces(runs)        # per evaluation: validation, curriculum frontier, losses, rates
+    study.curves.traces(runs)         # per evaluation: validation, curriculum frontier, losses, rates
     study.plateau.by_difficulty(runs)  # per run and difficulty level: the test answers' mean score
     study.plateau.figure(runs, "multiplication", 4)
 
@@ -15,56 +15,15 @@ seed and regime (the same call as training's `final_test`) and matched question 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
 from .. import encoders, tasks
 from ..config import from_record
-from ..gpt_config import preset
 from ..tasks import generate
-from .kept import read_kept
-from .parts import PARTS, plan
-
-
-def _cell_runs(folders) -> list[tuple]:
-    """(plan run, kept run) of every kept folder whose name is a run of the plan."""
-    runs = {r.name: r for r in plan(PARTS)}
-    return [(runs[Path(f).name], read_kept(f)) for f in folders if Path(f).name in runs]
-
-
-def traces(folders) -> pd.DataFrame:
-    """One row per evaluation of each kept run: its cell, encoding, seed, tokens trained, the
-    validation score, the curriculum frontier, the task's loss weight, and the step losses and rates
-    of the nearest kept step at or before it (metrics are kept thinned)."""
-    rows = []
-    for r, run in _cell_runs(folders):
-        cfg, evals, steps = run["config"], run["evals"].sort_values("step"), run["steps"].sort_values("step")
-        losses = steps[[c for c in ("step", "ce", "number", "lr/hidden", "lr/head") if c in steps]]
-        merged = pd.merge_asof(evals, losses, on="step", direction="backward")
-        block = cfg.get("context") or preset(cfg["preset"]).block_size
-        rows.append(
-            pd.DataFrame(
-                dict(
-                    study=r.study,
-                    task=r.task,
-                    digits=r.digits,
-                    encoding=r.encoding,
-                    seed=r.seed,
-                    step=merged.step,
-                    tokens=merged.step * cfg["batch_size"] * block,
-                    validation=merged.harmonic_mean,
-                    frontier=merged.get(f"frontier/{r.task}", np.nan),
-                    loss_weight=merged.get(f"loss_weight/{r.task}", np.nan),
-                    ce=merged.get("ce", np.nan),
-                    number=merged.get("number", np.nan),
-                    lr_hidden=merged.get("lr/hidden", np.nan),
-                    lr_head=merged.get("lr/head", np.nan),
-                )
-            )
-        )
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+from .curves import kept_plan_runs, traces  # noqa: F401 (traces: the curves this module reads, study.plateau.traces)
+from .parts import STUDY4, STUDY4_PLATEAU, STUDY4_SEEDS, VARIANT, base_encoding
+from .study4 import paired
 
 
 def test_questions(cfg: dict, task: str) -> pd.DataFrame:
@@ -78,7 +37,7 @@ def by_difficulty(folders) -> pd.DataFrame:
     """Per kept run and difficulty level: how many test questions, their mean score and the share
     answered exactly."""
     rows = []
-    for r, run in _cell_runs(folders):
+    for r, run in kept_plan_runs(folders):
         answers = run["answers"]
         drawn = test_questions(run["config"], r.task)
         if (
@@ -111,7 +70,6 @@ def figure(folders, task: str, digits: int, title: str | None = None):
     from plotly.subplots import make_subplots
 
     from .. import plots
-    from .parts import STUDY4_PLATEAU, VARIANT, base_encoding
 
     folders = list(folders)
     curves = traces(folders)
@@ -224,11 +182,8 @@ def curriculum_draws(record: dict, task: str, frontiers, pool: int = 50_000) -> 
 
 def intervention(found: dict) -> pd.DataFrame:
     """The registered comparisons of the intervention (docs/study4.md, "The plateau"), each paired by
-    seed on the same test questions, with Study 4's t interval and verdict: `found` is
+    seed on the same test questions, as Study 4's cells are (`study4.paired`): `found` is
     `study4.answers(folders, parts=(STUDY4, STUDY4_PLATEAU))`."""
-    from .paired import paired_t, seed_gaps, verdict
-    from .parts import STUDY4, STUDY4_PLATEAU, STUDY4_SEEDS, VARIANT
-
     grid = found.get((f"{STUDY4}_3M", "multiplication", 4), {})
     without = found.get((f"{STUDY4_PLATEAU}_3M", "multiplication", 4), {})
     comparisons = (
@@ -239,21 +194,6 @@ def intervention(found: dict) -> pd.DataFrame:
     )  # fmt: skip
     rows = []
     for a, left, b, right in comparisons:
-        if not left or not right or not all(s in left and s in right for s in STUDY4_SEEDS):
-            continue
-        gaps = seed_gaps([left[s] for s in STUDY4_SEEDS], [right[s] for s in STUDY4_SEEDS])
-        mean, low, high = paired_t(gaps)
-        rows.append(
-            dict(
-                a=a,
-                b=b,
-                mean_a=float(np.mean([left[s].mean() for s in STUDY4_SEEDS])),
-                mean_b=float(np.mean([right[s].mean() for s in STUDY4_SEEDS])),
-                gap=mean,
-                low=low,
-                high=high,
-                seed_gaps=" ".join(f"{g:+.3f}" for g in gaps),
-                verdict=verdict(mean, low, high, a, b),
-            )
-        )
+        if left and right and all(s in left and s in right for s in STUDY4_SEEDS):
+            rows.append(paired([left[s] for s in STUDY4_SEEDS], [right[s] for s in STUDY4_SEEDS], a, b))
     return pd.DataFrame(rows)

@@ -67,39 +67,39 @@ def stuck_seed(gaps: np.ndarray) -> int | None:
     return which
 
 
+def paired(left: list, right: list, a: str, b: str, seeds=STUDY4_SEEDS) -> dict:
+    """The registered comparison of A's and B's runs, given as the scores of their test answers per
+    seed in `seeds`' order: both means, each seed's gap, the mean gap with its t interval (the
+    registered one) and the paired bootstrap's, the verdict against one digit (SMALLEST_EFFECT) and
+    the stuck-seed flag."""
+    gaps = seed_gaps(left, right)
+    mean, low, high = paired_t(gaps)
+    _, boot_low, boot_high = paired_bootstrap(left, right)
+    stuck = stuck_seed(gaps)
+    return dict(
+        a=a,
+        b=b,
+        mean_a=float(np.mean([x.mean() for x in left])),
+        mean_b=float(np.mean([x.mean() for x in right])),
+        gap=mean,
+        low=low,
+        high=high,
+        boot_low=boot_low,
+        boot_high=boot_high,
+        seed_gaps=" ".join(f"{g:+.3f}" for g in gaps),
+        verdict=verdict(mean, low, high, a, b),
+        stuck_seed=None if stuck is None else seeds[stuck],
+    )
+
+
 def verdicts(found: dict, pairs=PAIRS, seeds=STUDY4_SEEDS) -> pd.DataFrame:
-    """One row per cell and registered pair with every seed of both encodings: both means, each seed's
-    gap, the mean gap with its t interval (the registered one) and the paired bootstrap's, the verdict
-    against one digit (SMALLEST_EFFECT) and the stuck-seed flag."""
+    """One row per cell and registered pair with every seed of both encodings (`paired`)."""
     rows = []
     for (study, task, digits), by in sorted(found.items()):
         for a, b in pairs:
-            if not all(s in by.get(a, {}) and s in by.get(b, {}) for s in seeds):
-                continue
-            left, right = [by[a][s] for s in seeds], [by[b][s] for s in seeds]
-            gaps = seed_gaps(left, right)
-            mean, low, high = paired_t(gaps)
-            _, boot_low, boot_high = paired_bootstrap(left, right)
-            stuck = stuck_seed(gaps)
-            rows.append(
-                dict(
-                    study=study,
-                    task=task,
-                    digits=digits,
-                    a=a,
-                    b=b,
-                    mean_a=float(np.mean([x.mean() for x in left])),
-                    mean_b=float(np.mean([x.mean() for x in right])),
-                    gap=mean,
-                    low=low,
-                    high=high,
-                    boot_low=boot_low,
-                    boot_high=boot_high,
-                    seed_gaps=" ".join(f"{g:+.3f}" for g in gaps),
-                    verdict=verdict(mean, low, high, a, b),
-                    stuck_seed=None if stuck is None else seeds[stuck],
-                )
-            )
+            if all(s in by.get(a, {}) and s in by.get(b, {}) for s in seeds):
+                left, right = [by[a][s] for s in seeds], [by[b][s] for s in seeds]
+                rows.append(dict(study=study, task=task, digits=digits, **paired(left, right, a, b, seeds)))
     return pd.DataFrame(rows)
 
 
