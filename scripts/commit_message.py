@@ -33,6 +33,9 @@ def main(argv: list[str]) -> int:
         for line in bad:
             print(f"{line.split(' ', 1)[0]}: subject of {len(line.split(' ', 1)[1])} characters")
         return 1 if bad else 0
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
