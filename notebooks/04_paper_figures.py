@@ -271,7 +271,7 @@ else:
     print("no Study 3 runs in study_dir yet")
 
 # %% [markdown]
-# ## Study 4: paired seeds on portable numerics, with every run's curves (docs/study4.md)
+# ## Study 4: paired seeds on portable numerics, with every run's curves (docs/study/study4.md)
 #
 # Study 3's deciding cells again, five paired seeds each: per cell the gap between the encodings on
 # the same seeds and questions, its t interval over the seed gaps, and the verdict against one digit
@@ -295,7 +295,7 @@ for level in kept_levels:
 if kept_levels:
     display(study.study4.verdicts(study.study4.answers([study.kept.KEPT])).round(3))
     found = study.study4.answers([study.kept.KEPT], parts=(study.STUDY4, study.STUDY4_PLATEAU))
-    display(study.plateau.intervention(found).round(3))  # the plateau's registered test (docs/study4.md)
+    display(study.plateau.intervention(found).round(3))  # the plateau's registered test (docs/study/study4.md)
 else:
     print("no Study 4 cell published yet")
 

@@ -38,8 +38,8 @@ BUDGET_PARTS = (BUDGET, BUDGET_D8, BUDGET_MORE)
 STUDY4 = "study4"
 STUDY4_LR = "study4_lr"
 STUDY4_PARTS = (STUDY4, STUDY4_LR)
-STUDY4_GPU = "study4_gpu"  # exploratory: Study 4's cells at GPU budgets (docs/study4.md)
-STUDY4_PLATEAU = "study4_plateau"  # the registered intervention on the d = 4 stall (docs/study4.md)
+STUDY4_GPU = "study4_gpu"  # exploratory: Study 4's cells at GPU budgets (docs/study/study4.md)
+STUDY4_PLATEAU = "study4_plateau"  # the registered intervention on the d = 4 stall (docs/study/study4.md)
 PARTS = (
     PREREGISTERED
     + (DECIMAL_POOL, NUMERIC_CHECKPOINT, ZOO_PRECISION, ZOO_MULTITASK, WIDTH)
@@ -111,7 +111,7 @@ STUDY4_LR_SEEDS = (0, 1)
 STUDY4_LR_RATES = (("hidden_lr", 0.01), ("hidden_lr", 0.04), ("head_lr", 0.002), ("head_lr", 0.008), ("head_lr", 0.016))
 
 
-# The GPU sprint (docs/study4.md, "Exploratory: the GPU sprint"): Study 4's runs of the main grid's
+# The GPU sprint (docs/study/study4.md, "Exploratory: the GPU sprint"): Study 4's runs of the main grid's
 # encodings at budgets a CPU cannot reach, trained on a GPU in float32 with TF32 off (as a CPU computes),
 # its studies named gpu_<budget> so that its rows never mix with a CPU's. The levels are tried in
 # GPU_LEVELS' order; which of them run is fixed by `gpu_levels` from the first lease's measured speed.
@@ -249,7 +249,7 @@ def study4_lr_plan() -> list[Run]:
 
 
 def study4_plateau_plan() -> list[Run]:
-    """The intervention on the d = 4 stall (docs/study4.md, "The plateau"): the main grid's runs of
+    """The intervention on the d = 4 stall (docs/study/study4.md, "The plateau"): the main grid's runs of
     multiplication at d = 4 and 3M tokens without the difficulty curriculum, every question drawn
     from the pool as the test draws them; BitTokens' five seeds first, then single digit's."""
     return [
