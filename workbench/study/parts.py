@@ -1,4 +1,4 @@
-"""The study's parts as runs (docs/study.md): what each part trains, registered before its runs.
+"""The study's parts as runs (docs/study/protocols.md): what each part trains, registered before its runs.
 
 Study 1 ("precision"): multiplication and division, each encoding trained alone, operands of at
 most d significant digits, d in DIGITS; Study 2 ("multitask"): the six comparison and single-step
@@ -31,10 +31,10 @@ DECIMAL_POOL = "decimal_pool"  # exploratory: BitTokens sample the decimal pool 
 NUMERIC_CHECKPOINT = "multitask_numeric"  # Study 2b: Study 2 with the checkpoint chosen by the numeric tasks
 ZOO_PRECISION, ZOO_MULTITASK = "zoo_precision", "zoo_multitask"  # the zoo: Study 1's and Study 2b's protocols
 WIDTH = "width"  # exploratory: BitTokens and single digit in a 256-wide model (Study 1's protocol at d = 2)
-# Study 3 (docs/study.md): budget x precision, in three registered parts run in this order
+# Study 3 (docs/study/protocols.md): budget x precision, in three registered parts run in this order
 BUDGET, BUDGET_D8, BUDGET_MORE = "budget", "budget_d8", "budget_more"
 BUDGET_PARTS = (BUDGET, BUDGET_D8, BUDGET_MORE)
-# Study 4 (docs/study.md): Study 3's deciding cells again, five paired seeds on portable numerics
+# Study 4 (docs/study/study4.md): Study 3's deciding cells again, five paired seeds on portable numerics
 STUDY4 = "study4"
 STUDY4_LR = "study4_lr"
 STUDY4_PARTS = (STUDY4, STUDY4_LR)
