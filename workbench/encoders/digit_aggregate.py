@@ -38,7 +38,7 @@ AGGREGATE = "<agg>"
 @register
 class DigitAggregate(DigitEncoding):
     name = "digit_aggregate"
-    label = "Digit-embedding aggregate"
+    label = "Digit aggregate"
     group = 1
 
     @cached_property

@@ -47,7 +47,7 @@ MISS = 1.01  # reweigh: the cost of the mass outside the digit tokens (its max_d
 @register
 class NumberLevelLoss(SingleDigit):
     name = "ntl_number"
-    label = "Number Token Loss, number level"
+    label = "NTL, number level"
     paper_label = None
 
     def __init__(self, weight: float = 0.3, float_level: bool = False, reweigh: bool = True):

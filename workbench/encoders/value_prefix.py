@@ -41,7 +41,7 @@ PREFIX = "<num>"
 @register
 class ValuePrefix(DigitEncoding):
     name = "value_prefix"
-    label = "Value-aware prefix token"
+    label = "Value prefix"
     group = 1
 
     def __init__(self, weight: float = 1.0):
