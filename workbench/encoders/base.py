@@ -207,7 +207,9 @@ class TokenModule(nn.Module):
     def embed(self, ids: Tensor, doc_ids: Tensor) -> Tensor | None:
         """Added to the token embeddings of ids [B, T] (doc_ids [B, T]: the sample of each token):
         [B, T, d_model]. Row t may depend on the tokens up to t of its own sample only: generation
-        calls it on the tokens so far and keeps the last row."""
+        calls it on the tokens so far and keeps the last row. (The one exception by design: a
+        value prefix's row reads the number written after it, as training's teacher forcing; where
+        the model writes that number itself, the row is 0 and `fed` supplies its stand-in.)"""
         return None
 
     # A module whose loss reads whole numbers (runs of targets) sets this: `loss` then also gets
