@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+HARNESS := $(VENV)/.harness-installed
 # The server settings of this environment (the first config path of `jupyter --paths`).
 SERVER_CONFIG := $(VENV)/etc/jupyter/jupyter_server_config.json
 
@@ -27,6 +28,12 @@ $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml Makefile
 
 install: $(STAMP)
 
+# lm-evaluation-harness and inspect-ai (pyproject's `harness` extra, docs/harness.md): the tests run
+# the real packages; the pins of requirements.txt hold (torch's CPU wheel above all).
+$(HARNESS): $(STAMP) pyproject.toml
+	$(BIN)/pip install -q -c requirements.txt -e '.[harness]'
+	touch $@
+
 # Static figure export (kaleido) drives a Chromium; install Debian's when missing.
 browser:
 	@command -v chromium > /dev/null || command -v chromium-browser > /dev/null || \
@@ -40,7 +47,7 @@ figures: install browser
 # The tests run in one worker per core (pytest-xdist): most of the time goes to subprocesses of one
 # thread each (trainings, notebooks, torchrun pairs), so the workers do not compete for threads.
 # The 25 slowest are listed at the end, so that a CI log says where the suite's time went.
-test: install browser
+test: install browser $(HARNESS)
 	$(BIN)/python -m pytest -q -n auto --dist worksteal --durations=25
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
