@@ -38,8 +38,8 @@ from tqdm.auto import tqdm
 from workbench import distributed, encoders, experiments
 from workbench.batches import number_fields
 from workbench.data import build_pool, draw, pack, samples_per_step
-from workbench.fused import chunk_elements, linear_cross_entropy
-from workbench.model import packed_mask
+from workbench.model.fused import chunk_elements, linear_cross_entropy
+from workbench.model.gpt import packed_mask
 from workbench.syncs import HostSyncs, optimizer_counters
 from workbench.tokenizer import Tokenizer
 from workbench.train import TrainConfig, setup, step_batches, train_step
@@ -213,7 +213,7 @@ def loss_costs(targets):
 
 PEAK_PROBE = """
 import sys, torch
-from workbench.fused import chunk_elements, linear_cross_entropy
+from workbench.model.fused import chunk_elements, linear_cross_entropy
 rows, vocab, chunk = (int(a) for a in sys.argv[1:4])
 def peak():
     return int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]) * 1024

@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 
 from workbench import encoders, tasks  # noqa: E402
 from workbench.loss import losses as train_losses  # noqa: E402
-from workbench.model import GPT, preset  # noqa: E402
+from workbench.model.gpt import GPT, preset  # noqa: E402
 from workbench.outputs import output_path  # noqa: E402
 from workbench.syncs import HostSyncs, optimizer_counters  # noqa: E402
 from workbench.train import TrainConfig, open_loader, setup, step_batches, train_step  # noqa: E402

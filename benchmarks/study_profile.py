@@ -42,8 +42,9 @@ started_imports = time.perf_counter()
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from workbench import batches, data, evaluate, model, study, train  # noqa: E402
+from workbench import batches, data, evaluate, study, train
 from workbench.allocator import keep_freed_memory  # noqa: E402
+from workbench.model import gpt as model  # noqa: E402
 from workbench.optim import Float32Muon  # noqa: E402
 from workbench.outputs import output_path  # noqa: E402
 

@@ -43,7 +43,7 @@ from workbench.allocator import keep_freed_memory
 from workbench.batches import number_fields
 from workbench.data import make_pool, next_batch, samples_per_step
 from workbench.loss import losses as step_losses
-from workbench.model import GPT, preset
+from workbench.model.gpt import GPT, preset
 from workbench.optim import apply_schedule, build_optimizers
 from workbench.tasks import numeric
 from workbench.tokenizer import Tokenizer

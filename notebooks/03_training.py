@@ -36,7 +36,7 @@
 # %% tags=["parameters"]
 encoding = "bittokens"  # any registered encoding, workbench.encoders.names(): bittokens, fone, xval, single_digit, triple_digit, numerologic, ...
 tasks = "addition,multiplication"  # comma-separated, from workbench.tasks.names()
-preset = "cpu-tiny"  # model size, a name of workbench.gpt_config.PRESETS
+preset = "cpu-tiny"  # model size, a name of workbench.model.gpt_config.PRESETS
 tokens = 1e6  # training budget in tokens
 seed = 0  # seed of the data, the initialisation and the sampling
 curriculum = True  # the difficulty curriculum of C.3 for multiplication, division, exp, mean, std

@@ -1553,7 +1553,7 @@ __attribute__((constructor)) static void planted(void) {
 """
 LOAD_KERNELS = (
     "import warnings; warnings.simplefilter('always')\n"
-    "from workbench import cpu_kernels\nprint('LOADED' if cpu_kernels.library() is not None else 'OFF')"
+    "from workbench.model import cpu_kernels\nprint('LOADED' if cpu_kernels.library() is not None else 'OFF')"
 )
 
 
@@ -1563,7 +1563,7 @@ def kernel_cases(folder):
     import hashlib
     import platform
 
-    from workbench import cpu_kernels
+    from workbench.model import cpu_kernels
 
     compiler = os.environ.get("CC") or "cc"
     base = Path(folder) / "kernels"

@@ -12,7 +12,7 @@ from test_reversed_digits import oracle_pieces, oracle_value
 
 from workbench import encoders
 from workbench.data import pack
-from workbench.model import GPT, preset
+from workbench.model.gpt import GPT, preset
 from workbench.tokenizer import Tokenizer
 
 

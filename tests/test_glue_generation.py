@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from workbench.evaluate import answer
-from workbench.model import GPT, packed_mask, preset
+from workbench.model.gpt import GPT, packed_mask, preset
 from workbench.tokenizer import Tokenizer
 
 PROMPTS = ["1.5 + 2", "<|min|>4, 2, 9, 10.25, 3", "12 * 3", "What is 7 - 0.5 * 2?"]

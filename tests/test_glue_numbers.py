@@ -20,7 +20,7 @@ from workbench.batches import number_fields
 from workbench.data import pack
 from workbench.evaluate import answer, evaluate, score, summarize
 from workbench.loss import losses as train_losses
-from workbench.model import GPT, preset
+from workbench.model.gpt import GPT, preset
 from workbench.tokenizer import Tokenizer
 
 C = 30.0  # logit magnitude of the planted head: BCE of a right bit is softplus(-30) ~ 1e-13

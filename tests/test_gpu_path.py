@@ -15,9 +15,10 @@ import torch
 from tiny import tiny
 from torch._dynamo.testing import CompileCounter
 
-from workbench import distributed, encoders, flex
+from workbench import distributed, encoders
 from workbench.data import NotEnoughSamples, build_pool, pack
-from workbench.model import GPT, packed_mask, preset
+from workbench.model import flex
+from workbench.model.gpt import GPT, packed_mask, preset
 from workbench.syncs import HostSyncs, optimizer_counters
 from workbench.tokenizer import Tokenizer
 from workbench.train import CONFIGS, TrainConfig, setup, step_batches, train, train_step
@@ -281,7 +282,7 @@ def test_heads_check_sees_tf32_error_without_the_fix(monkeypatch):
     fails (errors of ~3e-4, xVal's values off by ~1e-3) when the heads run without it."""
     import contextlib
 
-    from workbench import model as model_module
+    from workbench.model import gpt as model_module
 
     check = gpu_check_module()
     args = type("Args", (), {"emulate_tf32": True})()

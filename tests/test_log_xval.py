@@ -15,7 +15,7 @@ from workbench import encoders
 from workbench.batches import number_fields
 from workbench.data import pack
 from workbench.loss import losses as train_losses
-from workbench.model import GPT, preset
+from workbench.model.gpt import GPT, preset
 from workbench.tokenizer import Tokenizer
 
 CODEC = encoders.get("log_xval")

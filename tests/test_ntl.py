@@ -17,7 +17,7 @@ from workbench import encoders
 from workbench.batches import micro_batches, number_fields, token_count
 from workbench.data import pack
 from workbench.loss import losses as train_losses
-from workbench.model import GPT, preset
+from workbench.model.gpt import GPT, preset
 from workbench.rundir import load_metrics
 from workbench.tokenizer import Tokenizer
 from workbench.train import main

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from workbench import tasks
-from workbench.model import GPT, preset
+from workbench.model.gpt import GPT, preset
 from workbench.perplexity import numeric_targets, perplexity, text_score
 from workbench.tokenizer import Tokenizer
 

@@ -15,7 +15,7 @@ from workbench.batches import number_fields
 from workbench.encoders.base import TokenModule
 from workbench.encoders.single_digit import SingleDigit
 from workbench.loss import losses as train_losses
-from workbench.model import GPT, packed_mask, preset
+from workbench.model.gpt import GPT, packed_mask, preset
 from workbench.tokenizer import Tokenizer
 
 

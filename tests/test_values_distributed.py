@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from workbench import distributed, encoders, tasks
-from workbench.model import GPT, preset
+from workbench.model.gpt import GPT, preset
 from workbench.tokenizer import Tokenizer
 
 

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from workbench import encoders
-from workbench.model import GPT, preset
+from workbench.model.gpt import GPT, preset
 from workbench.perplexity import perplexity
 from workbench.tokenizer import Tokenizer
 

@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 from workbench import distributed, encoders, tasks
 from workbench.evaluate import evaluate
-from workbench.model import GPT
+from workbench.model.gpt import GPT
 from workbench.rundir import load_checkpoint
 from workbench.tokenizer import Tokenizer
 from workbench.train import TrainConfig, train

@@ -21,7 +21,7 @@ import torch
 import workbench.train as train_module
 from workbench import encoders, experiments, tasks
 from workbench.evaluate import answer
-from workbench.model import GPT
+from workbench.model.gpt import GPT
 from workbench.numbers import parse
 from workbench.rundir import load_checkpoint, load_metrics
 from workbench.tokenizer import Tokenizer

@@ -58,8 +58,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import numerics
 from .batches import Batch, StepBuilder
+from .model import numerics
 
 SLOTS = 2  # the batch a step reads and the one built meanwhile
 ALIGN = 64  # every tensor of a slot starts at a multiple of this (any dtype's view, cache lines)

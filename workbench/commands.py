@@ -9,8 +9,8 @@ import sys
 
 def train() -> None:
     """`workbench-train`: `python -m workbench.train`."""
-    from . import numerics
     from .config import command_line
+    from .model import numerics
 
     numerics.apply(command_line(sys.argv[1:])[1]["numerics"])  # before torch loads (numerics.py)
     from .train import main

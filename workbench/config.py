@@ -20,12 +20,13 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 
-from . import encoders, numerics, tasks
+from . import encoders, tasks
 from .balancing import CAPS
 from .cli import Parser, add_arguments, add_encoding_option, check_choices, encoding_options, flag, setting, values_of
 from .curriculum import ENDGAMES
 from .curriculum_authors import RULES as CURRICULUM_RULES
-from .gpt_config import ACTIVATION_NAMES, ATTENTIONS, INITS, LOSSES, NORMS, PRESETS, preset
+from .model import numerics
+from .model.gpt_config import ACTIVATION_NAMES, ATTENTIONS, INITS, LOSSES, NORMS, PRESETS, preset
 from .optim_config import OptimConfig
 from .tasks import Regime, text_sources
 from .tokenizer import TEXT_BPES

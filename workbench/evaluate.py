@@ -8,7 +8,7 @@ import math
 import pandas as pd
 
 from . import tasks
-from .model import GPT
+from .model.gpt import GPT
 from .tokenizer import Tokenizer
 
 MAX_ANSWER_TOKENS = 48  # longer than any answer of the nine tasks in any encoding

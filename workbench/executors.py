@@ -40,8 +40,8 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from . import numerics
 from .cli import check_choices, setting, unknown
+from .model import numerics
 
 EXECUTORS = ("local", "submitit-local", "slurm")
 # Slurm's states of a job it ended before the job's program did (sacct's words).

@@ -263,7 +263,7 @@ def _tasks(value) -> str:
 
 
 def _presets() -> list[str]:
-    from .gpt_config import PRESETS  # torch-free: `params` and a refused value answer without torch
+    from .model.gpt_config import PRESETS  # torch-free: `params` and a refused value answer without torch
 
     return list(PRESETS)
 

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .model import GPT
+from .model.gpt import GPT
 from .tokenizer import Tokenizer
 
 

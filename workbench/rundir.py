@@ -32,7 +32,7 @@ import torch
 from . import encoders, events, tasks
 from .atomic import clean_temporaries, write_atomic
 from .config import TrainConfig, from_record, recorded
-from .model import GPT
+from .model.gpt import GPT
 from .outputs import check_run_folder
 from .reading import open_regular, read_json, read_json_lines
 from .tokenizer import Tokenizer
@@ -336,9 +336,9 @@ def environment(cfg: TrainConfig, device: torch.device | None = None, run=None) 
     checksums of the text it read (the BPE's corpus and the text task's source)."""
     from importlib.metadata import version
 
-    from . import numerics
     from .batches import prefetch_mode
-    from .fused import _kernels_agree
+    from .model import numerics
+    from .model.fused import _kernels_agree
     from .optim import cpu_has_bf16_matrix_units, newton_schulz_dtype
     from .tasks import text_sources
 

@@ -25,7 +25,7 @@ if __name__ == "__main__":
     _flags = command_line(sys.argv[1:])[1]
     # torch reads its kernels' settings at its first computation: the run's numerics go into the
     # environment before the imports below (numerics.ensure checks them when the run starts)
-    from workbench import numerics
+    from workbench.model import numerics
 
     numerics.apply(_flags["numerics"])
 
@@ -45,7 +45,7 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from . import distributed, encoders, numerics, tasks
+from . import distributed, encoders, tasks
 from .adapt import build_sampler, evaluate_and_adapt
 from .allocator import keep_freed_memory
 from .atomic import write_atomic
@@ -59,7 +59,8 @@ from .evaluate import evaluate, summarize
 from .locks import InUse, hold
 from .loss import losses as step_losses
 from .memory import check_memory
-from .model import GPT
+from .model import numerics
+from .model.gpt import GPT
 from .optim import apply_schedule, build_optimizers
 from .outputs import output_path
 from .perplexity import perplexity, text_score

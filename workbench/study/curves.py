@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .. import encoders
-from ..gpt_config import preset
+from ..model.gpt_config import preset
 from .kept import read_kept
 from .parts import PAPER_REGIME, PARTS, VARIANT, base_encoding, plan
 

@@ -38,8 +38,10 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
+from ..encoders.base import NumberEncoding
+from ..numbers import NUM_TOKEN
+from ..tokenizer import CONTROL_TOKENS
 from . import flex
-from .encoders.base import NumberEncoding
 from .fused import (
     attention_plan,
     linear_at_rows,
@@ -51,8 +53,6 @@ from .fused import (
     scale_at_rows,
 )
 from .gpt_config import ACTIVATION_NAMES, ATTENTIONS, INITS, LOSSES, NORMS, PRESETS, GPTConfig, preset  # noqa: F401
-from .numbers import NUM_TOKEN
-from .tokenizer import CONTROL_TOKENS
 
 NUM_ID = CONTROL_TOKENS.index(NUM_TOKEN)
 ACTIVATIONS = {"gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "gelu": F.gelu, "relu2": relu_squared}

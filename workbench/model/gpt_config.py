@@ -60,7 +60,7 @@ PRESETS = {
 
 def preset(name: str, **overrides) -> GPTConfig:
     if name not in PRESETS:
-        from .cli import unknown
+        from ..cli import unknown
 
         raise ValueError(unknown("preset", name, PRESETS))
     return replace(PRESETS[name], **overrides)
