@@ -36,13 +36,13 @@ from torch.profiler import ProfilerActivity, profile
 from tqdm.auto import tqdm
 
 from workbench import distributed, encoders, experiments
-from workbench.batches import number_fields
-from workbench.data import build_pool, draw, pack, samples_per_step
 from workbench.model.fused import chunk_elements, linear_cross_entropy
 from workbench.model.gpt import packed_mask
 from workbench.syncs import HostSyncs, optimizer_counters
 from workbench.tokenizer import Tokenizer
-from workbench.train import TrainConfig, setup, step_batches, train_step
+from workbench.training.batches import number_fields
+from workbench.training.data import build_pool, draw, pack, samples_per_step
+from workbench.training.train import TrainConfig, setup, step_batches, train_step
 
 PAPER = experiments.PROTOCOLS["paper-tier"]
 RANKS, ROWS, CONTEXT, V, D = 8, 192, 1024, 50_257, 768

@@ -57,11 +57,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from workbench import encoders, tasks  # noqa: E402
-from workbench.loss import losses as train_losses  # noqa: E402
 from workbench.model.gpt import GPT, preset  # noqa: E402
 from workbench.outputs import output_path  # noqa: E402
 from workbench.syncs import HostSyncs, optimizer_counters  # noqa: E402
-from workbench.train import TrainConfig, open_loader, setup, step_batches, train_step  # noqa: E402
+from workbench.training.loss import losses as train_losses  # noqa: E402
+from workbench.training.train import TrainConfig, open_loader, setup, step_batches, train_step  # noqa: E402
 
 # the paper tier's mix (workbench.experiments, which also draws figures: plotly is not on every GPU machine)
 PAPER_TASKS = tuple(tasks.names("single_step") + tasks.names("comparison") + tasks.names("text"))

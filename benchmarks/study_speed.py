@@ -45,7 +45,10 @@ CHILD = """
 import json, sys, time
 from dataclasses import replace
 from workbench import study
-from workbench.train import train
+try:
+    from workbench.training.train import train
+except ImportError:  # a baseline from before the floors of issue 62
+    from workbench.train import train
 run = {r.name: r for r in study.plan(study.PARTS)}[sys.argv[1]]
 wall, cpu = time.perf_counter(), time.process_time()
 settings = dict(out=sys.argv[2], overwrite=True, **json.loads(sys.argv[3]))

@@ -67,7 +67,7 @@ from workbench import plots, training_figures
 from workbench.config import TrainConfig
 from workbench.notebooks import ROOT
 from workbench.results import results_from_summary
-from workbench.train import train
+from workbench.training.train import train
 
 os.chdir(ROOT)  # the repository root, as under the runner: relative paths mean the same in the lab
 torch.set_num_threads(threads)

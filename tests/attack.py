@@ -1195,7 +1195,7 @@ GOOD_FIELDS = {
 
 def train_cases(rng, folder):
     from workbench import rundir
-    from workbench import train as T  # the training loop's checks, imported only for this category
+    from workbench.training import train as T  # the training loop's checks, imported only for this category
 
     small = dict(preset="cpu-tiny", batch_size=2, tokens=1024.0, threads=1)
     for name, values in BAD_FIELDS.items():
@@ -1257,7 +1257,7 @@ def writer_cases(rng, folder):
     """Two writers, one folder: a run directory, a study folder or a comparison's folder held by
     another process is refused at once naming its PID; a refused resume changes no file."""
     from workbench import experiments, study
-    from workbench import train as T
+    from workbench.training import train as T
 
     small = dict(
         preset="cpu-tiny",
@@ -1317,7 +1317,7 @@ def writer_cases(rng, folder):
 
 def size_of_questions_cases(rng):
     """A run whose questions cannot fit in memory is refused before its first step, naming them."""
-    from workbench import train as T
+    from workbench.training import train as T
 
     tok = Tokenizer("bittokens")
     for _ in range(6):
@@ -1345,7 +1345,7 @@ class CodeRan(Exception):
 
 def train_module():
     """workbench.train, and where a run's folder helpers live (train, or rundir where it exists)."""
-    from workbench import train as T
+    from workbench.training import train as T
 
     if hasattr(T, "load_run") and hasattr(T, "resumable"):
         return T, T
@@ -2822,7 +2822,7 @@ def tensorboard_cases(rng, folder):
     for when in (2, 4):
 
         def case(when=when):
-            from workbench import train as T
+            from workbench.training import train as T
 
             out = base / f"live{when}"
             added = events.Events.add

@@ -10,7 +10,7 @@ import pytest
 
 from workbench import compare
 from workbench.config import TrainConfig, recorded
-from workbench.optim import OptimConfig
+from workbench.training.optim import OptimConfig
 
 
 def make_run(folder, cfg, losses, evals, test=None):

@@ -13,11 +13,11 @@ import torch
 from einops import rearrange
 
 from workbench import encoders
-from workbench.batches import number_fields
-from workbench.loss import losses as train_losses
 from workbench.model import cpu_kernels, fused
 from workbench.model.gpt import GPT, preset
 from workbench.tokenizer import Tokenizer
+from workbench.training.batches import number_fields
+from workbench.training.loss import losses as train_losses
 
 ROOT = Path(__file__).resolve().parents[1]
 HAVE_COMPILER = shutil.which(os.environ.get("CC") or "cc") is not None

@@ -12,8 +12,8 @@ import pytest
 from tiny import tiny
 
 from workbench import events
-from workbench.optim import OptimConfig
-from workbench.train import TrainConfig, train
+from workbench.training.optim import OptimConfig
+from workbench.training.train import TrainConfig, train
 
 TINY = tiny(
     8,

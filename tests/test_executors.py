@@ -18,7 +18,7 @@ from workbench import experiments
 from workbench.executors import Executor, RunsFailed, _minutes, run_all
 from workbench.locks import hold
 from workbench.rundir import load_checkpoint
-from workbench.train import TrainConfig
+from workbench.training.train import TrainConfig
 
 # 16 steps, a checkpoint every 2: long enough to be killed between its first checkpoint and its end
 TINY = TrainConfig.of(**tiny(16, eval_every=8, checkpoint_every=2))

@@ -9,7 +9,7 @@ import pytest
 from tiny import tiny
 
 from workbench import experiments
-from workbench.train import TrainConfig
+from workbench.training.train import TrainConfig
 
 TINY = TrainConfig.of(
     **tiny(
@@ -226,7 +226,8 @@ def test_study_runs_are_chosen_by_the_encoding_name_of_the_results(tmp_path, cap
 
 
 def test_dry_run_on_the_command_line_makes_nothing(tmp_path, capsys):
-    from workbench import ablations, study
+    from workbench import study
+    from workbench.training import ablations
 
     out = tmp_path / "study"
     experiments.main(["study", "--dry-run", "--out", str(out)])

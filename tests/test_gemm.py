@@ -19,7 +19,7 @@ from tiny import tiny
 
 from workbench.config import TrainConfig
 from workbench.model import cpu_kernels, gemm, numerics
-from workbench.train import train
+from workbench.training.train import train
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(

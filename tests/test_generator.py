@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 
 from workbench import experiments, generator, study
-from workbench.optim import OptimConfig
-from workbench.train import TrainConfig, train
+from workbench.training.optim import OptimConfig
+from workbench.training.train import TrainConfig, train
 
 PROMPT = "Please solve this problem to a maximum of 12 significant digits, rounding up from the half. Only reply with the final value.\n"
 

@@ -90,7 +90,7 @@ def test_a_callers_own_setting_is_never_overwritten_and_a_conflict_is_one_line()
     )
     # native honours the caller's emulation of another CPU (the variable is theirs, not the mode's)
     assert json.loads(state(WORKBENCH_NUMERICS="native", ATEN_CPU_CAPABILITY="default"))["cpu_capability"] == "DEFAULT"
-    done = probe("import workbench.train", WORKBENCH_NUMERICS="bogus")
+    done = probe("import workbench.training.train", WORKBENCH_NUMERICS="bogus")
     assert done.returncode == 0  # importing never fails; the command refuses (below)
     done = subprocess.run(
         [sys.executable, "-m", "workbench.train", "--tokens", "1e3"],

@@ -13,7 +13,7 @@ from workbench import desiderata, encoders, experiments
 from workbench.numbers import render
 from workbench.rundir import load_metrics
 from workbench.tokenizer import Tokenizer
-from workbench.train import main
+from workbench.training.train import main
 
 
 def test_digits_are_prefixed_by_their_count():

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-import workbench.train as train_module
+import workbench.training.train as train_module
 from workbench import desiderata, encoders, experiments, tasks
 from workbench.encoders.base import NumberEncoding, NumberHead, as_float64
 from workbench.rundir import load_metrics
@@ -17,7 +17,7 @@ from workbench.tasks.arithmetic import score_numbers
 from workbench.tasks.base import Task
 from workbench.tasks.exact import fmt_all
 from workbench.tasks.sampling import numbers, question_hash
-from workbench.train import main
+from workbench.training.train import main
 
 
 class Raw(NumberEncoding):

@@ -16,10 +16,10 @@ import torch
 from tiny import tiny
 
 from workbench import memory, rundir
-from workbench import train as T
 from workbench.atomic import write_atomic
-from workbench.optim import OptimConfig
 from workbench.tasks import text_sources
+from workbench.training import train as T
+from workbench.training.optim import OptimConfig
 
 TINY = tiny(
     4,
@@ -285,8 +285,9 @@ def test_each_run_records_what_made_it(tmp_path):
 
 CAPABILITY_PROBE = """
 import sys
-from workbench import rundir, train as T
-from workbench.optim import OptimConfig
+from workbench import rundir
+from workbench.training import train as T
+from workbench.training.optim import OptimConfig
 cfg = T.TrainConfig.of(encoding="bittokens", tasks=("addition",), preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4,
                     pool_size=100, val_samples=4, test_samples=4, eval_every=2, checkpoint_every=2, decades=(0, 1),
                     max_digits=2, threads=1, optim=OptimConfig(newton_schulz="float32"), out=sys.argv[1],

@@ -340,7 +340,7 @@ def test_gpt2_bpe_is_gpt2s_and_gives_the_paper_tier_its_117m_model():
     untied lm head)."""
     from workbench import encoders
     from workbench.model.gpt import GPT
-    from workbench.train import CONFIGS
+    from workbench.training.train import CONFIGS
 
     tok = Tokenizer("bittokens", bpe="gpt2")
     ids, values = tok.encode("Hello world, the answer is 42.")

@@ -9,8 +9,8 @@ from tiny import tiny
 
 from workbench import rundir, training_figures
 from workbench.config import TrainConfig
-from workbench.curriculum import difficulty_column
-from workbench.train import train
+from workbench.training.curriculum import difficulty_column
+from workbench.training.train import train
 
 
 @pytest.fixture(scope="module")

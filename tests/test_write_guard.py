@@ -77,8 +77,8 @@ def untouched():
 def spies(monkeypatch):
     """What would train, run a notebook or fine-tune, replaced: a guard that let an output through
     fails the test here instead of writing."""
-    from workbench import train as T
     from workbench.retrofit import finetune as F
+    from workbench.training import train as T
 
     called = []
 
@@ -104,7 +104,7 @@ def run_folder(tmp_path: Path) -> Path:
 
 
 def _train(argv):
-    from workbench import train as T
+    from workbench.training import train as T
 
     T.main(argv)
 
@@ -287,7 +287,7 @@ def test_accepted_outputs_are_written_where_the_path_says(tmp_path, monkeypatch,
 def test_commands_write_to_the_place_they_checked(tmp_path, monkeypatch):
     """train and notebooks run get the absolute place the check resolved, not a relative path a
     later chdir (the notebooks run in the root) would move."""
-    from workbench import train as T
+    from workbench.training import train as T
 
     seen = []
     monkeypatch.setattr(T, "train", lambda cfg, resume=False: seen.append(cfg.run.out) or Path(cfg.run.out))
@@ -322,10 +322,10 @@ def test_a_run_folder_whose_tb_or_log_is_a_link_is_refused(tmp_path):
 def test_the_library_refuses_too(tmp_path):
     """Behind the commands: train, a study, a protocol, the retrofit (notebook 03 calls train with
     its `options`) refuse results/ before their lock or anything else is written."""
-    from workbench import train as T
     from workbench.config import TrainConfig
     from workbench.retrofit import finetune as F
     from workbench.retrofit.config import RetrofitConfig
+    from workbench.training import train as T
 
     for call in (
         lambda: T.train(TrainConfig.of(out=str(RESULTS))),

@@ -6,7 +6,7 @@ import pytest
 
 from workbench import desiderata, encoders, plots
 from workbench.config import parser as _parser
-from workbench.train import TrainConfig
+from workbench.training.train import TrainConfig
 
 ZOO = ["reversed_digits", "triple_digit_r2l", "scientific", "place_value", "abacus", "ntl", "log_xval"]
 

@@ -12,7 +12,7 @@ from workbench.evaluate import evaluate
 from workbench.model.gpt import GPT
 from workbench.rundir import load_checkpoint
 from workbench.tokenizer import Tokenizer
-from workbench.train import TrainConfig, train
+from workbench.training.train import TrainConfig, train
 
 TINY = dict(
     encoding="bittokens",

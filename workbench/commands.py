@@ -1,7 +1,7 @@
 """The installed console scripts whose modules load torch when imported (pyproject's
 [project.scripts]): each answers --help and a mistyped flag from its settings' declarations first,
 then imports the command, as `python -m workbench.train` does through its own `__main__` guard.
-An entry point naming `workbench.train:main` directly would import torch (seconds) before reading
+An entry point naming `workbench.training.train:main` directly would import torch (seconds) before reading
 a flag; tests/test_commands.py checks every console script for it."""
 
 import sys
@@ -13,7 +13,7 @@ def train() -> None:
     from .model import numerics
 
     numerics.apply(command_line(sys.argv[1:])[1]["numerics"])  # before torch loads (numerics.py)
-    from .train import main
+    from .training.train import main
 
     main()
 

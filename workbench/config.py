@@ -21,15 +21,15 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 
 from . import encoders, tasks
-from .balancing import CAPS
 from .cli import Parser, add_arguments, add_encoding_option, check_choices, encoding_options, flag, setting, values_of
-from .curriculum import ENDGAMES
-from .curriculum_authors import RULES as CURRICULUM_RULES
 from .model import numerics
 from .model.gpt_config import ACTIVATION_NAMES, ATTENTIONS, INITS, LOSSES, NORMS, PRESETS, preset
-from .optim_config import OptimConfig
 from .tasks import Regime, text_sources
 from .tokenizer import TEXT_BPES
+from .training.balancing import CAPS
+from .training.curriculum import ENDGAMES
+from .training.curriculum_authors import RULES as CURRICULUM_RULES
+from .training.optim_config import OptimConfig
 
 
 @dataclass

@@ -117,7 +117,7 @@ def train_once(cfg, run_dir: Path, overwrite: bool = False) -> pd.DataFrame:
     in the process that trains: planning a study needs no torch.)"""
     from .results import results_from_summary
     from .rundir import finished, recorded_differences, resumable
-    from .train import train
+    from .training.train import train
 
     cfg = cfg.updated(out=str(run_dir))
     differ = recorded_differences(cfg) if finished(cfg) else ""

@@ -34,13 +34,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import ablations, encoders, generator, study, tasks
+from . import encoders, generator, study, tasks
 from .atomic import write_atomic
 from .cli import Parser, add_arguments, unknown, values_of
 from .config import TrainConfig
 from .executors import Executor, RunsFailed, Terminated, run_all
 from .locks import InUse, hold
 from .outputs import output_path
+from .training import ablations
 
 # The paper's multi-task mix (section 6): the comparison and single-step tasks (plus text at scale).
 SIX_TASKS = tuple(tasks.names("single_step") + tasks.names("comparison"))

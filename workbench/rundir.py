@@ -336,11 +336,11 @@ def environment(cfg: TrainConfig, device: torch.device | None = None, run=None) 
     checksums of the text it read (the BPE's corpus and the text task's source)."""
     from importlib.metadata import version
 
-    from .batches import prefetch_mode
     from .model import numerics
     from .model.fused import _kernels_agree
-    from .optim import cpu_has_bf16_matrix_units, newton_schulz_dtype
     from .tasks import text_sources
+    from .training.batches import prefetch_mode
+    from .training.optim import cpu_has_bf16_matrix_units, newton_schulz_dtype
 
     device = device or torch.device("cpu")
     record = {

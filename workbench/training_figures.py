@@ -15,9 +15,9 @@ from plotly.subplots import make_subplots
 
 from . import encoders, plots
 from . import tasks as task_registry
-from .balancing import weight_changes
-from .curriculum import difficulty_column
 from .rundir import load_metrics, recorded_kernels
+from .training.balancing import weight_changes
+from .training.curriculum import difficulty_column
 
 # the loss panel's three curves: apart by colour, width and dash (two greys, dotted and dashed, read
 # as one), in colours that are not the tasks' (PALETTE) of the other panels

@@ -54,19 +54,19 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import tasks
-from ..adapt import build_sampler, evaluate_and_adapt
 from ..allocator import keep_freed_memory
 from ..atomic import write_atomic
-from ..balancing import LossNormalizer, TaskBalancer
 from ..cli import encoding_options
 from ..config import from_flags, recorded
-from ..data import draw, make_pool
 from ..evaluate import evaluate, summarize
 from ..locks import InUse, hold
-from ..optim import lr_multiplier
 from ..outputs import check_run_folder, output_path
 from ..perplexity import windows
 from ..rundir import device_of
+from ..training.adapt import build_sampler, evaluate_and_adapt
+from ..training.balancing import LossNormalizer, TaskBalancer
+from ..training.data import draw, make_pool
+from ..training.optim import lr_multiplier
 from . import plan
 from .config import SKIPPED, RetrofitConfig, command_line, dry_run, encoding_choices  # noqa: F401 (finetune's names before)
 from .hub import resolve_model

@@ -23,10 +23,10 @@ import torch
 from tqdm.auto import tqdm
 
 from ..atomic import write_folder
-from ..optim import lr_multiplier
 from ..tasks.sampling import SPLITS, question_hash, split_of
 from ..tasks.text import documents
 from ..tasks.text_sources import DEFAULT
+from ..training.optim import lr_multiplier
 from .hub import quiet
 
 EOS = "<|endoftext|>"

@@ -149,7 +149,7 @@ def curriculum_draws(record: dict, task: str, frontiers, pool: int = 50_000) -> 
     decimal difficulty levels and the test's. Computed from the sampler alone, without training: a
     curriculum on base-2 difficulty (BitTokens) orders a decimal pool by bits, not by what the
     test asks."""
-    from ..curriculum import Curriculum
+    from ..training.curriculum import Curriculum
 
     cfg = from_record(record)
     regime = cfg.regime

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .cli import setting
+from ..cli import setting
 
 
 @dataclass

@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields, replace
 import torch
 from torch import Tensor
 
-from .config import PREFETCH
+from ..config import PREFETCH
 from .data import next_batch
 
 

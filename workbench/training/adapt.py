@@ -20,12 +20,12 @@ from dataclasses import replace
 
 import pandas as pd
 
-from . import metrics, tasks
+from .. import metrics, tasks
+from ..evaluate import summarize
+from ..perplexity import text_score
 from .curriculum import Curriculum, Sampler
 from .curriculum_authors import AuthorsCurriculum
 from .data import make_pool
-from .evaluate import summarize
-from .perplexity import text_score
 
 
 def build_sampler(

@@ -45,26 +45,18 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from . import distributed, encoders, tasks
-from .adapt import build_sampler, evaluate_and_adapt
-from .allocator import keep_freed_memory
-from .atomic import write_atomic
-from .balancing import LossNormalizer, TaskBalancer
-from .batch_worker import ProcessLoader, WorkerSpec
-from .batches import Batch, Loader, StepBuilder, prefetch_mode
-from .config import CONFIGS, TrainConfig, command_line, from_args, recorded  # noqa: F401 (CONFIGS: train.CONFIGS too)
-from .curriculum import Sampler
-from .data import make_pool, samples_per_step
-from .evaluate import evaluate, summarize
-from .locks import InUse, hold
-from .loss import losses as step_losses
-from .memory import check_memory
-from .model import numerics
-from .model.gpt import GPT
-from .optim import apply_schedule, build_optimizers
-from .outputs import output_path
-from .perplexity import perplexity, text_score
-from .rundir import (
+from .. import distributed, encoders, tasks
+from ..allocator import keep_freed_memory
+from ..atomic import write_atomic
+from ..config import CONFIGS, TrainConfig, command_line, from_args, recorded  # noqa: F401 (CONFIGS: train.CONFIGS too)
+from ..evaluate import evaluate, summarize
+from ..locks import InUse, hold
+from ..memory import check_memory
+from ..model import numerics
+from ..model.gpt import GPT
+from ..outputs import output_path
+from ..perplexity import perplexity, text_score
+from ..rundir import (
     BestWriter,
     Interrupted,
     Logger,
@@ -77,7 +69,15 @@ from .rundir import (
     stop_line,
     truncate_log,
 )
-from .tokenizer import Tokenizer
+from ..tokenizer import Tokenizer
+from .adapt import build_sampler, evaluate_and_adapt
+from .balancing import LossNormalizer, TaskBalancer
+from .batch_worker import ProcessLoader, WorkerSpec
+from .batches import Batch, Loader, StepBuilder, prefetch_mode
+from .curriculum import Sampler
+from .data import make_pool, samples_per_step
+from .loss import losses as step_losses
+from .optim import apply_schedule, build_optimizers
 
 
 @dataclass

@@ -58,14 +58,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..model import numerics
 from .batches import Batch, StepBuilder
-from .model import numerics
 
 SLOTS = 2  # the batch a step reads and the one built meanwhile
 ALIGN = 64  # every tensor of a slot starts at a multiple of this (any dtype's view, cache lines)
 MIB = 1 << 20
 START = 600.0  # seconds a worker may take to start: an interpreter, torch, the pools' maps, on a busy machine
-BOOT = "import sys; from workbench.batch_worker import serve; serve(int(sys.argv[1]), int(sys.argv[2]))"
+BOOT = "import sys; from workbench.training.batch_worker import serve; serve(int(sys.argv[1]), int(sys.argv[2]))"
 
 
 class BatchWorkerError(RuntimeError):
@@ -125,8 +125,8 @@ class WorkerSpec:
         )
 
     def open(self) -> WorkerBuilder:
+        from ..distributed import _read_pool
         from .curriculum import Sampler
-        from .distributed import _read_pool
 
         pools = {t: listed(_read_pool(t, Path(f))) for t, f in self.pools.items()}
         binary = {t: (listed(_read_pool(t, Path(f))), None) for t, f in self.binary.items()}  # no validation frames
@@ -459,7 +459,7 @@ def serve(fd: int, parent: int) -> None:
     conn, folder = Connection(fd), None
     try:
         try:
-            from . import encoders
+            from .. import encoders
 
             encoders.names()  # every encoding's module in their order: unpickling one first would import it alone
             spec, folder, threads, mode = conn.recv()

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.balancing import update_ratios
-from workbench.optim_config import lr_multiplier
+from workbench.training.balancing import update_ratios
+from workbench.training.optim_config import lr_multiplier
 
 
 def difficulty_column(difficulty_base: int, step: int, total_steps: int, switch_frac: float = 0.1) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .model.fused import chunk_elements, linear_cross_entropy
+from ..model.fused import chunk_elements, linear_cross_entropy
 
 
 def losses(model, batch, task_weights: Tensor | None = None, hidden: Tensor | None = None) -> dict[str, Tensor]:

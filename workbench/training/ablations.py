@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from . import encoders, tasks
-from .config import TrainConfig, recorded
+from .. import encoders, tasks
+from ..config import TrainConfig, recorded
 from .optim_config import OptimConfig
 
 

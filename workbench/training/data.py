@@ -15,9 +15,9 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from . import tasks
-from .tasks import Regime, generate
-from .tokenizer import Tokenizer
+from .. import tasks
+from ..tasks import Regime, generate
+from ..tokenizer import Tokenizer
 
 
 @dataclass
