@@ -1,8 +1,8 @@
 """The installed console scripts whose modules load torch when imported (pyproject's
 [project.scripts]): each answers --help and a mistyped flag from its settings' declarations first,
-then imports the command, as `python -m workbench.train` does through its own `__main__` guard.
-An entry point naming `workbench.training.train:main` directly would import torch (seconds) before reading
-a flag; tests/test_commands.py checks every console script for it."""
+then imports the command; `python -m workbench.train` (workbench/train.py) runs `train` too. An
+entry point naming `workbench.training.train:main` directly would import torch (seconds) before
+reading a flag; tests/test_commands.py checks every console script for it."""
 
 import sys
 

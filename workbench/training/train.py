@@ -1,4 +1,5 @@
-"""Training loop (section 6, appendix C): flat, CPU first, CUDA and DDP when present.
+"""Training loop (section 6, appendix C): flat, CPU first, CUDA and DDP when present. The command,
+`python -m workbench.train` (workbench/train.py), reads its flags and calls `main` here.
 
     python -m workbench.train --encoding bittokens --tasks addition --preset cpu-small \
         --tokens 2e6 --decades 1 1 --max-digits 2 --out runs/add-bit
@@ -15,25 +16,12 @@ run and on a CPU gives the same loss curve.
 
 from __future__ import annotations
 
-import sys
-
-if __name__ == "__main__":
-    # As a command, --help and a mistyped flag are answered from config.py's flags before the
-    # imports below load torch and the training code (seconds; benchmarks/help_time.py).
-    from workbench.config import command_line
-
-    _flags = command_line(sys.argv[1:])[1]
-    # torch reads its kernels' settings at its first computation: the run's numerics go into the
-    # environment before the imports below (numerics.ensure checks them when the run starts)
-    from workbench.model import numerics
-
-    numerics.apply(_flags["numerics"])
-
 import gc
 import json
 import math
 import os
 import shutil
+import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -552,7 +540,3 @@ def main(argv=None):
         sys.exit(130)
     if (out / "test_summary.csv").exists():
         print(pd.read_csv(out / "test_summary.csv").to_string(index=False))
-
-
-if __name__ == "__main__":
-    main()
