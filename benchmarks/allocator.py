@@ -20,7 +20,7 @@ from dataclasses import replace
 import torch
 from workbench import study
 from workbench.training import train
-from workbench.allocator import keep_freed_memory
+from workbench.runs.allocator import keep_freed_memory
 torch.set_num_threads(1)
 name, out, steps, keep = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "kept"
 took = keep_freed_memory() if keep else False

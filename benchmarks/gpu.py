@@ -35,10 +35,11 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from tqdm.auto import tqdm
 
-from workbench import distributed, encoders, experiments
+from workbench import encoders, experiments
 from workbench.model.fused import chunk_elements, linear_cross_entropy
 from workbench.model.gpt import packed_mask
-from workbench.syncs import HostSyncs, optimizer_counters
+from workbench.runs import distributed
+from workbench.runs.syncs import HostSyncs, optimizer_counters
 from workbench.tokenizer import Tokenizer
 from workbench.training.batches import number_fields
 from workbench.training.data import build_pool, draw, pack, samples_per_step

@@ -12,7 +12,7 @@
                inputs of float32 products to TF32 on a CPU while the flag is on, so the dry run sees
                what a GPU would
     syncs      host syncs in one training step after warm-up (torch.cuda.set_sync_debug_mode on a GPU,
-               workbench.syncs' count on a CPU): at most 1, the step's losses read for the log
+               workbench.runs.syncs' count on a CPU): at most 1, the step's losses read for the log
     recompile  --compile: graphs compiled over a dozen new batches after two warm-up steps: none
     speed      per encoding, the paper tier's step on one device (192 rows x 1024, bf16 on a GPU): the
                host's batch time (here and in the batch worker process), the device's step time, a
@@ -58,8 +58,8 @@ sys.path.insert(0, str(ROOT))
 
 from workbench import encoders, tasks  # noqa: E402
 from workbench.model.gpt import GPT, preset  # noqa: E402
-from workbench.outputs import output_path  # noqa: E402
-from workbench.syncs import HostSyncs, optimizer_counters  # noqa: E402
+from workbench.runs.outputs import output_path  # noqa: E402
+from workbench.runs.syncs import HostSyncs, optimizer_counters  # noqa: E402
 from workbench.training.loss import losses as train_losses  # noqa: E402
 from workbench.training.train import TrainConfig, open_loader, setup, step_batches, train_step  # noqa: E402
 
@@ -422,7 +422,7 @@ def check_speed(args, size, device, tmp):
 
 def _loop_syncs(run, loader, step, device) -> int:
     """Host syncs of one step of the loop (take the batch, ask for the next, train): on a GPU the
-    synchronizations torch reports, on a CPU workbench.syncs' count (the CPU path's own block-plan
+    synchronizations torch reports, on a CPU workbench.runs.syncs' count (the CPU path's own block-plan
     reads included)."""
     synchronize(device)
     if device.type == "cuda":

@@ -43,9 +43,9 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from workbench import evaluate, study
-from workbench.allocator import keep_freed_memory  # noqa: E402
 from workbench.model import gpt as model  # noqa: E402
-from workbench.outputs import output_path  # noqa: E402
+from workbench.runs.allocator import keep_freed_memory  # noqa: E402
+from workbench.runs.outputs import output_path  # noqa: E402
 from workbench.training import batches, data, train
 from workbench.training.optim import Float32Muon  # noqa: E402
 

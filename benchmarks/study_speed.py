@@ -32,7 +32,7 @@ import pandas as pd
 
 from workbench.cli import key_values
 from workbench.config import OWNER, TOP
-from workbench.outputs import output_path
+from workbench.runs.outputs import output_path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RUNS = [

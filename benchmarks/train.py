@@ -39,8 +39,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from workbench import encoders
-from workbench.allocator import keep_freed_memory
 from workbench.model.gpt import GPT, preset
+from workbench.runs.allocator import keep_freed_memory
 from workbench.tasks import numeric
 from workbench.tokenizer import Tokenizer
 from workbench.training.batches import number_fields
@@ -159,7 +159,7 @@ def main():
         default="kept",
         choices=["kept", "default"],
         help="kept: freed memory stays for the next step, as workbench.train sets it on a CPU "
-        "(workbench/allocator.py); default: glibc's own thresholds",
+        "(workbench/runs/allocator.py); default: glibc's own thresholds",
     )
     args = parser.parse_args()
     if args.malloc == "kept":

@@ -69,8 +69,9 @@ import loopback  # tests/loopback.py, beside this script
 import numpy as np
 import torch
 
-from workbench import encoders, locks, metrics, notebook_parameters, notebooks, numbers
+from workbench import encoders, metrics, notebook_parameters, notebooks, numbers
 from workbench.frontier import answer_folders, client, prompts, scoring
+from workbench.runs import locks
 from workbench.tokenizer import Tokenizer
 
 OK, CLEAR, CRASH, WRONG, CODE = "ok", "clear error", "crash", "silent wrong", "code ran"
@@ -1194,7 +1195,7 @@ GOOD_FIELDS = {
 
 
 def train_cases(rng, folder):
-    from workbench import rundir
+    from workbench.runs import folder as rundir
     from workbench.training import train as T  # the training loop's checks, imported only for this category
 
     small = dict(preset="cpu-tiny", batch_size=2, tokens=1024.0, threads=1)
@@ -1243,7 +1244,7 @@ def train_cases(rng, folder):
     yield (lambda: refused(T.check_memory(huge, 2100))), (MemoryError,), ("--batch-size",)
 
 
-HOLDER = "import sys, time\nfrom workbench.locks import hold\nwith hold(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n"
+HOLDER = "import sys, time\nfrom workbench.runs.locks import hold\nwith hold(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n"
 
 
 def held_by_another_process(folder):
@@ -1349,7 +1350,7 @@ def train_module():
 
     if hasattr(T, "load_run") and hasattr(T, "resumable"):
         return T, T
-    from workbench import rundir as R
+    from workbench.runs import folder as R
 
     return T, R
 
@@ -1419,7 +1420,7 @@ def lock_cases(rng, folder):
     """A planted .lock under each command that takes a lock: refused, the file it points to kept;
     a lock removed or a folder moved under a live holder; two threads of one process."""
     from workbench import study
-    from workbench.atomic import write_atomic
+    from workbench.runs.atomic import write_atomic
 
     T, _ = train_module()
     base = Path(folder) / "locks"
@@ -1671,7 +1672,7 @@ def job_cases(folder):
     an old job of one's own), and the job killed before it writes its own: never read."""
     import pickle
 
-    from workbench import executors
+    from workbench.runs import executors
 
     try:
         import submitit  # noqa: F401
@@ -2678,7 +2679,8 @@ def tensorboard_cases(rng, folder):
 
     from tensorboard.compat.tensorflow_stub.io import gfile
 
-    from workbench import events, rundir
+    from workbench.runs import events
+    from workbench.runs import folder as rundir
 
     base = Path(folder) / "tensorboard"
     base.mkdir()
@@ -2855,7 +2857,8 @@ def dry_run_cases(rng, folder):
 
     import pandas as pd
 
-    from workbench import dryrun, experiments
+    from workbench import experiments
+    from workbench.runs import dryrun
 
     base = Path(folder) / "dry-run"
     T, _ = train_module()

@@ -477,14 +477,14 @@ MUTATIONS = [
         [PARAMETERS],
     ),
     M(
-        "workbench/memory.py",
+        "workbench/runs/memory.py",
         "    data = data_bytes(cfg, tok) if tok is not None else 0",
         "    data = 0",
         "the memory check ignores the questions",
         [RUN_DIR],
     ),
     M(
-        "workbench/rundir.py",
+        "workbench/runs/folder.py",
         'differ = config_differences(ckpt["config"], cfg, ignore=RESUMABLE)',
         'differ = ""',
         "a resume of another configuration is not refused",
@@ -629,7 +629,7 @@ MUTATIONS = [
         ["tests/test_retrofit.py::test_cpu_fine_tuning_keeps_freed_memory"],
     ),
     M(
-        "workbench/allocator.py",
+        "workbench/runs/allocator.py",
         "mallopt(M_TRIM_THRESHOLD, TRIM_BYTES)",
         "mallopt(M_TRIM_THRESHOLD, 128 << 10)",
         "the heap's top trimmed back to the kernel after every step",
@@ -767,7 +767,7 @@ MUTATIONS = [
     ),
     # a resume trusts only a record of the machine that agrees with the checkpoint's own copy
     M(
-        "workbench/rundir.py",
+        "workbench/runs/folder.py",
         "differ = [key for key in PROVENANCE if key in kept[-1] and kept[-1][key] != record.get(key)]",
         "differ = []",
         "resume: an edited environment.json believed over the checkpoint's copy",
@@ -809,28 +809,28 @@ MUTATIONS = [
         [V_STUDY],
     ),
     M(
-        "workbench/executors.py",
+        "workbench/runs/executors.py",
         "[(out / n).resolve() for n in names]",
         "[(out / n).resolve() for n in todo]",
         "submitit: a later array trains into the first array's folders",
         [V_EXECUTORS],
     ),
     M(
-        "workbench/executors.py",
+        "workbench/runs/executors.py",
         "names, waiting = waiting[: limit - len(running)], waiting[limit - len(running) :]",
         "names, waiting = waiting[:limit], waiting[limit:]",
         "submitit: a new array of the full parallelism while jobs still run",
         [V_EXECUTORS],
     ),
     M(
-        "workbench/distributed.py",
+        "workbench/runs/distributed.py",
         "share = math.ceil(len(texts) / world)",
         "share = len(texts) // world",
         "perplexity_shared: the texts left over by an uneven split never scored",
         [V_DISTRIBUTED],
     ),
     M(
-        "workbench/distributed.py",
+        "workbench/runs/distributed.py",
         "answered = sorted((k, part) for parts in gathered for k, part in parts)",
         "answered = [(k, part) for parts in gathered for k, part in parts]",
         "evaluate_shared: answers gathered in rank order, not in the questions' order",
@@ -876,7 +876,7 @@ MUTATIONS = [
         ["tests/test_study_rows.py::test_appending_scored_answers_keeps_the_earlier_rows_as_written"],
     ),
     M(
-        "workbench/dryrun.py",
+        "workbench/runs/dryrun.py",
         "wall = max(sum(seconds) / max(1, min(parallel, len(pending))), max(seconds))",
         "wall = sum(seconds) / max(1, min(parallel, len(pending)))",
         "dry run: the side-by-side wall time ignores the plan's longest run",

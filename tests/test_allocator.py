@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from workbench import allocator
+from workbench.runs import allocator
 from workbench.training import train
 from workbench.training.train import TrainConfig
 
@@ -17,7 +17,7 @@ from workbench.training.train import TrainConfig
 CHILD = """
 import gc, json, resource, sys
 from workbench.training.train import TrainConfig, setup, train_step, step_batches
-from workbench.allocator import keep_freed_memory
+from workbench.runs.allocator import keep_freed_memory
 took = keep_freed_memory() if sys.argv[1] == "kept" else None
 run = setup(TrainConfig.of(encoding="bittokens", tasks=("multiplication",), preset="cpu-tiny", batch_size=8,
                         tokens=8 * 128 * 40, pool_size=500, val_samples=8, test_samples=8, threads=1, out=sys.argv[2]))

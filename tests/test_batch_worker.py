@@ -16,8 +16,8 @@ import pytest
 import torch
 from tiny import tiny
 
-from workbench import distributed
-from workbench.rundir import BestWriter
+from workbench.runs import distributed
+from workbench.runs.folder import BestWriter
 from workbench.training.batch_worker import BatchWorkerError, ProcessLoader
 from workbench.training.batches import Batch, prefetch_mode
 from workbench.training.train import TrainConfig, open_loader, save_checkpoint, setup, step_batches, train

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from tiny import tiny
 
-from workbench import events
+from workbench.runs import events
 from workbench.training.optim import OptimConfig
 from workbench.training.train import TrainConfig, train
 

@@ -15,10 +15,11 @@ import torch
 from tiny import tiny
 from torch._dynamo.testing import CompileCounter
 
-from workbench import distributed, encoders
+from workbench import encoders
 from workbench.model import flex
 from workbench.model.gpt import GPT, packed_mask, preset
-from workbench.syncs import HostSyncs, optimizer_counters
+from workbench.runs import distributed
+from workbench.runs.syncs import HostSyncs, optimizer_counters
 from workbench.tokenizer import Tokenizer
 from workbench.training.data import NotEnoughSamples, build_pool, pack
 from workbench.training.train import CONFIGS, TrainConfig, setup, step_batches, train, train_step

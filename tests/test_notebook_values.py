@@ -13,7 +13,7 @@ import pytest
 from workbench import metrics, tasks
 from workbench.notebooks import execute
 from workbench.results import read_results
-from workbench.rundir import load_metrics
+from workbench.runs.folder import load_metrics
 from workbench.tasks import generate
 from workbench.tokenizer import Tokenizer
 

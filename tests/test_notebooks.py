@@ -13,10 +13,11 @@ import pandas as pd
 import pytest
 import torch
 
-from workbench import notebook_parameters, notebooks, rundir
+from workbench import notebook_parameters, notebooks
 from workbench.notebook_parameters import parameters_of
 from workbench.notebooks import NOTEBOOKS, NotebookError, check_pairs, execute
 from workbench.results import read_results
+from workbench.runs import folder as rundir
 
 OFFICIAL = Path(
     os.environ.get("WORKBENCH_OFFICIAL_DATA")

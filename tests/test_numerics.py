@@ -12,8 +12,8 @@ import pytest
 from tiny import tiny
 
 from workbench.config import TrainConfig
-from workbench.executors import run_all
 from workbench.model import cpu_kernels, numerics
+from workbench.runs.executors import run_all
 
 ROOT = Path(__file__).resolve().parents[1]
 PINS = (

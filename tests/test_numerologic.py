@@ -11,7 +11,7 @@ import torch
 
 from workbench import desiderata, encoders, experiments
 from workbench.numbers import render
-from workbench.rundir import load_metrics
+from workbench.runs.folder import load_metrics
 from workbench.tokenizer import Tokenizer
 from workbench.training.train import main
 

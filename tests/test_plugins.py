@@ -12,7 +12,7 @@ from torch import nn
 import workbench.training.train as train_module
 from workbench import desiderata, encoders, experiments, tasks
 from workbench.encoders.base import NumberEncoding, NumberHead, as_float64
-from workbench.rundir import load_metrics
+from workbench.runs.folder import load_metrics
 from workbench.tasks.arithmetic import score_numbers
 from workbench.tasks.base import Task
 from workbench.tasks.exact import fmt_all

@@ -413,7 +413,7 @@ def test_the_report_pools_seeds_and_keeps_before_and_after_apart(tmp_path):
 
 
 def test_cpu_fine_tuning_keeps_freed_memory(folders, tmp_path, monkeypatch):
-    """As workbench.train does on a CPU: freed memory stays for the next step (workbench/allocator.py)."""
+    """As workbench.train does on a CPU: freed memory stays for the next step (workbench/runs/allocator.py)."""
     calls = []
     monkeypatch.setattr(finetune, "keep_freed_memory", lambda device: calls.append(str(device)))
     finetune.finetune(
@@ -704,7 +704,7 @@ def test_a_second_run_into_the_same_out_is_refused(folders, tmp_path, capsys):
         [
             sys.executable,
             "-c",
-            "import sys, time; from workbench.locks import hold\n"
+            "import sys, time; from workbench.runs.locks import hold\n"
             "with hold(sys.argv[1]):\n print('held', flush=True); time.sleep(60)",
             str(out),
         ],

@@ -15,8 +15,9 @@ import pytest
 import torch
 from tiny import tiny
 
-from workbench import memory, rundir
-from workbench.atomic import write_atomic
+from workbench.runs import folder as rundir
+from workbench.runs import memory
+from workbench.runs.atomic import write_atomic
 from workbench.tasks import text_sources
 from workbench.training import train as T
 from workbench.training.optim import OptimConfig
@@ -67,7 +68,7 @@ def test_a_kill_while_the_log_is_rewritten_loses_nothing(tmp_path):
     log.write_text("\n".join(rows) + '\n{"step": 99, "loss": 1.0}\n')  # a row after the checkpoint
     before = log.read_bytes()
     code = (
-        "import os, signal, sys; from pathlib import Path; from workbench import rundir; "
+        "import os, signal, sys; from pathlib import Path; from workbench.runs import folder as rundir; "
         "os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL); "
         "rundir.truncate_log(Path(sys.argv[1]), 4)"
     )
@@ -285,7 +286,7 @@ def test_each_run_records_what_made_it(tmp_path):
 
 CAPABILITY_PROBE = """
 import sys
-from workbench import rundir
+from workbench.runs import folder as rundir
 from workbench.training import train as T
 from workbench.training.optim import OptimConfig
 cfg = T.TrainConfig.of(encoding="bittokens", tasks=("addition",), preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4,

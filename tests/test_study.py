@@ -294,7 +294,7 @@ def test_two_studies_never_share_a_folder(tmp_path):
     import subprocess
     import sys
 
-    from workbench.locks import hold
+    from workbench.runs.locks import hold
 
     code = (
         "import sys\nfrom workbench import study\ntry:\n    study.run_study([], sys.argv[1], jobs=1)\n"

@@ -16,8 +16,8 @@ import pytest
 import torch
 from tiny import tiny
 
-from workbench import events
-from workbench.rundir import load_checkpoint
+from workbench.runs import events
+from workbench.runs.folder import load_checkpoint
 from workbench.training.optim import OptimConfig
 from workbench.training.train import TrainConfig, train
 

@@ -19,8 +19,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workbench import compare, experiments, leaderboard, notebook_parameters, notebooks, outputs, study
-from workbench.outputs import FIGURES, RESULTS, ROOT, output_path
+from workbench import compare, experiments, leaderboard, notebook_parameters, notebooks, study
+from workbench.runs import outputs
+from workbench.runs.outputs import FIGURES, RESULTS, ROOT, output_path
 
 WHERE = ("root", "results", "notebooks", "outside")  # the current folder a command is started from
 AIMS = ("results", "figures", "notebooks", "root")  # where its output is aimed
@@ -303,8 +304,8 @@ def test_commands_write_to_the_place_they_checked(tmp_path, monkeypatch):
 def test_a_run_folder_whose_tb_or_log_is_a_link_is_refused(tmp_path):
     """TensorBoard writes into RUN/tb/ and a resume appends to RUN/metrics.jsonl: through a link
     they would write wherever it points (results/, say). Refused before the run touches anything."""
-    from workbench import rundir
     from workbench.config import TrainConfig
+    from workbench.runs import folder as rundir
 
     victim = tmp_path / "victim"
     victim.mkdir()

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from workbench import distributed, encoders, tasks
+from workbench import encoders, tasks
 from workbench.evaluate import evaluate
 from workbench.model.gpt import GPT
-from workbench.rundir import load_checkpoint
+from workbench.runs import distributed
+from workbench.runs.folder import load_checkpoint
 from workbench.tokenizer import Tokenizer
 from workbench.training.train import TrainConfig, train
 

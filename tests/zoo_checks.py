@@ -23,7 +23,7 @@ from workbench import encoders, experiments, tasks
 from workbench.evaluate import answer
 from workbench.model.gpt import GPT
 from workbench.numbers import parse
-from workbench.rundir import load_checkpoint, load_metrics
+from workbench.runs.folder import load_checkpoint, load_metrics
 from workbench.tokenizer import Tokenizer
 from workbench.training.train import TrainConfig, main
 

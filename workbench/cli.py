@@ -22,7 +22,7 @@ import os
 import re
 import typing
 
-from .printable import printable
+from .runs.printable import printable
 
 NEWLINE = "\n"  # kept in a printed error: a plan's failures are one line each
 

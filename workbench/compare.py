@@ -27,11 +27,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .atomic import write_atomic
 from .cli import Parser
-from .outputs import output_path
-from .printable import printable
-from .reading import read_json, read_json_lines, read_text
+from .runs.atomic import write_atomic
+from .runs.outputs import output_path
+from .runs.printable import printable
+from .runs.reading import read_json, read_json_lines, read_text
 
 PLACE = ("out", "overwrite")  # differ between any two runs, and say nothing about them
 

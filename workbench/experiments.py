@@ -35,12 +35,12 @@ import numpy as np
 import pandas as pd
 
 from . import encoders, generator, study, tasks
-from .atomic import write_atomic
 from .cli import Parser, add_arguments, unknown, values_of
 from .config import TrainConfig
-from .executors import Executor, RunsFailed, Terminated, run_all
-from .locks import InUse, hold
-from .outputs import output_path
+from .runs.atomic import write_atomic
+from .runs.executors import Executor, RunsFailed, Terminated, run_all
+from .runs.locks import InUse, hold
+from .runs.outputs import output_path
 from .training import ablations
 
 # The paper's multi-task mix (section 6): the comparison and single-step tasks (plus text at scale).
@@ -416,7 +416,7 @@ def main(argv=None):
         if args.dry_run and scoring:
             raise ValueError("--dry-run shows a plan of training; --score-official and --score-generator train nothing")
         if args.dry_run:
-            from .dryrun import report
+            from .runs.dryrun import report
 
             desc, runs = _planned(args)
             print(report(desc, runs, out, getattr(args, "jobs", 1), args.overwrite, executor))

@@ -37,10 +37,10 @@ import numpy as np
 import pandas as pd
 
 from . import encoders, study, tasks
-from .atomic import write_atomic
 from .cli import Parser
-from .outputs import output_path
-from .printable import printable
+from .runs.atomic import write_atomic
+from .runs.outputs import output_path
+from .runs.printable import printable
 from .study import DELTA, MULTITASK_SEEDS, NUMERIC_CHECKPOINT, PRECISION_SEEDS, ZOO_MULTITASK, ZOO_PRECISION
 from .study.rows import INTERVAL_COLUMNS, check_rows
 

@@ -30,8 +30,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .outputs import output_path
 from .plots import ROOT
+from .runs.outputs import output_path
 
 
 def _assignments(nb):

@@ -42,8 +42,8 @@ from .notebook_parameters import (
     parameters_of,
     parse_parameter,
 )
-from .outputs import output_path
 from .plots import FIGURES, ROOT
+from .runs.outputs import output_path
 
 NOTEBOOK_DIR = ROOT / "notebooks"
 OUTPUT_DIR = ROOT / "runs" / "notebooks"

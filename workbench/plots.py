@@ -27,7 +27,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from .atomic import write_atomic
+from .runs.atomic import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ROOT / "figures"

@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from . import encoders, plots
 from . import tasks as task_registry
-from .rundir import load_metrics, recorded_kernels
+from .runs.folder import load_metrics, recorded_kernels
 from .training.balancing import weight_changes
 from .training.curriculum import difficulty_column
 

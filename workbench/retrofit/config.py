@@ -197,7 +197,7 @@ def configuration(parser: argparse.ArgumentParser, args: dict) -> RetrofitConfig
     value exits with one line."""
     from ..cli import encoding_options
     from ..config import from_flags
-    from ..outputs import output_path
+    from ..runs.outputs import output_path
 
     try:
         cfg = from_flags(

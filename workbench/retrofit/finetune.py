@@ -54,15 +54,15 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import tasks
-from ..allocator import keep_freed_memory
-from ..atomic import write_atomic
 from ..cli import encoding_options
 from ..config import from_flags, recorded
 from ..evaluate import evaluate, summarize
-from ..locks import InUse, hold
-from ..outputs import check_run_folder, output_path
 from ..perplexity import windows
-from ..rundir import device_of
+from ..runs.allocator import keep_freed_memory
+from ..runs.atomic import write_atomic
+from ..runs.folder import device_of
+from ..runs.locks import InUse, hold
+from ..runs.outputs import check_run_folder, output_path
 from ..training.adapt import build_sampler, evaluate_and_adapt
 from ..training.balancing import LossNormalizer, TaskBalancer
 from ..training.data import draw, make_pool

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..atomic import write_folder
+from ..runs.atomic import write_folder
 from ..tasks.sampling import SPLITS, question_hash, split_of
 from ..tasks.text import documents
 from ..tasks.text_sources import DEFAULT

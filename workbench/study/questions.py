@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from .. import encoders
-from ..atomic import write_atomic
-from ..outputs import output_path
+from ..runs.atomic import write_atomic
+from ..runs.outputs import output_path
 from .parts import BUDGET_PARTS, PAPER_REGIME, VARIANT, Run, base_encoding, plan, select
 from .run import finished
 from .stats import budget_of, hierarchical_bootstrap
@@ -46,7 +46,7 @@ def _scored_before(path: Path, empty: list[str]) -> pd.DataFrame:
 def _answer(out: Path, r: Run, questions: pd.DataFrame) -> pd.DataFrame:
     """Run r's best checkpoint answers `questions` of its task, scored; the study's columns added."""
     from ..evaluate import evaluate
-    from ..rundir import load_run
+    from ..runs.folder import load_run
 
     model, tok, _ = load_run(out / r.name)
     answers = evaluate(model, tok, {r.task: questions[["prompt", "answer"]]})

@@ -125,7 +125,7 @@ class WorkerSpec:
         )
 
     def open(self) -> WorkerBuilder:
-        from ..distributed import _read_pool
+        from ..runs.distributed import _read_pool
         from .curriculum import Sampler
 
         pools = {t: listed(_read_pool(t, Path(f))) for t, f in self.pools.items()}

@@ -33,18 +33,16 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from .. import distributed, encoders, tasks
-from ..allocator import keep_freed_memory
-from ..atomic import write_atomic
+from .. import encoders, tasks
 from ..config import CONFIGS, TrainConfig, command_line, from_args, recorded  # noqa: F401 (CONFIGS: train.CONFIGS too)
 from ..evaluate import evaluate, summarize
-from ..locks import InUse, hold
-from ..memory import check_memory
 from ..model import numerics
 from ..model.gpt import GPT
-from ..outputs import output_path
 from ..perplexity import perplexity, text_score
-from ..rundir import (
+from ..runs import distributed
+from ..runs.allocator import keep_freed_memory
+from ..runs.atomic import write_atomic
+from ..runs.folder import (
     BestWriter,
     Interrupted,
     Logger,
@@ -57,6 +55,9 @@ from ..rundir import (
     stop_line,
     truncate_log,
 )
+from ..runs.locks import InUse, hold
+from ..runs.memory import check_memory
+from ..runs.outputs import output_path
 from ..tokenizer import Tokenizer
 from .adapt import build_sampler, evaluate_and_adapt
 from .balancing import LossNormalizer, TaskBalancer

@@ -29,13 +29,14 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from . import encoders, events, tasks
+from .. import encoders, tasks
+from ..config import TrainConfig, from_record, recorded
+from ..model.gpt import GPT
+from ..tokenizer import Tokenizer
+from . import events
 from .atomic import clean_temporaries, write_atomic
-from .config import TrainConfig, from_record, recorded
-from .model.gpt import GPT
 from .outputs import check_run_folder
 from .reading import open_regular, read_json, read_json_lines
-from .tokenizer import Tokenizer
 
 RUN_FILES = (
     "config.json",
@@ -336,11 +337,11 @@ def environment(cfg: TrainConfig, device: torch.device | None = None, run=None) 
     checksums of the text it read (the BPE's corpus and the text task's source)."""
     from importlib.metadata import version
 
-    from .model import numerics
-    from .model.fused import _kernels_agree
-    from .tasks import text_sources
-    from .training.batches import prefetch_mode
-    from .training.optim import cpu_has_bf16_matrix_units, newton_schulz_dtype
+    from ..model import numerics
+    from ..model.fused import _kernels_agree
+    from ..tasks import text_sources
+    from ..training.batches import prefetch_mode
+    from ..training.optim import cpu_has_bf16_matrix_units, newton_schulz_dtype
 
     device = device or torch.device("cpu")
     record = {
@@ -415,7 +416,7 @@ def cpu_difference(cfg: TrainConfig, device: torch.device | None = None) -> str:
 def _commit() -> str | None:
     """The git commit of the workbench's checkout, with "+changes" when tracked files differ from
     it (a result from uncommitted code cannot be traced back); None outside a git checkout."""
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
 
     def git(*args):
         return subprocess.run(

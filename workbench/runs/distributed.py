@@ -40,9 +40,9 @@ import pandas as pd
 import torch
 import torch.distributed as dist
 
-from .evaluate import evaluate
-from .perplexity import perplexity
-from .training.data import Pool, build_pool, pools_from
+from ..evaluate import evaluate
+from ..perplexity import perplexity
+from ..training.data import Pool, build_pool, pools_from
 
 TIMEOUT = timedelta(minutes=30)  # the longest a rank may wait for the others (a checkpoint, an evaluation)
 # questions answered at once: evaluate's own batch, so a shard's batches are those of a single process

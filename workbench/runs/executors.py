@@ -40,8 +40,8 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .cli import check_choices, setting, unknown
-from .model import numerics
+from ..cli import check_choices, setting, unknown
+from ..model import numerics
 
 EXECUTORS = ("local", "submitit-local", "slurm")
 # Slurm's states of a job it ended before the job's program did (sacct's words).
@@ -115,9 +115,9 @@ def train_once(cfg, run_dir: Path, overwrite: bool = False) -> pd.DataFrame:
     a checkpoint of this configuration. A finished run of another configuration is an error
     naming the settings that differ, or is retrained with `overwrite`. (Training is imported here,
     in the process that trains: planning a study needs no torch.)"""
-    from .results import results_from_summary
-    from .rundir import finished, recorded_differences, resumable
-    from .training.train import train
+    from ..results import results_from_summary
+    from ..training.train import train
+    from .folder import finished, recorded_differences, resumable
 
     cfg = cfg.updated(out=str(run_dir))
     differ = recorded_differences(cfg) if finished(cfg) else ""
@@ -286,7 +286,7 @@ def _run_as_jobs(runs: dict, out: Path, jobs: int, overwrite: bool, desc: str, e
     """The submitit executors: finished runs read here, the others one job each; every ended job's
     run read here as the local executor reads it. ({name: results}, {name: why it failed})."""
     executor.check()  # before anything is submitted
-    from .rundir import finished, recorded_differences
+    from .folder import finished, recorded_differences
 
     results, failed, todo = {}, {}, {}
 
@@ -432,7 +432,7 @@ def _train_job(cfg, run_dir: Path, overwrite: bool, gpus: int) -> None:
                 "--standalone",
                 f"--nproc-per-node={gpus}",
                 "-m",
-                "workbench.executors",
+                "workbench.runs.executors",
                 str(spec),
             ],
             check=True,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent  # the checkout, whatever the current directory
+ROOT = Path(__file__).resolve().parents[2]  # the checkout, whatever the current directory
 RUNS = ROOT / "runs"
 RESULTS = ROOT / "results"
 FIGURES = ROOT / "figures"

@@ -8,9 +8,9 @@ import tracemalloc
 
 import torch
 
-from .config import TrainConfig
-from .tokenizer import Tokenizer
-from .training.data import make_pool
+from ..config import TrainConfig
+from ..tokenizer import Tokenizer
+from ..training.data import make_pool
 
 
 def check_memory(

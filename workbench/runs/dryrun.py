@@ -45,7 +45,7 @@ class RunState:
 
 def state_of(name: str, cfg, out: Path, overwrite: bool) -> RunState:
     """Where run `name` of the plan stands in OUT, read from its files (nothing is written)."""
-    from . import rundir  # torch: imported when a plan is looked at, not when the command starts
+    from . import folder as rundir  # torch: imported when a plan is looked at, not when the command starts
 
     cfg = cfg.updated(out=str(out / name))
     run = RunState(name, cfg.model.preset, cfg.tokens, "to train", cfg.tokens)
@@ -103,7 +103,7 @@ def throughputs(states: list[RunState]) -> dict[str, tuple[float, str]]:
                 raise ValueError(f"--dry-run: the finished runs of {preset} in OUT give {speed} tokens/s, not a speed")
             out[preset] = (speed, f"the median of {len(done)} finished run(s) in OUT")
         elif preset in THROUGHPUT:
-            out[preset] = (float(THROUGHPUT[preset]), "workbench.dryrun.THROUGHPUT")
+            out[preset] = (float(THROUGHPUT[preset]), "workbench.runs.dryrun.THROUGHPUT")
     return out
 
 
@@ -153,7 +153,7 @@ def report(desc: str, runs: dict, out, jobs: int = 1, overwrite: bool = False, e
     if unknown:
         lines.append(
             f"estimated time: none for preset(s) {', '.join(unknown)} (no finished run of theirs in {out} "
-            "to measure, and no figure in workbench.dryrun.THROUGHPUT)"
+            "to measure, and no figure in workbench.runs.dryrun.THROUGHPUT)"
         )
     elif pending:
         seconds = [s.left / speeds[s.preset][0] for s in pending]
