@@ -44,7 +44,9 @@ import pandas as pd
 import torch
 from IPython.display import display
 
-from workbench import desiderata, desiderata_figures, encoders, plots
+from workbench import desiderata, encoders
+from workbench.figures import desiderata as desiderata_figures
+from workbench.figures import plots
 from workbench.notebooks import ROOT
 
 os.chdir(ROOT)  # the repository root, as under the runner: relative paths mean the same in the lab

@@ -63,8 +63,9 @@ import plotly.graph_objects as go
 import torch
 from IPython.display import display
 
-from workbench import plots, training_figures
 from workbench.config import TrainConfig
+from workbench.figures import plots
+from workbench.figures import training as training_figures
 from workbench.notebooks import ROOT
 from workbench.results import results_from_summary
 from workbench.training.train import train
@@ -116,7 +117,7 @@ plots.save(fig, "03_training_curves", figures_dir, tuple(figure_formats));  # th
 #
 # The best checkpoint (harmonic mean of the validation scores, eq. 15) answers `test_samples`
 # questions per task. `results.csv` holds the same numbers in the results schema of
-# `workbench.paper_figures` (encoding, task, metric, value, seed), the input of notebook 04's Figure 4.
+# `workbench.figures.paper.sources` (encoding, task, metric, value, seed), the input of notebook 04's Figure 4.
 
 # %%
 summary = pd.read_csv(run_dir / "test_summary.csv")

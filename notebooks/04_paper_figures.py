@@ -32,12 +32,12 @@
 #   (`["results", "runs/study"]`: your study's cells over the published ones, results/ only read),
 #   so that your own encoding joins the leaderboard;
 # * or, for Figure 4's third row, `results_csv`: a CSV in the results schema of
-#   `workbench.paper_figures` (encoding, task, metric, value, seed), e.g. the `results.csv` of
+#   `workbench.figures.paper.sources` (encoding, task, metric, value, seed), e.g. the `results.csv` of
 #   notebook 03.
 # * a folder of raw model answers (`answers_dir`): the authors' per-answer CSVs or our client's
 #   JSONL, rescored with the paper's rules and with a careful reading (Tables 1 and 2 side by side).
 #
-# The data preparation lives in `workbench/paper_figures.py` and is tested there.
+# The data preparation lives in `workbench/figures/paper/sources.py` and is tested there.
 
 # %% tags=["parameters"]
 official_data: str | None = "auto"  # folder of the released files; "auto": $WORKBENCH_OFFICIAL_DATA, else ../shared/data/official_bittokens, when present; None: without them
@@ -59,8 +59,9 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import Markdown, display
 
-from workbench import encoders, experiments, leaderboard, plots, study
-from workbench import paper_figures as pf
+from workbench import encoders, experiments, leaderboard, study
+from workbench.figures import plots
+from workbench.figures.paper import sources as pf
 from workbench.frontier import answer_folders
 from workbench.notebooks import ROOT
 from workbench.results import PERPLEXITIES, read_results

@@ -83,8 +83,9 @@ from pathlib import Path
 import torch
 from IPython.display import display
 
-from workbench import encoders, plots
+from workbench import encoders
 from workbench.evaluate import answer
+from workbench.figures import plots
 from workbench.notebooks import ROOT
 from workbench.retrofit import BASELINE, NumberLM
 from workbench.retrofit.finetune import RetrofitConfig, finetune

@@ -570,7 +570,7 @@ MUTATIONS = [
         [NB03],
     ),
     M(
-        "workbench/paper_figures.py",
+        "workbench/figures/paper/sources.py",
         'performance=("performance", "mean")',
         'performance=("performance", "median")',
         "frontier means recomputed as medians (notebook 04's Table 1 check)",

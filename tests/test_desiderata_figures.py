@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 
 from workbench import desiderata as D
-from workbench import desiderata_figures as DF
 from workbench import encoders
+from workbench.figures import desiderata as DF
 from workbench.numbers import render
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from workbench import encoders, results
-from workbench import paper_figures as pf
+from workbench.figures.paper import sources as pf
 from workbench.frontier import paper
 from workbench.tasks import generate, numeric
 

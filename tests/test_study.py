@@ -452,8 +452,8 @@ def test_study3_models_join_the_frontier_figure_as_stars_on_their_tasks():
     """Study 3's paper-regime models scored on the authors' questions are drawn in Figure 3's
     multiplication and division panels, at their tokens per answer and score, in their
     encoding's colour; the other regimes and the generator's scoring are not drawn."""
-    from workbench import paper_figures as pf
-    from workbench import plots
+    from workbench.figures import plots
+    from workbench.figures.paper import sources as pf
 
     cells = pd.DataFrame(
         [

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from tiny import tiny
 
-from workbench import training_figures
 from workbench.config import TrainConfig
+from workbench.figures import training as training_figures
 from workbench.runs import folder as rundir
 from workbench.training.curriculum import difficulty_column
 from workbench.training.train import train

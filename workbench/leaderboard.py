@@ -145,7 +145,7 @@ def figure(board: pd.DataFrame):
     import plotly.graph_objects as go
     from plotly.colors import get_colorscale, sample_colorscale
 
-    from . import plots
+    from .figures import plots
 
     label = board.task.map(lambda t: tasks.get(t).label)
     board = board.assign(
@@ -393,7 +393,7 @@ def main(argv=None) -> None:
             write_atomic(csv, lambda tmp: board.to_csv(tmp, index=False))
             print(f"\nboard written to {csv}")
         if drawn:
-            from . import plots
+            from .figures import plots
 
             written = plots.save(figure(board), "leaderboard", drawn)
             print(f"figure written to {', '.join(map(str, written))}")

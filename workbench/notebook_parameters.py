@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .plots import ROOT
+from .figures.plots import ROOT
 from .runs.outputs import output_path
 
 

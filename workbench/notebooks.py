@@ -34,6 +34,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from .cli import Parser
+from .figures.plots import FIGURES, ROOT
 from .notebook_parameters import (
     LIMITS,
     check_limits,
@@ -42,7 +43,6 @@ from .notebook_parameters import (
     parameters_of,
     parse_parameter,
 )
-from .plots import FIGURES, ROOT
 from .runs.outputs import output_path
 
 NOTEBOOK_DIR = ROOT / "notebooks"

@@ -79,7 +79,7 @@ def _line_style(encoding: str, k: int) -> dict:
     colour (VARIANT a darker shade of its encoding's, and dashed), its own marker, markers
     shrinking with k so that a line drawn earlier shows around one drawn on top of it (single
     digit and NTL nearly coincide in Study 3)."""
-    from .. import plots
+    from ..figures import plots
 
     color = plots.encoding_color(base_encoding(encoding))
     color = plots.variant_color(color) if encoding == VARIANT else color

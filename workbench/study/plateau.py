@@ -69,7 +69,7 @@ def figure(folders, task: str, digits: int, title: str | None = None):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from .. import plots
+    from ..figures import plots
 
     folders = list(folders)
     curves = traces(folders)

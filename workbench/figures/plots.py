@@ -27,9 +27,9 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from .runs.atomic import write_atomic
+from ..runs.atomic import write_atomic
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIGURES = ROOT / "figures"
 SCRATCH = ROOT / "runs" / "figures"
 
@@ -76,7 +76,7 @@ def encoding_color(name: str) -> str:
     encoding before it already holds that one; past 16 such encodings, a hue from the hash."""
     if name in ENCODING_COLORS:
         return ENCODING_COLORS[name]
-    from . import encoders  # here, not at import time: plots is imported by modules encoders need
+    from .. import encoders  # here, not at import time: plots is imported by modules encoders need
 
     taken = set(ENCODING_COLORS.values())
     for other in [n for n in encoders.names() if n not in ENCODING_COLORS]:
@@ -138,7 +138,7 @@ def variant_color(color: str) -> str:
 
 def encoding_colors(names=None) -> dict[str, str]:
     """{name: colour} for plotly's color_discrete_map: every registered encoding, or `names`."""
-    from . import encoders
+    from .. import encoders
 
     return {n: encoding_color(n) for n in (names if names is not None else encoders.names())}
 

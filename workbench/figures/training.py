@@ -13,11 +13,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from . import encoders, plots
-from . import tasks as task_registry
-from .runs.folder import load_metrics, recorded_kernels
-from .training.balancing import weight_changes
-from .training.curriculum import difficulty_column
+from .. import encoders
+from .. import tasks as task_registry
+from ..runs.folder import load_metrics, recorded_kernels
+from ..training.balancing import weight_changes
+from ..training.curriculum import difficulty_column
+from . import plots
 
 # the loss panel's three curves: apart by colour, width and dash (two greys, dotted and dashed, read
 # as one), in colours that are not the tasks' (PALETTE) of the other panels

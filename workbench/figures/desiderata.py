@@ -14,9 +14,10 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from . import desiderata, encoders, plots
-from .encoders import fone
-from .numbers import render
+from .. import desiderata, encoders
+from ..encoders import fone
+from ..numbers import render
+from . import plots
 
 # -- the explorer ------------------------------------------------------------------------------
 # field, first bit, end, colour, where its label sits (the sign's left of the axis, clear of the exponent's)

@@ -23,9 +23,10 @@ import plotly.express as px
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from . import encoders, plots, tasks
-from .frontier import official, paper
-from .results import ARITHMETIC, PERPLEXITIES, validate_results
+from ... import encoders, tasks
+from ...frontier import official, paper
+from ...results import ARITHMETIC, PERPLEXITIES, validate_results
+from .. import plots
 
 AUTO = "auto"  # official_data="auto": the documented folder of the released files, when present
 

@@ -10,7 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from . import encoders, locality, plots
+from .. import encoders, locality
+from . import plots
 
 OP_TITLES = {"add": "x + y", "mul": "x · y"}
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "star", "cross", "triangle-down"]
