@@ -450,7 +450,7 @@ def _profiler(device):
 
 
 def check_generate(args, size, device, tmp):
-    from workbench.evaluate import evaluate
+    from workbench.measures.evaluate import evaluate
 
     run = setup(config(args, size, tmp / "generate", val_samples=64, grad_accum=1))
     questions = {t: f for t, f in run.val.items() if tasks.get(t).score is not None}  # text has no answers
@@ -606,7 +606,7 @@ def check_retrofit(args, size, device, tmp):
         )
     reload = """
 import sys, torch
-from workbench.evaluate import answer
+from workbench.measures.evaluate import answer
 from workbench.retrofit import NumberLM
 lm = NumberLM.from_pretrained(sys.argv[1]).to(sys.argv[2])
 ids, values, _ = lm.tok.sample("3 + 4", "7")

@@ -42,7 +42,8 @@ started_imports = time.perf_counter()
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from workbench import evaluate, study
+from workbench import study
+from workbench.measures import evaluate
 from workbench.model import gpt as model  # noqa: E402
 from workbench.runs.allocator import keep_freed_memory  # noqa: E402
 from workbench.runs.outputs import output_path  # noqa: E402

@@ -18,7 +18,7 @@
 #
 # Section 3 of the BitTokens paper lists nine properties (D1–D9) a single-token number encoding
 # should have, and section 4 judges xVal and FoNE against them. Here every registered encoding is
-# measured instead of judged: each desideratum becomes a number (`workbench.desiderata`), and
+# measured instead of judged: each desideratum becomes a number (`workbench.measures.desiderata`), and
 # explicit thresholds (`desiderata.THRESHOLDS`) turn the numbers into pass / trade-off / fail next
 # to the paper's verdicts. The defaults take one to two minutes on one CPU core (measured: 52 s in
 # `make figures`, 83 s and 100 s for Restart & Run All while other jobs shared the two cores; D9's
@@ -44,9 +44,10 @@ import pandas as pd
 import torch
 from IPython.display import display
 
-from workbench import desiderata, encoders
+from workbench import encoders
 from workbench.figures import desiderata as desiderata_figures
 from workbench.figures import plots
+from workbench.measures import desiderata
 from workbench.notebooks import ROOT
 
 os.chdir(ROOT)  # the repository root, as under the runner: relative paths mean the same in the lab
@@ -124,7 +125,7 @@ save(desiderata_figures.explorer_figure(7.0), "explorer_7")
 
 # %% [markdown]
 # ## All measurements
-# `measure_all` runs D1–D9 (see the docstrings in `workbench/desiderata.py` for the exact
+# `measure_all` runs D1–D9 (see the docstrings in `workbench/measures/desiderata.py` for the exact
 # definition of every number) and returns one DataFrame per measurement.
 
 # %%

@@ -69,8 +69,9 @@ import loopback  # tests/loopback.py, beside this script
 import numpy as np
 import torch
 
-from workbench import encoders, metrics, notebook_parameters, notebooks, numbers
+from workbench import encoders, notebook_parameters, notebooks, numbers
 from workbench.frontier import answer_folders, client, prompts, scoring
+from workbench.measures import metrics
 from workbench.runs import locks
 from workbench.tokenizer import Tokenizer
 
@@ -2381,7 +2382,7 @@ def rg_item_cases(rng, n):
     its 15-digit answer, or the reason it is dropped; and crafted ones (fields of other types,
     precisions of 0 or 10^21 digits, 40,000 nested parentheses, 400,000-character lines, answers
     of 2e99999999999), each a one-line ValueError within its time budget."""
-    from workbench import generator
+    from workbench.study import generator
 
     def converted(item, task, expected, a=None, op=None, b=None):
         try:

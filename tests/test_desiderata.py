@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 import torch
 
-from workbench import desiderata as D
 from workbench import encoders
+from workbench.measures import desiderata as D
 
 
 def test_sample_values_range_digits_and_seed():

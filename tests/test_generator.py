@@ -15,7 +15,8 @@ from fractions import Fraction
 import pandas as pd
 import pytest
 
-from workbench import experiments, generator, study
+from workbench import experiments, study
+from workbench.study import generator
 from workbench.training.optim import OptimConfig
 from workbench.training.train import TrainConfig, train
 

@@ -5,7 +5,7 @@ lengths, and across <|num|> tokens, whose value the head writes and the next ste
 import pytest
 import torch
 
-from workbench.evaluate import answer
+from workbench.measures.evaluate import answer
 from workbench.model.gpt import GPT, packed_mask, preset
 from workbench.tokenizer import Tokenizer
 

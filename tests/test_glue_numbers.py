@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from workbench import encoders, tasks
-from workbench.evaluate import answer, evaluate, score, summarize
+from workbench.measures.evaluate import answer, evaluate, score, summarize
 from workbench.model.gpt import GPT, preset
 from workbench.tokenizer import Tokenizer
 from workbench.training.batches import number_fields

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from workbench import encoders
-from workbench.evaluate import answer, score
+from workbench.measures.evaluate import answer, score
 from workbench.model.fused import attention_plan
 from workbench.model.gpt import GPT, KVCache, packed_mask, preset
 from workbench.tasks import Regime

@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workbench import metrics, tasks
+from workbench import tasks
+from workbench.measures import metrics
 from workbench.notebooks import execute
 from workbench.results import read_results
 from workbench.runs.folder import load_metrics

@@ -221,7 +221,7 @@ def test_the_lab_lists_each_notebook_once():
         return sorted(c["name"] for c in asyncio.run(manager.get(path, content=True))["content"])
 
     assert listed("notebooks") == [f"{name}.ipynb" for name in NOTEBOOKS]
-    assert "notebooks.py" in listed("workbench") and "plots.py" in listed("workbench")
+    assert "notebooks.py" in listed("workbench") and "plots.py" in listed("workbench/figures")
     assert "__pycache__" not in listed("workbench")
 
 

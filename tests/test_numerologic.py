@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 import torch
 
-from workbench import desiderata, encoders, experiments
+from workbench import encoders, experiments
+from workbench.measures import desiderata
 from workbench.numbers import render
 from workbench.runs.folder import load_metrics
 from workbench.tokenizer import Tokenizer

@@ -10,8 +10,9 @@ import torch
 from torch import nn
 
 import workbench.training.train as train_module
-from workbench import desiderata, encoders, experiments, tasks
+from workbench import encoders, experiments, tasks
 from workbench.encoders.base import NumberEncoding, NumberHead, as_float64
+from workbench.measures import desiderata
 from workbench.runs.folder import load_metrics
 from workbench.tasks.arithmetic import score_numbers
 from workbench.tasks.base import Task

@@ -21,7 +21,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast  # noqa: E402
 
-from workbench.evaluate import answer, answer_cap  # noqa: E402
+from workbench.measures.evaluate import answer, answer_cap  # noqa: E402
 from workbench.retrofit import (  # noqa: E402
     NumberLM,  # noqa: E402
     finetune,
@@ -473,7 +473,7 @@ def test_a_bf16_llama_retrofits_trains_and_writes_a_number_after_reloading_in_a_
     ]
     assert len(changed) > len(saved) // 2  # bf16 weights moved: the float32 master copies carried the updates
     script = (
-        "import sys; from workbench.retrofit import NumberLM; from workbench.evaluate import answer\n"
+        "import sys; from workbench.retrofit import NumberLM; from workbench.measures.evaluate import answer\n"
         "lm = NumberLM.from_pretrained(sys.argv[1])\n"
         "import torch; assert lm.dtype == torch.bfloat16 and all(p.dtype == torch.float32 for p in lm.head.parameters())\n"
         "ids, values = lm.tok.encode('<|bos|>3 + 4<|eoq|>')\n"

@@ -4,9 +4,10 @@ measured, the rest honestly n/a) and through the paper's task numbers without a 
 
 import pytest
 
-from workbench import desiderata, encoders
+from workbench import encoders
 from workbench.config import parser as _parser
 from workbench.figures import plots
+from workbench.measures import desiderata
 from workbench.training.train import TrainConfig
 
 ZOO = ["reversed_digits", "triple_digit_r2l", "scientific", "place_value", "abacus", "ntl", "log_xval"]

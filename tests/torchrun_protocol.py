@@ -8,7 +8,7 @@ from pathlib import Path
 import torch.distributed as dist
 
 from workbench import encoders, tasks
-from workbench.evaluate import evaluate
+from workbench.measures.evaluate import evaluate
 from workbench.model.gpt import GPT
 from workbench.runs import distributed
 from workbench.runs.folder import load_checkpoint

@@ -20,7 +20,7 @@ import torch
 
 import workbench.training.train as train_module
 from workbench import encoders, experiments, tasks
-from workbench.evaluate import answer
+from workbench.measures.evaluate import answer
 from workbench.model.gpt import GPT
 from workbench.numbers import parse
 from workbench.runs.folder import load_checkpoint, load_metrics

@@ -34,13 +34,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import encoders, generator, study, tasks
+from . import encoders, study, tasks
 from .cli import Parser, add_arguments, unknown, values_of
 from .config import TrainConfig
 from .runs.atomic import write_atomic
 from .runs.executors import Executor, RunsFailed, Terminated, run_all
 from .runs.locks import InUse, hold
 from .runs.outputs import output_path
+from .study import generator
 from .training import ablations
 
 # The paper's multi-task mix (section 6): the comparison and single-step tasks (plus text at scale).
@@ -279,7 +280,7 @@ def _parser() -> Parser:
     scoring.add_argument(
         "--score-generator",
         action="store_true",
-        help="questions of an independent generator, reasoning-gym (workbench/generator.py; needs "
+        help="questions of an independent generator, reasoning-gym (workbench/study/generator.py; needs "
         f"{generator.INSTALL}): OUT/{study.GENERATOR_FILE}",
     )
     scoring.add_argument(

@@ -1,6 +1,6 @@
 """The figures of notebook 01: what the encodings make of one number (the explorer), the scorecard
 of D1-D9 beside the paper's verdicts, and the D4, D7 and D8 measurements. Each takes the frames of
-`workbench.desiderata` and names every encoding by its display name (`encoders.label`).
+`workbench.measures.desiderata` and names every encoding by its display name (`encoders.label`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from .. import desiderata, encoders
+from .. import encoders
 from ..encoders import fone
+from ..measures import desiderata
 from ..numbers import render
 from . import plots
 

@@ -1,5 +1,5 @@
 """The figures of notebook 02 (section 4's locality): the exact window entropy of Proposition 4.3 (a)
-and the learned probes of 4.3 (b). Built from the frames of `workbench.locality`; every series has
+and the learned probes of 4.3 (b). Built from the frames of `workbench.measures.locality`; every series has
 its own colour, dash and marker, as several lie on each other (at H = 0, at the majority baseline).
 """
 
@@ -10,7 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .. import encoders, locality
+from .. import encoders
+from ..measures import locality
 from . import plots
 
 OP_TITLES = {"add": "x + y", "mul": "x · y"}

@@ -56,8 +56,8 @@ from tqdm.auto import tqdm
 from .. import tasks
 from ..cli import encoding_options
 from ..config import from_flags, recorded
-from ..evaluate import evaluate, summarize
-from ..perplexity import windows
+from ..measures.evaluate import evaluate, summarize
+from ..measures.perplexity import windows
 from ..runs.allocator import keep_freed_memory
 from ..runs.atomic import write_atomic
 from ..runs.folder import device_of

@@ -40,8 +40,8 @@ import pandas as pd
 import torch
 import torch.distributed as dist
 
-from ..evaluate import evaluate
-from ..perplexity import perplexity
+from ..measures.evaluate import evaluate
+from ..measures.perplexity import perplexity
 from ..training.data import Pool, build_pool, pools_from
 
 TIMEOUT = timedelta(minutes=30)  # the longest a rank may wait for the others (a checkpoint, an evaluation)

@@ -20,9 +20,10 @@ from dataclasses import replace
 
 import pandas as pd
 
-from .. import metrics, tasks
-from ..evaluate import summarize
-from ..perplexity import text_score
+from .. import tasks
+from ..measures import metrics
+from ..measures.evaluate import summarize
+from ..measures.perplexity import text_score
 from .curriculum import Curriculum, Sampler
 from .curriculum_authors import AuthorsCurriculum
 from .data import make_pool

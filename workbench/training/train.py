@@ -35,10 +35,10 @@ from tqdm.auto import tqdm
 
 from .. import encoders, tasks
 from ..config import CONFIGS, TrainConfig, command_line, from_args, recorded  # noqa: F401 (CONFIGS: train.CONFIGS too)
-from ..evaluate import evaluate, summarize
+from ..measures.evaluate import evaluate, summarize
+from ..measures.perplexity import perplexity, text_score
 from ..model import numerics
 from ..model.gpt import GPT
-from ..perplexity import perplexity, text_score
 from ..runs import distributed
 from ..runs.allocator import keep_freed_memory
 from ..runs.atomic import write_atomic

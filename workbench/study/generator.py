@@ -48,8 +48,8 @@ from fractions import Fraction
 
 import pandas as pd
 
-from .tasks.exact import fmt, round_fraction
-from .tasks.sampling import HIGH, LOW, MAX_DIGITS
+from ..tasks.exact import fmt, round_fraction
+from ..tasks.sampling import HIGH, LOW, MAX_DIGITS
 
 VERSION = "0.1.25"  # the reasoning-gym release these conversions were written and checked against
 INSTALL = f"pip install reasoning-gym=={VERSION}  (or: pip install -e '.[independent]')"

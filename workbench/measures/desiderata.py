@@ -26,7 +26,8 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from . import encoders, metrics, numbers
+from .. import encoders, numbers
+from . import metrics
 
 DESIDERATA = {
     "D1": "Token efficiency",
@@ -142,7 +143,7 @@ def _round_trip(codec, x: np.ndarray) -> np.ndarray:
 def d1_corpus(names=None, vocab_size: int = 2048) -> pd.DataFrame:
     """Tokens per number in the shipped corpus: <|num|> tokens (+ a '-' token for encodings
     that leave the sign to text) or digit pieces, divided by the numbers `numbers.parse` finds."""
-    from .tokenizer import Tokenizer, corpus_text
+    from ..tokenizer import Tokenizer, corpus_text
 
     text = corpus_text()
     values = np.array(numbers.parse(text, signed=True)[1])
@@ -170,8 +171,8 @@ def d1_corpus(names=None, vocab_size: int = 2048) -> pd.DataFrame:
 
 def d1_tasks(names=None, n: int = 30, seed: int = 0, tasks=None, vocab_size: int = 2048) -> pd.DataFrame:
     """Table 5 style: mean input (<|bos|>…<|eoq|>) and output (answer + <|eos|>) tokens per sample."""
-    from .tasks import generate, numeric
-    from .tokenizer import Tokenizer
+    from ..tasks import generate, numeric
+    from ..tokenizer import Tokenizer
 
     frames = {task: generate(task, n, seed=seed, split="test") for task in (tasks or numeric())}
     rows = []

@@ -1,7 +1,7 @@
 """Perplexity of held-out text, as Table 4 reports it ("Fineweb" and "Fineweb text only"), and the
 text task's score for the task balancer.
 
-    from workbench.perplexity import perplexity, text_score
+    from workbench.measures.perplexity import perplexity, text_score
     texts = tasks.generate("text", 500, seed=0, split="test")["answer"]
     result = perplexity(model, tok, texts)   # {"ppl_all": ..., "ppl_text": ..., ...}
     text_score(result["ppl_all"])            # min(1, exp((40 - ppl) / 100))
@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .model.gpt import GPT
-from .tokenizer import Tokenizer
+from ..model.gpt import GPT
+from ..tokenizer import Tokenizer
 
 
 def numeric_targets(tok: Tokenizer, ids) -> np.ndarray:

@@ -7,9 +7,9 @@ import math
 
 import pandas as pd
 
-from . import tasks
-from .model.gpt import GPT
-from .tokenizer import Tokenizer
+from .. import tasks
+from ..model.gpt import GPT
+from ..tokenizer import Tokenizer
 
 MAX_ANSWER_TOKENS = 48  # longer than any answer of the nine tasks in any encoding
 

@@ -21,8 +21,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .encoders import fone
-from .encoders.bittokens import float64_bits
+from ..encoders import fone
+from ..encoders.bittokens import float64_bits
 
 OPS = {"add": np.add, "mul": np.multiply}
 
