@@ -219,7 +219,7 @@ def steps_of(cfg) -> tuple[int, int]:
 
 def state(folder: Path) -> tuple[str, int, float]:
     """(finished | in flight | to train, the step it would go on from, its training seconds then)."""
-    from workbench.runs.folder import load_checkpoint
+    from workbench.runs.checkpoints import load_checkpoint
 
     if (folder / "test_summary.csv").is_file():
         return "finished", -1, 0.0
@@ -663,7 +663,7 @@ def compare(gpu: Path, cpu: Path) -> str:
 def _lease(args, argv: list[str]) -> dict:
     import torch
 
-    from workbench.runs.folder import _commit, cpu_model
+    from workbench.runs.provenance import _commit, cpu_model
 
     device = torch.device(args.device)
     return dict(

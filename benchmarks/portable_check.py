@@ -100,7 +100,7 @@ def machine(run: Path | None = None) -> dict:
     """This machine, and how `run` computed (its environment.json: numerics, kernels, GEMM); without
     a run, how this process would."""
     from workbench.model import numerics
-    from workbench.runs.folder import cpu_model
+    from workbench.runs.provenance import cpu_model
 
     state = numerics.state()
     if run is not None:

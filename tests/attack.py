@@ -1196,7 +1196,8 @@ GOOD_FIELDS = {
 
 
 def train_cases(rng, folder):
-    from workbench.runs import folder as rundir
+    from workbench.runs import checkpoints
+    from workbench.runs import folder as run_folder
     from workbench.training import train as T  # the training loop's checks, imported only for this category
 
     small = dict(preset="cpu-tiny", batch_size=2, tokens=1024.0, threads=1)
@@ -1229,18 +1230,18 @@ def train_cases(rng, folder):
         (out / rng.choice(["metrics.jsonl", "best.pt", "config.json"])).write_text("{}")
         cfg = T.TrainConfig.of(**small, out=str(out))
         yield (
-            (lambda cfg=cfg: refused(rundir.prepare(cfg, resume=True, rank=0))),
+            (lambda cfg=cfg: refused(run_folder.prepare(cfg, resume=True, rank=0))),
             (FileNotFoundError,),
             ("--resume",),
         )
         yield (
-            (lambda cfg=cfg: refused(rundir.prepare(cfg, resume=False, rank=0))),
+            (lambda cfg=cfg: refused(run_folder.prepare(cfg, resume=False, rank=0))),
             (FileExistsError,),
             ("--overwrite",),
         )
         bad = out / "checkpoint.pt"
         bad.write_bytes(bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 200))))
-        yield (lambda bad=bad: refused(rundir.load_checkpoint(bad))), (ValueError,), ("corrupt",)
+        yield (lambda bad=bad: refused(checkpoints.load_checkpoint(bad))), (ValueError,), ("corrupt",)
     huge = T.TrainConfig.of(**{**small, "batch_size": 64}, context=65536)
     yield (lambda: refused(T.check_memory(huge, 2100))), (MemoryError,), ("--batch-size",)
 
@@ -1346,14 +1347,13 @@ class CodeRan(Exception):
 
 
 def train_module():
-    """workbench.train, and where a run's folder helpers live (train, or rundir where it exists)."""
+    """workbench.training.train, and where a run's folder helpers live (the run folder's modules)."""
+    from types import SimpleNamespace
+
+    from workbench.runs import checkpoints, folder
     from workbench.training import train as T
 
-    if hasattr(T, "load_run") and hasattr(T, "resumable"):
-        return T, T
-    from workbench.runs import folder as R
-
-    return T, R
+    return T, SimpleNamespace(load_run=checkpoints.load_run, resumable=folder.resumable)
 
 
 def train_config(**settings):
@@ -2681,7 +2681,7 @@ def tensorboard_cases(rng, folder):
     from tensorboard.compat.tensorflow_stub.io import gfile
 
     from workbench.runs import events
-    from workbench.runs import folder as rundir
+    from workbench.runs import folder as run_dirs
 
     base = Path(folder) / "tensorboard"
     base.mkdir()
@@ -2740,7 +2740,7 @@ def tensorboard_cases(rng, folder):
                 out = run_folder()
                 (out / "tb").symlink_to(target)
                 if where == "prepare":
-                    call = lambda: rundir.prepare(train_config(**TINY_RUN, out=str(out), overwrite=True), False, 0)
+                    call = lambda: run_dirs.prepare(train_config(**TINY_RUN, out=str(out), overwrite=True), False, 0)
                 else:
                     call = lambda: events.Events(out, 0)
                 try:

@@ -767,7 +767,7 @@ MUTATIONS = [
     ),
     # a resume trusts only a record of the machine that agrees with the checkpoint's own copy
     M(
-        "workbench/runs/folder.py",
+        "workbench/runs/provenance.py",
         "differ = [key for key in PROVENANCE if key in kept[-1] and kept[-1][key] != record.get(key)]",
         "differ = []",
         "resume: an edited environment.json believed over the checkpoint's copy",

@@ -17,7 +17,7 @@ import torch
 from tiny import tiny
 
 from workbench.runs import distributed
-from workbench.runs.folder import BestWriter
+from workbench.runs.checkpoints import BestWriter
 from workbench.training.batch_worker import BatchWorkerError, ProcessLoader
 from workbench.training.batches import Batch, prefetch_mode
 from workbench.training.train import TrainConfig, open_loader, save_checkpoint, setup, step_batches, train

@@ -15,8 +15,8 @@ import pytest
 from tiny import tiny
 
 from workbench import experiments
+from workbench.runs.checkpoints import load_checkpoint
 from workbench.runs.executors import Executor, RunsFailed, _minutes, run_all
-from workbench.runs.folder import load_checkpoint
 from workbench.runs.locks import hold
 from workbench.training.train import TrainConfig
 

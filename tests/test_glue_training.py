@@ -16,7 +16,7 @@ import torch
 import workbench.training.batches
 import workbench.training.train
 from workbench import tasks
-from workbench.runs.folder import load_metrics
+from workbench.runs.logs import load_metrics
 from workbench.training.balancing import TaskBalancer
 from workbench.training.optim import OptimConfig
 from workbench.training.train import TrainConfig, train

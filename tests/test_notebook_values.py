@@ -14,7 +14,7 @@ from workbench import tasks
 from workbench.measures import metrics
 from workbench.notebooks import execute
 from workbench.results import read_results
-from workbench.runs.folder import load_metrics
+from workbench.runs.logs import load_metrics
 from workbench.tasks import generate
 from workbench.tokenizer import Tokenizer
 

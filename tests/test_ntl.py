@@ -15,7 +15,7 @@ import zoo_checks
 
 from workbench import encoders
 from workbench.model.gpt import GPT, preset
-from workbench.runs.folder import load_metrics
+from workbench.runs.logs import load_metrics
 from workbench.tokenizer import Tokenizer
 from workbench.training.batches import micro_batches, number_fields, token_count
 from workbench.training.data import pack

@@ -12,7 +12,7 @@ import torch
 from workbench import encoders, experiments
 from workbench.measures import desiderata
 from workbench.numbers import render
-from workbench.runs.folder import load_metrics
+from workbench.runs.logs import load_metrics
 from workbench.tokenizer import Tokenizer
 from workbench.training.train import main
 

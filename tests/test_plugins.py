@@ -13,7 +13,7 @@ import workbench.training.train as train_module
 from workbench import encoders, experiments, tasks
 from workbench.encoders.base import NumberEncoding, NumberHead, as_float64
 from workbench.measures import desiderata
-from workbench.runs.folder import load_metrics
+from workbench.runs.logs import load_metrics
 from workbench.tasks.arithmetic import score_numbers
 from workbench.tasks.base import Task
 from workbench.tasks.exact import fmt_all

@@ -17,7 +17,7 @@ import torch
 from tiny import tiny
 
 from workbench.runs import events
-from workbench.runs.folder import load_checkpoint
+from workbench.runs.checkpoints import load_checkpoint
 from workbench.training.optim import OptimConfig
 from workbench.training.train import TrainConfig, train
 

@@ -14,7 +14,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 import workbench.training.train
 from workbench import tasks
-from workbench.runs.folder import load_metrics
+from workbench.runs.logs import load_metrics
 from workbench.training.optim import OptimConfig
 from workbench.training.train import TrainConfig, setup, train
 

@@ -305,7 +305,7 @@ def test_a_run_folder_whose_tb_or_log_is_a_link_is_refused(tmp_path):
     """TensorBoard writes into RUN/tb/ and a resume appends to RUN/metrics.jsonl: through a link
     they would write wherever it points (results/, say). Refused before the run touches anything."""
     from workbench.config import TrainConfig
-    from workbench.runs import folder as rundir
+    from workbench.runs import folder as run_folder
 
     victim = tmp_path / "victim"
     victim.mkdir()
@@ -315,7 +315,7 @@ def test_a_run_folder_whose_tb_or_log_is_a_link_is_refused(tmp_path):
         run.mkdir()
         (run / name).symlink_to(victim if name == "tb" else victim / "keep.csv")
         with pytest.raises(ValueError, match=rf"run-{name}/{name} is a link .*never through a link"):
-            rundir.prepare(TrainConfig.of(out=str(run), overwrite=True), resume=False, rank=0)
+            run_folder.prepare(TrainConfig.of(out=str(run), overwrite=True), resume=False, rank=0)
         assert (run / name).is_symlink()
     assert sorted(p.name for p in victim.iterdir()) == ["keep.csv"] and (victim / "keep.csv").read_text() == "kept\n"
 

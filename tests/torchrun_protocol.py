@@ -11,7 +11,7 @@ from workbench import encoders, tasks
 from workbench.measures.evaluate import evaluate
 from workbench.model.gpt import GPT
 from workbench.runs import distributed
-from workbench.runs.folder import load_checkpoint
+from workbench.runs.checkpoints import load_checkpoint
 from workbench.tokenizer import Tokenizer
 from workbench.training.train import TrainConfig, train
 

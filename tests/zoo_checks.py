@@ -23,7 +23,8 @@ from workbench import encoders, experiments, tasks
 from workbench.measures.evaluate import answer
 from workbench.model.gpt import GPT
 from workbench.numbers import parse
-from workbench.runs.folder import load_checkpoint, load_metrics
+from workbench.runs.checkpoints import load_checkpoint
+from workbench.runs.logs import load_metrics
 from workbench.tokenizer import Tokenizer
 from workbench.training.train import TrainConfig, main
 

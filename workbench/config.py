@@ -9,7 +9,7 @@ optimizer. Each field is one command-line flag whose help is written here once (
     CONFIGS["paper"]                                                           # appendix C.1 at scale
 
 A run records its configuration in config.json flat, one key per flag (`recorded`), as it always
-did, so runs recorded before the groups compare with today's (`rundir.config_differences`).
+did, so runs recorded before the groups compare with today's (`runs.folder.config_differences`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The figures of notebook 03 (one training run): its learning curves, drawn live while it trains
 and once more when it has finished, and its test score per decimal difficulty. Built from the run
-directory (`rundir.load_metrics`, test_samples.csv) and the run's `TrainConfig`; the title names
+directory (`runs.logs.load_metrics`, test_samples.csv) and the run's `TrainConfig`; the title names
 the CPU kernels the run was made on, as another capability rounds otherwise and draws other curves.
 """
 
@@ -15,7 +15,8 @@ from plotly.subplots import make_subplots
 
 from .. import encoders
 from .. import tasks as task_registry
-from ..runs.folder import load_metrics, recorded_kernels
+from ..runs.logs import load_metrics
+from ..runs.provenance import recorded_kernels
 from ..training.balancing import weight_changes
 from ..training.curriculum import difficulty_column
 from . import plots

@@ -60,9 +60,9 @@ from ..measures.evaluate import evaluate, summarize
 from ..measures.perplexity import windows
 from ..runs.allocator import keep_freed_memory
 from ..runs.atomic import write_atomic
-from ..runs.folder import device_of
 from ..runs.locks import InUse, hold
 from ..runs.outputs import check_run_folder, output_path
+from ..runs.provenance import device_of
 from ..training.adapt import build_sampler, evaluate_and_adapt
 from ..training.balancing import LossNormalizer, TaskBalancer
 from ..training.data import draw, make_pool

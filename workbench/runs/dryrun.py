@@ -45,12 +45,13 @@ class RunState:
 
 def state_of(name: str, cfg, out: Path, overwrite: bool) -> RunState:
     """Where run `name` of the plan stands in OUT, read from its files (nothing is written)."""
-    from . import folder as rundir  # torch: imported when a plan is looked at, not when the command starts
+    from . import checkpoints  # torch: imported when a plan is looked at, not when the command starts
+    from . import folder as run_folder
 
     cfg = cfg.updated(out=str(out / name))
     run = RunState(name, cfg.model.preset, cfg.tokens, "to train", cfg.tokens)
-    if rundir.finished(cfg):
-        if not rundir.recorded_differences(cfg):
+    if run_folder.finished(cfg):
+        if not run_folder.recorded_differences(cfg):
             return RunState(
                 name, run.preset, cfg.tokens, "finished", 0.0, train_seconds(out / name / "test_summary.csv")
             )
@@ -60,10 +61,12 @@ def state_of(name: str, cfg, out: Path, overwrite: bool) -> RunState:
     path = out / name / "checkpoint.pt"
     if path.exists():
         try:
-            ckpt = rundir.load_checkpoint(path)
+            ckpt = checkpoints.load_checkpoint(path)
         except ValueError:  # a corrupt checkpoint: the run starts over
             return run
-        if not rundir.checkpoint_problem(ckpt) and not rundir.config_differences(ckpt["config"], cfg, rundir.RESUMABLE):
+        if not checkpoints.checkpoint_problem(ckpt) and not run_folder.config_differences(
+            ckpt["config"], cfg, run_folder.RESUMABLE
+        ):
             world = int(os.environ.get("WORLD_SIZE", 1))
             per_step = cfg.batch_size * cfg.model_config().block_size * world * cfg.accumulation(world)
             steps = max(1, math.ceil(cfg.tokens / per_step))

@@ -9,10 +9,10 @@ balancer's ratios, the loss weights, the curricula's levels frontier/TASK), and 
 score as test/TASK at the last step. They are copies of the JSON logs, which stay the record:
 TensorBoard's own thread writes them and nothing in training reads them, so a run trains the same
 with them or without. A resumed run opens a new event file that purges the steps after its
-checkpoint (TensorBoard's purge_step), as `rundir.truncate_log` drops them from the JSON logs.
+checkpoint (TensorBoard's purge_step), as `logs.truncate_log` drops them from the JSON logs.
 WORKBENCH_TENSORBOARD=0 turns them off; without the tensorboard package a run says so once and
 trains without them. RUN/tb/ is the run's own folder: a tb/ that is a link (into results/, say)
-is refused before the run starts (`outputs.check_run_folder`, from `rundir.prepare`), and again
+is refused before the run starts (`outputs.check_run_folder`, from `folder.prepare`), and again
 where it is opened (O_NOFOLLOW).
 
 TensorBoard's writer opens its file by name for every write, from its own thread. So the folder is

@@ -11,7 +11,7 @@ choose: a FIFO in place of config.json made a plain `open` wait forever, a 100,0
 raised RecursionError, and a line torn by a killed write an error that named no file. Here a FIFO,
 a device or a folder is refused without waiting for it (opened non-blocking, then checked), a file
 larger than `limit` is refused before it is read, and a line torn at the end of a log (a kill
-between a row's bytes) is dropped, as `rundir.truncate_log` drops it on a resume.
+between a row's bytes) is dropped, as `logs.truncate_log` drops it on a resume.
 """
 
 from __future__ import annotations

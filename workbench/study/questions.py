@@ -46,7 +46,7 @@ def _scored_before(path: Path, empty: list[str]) -> pd.DataFrame:
 def _answer(out: Path, r: Run, questions: pd.DataFrame) -> pd.DataFrame:
     """Run r's best checkpoint answers `questions` of its task, scored; the study's columns added."""
     from ..measures.evaluate import evaluate
-    from ..runs.folder import load_run
+    from ..runs.checkpoints import load_run
 
     model, tok, _ = load_run(out / r.name)
     answers = evaluate(model, tok, {r.task: questions[["prompt", "answer"]]})

@@ -30,7 +30,7 @@ RESULTS_FILE, INTERVALS_FILE = "cpu-study.csv", "cpu-study-intervals.csv"  # wha
 
 
 def finished(cfg: TrainConfig) -> bool:
-    """rundir.finished (the study needs it before torch is imported: experiments' --help)."""
+    """runs.folder.finished (the study needs it before torch is imported: experiments' --help)."""
     from ..runs.folder import finished as done
 
     return done(cfg)

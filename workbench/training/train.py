@@ -10,8 +10,8 @@ Read top to bottom: `setup` (model, data, optimizers, balancer, curricula; resum
 weights answer the held-out test split), and `train`, which runs them, evaluating every
 `--eval-every` steps (`adapt.evaluate_and_adapt`: the scores drive the task balancer, eq. 16, and
 the curricula, C.3, and pick the best checkpoint, eq. 15). The settings are `config.TrainConfig`;
-the run directory, its files and their provenance are `rundir`'s; `--resume` continues a killed
-run and on a CPU gives the same loss curve.
+the run directory, its files and their provenance are workbench/runs/'s; `--resume` continues a
+killed run and on a CPU gives the same loss curve.
 """
 
 from __future__ import annotations
@@ -42,22 +42,13 @@ from ..model.gpt import GPT
 from ..runs import distributed
 from ..runs.allocator import keep_freed_memory
 from ..runs.atomic import write_atomic
-from ..runs.folder import (
-    BestWriter,
-    Interrupted,
-    Logger,
-    carried_provenance,
-    device_of,
-    environment,
-    fresh_run_dir,
-    load_weights,
-    prepare,
-    stop_line,
-    truncate_log,
-)
+from ..runs.checkpoints import BestWriter, load_weights
+from ..runs.folder import Interrupted, fresh_run_dir, prepare, stop_line
 from ..runs.locks import InUse, hold
+from ..runs.logs import Logger, truncate_log
 from ..runs.memory import check_memory
 from ..runs.outputs import output_path
+from ..runs.provenance import carried_provenance, device_of, environment
 from ..tokenizer import Tokenizer
 from .adapt import build_sampler, evaluate_and_adapt
 from .balancing import LossNormalizer, TaskBalancer
@@ -96,7 +87,7 @@ class Run:
     prefetch: str = "off"  # where the next batch is built: off (in the step), thread, process (batches.prefetch_mode)
     weights_on_device: tuple = (None, None)  # (the loss weights, them as a device tensor)
     best_writer: BestWriter | None = None
-    provenance: list = field(default_factory=list)  # the machines it trained on (rundir.carried_provenance)
+    provenance: list = field(default_factory=list)  # the machines it trained on (provenance.carried_provenance)
 
     @property
     def warmup_steps(self) -> int:
@@ -376,7 +367,7 @@ def save_checkpoint(run: Run) -> None:
 def _restore(run: Run, ckpt: dict) -> None:
     """Continue from the checkpoint: weights, optimizers, balancer, curricula, random states;
     the logs lose the rows written after the checkpoint. A checkpoint that does not fit this run
-    (rundir.checkpoint_problem passed its shape) is a ValueError naming it, before training."""
+    (checkpoints.checkpoint_problem passed its shape) is a ValueError naming it, before training."""
     path = run.out / "checkpoint.pt"
     why = (
         f"{len(ckpt['optimizers'])} optimizer states for {len(run.optimizers)} optimizers"
