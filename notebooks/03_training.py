@@ -117,7 +117,7 @@ plots.save(fig, "03_training_curves", figures_dir, tuple(figure_formats));  # th
 #
 # The best checkpoint (harmonic mean of the validation scores, eq. 15) answers `test_samples`
 # questions per task. `results.csv` holds the same numbers in the results schema of
-# `workbench.figures.paper.sources` (encoding, task, metric, value, seed), the input of notebook 04's Figure 4.
+# `workbench.results` (encoding, task, metric, value, seed), the input of notebook 04's Figure 4.
 
 # %%
 summary = pd.read_csv(run_dir / "test_summary.csv")

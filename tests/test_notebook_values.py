@@ -147,7 +147,7 @@ def test_figure_4_draws_each_study_bar_inside_its_own_interval(tmp_path, part="m
     4's third row is the mean over seeds of the results table's rows for that part, encoding, task
     and metric, and its error bar is exactly that row's interval in the intervals table."""
     from workbench import study
-    from workbench.figures.paper.sources import ROW_OF_TASK
+    from workbench.figures.paper.methods import ROW_OF_TASK
 
     run(
         "04_paper_figures",

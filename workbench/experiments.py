@@ -18,7 +18,7 @@ this size) or all 1. Interval and sorting stayed near chance for all five: at th
 not separate. Every encoding gets the same model, token budget, seeds and data.
 
 Runs already finished (their test_summary.csv exists) are skipped, so an interrupted sweep resumes
-where it stopped. Results: one CSV in the schema of `workbench.figures.paper.sources` plus tokens per
+where it stopped. Results: one CSV in the schema of `workbench.results` plus tokens per
 problem (Table 5).
 """
 

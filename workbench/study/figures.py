@@ -27,9 +27,9 @@ METRIC_LABELS = {"log_smape": "log-sMAPE", "exact_match": "exact match", "accura
 
 # -- what notebook 04 draws --------------------------------------------------------------------
 def fig4_results(table: pd.DataFrame, part: str = "multitask") -> pd.DataFrame:
-    """A multi-task part's rows (Study 2 or 2b) in the results schema of `paper_figures` (Figure
-    4's third row), with the regime columns that `paper_figures.describe_regime` reads and the
-    text source its perplexity was measured on (`paper_figures.describe_corpus`)."""
+    """A multi-task part's rows (Study 2 or 2b) in the results schema (`workbench.results`; Figure
+    4's third row), with the regime columns that `figures.paper.methods.describe_regime` reads and
+    the text source its perplexity was measured on (`figures.paper.methods.describe_corpus`)."""
     rows = table[table["study"] == part].rename(columns={"score": "value"})
     return rows.assign(
         preset=MULTITASK.model.preset,
