@@ -1,4 +1,4 @@
-"""The GPU sprint (issue 67; docs/study4.md, "Exploratory: the GPU sprint"): Study 4's runs of Study 3's
+"""The GPU sprint (issue 67; docs/study/study4.md, "Exploratory: the GPU sprint"): Study 4's runs of Study 3's
 recipe and cpu-tiny model, K at a time on one lent GPU, to budgets a 2-core CPU cannot reach, in
 leases of minutes that a bundle of files carries from one to the next.
 

@@ -26,7 +26,7 @@
 #   answers, the per-difficulty curves, Figure 7 (the benchmark beside our generator's test split)
 #   and Figure 8; without them these are left out;
 # * our task generator (Figures 5 and 6: the operand exponents of the training data);
-# * our laptop-scale study (docs/study.md; `study_dir` holds `cpu-study.csv` and
+# * our laptop-scale study (docs/study/; `study_dir` holds `cpu-study.csv` and
 #   `cpu-study-intervals.csv`, made by `python -m workbench.experiments study`): Study 1's precision
 #   sweep, and Study 2 or 2b as the third row of Figure 4; a list of folders is merged in order
 #   (`["results", "runs/study"]`: your study's cells over the published ones, results/ only read),
@@ -85,7 +85,7 @@ if study_dir is not None:
                          "<your folder>] puts your study's cells beside the published ones")
 if study_dir is not None and fig4_part is not None:
     results = study.fig4_results(study_table, fig4_part)
-    source = f"{study.PART_LABELS[fig4_part]}; docs/study.md"
+    source = f"{study.PART_LABELS[fig4_part]}; docs/study/"
     intervals = study_intervals[study_intervals.study == fig4_part]
 if results_csv is not None:
     results, intervals, source = read_results(results_csv), None, results_csv
@@ -129,7 +129,7 @@ save(pf.frontier.radar_figure(frontier), "04_fig2_radar")
 # division, standard deviation and exponentiation are solved only with thousands of reasoning tokens:
 
 # %%
-# Study 3's models trained in the paper's regime answered the same 500 questions (docs/study.md,
+# Study 3's models trained in the paper's regime answered the same 500 questions (docs/study/study3.md,
 # scoring (2)): drawn as stars where study_dir holds their cells (the last folder that does).
 others = [Path(f) / study.OTHER_QUESTIONS_FILE for f in study_dirs if (Path(f) / study.OTHER_QUESTIONS_FILE).exists()]
 ours = study.frontier_points(pd.read_csv(others[-1])) if others else None
@@ -161,7 +161,7 @@ else:
 #
 # The paper trained the same 117M model with each encoding on all tasks at once (Table 4) and on
 # each task alone (Table 7). "Subword" there is the triple-digit tokenizer. The third row is ours:
-# the multi-task part `fig4_part` of docs/study.md (the six tasks plus text at laptop scale; by
+# the multi-task part `fig4_part` of docs/study/study1-2.md (the six tasks plus text at laptop scale; by
 # default Study 2, as its protocol says: Study 2b, whose checkpoints are chosen by the numeric tasks
 # alone, was to replace it only by reaching 0.9 on four of the six tasks, and republished it reaches
 # three; bars are the mean over
@@ -179,7 +179,7 @@ if results is not None:
 save(pf.methods.methods_figure(results, source=source, intervals=intervals), "04_fig4_methods")
 
 # %% [markdown]
-# ## The laptop-scale study (docs/study.md)
+# ## The laptop-scale study (docs/study/)
 #
 # Study 1: multiplication and division, each encoding trained alone, with operands of at most d
 # significant digits. Where do BitTokens and single digits separate (non-overlapping 95 %
@@ -214,7 +214,7 @@ if study_dir is not None:
         display(study.part_difference(study_intervals).round(3))
 
 # %% [markdown]
-# Exploratory, not pre-registered (docs/study.md, "Exploratory"): BitTokens trained without A.3's
+# Exploratory, not pre-registered (docs/study/study1-2.md, "Exploratory"): BitTokens trained without A.3's
 # binary pools, sampling the decimal pool by base-2 difficulty from the first step (the dashed line
 # above). Against single digit, against BitTokens with binary pools, and in Study 2's ordering:
 
@@ -231,7 +231,7 @@ else:
 # %% [markdown]
 # ## The encoding zoo: every registered encoding on the study's two protocols
 #
-# docs/study.md, "The encoding zoo": the paper's five (from Study 1 and Study 2b, the protocols the zoo
+# docs/study/zoo.md, "The encoding zoo": the paper's five (from Study 1 and Study 2b, the protocols the zoo
 # registered) and every other
 # registered encoding (`zoo_precision`, `zoo_multitask`) on the same protocols. Rank: 1 + the number
 # of encodings whose 95 % interval lies entirely above the encoding's own (and whose mean is more
@@ -253,7 +253,7 @@ if study_dir is not None and (study_intervals.study == study.WIDTH).any():
     display(study.width_comparison(study_intervals).round(3))
 
 # %% [markdown]
-# ## Study 3: budget x precision (docs/study.md)
+# ## Study 3: budget x precision (docs/study/study3.md)
 #
 # Multiplication and division trained alone at d = 4, 8 and 15 significant digits and in the paper's
 # own regime, for 1M, 3M and 10M tokens: where along these two axes, if anywhere, do BitTokens (here
@@ -272,7 +272,7 @@ else:
     print("no Study 3 runs in study_dir yet")
 
 # %% [markdown]
-# ## Study 4: paired seeds on portable numerics, with every run's curves (docs/study4.md)
+# ## Study 4: paired seeds on portable numerics, with every run's curves (docs/study/study4.md)
 #
 # Study 3's deciding cells again, five paired seeds each: per cell the gap between the encodings on
 # the same seeds and questions, its t interval over the seed gaps, and the verdict against one digit
@@ -296,7 +296,7 @@ for level in kept_levels:
 if kept_levels:
     display(study.study4.verdicts(study.study4.answers([study.kept.KEPT])).round(3))
     found = study.study4.answers([study.kept.KEPT], parts=(study.STUDY4, study.STUDY4_PLATEAU))
-    display(study.plateau.intervention(found).round(3))  # the plateau's registered test (docs/study4.md)
+    display(study.plateau.intervention(found).round(3))  # the plateau's registered test (docs/study/study4.md)
 else:
     print("no Study 4 cell published yet")
 

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
+# A page a reader scrolls past this is split into a folder with an index, as docs/study/ was.
+MOST_LINES = 600
 
 
 def slug(heading: str) -> str:
@@ -39,7 +41,11 @@ def test_slug_is_github_s():
     assert slug("SmolLM2-135M retrofit: results") == "smollm2-135m-retrofit-results"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def _id(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_id)
 def test_every_link_arrives(page):
     broken = []
     for target in links(page):
@@ -53,9 +59,46 @@ def test_every_link_arrives(page):
 
 
 def test_the_pages_link_to_each_other():
-    """The check above is not empty: the README reaches docs/ and study.md's contents its sections."""
+    """The check above is not empty: the README reaches docs/, and the study's index the sections
+    of its pages."""
     assert sum(len(links(p)) for p in PAGES) > 50
-    assert sum(t.startswith("#") for t in links(ROOT / "docs" / "study.md")) >= 15
+    assert sum("#" in t for t in links(ROOT / "docs" / "study" / "README.md")) >= 15
+
+
+@pytest.mark.parametrize("folder", ["docs", "docs/study"])
+def test_each_folder_s_index_links_every_page_in_it(folder):
+    """A newcomer finds every page from the README: it links docs/README.md, which links each page
+    of docs/ and the study's index, which links each page of docs/study/."""
+    assert "docs/README.md" in links(ROOT / "README.md")
+    index = ROOT / folder / "README.md"
+    reached = {(index.parent / t.partition("#")[0]).resolve() for t in links(index) if t.partition("#")[0]}
+    pages = {p.resolve() for p in index.parent.glob("*.md")} | {p.resolve() for p in index.parent.glob("*/README.md")}
+    missing = sorted(p.relative_to(ROOT).as_posix() for p in pages - reached - {index.resolve()})
+    assert not missing, f"{folder}/README.md does not link {missing}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_id)
+def test_no_page_is_longer_than_a_reader_scrolls(page):
+    n = len(page.read_text().splitlines())
+    assert n <= MOST_LINES, f"{_id(page)} has {n} lines, more than {MOST_LINES}: split it (see docs/study/README.md)"
+
+
+def test_every_docs_path_the_code_names_exists():
+    """Docstrings, comments, help texts and notebooks name the pages of docs/ by their path (and a
+    heading's anchor after #): a moved page or heading is found here, not by a reader of an error
+    message."""
+    folders = ("workbench", "benchmarks", "scripts", "tests", "notebooks")
+    code = [p for f in folders for p in (ROOT / f).rglob("*") if p.suffix in (".py", ".ipynb")]
+    broken = []
+    for path in code:
+        for target in re.findall(r"\bdocs/[\w./-]*(?:#[\w-]+)?", path.read_text()):
+            file, _, fragment = target.rstrip(".").partition("#")
+            dest = ROOT / file
+            if not dest.exists():
+                broken.append(f"{path.relative_to(ROOT)}: {target}")
+            elif fragment and dest.suffix == ".md" and fragment not in anchors(dest):
+                broken.append(f"{path.relative_to(ROOT)}: {target}: no such heading")
+    assert not broken, broken
 
 
 def test_the_commit_message_rule():

@@ -324,7 +324,7 @@ def test_the_width_probe_compares_the_verdicts_at_both_widths():
 
 
 def test_study_3_is_the_registered_budget_by_precision_grid():
-    """docs/study.md's Study 3: the core (BitTokens without binary pools, single digit) at every
+    """docs/study/study3.md's Study 3: the core (BitTokens without binary pools, single digit) at every
     (task, d in {4, 15, paper}, budget) cell, three seeds; d = 8; then the recipe's BitTokens and the
     strongest multi-token encoding, 10M first. Only budget, precision, encoding, seed and the pool
     of a million questions differ from Study 1's recipe."""
@@ -500,8 +500,8 @@ def test_study3_models_join_the_frontier_figure_as_stars_on_their_tasks():
 
 
 def _study3_tables() -> list[list[list[str]]]:
-    """docs/study.md's three Study 3 tables (own questions, the authors', reasoning-gym) as cell lists."""
-    lines = (Path(__file__).resolve().parents[1] / "docs" / "study.md").read_text().splitlines()
+    """docs/study/study3.md's three Study 3 tables (own questions, the authors', reasoning-gym) as cell lists."""
+    lines = (Path(__file__).resolve().parents[1] / "docs" / "study" / "study3.md").read_text().splitlines()
     tables = []
     for i, line in enumerate(lines):
         if line.startswith("| task | d | budget | BitTokens (decimal pool) | single digit |"):
@@ -531,7 +531,7 @@ def _says(cell: str, ahead: str) -> bool:
 
 
 def test_the_study_3_tables_of_the_docs_are_the_published_results():
-    """Every row of docs/study.md's three Study 3 tables has the means, intervals, gap, verdict and
+    """Every row of docs/study/study3.md's three Study 3 tables has the means, intervals, gap, verdict and
     exact match of results/ (formatted here, not by the code that wrote the docs), and every
     published cell has its row: the docs neither lose a cell nor keep a number results/ lost."""
     own, authors, generator = _study3_tables()
@@ -574,9 +574,9 @@ def test_the_study_3_tables_of_the_docs_are_the_published_results():
 
 def test_the_docs_rows_that_a_level_adds_are_written_from_results():
     """`insert_table_rows` gives back, from results/ alone, every docs row it can write: with all
-    such rows taken out of docs/study.md, it puts each back where it was, word for word; on the
+    such rows taken out of docs/study/study3.md, it puts each back where it was, word for word; on the
     whole docs it adds nothing, and rows carrying a remark are left as written."""
-    text = (Path(__file__).resolve().parents[1] / "docs" / "study.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "study" / "study3.md").read_text()
     written = {
         row for table in ("own", "authors_test_sets", "reasoning_gym") for row in study.table_rows(table).values()
     }

@@ -290,7 +290,7 @@ class RunArgs:
         "refuse to resume a run, or to count a finished one, made on other kernels "
         "(another CPU capability, e.g. AVX2 vs AVX512, or another GPU model), and to resume "
         "one begun on another CPU model: they round differently, so the numbers would "
-        "differ (docs/study.md)",
+        "differ (docs/study/reproducibility.md)",
     )
 
 

@@ -2,7 +2,7 @@
 
     python -m workbench.experiments cpu-tier [--seeds 0 1] [--out runs/cpu-tier]
     python -m workbench.experiments ablations [--tables 8 9 ...] [--smoke]    # Tables 8-15
-    python -m workbench.experiments study [--jobs 2]    # docs/study.md
+    python -m workbench.experiments study [--jobs 2]    # docs/study/
     python -m workbench.experiments study --out runs/study3 --score-generator    # score Study 3, no training
     torchrun --nproc_per_node 8 -m workbench.experiments paper-tier    # on 8 GPUs
     python -m workbench.experiments paper-tier --executor slurm --partition gpu    # a job of 8 GPUs per run
@@ -224,8 +224,8 @@ def _parser() -> Parser:
     commands = parser.add_subparsers(dest="protocol", required=True, metavar="{study,ablations,cpu-tier,paper-tier}")
     study_ = commands.add_parser(
         "study",
-        help="the study of docs/study.md (resumable)",
-        description="Train the runs of the study's parts not finished yet (docs/study.md), "
+        help="the study of docs/study/ (resumable)",
+        description="Train the runs of the study's parts not finished yet (docs/study/), "
         "then write OUT/cpu-study.csv and OUT/cpu-study-intervals.csv.",
     )
     study_.add_argument(

@@ -1,4 +1,4 @@
-"""The encoding leaderboard (docs/study.md, "The encoding zoo"): every encoding on the study's two
+"""The encoding leaderboard (docs/study/protocols.md, "The encoding zoo"): every encoding on the study's two
 protocols, ranked by what the 95 % intervals can tell apart.
 
     board = leaderboard(intervals)            # one row per protocol, task, d and encoding

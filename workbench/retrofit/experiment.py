@@ -1,4 +1,4 @@
-"""The registered SmolLM2-135M retrofit experiment (docs/study.md, "SmolLM2-135M retrofit").
+"""The registered SmolLM2-135M retrofit experiment (docs/study/smollm2-retrofit.md).
 
     python -m workbench.retrofit.experiment                      # every cell, one after another
     python -m workbench.retrofit.experiment --only none:full     # one reading and mode (both seeds)

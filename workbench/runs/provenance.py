@@ -183,7 +183,7 @@ def cpu_difference(cfg: TrainConfig, device: torch.device | None = None) -> str:
     """ "" when the CPU run in cfg.out was begun on this CPU model (or recorded none, or
     --no-same-kernels), else both models. Only a resume asks: an Intel and an AMD CPU that both
     dispatch to `cpu/AVX512` trained the same run apart (MKL picks its code path by the CPU;
-    docs/study.md, "Reproducibility across CPUs"), so a run continued on the other would be
+    docs/study/reproducibility.md), so a run continued on the other would be
     neither machine's run. A finished run is still counted, and read, anywhere."""
     if not cfg.run.same_kernels or not kernels(device or device_of(cfg.run.device)).startswith("cpu/"):
         return ""

@@ -1,4 +1,4 @@
-"""The laptop-scale study of docs/study.md: where does the BitTokens advantage appear?
+"""The laptop-scale study of docs/study/: where does the BitTokens advantage appear?
 
     python -m workbench.experiments study [--jobs 2] [--out runs/study]
     python -m workbench.experiments study --studies decimal_pool     # the exploratory part
@@ -9,7 +9,7 @@ One concept a file, read in this order: `parts` (every part's runs, registered b
 bootstrap and the registered verdict rule), `questions` (Study 3's models on the authors' and an
 independent generator's questions), `rows` (what a study row must be, checked where rows enter),
 `published` (results/: read, merged, appended cell by cell), `figures` (what notebook 04 draws),
-`report` (Study 3's tables in docs/study.md, from results/); Study 4: `paired` (the paired verdict
+`report` (Study 3's tables in docs/study/study3.md, from results/); Study 4: `paired` (the paired verdict
 against one digit), `study4` (its analysis), `kept` (every published run's curves and answers in
 results/runs/), `curves` (their learning curves), `plateau` (why a cell stalls: levels, losses,
 rates).

@@ -1,6 +1,6 @@
 """Questions no one here generated: reasoning-gym's arithmetic, in the workbench's format.
 
-Study 3 scores its models three ways (docs/study.md); the third is on questions drawn by an
+Study 3 scores its models three ways (docs/study/protocols.md); the third is on questions drawn by an
 independent generator, so that a score cannot owe anything to how this workbench samples operands,
 prints numbers or labels answers. The generator is the PyPI package reasoning-gym, pinned
 (`pip install reasoning-gym==0.1.25`, or the extra `pip install -e .[independent]`); it runs offline

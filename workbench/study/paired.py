@@ -1,4 +1,4 @@
-"""Study 4's verdict (docs/study.md, Study 4's registration): the gap between two encodings measured
+"""Study 4's verdict (docs/study/study4.md, Study 4's registration): the gap between two encodings measured
 on matched seeds and questions, its own 95 % interval, and a smallest effect fixed on what a score
 means rather than on kernel noise.
 

@@ -1,4 +1,4 @@
-"""The study's parts as runs (docs/study.md): what each part trains, registered before its runs.
+"""The study's parts as runs (docs/study/protocols.md): what each part trains, registered before its runs.
 
 Study 1 ("precision"): multiplication and division, each encoding trained alone, operands of at
 most d significant digits, d in DIGITS; Study 2 ("multitask"): the six comparison and single-step
@@ -31,15 +31,15 @@ DECIMAL_POOL = "decimal_pool"  # exploratory: BitTokens sample the decimal pool 
 NUMERIC_CHECKPOINT = "multitask_numeric"  # Study 2b: Study 2 with the checkpoint chosen by the numeric tasks
 ZOO_PRECISION, ZOO_MULTITASK = "zoo_precision", "zoo_multitask"  # the zoo: Study 1's and Study 2b's protocols
 WIDTH = "width"  # exploratory: BitTokens and single digit in a 256-wide model (Study 1's protocol at d = 2)
-# Study 3 (docs/study.md): budget x precision, in three registered parts run in this order
+# Study 3 (docs/study/protocols.md): budget x precision, in three registered parts run in this order
 BUDGET, BUDGET_D8, BUDGET_MORE = "budget", "budget_d8", "budget_more"
 BUDGET_PARTS = (BUDGET, BUDGET_D8, BUDGET_MORE)
-# Study 4 (docs/study.md): Study 3's deciding cells again, five paired seeds on portable numerics
+# Study 4 (docs/study/study4.md): Study 3's deciding cells again, five paired seeds on portable numerics
 STUDY4 = "study4"
 STUDY4_LR = "study4_lr"
 STUDY4_PARTS = (STUDY4, STUDY4_LR)
-STUDY4_GPU = "study4_gpu"  # exploratory: Study 4's cells at GPU budgets (docs/study4.md)
-STUDY4_PLATEAU = "study4_plateau"  # the registered intervention on the d = 4 stall (docs/study4.md)
+STUDY4_GPU = "study4_gpu"  # exploratory: Study 4's cells at GPU budgets (docs/study/study4.md)
+STUDY4_PLATEAU = "study4_plateau"  # the registered intervention on the d = 4 stall (docs/study/study4.md)
 PARTS = (
     PREREGISTERED
     + (DECIMAL_POOL, NUMERIC_CHECKPOINT, ZOO_PRECISION, ZOO_MULTITASK, WIDTH)
@@ -111,7 +111,7 @@ STUDY4_LR_SEEDS = (0, 1)
 STUDY4_LR_RATES = (("hidden_lr", 0.01), ("hidden_lr", 0.04), ("head_lr", 0.002), ("head_lr", 0.008), ("head_lr", 0.016))
 
 
-# The GPU sprint (docs/study4.md, "Exploratory: the GPU sprint"): Study 4's runs of the main grid's
+# The GPU sprint (docs/study/study4.md, "Exploratory: the GPU sprint"): Study 4's runs of the main grid's
 # encodings at budgets a CPU cannot reach, trained on a GPU in float32 with TF32 off (as a CPU computes),
 # its studies named gpu_<budget> so that its rows never mix with a CPU's. The levels are tried in
 # GPU_LEVELS' order; which of them run is fixed by `gpu_levels` from the first lease's measured speed.
@@ -249,7 +249,7 @@ def study4_lr_plan() -> list[Run]:
 
 
 def study4_plateau_plan() -> list[Run]:
-    """The intervention on the d = 4 stall (docs/study4.md, "The plateau"): the main grid's runs of
+    """The intervention on the d = 4 stall (docs/study/study4.md, "The plateau"): the main grid's runs of
     multiplication at d = 4 and 3M tokens without the difficulty curriculum, every question drawn
     from the pool as the test draws them; BitTokens' five seeds first, then single digit's."""
     return [

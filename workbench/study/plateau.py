@@ -1,5 +1,5 @@
 """Why a cell's score stalls, read from its kept runs (results/runs/, `kept`): Study 4's diagnosis
-of BitTokens at d = 4 (docs/study4.md, "The plateau").
+of BitTokens at d = 4 (docs/study/study4.md, "The plateau").
 
     runs = study.kept.kept_runs(study.kept.KEPT, "study4_3M")
     study.curves.traces(runs)         # per evaluation: validation, curriculum frontier, losses, rates
@@ -181,7 +181,7 @@ def curriculum_draws(record: dict, task: str, frontiers, pool: int = 50_000) -> 
 
 
 def intervention(found: dict) -> pd.DataFrame:
-    """The registered comparisons of the intervention (docs/study4.md, "The plateau"), each paired by
+    """The registered comparisons of the intervention (docs/study/study4.md, "The plateau"), each paired by
     seed on the same test questions, as Study 4's cells are (`study4.paired`): `found` is
     `study4.answers(folders, parts=(STUDY4, STUDY4_PLATEAU))`."""
     grid = found.get((f"{STUDY4}_3M", "multiplication", 4), {})

@@ -1,10 +1,10 @@
-"""Study 3's four tables in docs/study.md, written from results/.
+"""Study 3's four tables in docs/study/study3.md, written from results/.
 
 A Study 3 level is published in two steps: `publish` appends its cells to results/, then the
 docs' tables get one row per new cell. Those rows are formatted here, not by hand, so that a
 session that publishes a level adds exactly what results/ holds:
 
-    text, added = study.insert_table_rows(Path("docs/study.md").read_text())
+    text, added = study.insert_table_rows(Path("docs/study/study3.md").read_text())
 
 Rows already in the docs are never rewritten (their verdict cells may carry a remark, such as
 "overlap (touching at 0.144)"); only missing cells are added, in (task, d, budget) order. The
@@ -136,7 +136,7 @@ def row_key(row: str, table: str = "own") -> tuple:
 
 
 def insert_table_rows(text: str, published: Path = PUBLISHED) -> tuple[str, list[str]]:
-    """`text` (docs/study.md) with a row added to each of its four Study 3 tables for every
+    """`text` (docs/study/study3.md) with a row added to each of its four Study 3 tables for every
     published cell the table lacks, and the rows added. Existing rows stay as written."""
     lines = text.split("\n")
     starts = [

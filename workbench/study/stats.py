@@ -32,7 +32,7 @@ def exploratory_as_encoding(table: pd.DataFrame) -> pd.DataFrame:
 
 
 # -- the pre-registered analysis ---------------------------------------------------------------
-# The verdict rule (docs/study.md, Study 3's registration): a difference is called only when the 95 %
+# The verdict rule (docs/study/protocols.md, Study 3's registration): a difference is called only when the 95 %
 # intervals do not overlap and the gap of the means exceeds the run-to-run spread across CPUs, the
 # largest change of a published run's score between AVX-512 and AVX2 kernels measured on 12 reruns.
 DELTA = 0.071
@@ -150,7 +150,7 @@ def width_comparison(intervals: pd.DataFrame, metric: str = "log_smape") -> pd.D
     return pd.concat(parts, ignore_index=True).sort_values(["task", "d_model"], ignore_index=True)
 
 
-# -- Study 3: budget x precision (docs/study.md) --------------------------------------------------
+# -- Study 3: budget x precision (docs/study/protocols.md) ----------------------------------------
 
 
 def budget_of(study_name: str) -> float:

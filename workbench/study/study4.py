@@ -1,4 +1,4 @@
-"""Study 4's registered analysis (docs/study4.md), from run folders or from the runs kept in
+"""Study 4's registered analysis (docs/study/study4.md), from run folders or from the runs kept in
 results/runs/: the paired verdict of every cell, the learning-rate check's choice, and Study 3's
 verdicts re-decided.
 
@@ -118,7 +118,7 @@ def best_validation(folder: Path) -> float:
 
 
 def rate_choice(folders, threshold: float = 0.005) -> pd.DataFrame:
-    """The learning-rate check (docs/study4.md): per encoding and setting (the recipe's rates, found
+    """The learning-rate check (docs/study/study4.md): per encoding and setting (the recipe's rates, found
     in the main grid's seeds 0-1 of the cell, and each moved rate), the mean over seeds of the
     chosen checkpoint's validation score; `chosen` marks the registered choice (the recipe's unless
     another setting beats it by more than `threshold`)."""
@@ -149,7 +149,7 @@ def rate_choice(folders, threshold: float = 0.005) -> pd.DataFrame:
 
 def redecided(table: pd.DataFrame, study3=None) -> pd.DataFrame:
     """Study 3's verdict of every cell Study 4 repeats (same task, d, budget and encodings), read
-    against Study 4's: "stands", "changes" or "cannot be decided" (docs/study4.md's rule, both ways
+    against Study 4's: "stands", "changes" or "cannot be decided" (docs/study/study4.md's rule, both ways
     alike)."""
     from .published import read_study
     from .stats import budget_verdicts
