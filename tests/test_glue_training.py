@@ -127,9 +127,9 @@ def traced_run(cfg: TrainConfig, score_of):
         return out
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(workbench.train, "evaluate", fake_evaluate)
+        mp.setattr(workbench.training.train, "evaluate", fake_evaluate)
         mp.setattr(workbench.training.batches, "next_batch", recording_next_batch)
-        mp.setattr(workbench.train, "step_losses", recording_losses)
+        mp.setattr(workbench.training.train, "step_losses", recording_losses)
         out = train(cfg)
     steps, evals = load_metrics(out)
     return steps, evals.to_dict("records"), calls, draws, forwards
@@ -327,7 +327,7 @@ def test_the_checkpoint_choice_counts_text_unless_switched_off(tmp_path, with_te
 
     cfg = TrainConfig.of(**dict(RUN, tasks=("addition", "text"), select_with_text=with_text), out=str(tmp_path / "run"))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(workbench.train, "perplexity", fake_perplexity)
+        mp.setattr(workbench.training.train, "perplexity", fake_perplexity)
         _, evals, calls, _, _ = traced_run(cfg, lambda k, task, frame: addition[k] if k < len(addition) else 0.5)
     assert [row["score/text"] for row in evals] == pytest.approx(text, rel=1e-12)
     chosen = harmonic if with_text else addition  # eq. 15 over one task: its score
@@ -386,7 +386,7 @@ def test_after_the_warm_up_each_loss_weight_is_set_to_match_the_text_tasks(tmp_p
     (not moved part of the way)."""
     cfg = TrainConfig.of(**dict(RUN, tasks=("addition", "text")), out=str(tmp_path / "run"))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(workbench.train, "perplexity", lambda *a, **k: {"ppl_all": 300.0, "ppl_text": 300.0})
+        mp.setattr(workbench.training.train, "perplexity", lambda *a, **k: {"ppl_all": 300.0, "ppl_text": 300.0})
         _, evals, _, _, forwards = traced_run(cfg, lambda k, task, frame: 0.5)
     weights, warm, matched = [1.0, 1.0], False, 0
     for step, f in enumerate(forwards):

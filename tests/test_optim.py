@@ -246,7 +246,7 @@ def test_importing_workbench_leaves_torch_alone():
 
     code = (
         "import torch.optim._muon as m; before = m._zeropower_via_newtonschulz; import workbench, "
-        "workbench.train, workbench.training.optim; assert m._zeropower_via_newtonschulz is before; "
+        "workbench.training.train, workbench.training.optim; assert m._zeropower_via_newtonschulz is before; "
         "assert m._zeropower_via_newtonschulz.__module__ == 'torch.optim._muon'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -137,7 +137,7 @@ def test_each_task_keeps_its_share_of_the_complete_samples_in_packed_rows(tmp_pa
     )
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(workbench.training.batches, "next_batch", recording)
-        mp.setattr(workbench.train, "final_test", lambda run, started: pd.DataFrame({"task": [], "score": []}))
+        mp.setattr(workbench.training.train, "final_test", lambda run, started: pd.DataFrame({"task": [], "score": []}))
         train(cfg)
     eos = 3  # <|eos|>, tokenizer.CONTROL_TOKENS
     complete, expected, mixed = np.zeros(3), np.zeros(3), []
@@ -182,7 +182,7 @@ def test_every_evaluation_receives_the_validation_split_and_the_final_test_the_t
 
     cfg = TrainConfig.of(**{**TINY, "eval_every": 5}, out=str(tmp_path / "r"))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(workbench.train, "evaluate", recording_evaluate)
+        mp.setattr(workbench.training.train, "evaluate", recording_evaluate)
         train(cfg)
     split = {
         s: {t: tasks.generate(t, n, seed=cfg.seed, split=s, regime=cfg.regime) for t in cfg.tasks}
@@ -283,12 +283,12 @@ def test_resume_restores_every_state_field_by_field(tmp_path):
             raise Killed
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(workbench.train, "evaluate", streamed)
-        mp.setattr(workbench.train, "save_checkpoint", save)
+        mp.setattr(workbench.training.train, "evaluate", streamed)
+        mp.setattr(workbench.training.train, "save_checkpoint", save)
         evaluations = iter(stream.values())
         a = train(TrainConfig.of(**TINY, out=str(tmp_path / "a")))
         evaluations = iter(stream.values())
-        mp.setattr(workbench.train, "save_checkpoint", lambda run: save(run, kill_at=6))
+        mp.setattr(workbench.training.train, "save_checkpoint", lambda run: save(run, kill_at=6))
         with pytest.raises(Killed):
             train(TrainConfig.of(**TINY, out=str(tmp_path / "b")))
         cfg_b = TrainConfig.of(**TINY, out=str(tmp_path / "b"))
@@ -297,7 +297,7 @@ def test_resume_restores_every_state_field_by_field(tmp_path):
         assert same(restored, snapshots[("a", 6)][0]) == [] and restored == at_kill | {"model": restored["model"]}
         assert resumed.state["seconds"] == clock > 0  # the clock goes on from the kill
         evaluations = iter(list(stream.values())[3:])
-        mp.setattr(workbench.train, "save_checkpoint", save)
+        mp.setattr(workbench.training.train, "save_checkpoint", save)
         b = train(cfg_b, resume=True)
     assert same(snapshots[("b", 10)][0], snapshots[("a", 10)][0]) == []
     assert snapshots[("a", 10)][0]["best"] == snapshots[("a", 4)][0]["best"]  # the best round is before the kill
