@@ -28,6 +28,7 @@ from workbench.retrofit import (  # noqa: E402
 )
 from workbench.retrofit.finetune import rows  # noqa: E402
 from workbench.retrofit.pretrain import build_model, corpus_texts, save, train_tokenizer  # noqa: E402
+from workbench.training.trainer import Trainer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURES = ["gpt2", "llama", "qwen2"]
@@ -1245,6 +1246,7 @@ def test_a_step_in_smaller_groups_is_the_same_step(folders, tmp_path, monkeypatc
     for cap in (10_000, 64):
         monkeypatch.setattr(finetune, "GROUP_TOKENS", cap)
         job = finetune.setup(cfg, tmp_path / f"run{cap}")
+        assert isinstance(job, Trainer)  # every member of the contract adapt.evaluate_and_adapt reads
         grads, step = [], job.optimizer.step
 
         def recorded(*args, step=step, grads=grads, job=job):

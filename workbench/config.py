@@ -453,6 +453,11 @@ class TrainConfig(Grouped):
     def model_config(self):
         return self.model.gpt()
 
+    def lr_shape(self) -> tuple[float, float]:
+        """(the lr warm-up's share of the steps, the lr's floor as a share of its peak): what the
+        curricula read of the schedule (adapt.build_sampler)."""
+        return self.optim.warmup_frac, self.optim.lr_floor / self.optim.hidden_lr
+
     def accumulation(self, world: int) -> int:
         """Micro-batches per optimizer step for `world` processes (--grad-accum, or what makes
         --global-batch rows a step)."""

@@ -169,6 +169,11 @@ class RetrofitConfig(Grouped):
             if not 0 <= self.get(name) < 1:
                 raise ValueError(f"{flag(name)} must be in [0, 1), got {self.get(name)}")
 
+    def lr_shape(self) -> tuple[float, float]:
+        """(the lr warm-up's share of the steps, the lr's floor as a share of its peak: 0, for AdamW's
+        cosine ends at 0): what the curricula read of the schedule (adapt.build_sampler)."""
+        return self.warmup_frac, 0.0
+
 
 def parser() -> argparse.ArgumentParser:
     """The fine-tuning command's flags (python -m workbench.retrofit --help)."""

@@ -67,6 +67,7 @@ from ..training.adapt import build_sampler, evaluate_and_adapt
 from ..training.balancing import LossNormalizer, TaskBalancer
 from ..training.data import draw, make_pool
 from ..training.optim import lr_multiplier
+from ..training.trainer import Trainer
 from . import plan
 from .config import SKIPPED, RetrofitConfig, command_line, dry_run, encoding_choices  # noqa: F401 (finetune's names before)
 from .hub import resolve_model
@@ -92,8 +93,8 @@ GROUP_TOKENS = 1024
 
 
 @dataclass
-class Job:
-    """Everything one fine-tuning run holds."""
+class Job(Trainer):
+    """Everything one fine-tuning run holds (a Trainer: what adapt.evaluate_and_adapt reads)."""
 
     cfg: RetrofitConfig
     out: Path  # where this run writes (beside --out while it replaces an earlier run)
@@ -112,7 +113,7 @@ class Job:
     state: dict = field(default_factory=lambda: {"best": -math.inf, "warm_evaluations": 0})  # adapt's
     step: int = 0  # of the latest evaluation
 
-    # what adapt.evaluate_and_adapt asks of a trainer
+    # the Trainer's members that are not fields (training/trainer.py)
     @property
     def tokens_per_step(self) -> int:
         return self.cfg.batch_tokens
@@ -208,20 +209,7 @@ def setup(cfg: RetrofitConfig, out: Path | None = None, lm: NumberLM | None = No
     pools = {t: make_pool(t, pool_size, lm.tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
     val = {t: make_pool(t, val_samples, lm.tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
     total_steps = max(1, math.ceil(cfg.tokens / cfg.batch_tokens))
-    sampler = build_sampler(
-        cfg.tasks,
-        cfg.difficulty,
-        cfg.regime,
-        pool_size,
-        val_samples,
-        cfg.seed,
-        lm.tok.encoding or OwnDigits(),
-        lm.tok,
-        pools,
-        total_steps,
-        cfg.warmup_frac,
-        0.0,
-    )
+    sampler = build_sampler(cfg, lm.tok.encoding or OwnDigits(), lm.tok, pools, total_steps)
     if cfg.text_share:
         pools[TEXT] = make_pool(TEXT, cfg.text_pool_size, lm.tok, cfg.seed, "train", cfg.regime)
     b = cfg.balance
@@ -251,20 +239,20 @@ def setup(cfg: RetrofitConfig, out: Path | None = None, lm: NumberLM | None = No
     )
     context = min(cfg.context, lm.max_positions or cfg.context)
     return Job(
-        cfg,
-        out,
-        lm,
-        optimizer,
-        pools,
-        val,
-        sampler,
-        balancer,
-        normalizer,
-        np.random.default_rng(cfg.seed),
-        total_steps,
-        context,
-        {"step": None, "weights": None},
-        master,
+        cfg=cfg,
+        out=out,
+        lm=lm,
+        optimizer=optimizer,
+        pools=pools,
+        val=val,
+        sampler=sampler,
+        balancer=balancer,
+        normalizer=normalizer,
+        rng=np.random.default_rng(cfg.seed),
+        total_steps=total_steps,
+        context=context,
+        best={"step": None, "weights": None},
+        master=master,
     )
 
 

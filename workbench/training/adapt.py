@@ -3,15 +3,12 @@
 balancer (eq. 16), the per-task losses set the loss weights (C.4), and the scores' generalized
 mean (eq. 15) picks the best checkpoint.
 
-    sampler = build_sampler(cfg.tasks, cfg.difficulty, ...)   # the curricula and A.3's binary pools
-    row = evaluate_and_adapt(trainer, step, lr, loss)        # at every --eval-every steps
+    sampler = build_sampler(cfg, encoding, tok, pools, total_steps)   # the curricula and A.3's binary pools
+    row = evaluate_and_adapt(trainer, step, lr, loss)                  # at every --eval-every steps
 
-A trainer (train.Run, retrofit's Job) offers what this reads and changes: `cfg` (its `tasks`,
-`tokens`, `balance` and `evaluation` groups), `val` (the validation questions per task),
-`sampler`, `balancer`, `normalizer`, `state` (its "best" score and "warm_evaluations", saved in
-checkpoints), `tokens_per_step`, `warmup_steps`, `total_steps`, and three methods: `answer(frames)`
-(the answers table of `evaluate.evaluate`), `perplexity(texts)` (of `perplexity.perplexity`) and
-`keep_best()` (keep the current weights as the best).
+A trainer (train.Run, retrofit's Job) is what trainer.Trainer names: the settings, the validation
+questions, the sampler, the balancer, the loss weights, the state checkpoints keep, and how it
+answers questions, measures perplexity and keeps its best weights.
 """
 
 from __future__ import annotations
@@ -27,26 +24,17 @@ from ..measures.perplexity import text_score
 from .curriculum import Curriculum, Sampler
 from .curriculum_authors import AuthorsCurriculum
 from .data import make_pool
+from .trainer import Trainer
 
 
-def build_sampler(
-    task_names,
-    difficulty,
-    regime,
-    pool_size: int,
-    val_samples: int,
-    seed: int,
-    encoding,
-    tok,
-    pools: dict,
-    total_steps: int,
-    warmup_frac: float,
-    lr_floor: float,
-) -> Sampler:
+def build_sampler(cfg, encoding, tok, pools: dict, total_steps: int) -> Sampler:
     """The curricula of C.3 and, for an encoding with base-2 difficulty, A.3's binary pools of the
-    single-step curriculum tasks (with their own validation sets), as the `difficulty` settings
-    (config.DifficultyArgs) ask. The curricula read the lr schedule: its warm-up share and its
-    floor as a share of the peak."""
+    single-step curriculum tasks (with their own validation sets), as the settings `cfg` ask (its
+    tasks, `difficulty` group, regime, pool and validation sizes, seed). The curricula read the lr
+    schedule: its warm-up share and its floor as a share of the peak (`cfg.lr_shape()`)."""
+    task_names, difficulty, regime, seed = cfg.tasks, cfg.difficulty, cfg.regime, cfg.seed
+    pool_size, val_samples = cfg.data.pool_size, cfg.evaluation.val_samples
+    warmup_frac, lr_floor = cfg.lr_shape()
     curriculum_tasks = [t for t in task_names if difficulty.curriculum and tasks.get(t).curriculum]
     binary_tasks = [
         t
@@ -89,7 +77,7 @@ def build_sampler(
     )
 
 
-def evaluate_and_adapt(trainer, step: int, lr: float, loss: float) -> dict:
+def evaluate_and_adapt(trainer: Trainer, step: int, lr: float, loss: float) -> dict:
     """Answer the validation questions; feed the scores to the balancer and the curricula; keep
     the best weights by the generalized mean of the scores (eq. 15; text's left out with
     --no-select-with-text). Returns the evaluation row."""

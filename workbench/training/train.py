@@ -58,11 +58,12 @@ from .curriculum import Sampler
 from .data import make_pool, samples_per_step
 from .loss import losses as step_losses
 from .optim import apply_schedule, build_optimizers
+from .trainer import Trainer
 
 
 @dataclass
-class Run:
-    """Everything one training process holds."""
+class Run(Trainer):
+    """Everything one training process holds (a Trainer: what adapt.evaluate_and_adapt reads)."""
 
     cfg: TrainConfig
     out: Path
@@ -93,7 +94,7 @@ class Run:
     def warmup_steps(self) -> int:
         return round(self.cfg.optim.warmup_frac * self.total_steps)
 
-    # what adapt.evaluate_and_adapt asks of a trainer
+    # the Trainer's methods (trainer.py)
     def answer(self, frames: dict) -> pd.DataFrame:
         """evaluate(), its batches shared out over the ranks (distributed.py)."""
         cap = self.cfg.evaluation.max_answer_tokens or None
@@ -149,41 +150,31 @@ def setup(cfg: TrainConfig, resume: bool = False) -> Run:
     with distributed.shared_pools(out / "pools", rank, world, keep=prefetch == "process"):
         pools = {t: make_pool(t, data.pool_size, tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
         val = {t: make_pool(t, cfg.evaluation.val_samples, tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
-        sampler = build_sampler(
-            cfg.tasks,
-            cfg.difficulty,
-            cfg.regime,
-            data.pool_size,
-            cfg.evaluation.val_samples,
-            cfg.seed,
-            encoding,
-            tok,
-            pools,
-            total_steps,
-            cfg.optim.warmup_frac,
-            cfg.optim.lr_floor / cfg.optim.hidden_lr,
-        )
+        sampler = build_sampler(cfg, encoding, tok, pools, total_steps)
+    optimizers = build_optimizers(model, cfg.optim)
+    balancer, normalizer = _balancing(cfg)
     run = Run(
-        cfg,
-        out,
-        device,
-        rank,
-        world,
-        tok,
-        model,
-        runner,
-        build_optimizers(model, cfg.optim),
-        pools,
-        val,
-        *_balancing(cfg),
-        sampler,
-        np.random.default_rng(cfg.seed),
-        total_steps,
-        tokens_per_step,
-        samples_per_step(pools, cfg.batch_size * world * accum, gpt_cfg.block_size),
-        {"step": 0, "best": -1.0, "seconds": 0.0, "warm_evaluations": 0},
-        accum,
-        prefetch,
+        cfg=cfg,
+        out=out,
+        device=device,
+        rank=rank,
+        world=world,
+        tok=tok,
+        model=model,
+        runner=runner,
+        optimizers=optimizers,
+        pools=pools,
+        val=val,
+        balancer=balancer,
+        normalizer=normalizer,
+        sampler=sampler,
+        rng=np.random.default_rng(cfg.seed),
+        total_steps=total_steps,
+        tokens_per_step=tokens_per_step,
+        per_step=samples_per_step(pools, cfg.batch_size * world * accum, gpt_cfg.block_size),
+        state={"step": 0, "best": -1.0, "seconds": 0.0, "warm_evaluations": 0},
+        accum=accum,
+        prefetch=prefetch,
     )
     if resume:
         try:
