@@ -973,7 +973,7 @@ def test_how_num_is_joined_is_recorded_and_kept_by_a_saved_folder(folders, tmp_p
         "digit_mass": "merge",
         "frame": "equals",
     }
-    with pytest.raises(ValueError, match="--frame must be one of"):
+    with pytest.raises(ValueError, match="--frame: unknown value .chat. \\(choices: equals, markers\\)"):
         RetrofitConfig(model="m", frame="chat")
 
     lm = NumberLM.from_pretrained(folders["gpt2"], "bittokens", **old)

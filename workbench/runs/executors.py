@@ -40,7 +40,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..cli import check_choices, setting, unknown
+from ..cli import check_settings, setting, unknown
 from ..model import numerics
 
 EXECUTORS = ("local", "submitit-local", "slurm")
@@ -77,20 +77,20 @@ class Executor:
         240,
         "time limit of each job, in minutes; a job killed at its limit keeps its checkpoint "
         "and the next call of the same command resumes it",
+        low=1,
     )
-    cpus_per_job: int = setting(1, "CPU cores per job (the runs' --threads stay as the plan sets them)")
-    gpus_per_job: int = setting(0, "GPUs per job; more than one starts torchrun inside the job, one process per GPU")
+    cpus_per_job: int = setting(1, "CPU cores per job (the runs' --threads stay as the plan sets them)", low=1)
+    gpus_per_job: int = setting(
+        0, "GPUs per job; more than one starts torchrun inside the job, one process per GPU", low=0
+    )
     array_parallelism: int | None = setting(
         None,
         "jobs running at once (default: --jobs with submitit-local; all of them with slurm, as the scheduler allows)",
+        low=1,
     )
 
     def __post_init__(self):
-        check_choices(self)
-        for name, low in (("time", 1), ("cpus_per_job", 1), ("gpus_per_job", 0), ("array_parallelism", 1)):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < low):
-                raise ValueError(f"--{name.replace('_', '-')} must be an integer >= {low}, got {value!r}")
+        check_settings(self)
 
     def check(self) -> None:
         """Raise ValueError, in one line, if this executor cannot start here (called before any job
