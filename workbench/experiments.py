@@ -222,6 +222,16 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
 def _parser() -> Parser:
     parser = Parser(prog="python -m workbench.experiments", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="protocol", required=True, metavar="{study,ablations,cpu-tier,paper-tier}")
+    _add_study(commands)
+    _add_ablations(commands)
+    _add_tiers(commands)
+    for sub in commands.choices.values():
+        _add_common(sub)
+    return parser
+
+
+def _add_study(commands) -> None:
+    """The `study` command: which runs of the study's parts, and scoring finished runs on other questions."""
     study_ = commands.add_parser(
         "study",
         help="the study of docs/study/ (resumable)",
@@ -293,6 +303,10 @@ def _parser() -> Parser:
     scoring.add_argument(
         "--generator-seed", type=int, default=0, metavar="SEED", help="the generator's seed (default: 0)"
     )
+
+
+def _add_ablations(commands) -> None:
+    """The `ablations` command: Tables 8-15."""
     ablations_ = commands.add_parser(
         "ablations",
         help="Tables 8-15, each a switch of the recipe (resumable)",
@@ -317,6 +331,10 @@ def _parser() -> Parser:
         action="store_true",
         help="a few steps per run, to check every ablation runs (scores near 0 are expected)",
     )
+
+
+def _add_tiers(commands) -> None:
+    """The `cpu-tier` and `paper-tier` commands: every encoding on one protocol."""
     for name, about in (
         ("cpu-tier", "the multi-task comparison of every encoding at laptop scale"),
         (
@@ -337,33 +355,35 @@ def _parser() -> Parser:
             metavar="SEED",
             help="seeds of every encoding (default: 0 1)",
         )
-    for sub in commands.choices.values():
-        sub.add_argument("--out", default=None, help="folder of the runs and the tables (default: runs/PROTOCOL)")
+
+
+def _add_common(sub) -> None:
+    """What every command takes: where its runs go, a dry run, and where they train (the executor)."""
+    sub.add_argument("--out", default=None, help="folder of the runs and the tables (default: runs/PROTOCOL)")
+    sub.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="retrain finished runs whose recorded configuration differs from the plan",
+    )
+    sub.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (runs, how many are finished or resumable in --out, tokens, an "
+        "estimated time) and stop: nothing is trained or written",
+    )
+    if sub.prog.split()[-1] != "paper-tier":  # paper-tier runs under torchrun, one run at a time
+        jobs = 2 if sub.prog.endswith("study") else 1
         sub.add_argument(
-            "--overwrite",
-            action="store_true",
-            help="retrain finished runs whose recorded configuration differs from the plan",
+            "--jobs", type=int, default=jobs, help=f"runs trained side by side, one thread each (default: {jobs})"
         )
-        sub.add_argument(
-            "--dry-run",
-            action="store_true",
-            help="print the plan (runs, how many are finished or resumable in --out, tokens, an "
-            "estimated time) and stop: nothing is trained or written",
-        )
-        if sub.prog.split()[-1] != "paper-tier":  # paper-tier runs under torchrun, one run at a time
-            jobs = 2 if sub.prog.endswith("study") else 1
-            sub.add_argument(
-                "--jobs", type=int, default=jobs, help=f"runs trained side by side, one thread each (default: {jobs})"
-            )
-        jobs_ = PAPER_TIER_JOBS if sub.prog.endswith("paper-tier") else Executor()
-        where = sub.add_argument_group(
-            "executor",
-            "where the runs train: this machine, or one job per run (submitit: "
-            "local processes or a Slurm cluster); defaults: --executor local --time "
-            f"{jobs_.time} --cpus-per-job {jobs_.cpus_per_job} --gpus-per-job {jobs_.gpus_per_job}",
-        )
-        add_arguments(where, Executor, jobs_)
-    return parser
+    jobs_ = PAPER_TIER_JOBS if sub.prog.endswith("paper-tier") else Executor()
+    where = sub.add_argument_group(
+        "executor",
+        "where the runs train: this machine, or one job per run (submitit: "
+        "local processes or a Slurm cluster); defaults: --executor local --time "
+        f"{jobs_.time} --cpus-per-job {jobs_.cpus_per_job} --gpus-per-job {jobs_.gpus_per_job}",
+    )
+    add_arguments(where, Executor, jobs_)
 
 
 def _budget(text: str) -> float:
