@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 
 from .. import encoders
 from ..encoders import fone
-from ..measures import desiderata
+from ..measures import desiderata, scorecard
 from ..numbers import render
 from . import plots
 
@@ -255,9 +255,9 @@ def d4_figure(d4: pd.DataFrame) -> go.Figure:
     of the encodings that are not exact everywhere."""
     names = list(dict.fromkeys(d4["encoding"]))
     exact = d4.pivot(index="encoding", columns="decade", values="exact").loc[names[::-1]] * 100
-    counted = (exact >= desiderata.D4_DECADE_EXACT * 100).sum(axis=1)
+    counted = (exact >= scorecard.D4_DECADE_EXACT * 100).sum(axis=1)
     inexact = [n for n in names if (d4.loc[d4["encoding"] == n, "median_rel_error"] > 0).any()]
-    threshold = f"{desiderata.D4_DECADE_EXACT:.0%}"
+    threshold = f"{scorecard.D4_DECADE_EXACT:.0%}"
     # a row of cells ROW_PX high for every encoding, so that every row's label fits beside it
     heat_px, error_px = ROW_PX * len(names), 260 if inexact else 0
     fig = make_subplots(
@@ -287,7 +287,7 @@ def d4_figure(d4: pd.DataFrame) -> go.Figure:
                 [1, plots.VERDICT_COLORS["pass"]],
             ],
             text=np.where(
-                exact.to_numpy() < desiderata.D4_DECADE_EXACT * 100,
+                exact.to_numpy() < scorecard.D4_DECADE_EXACT * 100,
                 np.round(exact.to_numpy()).astype(int).astype(str),
                 "",
             ),
