@@ -69,9 +69,8 @@ import loopback  # tests/loopback.py, beside this script
 import numpy as np
 import torch
 
-from workbench import encoders, notebook_parameters, notebooks, numbers
+from workbench import encoders, metrics, notebook_parameters, notebooks, numbers
 from workbench.frontier import answer_folders, client, prompts, scoring
-from workbench.measures import metrics
 from workbench.runs import locks
 from workbench.tokenizer import Tokenizer
 

@@ -579,14 +579,14 @@ MUTATIONS = [
     ),
     # 8. tolerances
     M(
-        "workbench/measures/metrics.py",
+        "workbench/metrics.py",
         "EPS = 1e-100",
         "EPS = 1e-30",
         "log-sMAPE epsilon 1e-30 instead of eq. 1's 1e-100",
         ["tests/test_metrics.py::test_log_smape_at_tiny_magnitudes_where_eps_matters"],
     ),
     M(
-        "workbench/measures/metrics.py",
+        "workbench/metrics.py",
         "MAX_DIGITS = 15",
         "MAX_DIGITS = 16",
         "exact match on 16 digits instead of 15",

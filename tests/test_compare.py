@@ -1,4 +1,4 @@
-"""`python -m workbench.compare`: the settings that differ and what each run reached, read from run
+"""`python -m workbench.runs.compare`: the settings that differ and what each run reached, read from run
 folders made here by hand (the oracle: the numbers written into them)."""
 
 import json
@@ -8,8 +8,8 @@ import signal
 import pandas as pd
 import pytest
 
-from workbench import compare
 from workbench.config import TrainConfig, recorded
+from workbench.runs import compare
 from workbench.training.optim import OptimConfig
 
 

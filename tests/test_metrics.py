@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workbench.measures import metrics
+from workbench import metrics
 
 EPS = Fraction(1, 10**100)
 finite = st.floats(allow_nan=False, allow_infinity=False)

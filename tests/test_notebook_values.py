@@ -10,8 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workbench import tasks
-from workbench.measures import metrics
+from workbench import metrics, tasks
 from workbench.notebooks import execute
 from workbench.results import read_results
 from workbench.runs.logs import load_metrics

@@ -19,8 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workbench import compare, experiments, leaderboard, notebook_parameters, notebooks, study
-from workbench.runs import outputs
+from workbench import experiments, leaderboard, notebook_parameters, notebooks, study
+from workbench.runs import compare, outputs
 from workbench.runs.outputs import FIGURES, RESULTS, ROOT, output_path
 
 WHERE = ("root", "results", "notebooks", "outside")  # the current folder a command is started from

@@ -35,7 +35,7 @@ from decimal import MAX_EMAX, MIN_EMIN, ROUND_HALF_EVEN, Context, Decimal, Inval
 
 import pandas as pd
 
-from workbench.measures import metrics
+from workbench import metrics
 
 from . import client
 from .answers import FIRST_NUMBER, answer_kind, paper_answer, paper_letter, paper_list, parse_answer, parse_reference

@@ -26,8 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from .. import encoders, numbers
-from . import metrics
+from .. import encoders, metrics, numbers
 
 DESIDERATA = {
     "D1": "Token efficiency",

@@ -12,7 +12,7 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from ..measures import metrics
+from .. import metrics
 from . import difficulty as dif
 from .base import ARITHMETIC_PROMPT, Task, parse_float
 from .exact import EPS_LD, decade, fmt_all, fraction, pow10, round_fast, round_fraction, settle, to_float, value_ld

@@ -36,7 +36,7 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from ..measures import metrics
+from .. import metrics
 from . import difficulty as dif
 from .arithmetic import in_range, score_numbers
 from .base import ARITHMETIC_PROMPT, HEADER_LIST, NO_TOOLS, NUMERIC_ANSWER, Task, accuracy, parse_float

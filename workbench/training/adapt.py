@@ -17,8 +17,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from .. import tasks
-from ..measures import metrics
+from .. import metrics, tasks
 from ..measures.evaluate import summarize
 from ..measures.perplexity import text_score
 from .curriculum import Curriculum, Sampler

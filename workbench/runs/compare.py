@@ -1,7 +1,7 @@
 """Run folders side by side: the settings in which they differ and what each reached.
 
-    python -m workbench.compare runs/fone runs/bittokens [RUN ...] [--csv compare.csv] [--all]
-    python -m workbench.compare runs/study/precision-*-d2-*     # a study's runs, by the shell's pattern
+    python -m workbench.runs.compare runs/fone runs/bittokens [RUN ...] [--csv compare.csv] [--all]
+    python -m workbench.runs.compare runs/study/precision-*-d2-*     # a study's runs, by the shell's pattern
 
 One row per run, read from the files every run writes (nothing is recomputed): the settings of
 config.json that differ between the runs (every setting with --all; where a run lives and whether
@@ -27,11 +27,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .cli import Parser
-from .runs.atomic import write_atomic
-from .runs.outputs import output_path
-from .runs.printable import printable
-from .runs.reading import read_json, read_json_lines, read_text
+from ..cli import Parser
+from .atomic import write_atomic
+from .outputs import output_path
+from .printable import printable
+from .reading import read_json, read_json_lines, read_text
 
 PLACE = ("out", "overwrite")  # differ between any two runs, and say nothing about them
 
@@ -144,7 +144,7 @@ def compare(folders, everything: bool = False) -> pd.DataFrame:
 
 
 def main(argv=None):
-    parser = Parser(prog="python -m workbench.compare", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m workbench.runs.compare", description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run folders (what python -m workbench.train wrote)")
     parser.add_argument("--csv", metavar="FILE", help="also write the table to FILE (CSV)")
     parser.add_argument("--all", action="store_true", help="every setting, not only those that differ")
