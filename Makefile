@@ -39,8 +39,9 @@ figures: install browser
 
 # The tests run in one worker per core (pytest-xdist): most of the time goes to subprocesses of one
 # thread each (trainings, notebooks, torchrun pairs), so the workers do not compete for threads.
+# The 25 slowest are listed at the end, so that a CI log says where the suite's time went.
 test: install browser
-	$(BIN)/python -m pytest -q -n auto --dist worksteal
+	$(BIN)/python -m pytest -q -n auto --dist worksteal --durations=25
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 

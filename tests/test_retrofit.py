@@ -26,6 +26,7 @@ from workbench.retrofit import (  # noqa: E402
     NumberLM,  # noqa: E402
     finetune,
 )
+from workbench.retrofit.config import RetrofitConfig  # noqa: E402
 from workbench.retrofit.finetune import rows  # noqa: E402
 from workbench.retrofit.pretrain import build_model, corpus_texts, save, train_tokenizer  # noqa: E402
 from workbench.training.trainer import Trainer  # noqa: E402
@@ -361,6 +362,24 @@ def test_a_fine_tuned_model_answers_the_same_numbers_after_reloading_in_a_fresh_
     texts, _, _ = answer(lm, lm.tok, list(answered["prompt"]), answer_cap(lm.tok, answered["answer"]))
     assert texts == list(answered["prediction"])
     assert any(_is_number(t) for t in texts)  # the answers hold numbers the head wrote
+    environment = json.loads((out / "environment.json").read_text())  # what made the run
+    assert environment["workbench_commit"] and environment["transformers"] and environment["peft"]
+    # the untrained model with its own digits answers the same held-out questions (a registration's
+    # zero-shot reference), in this process
+    from workbench.retrofit.finetune import zero_shot
+
+    settings = dict(tasks=("addition",), decades=(0, 1), max_digits=2, test_samples=6, threads=1)
+    reference = zero_shot(
+        RetrofitConfig.of(model=str(folders["gpt2"]), encoding="none", out=str(tmp_path / "zs"), **settings)
+    )
+    untrained = pd.read_csv(reference / "test_samples.csv", dtype={"prompt": str}, keep_default_na=False)
+    assert list(untrained["prompt"]) == list(answered["prompt"]) and set(untrained["best_step"]) == {0}
+    assert sorted(p.name for p in reference.iterdir()) == [
+        "environment.json",
+        "retrofit.json",
+        "test_samples.csv",
+        "test_summary.csv",
+    ]
 
 
 def _is_number(text: str) -> bool:

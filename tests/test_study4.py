@@ -152,3 +152,38 @@ def test_the_intervention_s_comparisons_are_paired_by_seed():
     first = table.iloc[0]
     assert first.gap == pytest.approx(0.12) and first.verdict.startswith("BitTokens without curriculum")
     assert table.iloc[1].gap == pytest.approx(-0.08)
+
+
+def test_the_secondary_sets_are_paired_question_by_question():
+    """A scored table (cpu-study-generator.csv's columns) gives the same verdict as the run folders
+    would: each seed's gap is the mean over the questions it shares with the other encoding; rows of
+    one run interleaved with another's keep their question order; other questions are refused."""
+    rng = np.random.default_rng(1)
+    prompts = [f"{i} * 7" for i in range(30)]
+    rows, lift = [], {0: 0.1, 1: 0.2, 2: 0.15, 3: 0.05, 4: 0.12}
+    for seed in range(5):
+        base = rng.random(30)
+        for encoding, add in ((VARIANT, lift[seed]), ("single_digit", 0.0)):
+            for prompt, score in zip(prompts, base + add):
+                rows.append(
+                    dict(
+                        study="study4_3M",
+                        task="multiplication",
+                        digits=4,
+                        encoding=encoding,
+                        seed=seed,
+                        prompt=prompt,
+                        score=score,
+                    )
+                )
+    # runs interleaved question by question, each run's own rows still in its questions' order
+    table = pd.DataFrame(rows).assign(q=lambda t: t.prompt.map(prompts.index)).sort_values("q", kind="stable")
+    row = study4.verdicts(study4.scored_answers(table)).iloc[0]
+    gaps = np.array([lift[s] for s in range(5)])
+    assert (row.gap, row.low, row.high) == pytest.approx(paired_t(gaps))
+    assert row.a == VARIANT and row.verdict == f"{VARIANT} ahead"
+    swapped = table.copy().reset_index(drop=True)
+    mask = (swapped.encoding == "single_digit") & (swapped.seed == 2)
+    swapped.loc[mask, "prompt"] = swapped.loc[mask, "prompt"].to_numpy()[::-1]
+    with pytest.raises(ValueError, match="single_digit seed 2 answered other questions"):
+        study4.scored_answers(swapped)

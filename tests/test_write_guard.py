@@ -154,7 +154,7 @@ COMMANDS = {
     "retrofit --out": (lambda t, _: _retrofit(["--out", t]), "folder", "--out"),
     "retrofit.experiment --csv": (lambda t, _: _retrofit_experiment(["--table", "--csv", t]), "file", "--csv"),
     "retrofit.experiment --runs": (
-        lambda t, tmp: _retrofit_experiment(["--only", "none:full", "--csv", str(tmp / "t.csv"), "--runs", t]),
+        lambda t, tmp: _retrofit_experiment(["--only", "none:lora", "--csv", str(tmp / "t.csv"), "--runs", t]),
         "folder",
         "--runs",
     ),
@@ -342,16 +342,18 @@ def test_the_library_refuses_too(tmp_path):
 
 
 class TestRetrofitTable:
-    """results/retrofit-smollm2.csv is written by --publish only, and only whole."""
+    """A registration's table in results/ is written by --publish only, and only whole."""
 
     ROW = pd.DataFrame([{"encoding": "none", "mode": "full", "task": "addition", "score": 0.5}])
 
     def test_the_table_goes_to_runs_by_default(self, tmp_path, monkeypatch):
         from workbench.retrofit import experiment as E
 
-        monkeypatch.setattr(E, "table", lambda runs: self.ROW)
+        monkeypatch.setattr(E, "table", lambda runs, reg: self.ROW)
         monkeypatch.chdir(tmp_path)
         E.main(["--table"])
+        assert pd.read_csv(tmp_path / "runs" / "retrofit-learns.csv").equals(self.ROW)
+        E.main(["--table", "--registration", "first"])
         assert pd.read_csv(tmp_path / "runs" / "retrofit-smollm2.csv").equals(self.ROW)
 
     def test_no_complete_run_says_so_writes_nothing_and_exits_1(self, tmp_path, monkeypatch, capsys):
@@ -361,24 +363,28 @@ class TestRetrofitTable:
 
         monkeypatch.chdir(tmp_path)
         (tmp_path / "partial" / "none-full-seed0").mkdir(parents=True)  # an interrupted run: not complete
-        for runs in ("runs/retrofit-smollm2", "partial"):
+        prog = "python -m workbench.retrofit.experiment"
+        for registration, runs, line in (
+            ("first", "runs/retrofit-smollm2", f"`{prog} --registration first` (all 16) or "),
+            ("first", "partial", f"`{prog} --registration first` (all 16) or "),
+            ("learns", "runs/retrofit-learns", f"`{prog}` (all 25) or `{prog} --only none:lora` (5)"),
+        ):
             with pytest.raises(SystemExit) as stop:
-                E.main(["--table", "--runs", runs])
+                E.main(["--table", "--runs", runs, "--registration", registration])
             out, err = capsys.readouterr()
-            prog = "python -m workbench.retrofit.experiment"
             assert stop.value.code == E.NOTHING == 1 and out == ""
-            assert err == (
-                f"{prog}: no complete run in {runs} to tabulate, nothing written; make them with `{prog}` "
-                f"(all 16) or `{prog} --only none:full` (two)\n"
-            )
+            assert err.startswith(f"{prog}: no complete run in {runs} to tabulate, nothing written; make them with ")
+            assert line in err and err.endswith(")\n")
         assert sorted(p.name for p in tmp_path.rglob("*")) == ["none-full-seed0", "partial"]
 
     def test_publish_needs_every_run_and_no_csv(self, tmp_path, monkeypatch, capsys):
+        from dataclasses import replace
+
         from workbench.retrofit import experiment as E
 
-        monkeypatch.setattr(E, "table", lambda runs: self.ROW)
+        monkeypatch.setattr(E, "table", lambda runs, reg: self.ROW)
         with pytest.raises(SystemExit):
-            E.main(["--table", "--publish", "--runs", str(tmp_path)])
+            E.main(["--table", "--publish", "--runs", str(tmp_path), "--registration", "first"])
         assert "--publish writes the registered table whole, from all 16 runs; 16 are not complete" in (
             capsys.readouterr().err
         )
@@ -386,10 +392,12 @@ class TestRetrofitTable:
             E.main(["--table", "--publish", "--csv", str(tmp_path / "t.csv")])
         assert "leave out --csv" in capsys.readouterr().err
         monkeypatch.setattr(E, "done", lambda run: True)
-        monkeypatch.setattr(E, "PUBLISHED", tmp_path / "published.csv")  # the one path into results/, stood in for
-        E.main(["--table", "--publish", "--runs", str(tmp_path)])
+        # the one path into results/, stood in for
+        first = replace(E.FIRST, published=tmp_path / "published.csv")
+        monkeypatch.setitem(E.REGISTRATIONS, "first", first)
+        E.main(["--table", "--publish", "--runs", str(tmp_path), "--registration", "first"])
         assert pd.read_csv(tmp_path / "published.csv").equals(self.ROW)
-        assert E.PUBLISHED.parent == tmp_path and E.CSV == Path("runs/retrofit-smollm2.csv")
+        assert E.FIRST.csv == Path("runs/retrofit-smollm2.csv") and E.FIRST.published.parent.name == "results"
 
 
 def _cli(module: str, *argv: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -62,7 +62,7 @@ from ..runs.allocator import keep_freed_memory
 from ..runs.atomic import write_atomic
 from ..runs.locks import InUse, hold
 from ..runs.outputs import check_run_folder, output_path
-from ..runs.provenance import device_of
+from ..runs.provenance import device_of, environment
 from ..training.adapt import build_sampler, evaluate_and_adapt
 from ..training.balancing import LossNormalizer, TaskBalancer
 from ..training.data import draw, make_pool
@@ -75,6 +75,7 @@ from .model import BASELINE, NumberLM
 
 RUN_FILES = (
     "retrofit.json",
+    "environment.json",
     "metrics.jsonl",
     "evals.jsonl",
     "test_samples.csv",
@@ -204,6 +205,7 @@ def setup(cfg: RetrofitConfig, out: Path | None = None, lm: NumberLM | None = No
     lm = lm if lm is not None else load_lm(cfg)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "retrofit.json", lambda tmp: Path(tmp).write_text(json.dumps(recorded(cfg), indent=1)))
+    write_atomic(out / "environment.json", lambda tmp: Path(tmp).write_text(json.dumps(provenance(cfg), indent=1)))
     pool_size, val_samples = cfg.data.pool_size, cfg.evaluation.val_samples
     plan.announce("pools", f"{plan.pool_samples(cfg):,} samples generated and tokenized", plan.pool_seconds(cfg))
     pools = {t: make_pool(t, pool_size, lm.tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
@@ -254,6 +256,14 @@ def setup(cfg: RetrofitConfig, out: Path | None = None, lm: NumberLM | None = No
         best={"step": None, "weights": None},
         master=master,
     )
+
+
+def provenance(cfg: RetrofitConfig) -> dict:
+    """What made the run beside its settings: the workbench's commit, the machine and its kernels,
+    the libraries (runs.provenance.environment's), and the Hugging Face libraries that load the model."""
+    from importlib.metadata import version
+
+    return {**environment(cfg), **{name: version(name) for name in ("transformers", "peft", "safetensors")}}
 
 
 class OwnDigits:
@@ -424,6 +434,33 @@ def final_test(job: Job, texts: list[str], before: dict | None, seconds: float) 
         after = perplexity(lm, texts, job.context, progress="perplexity after")
         table = pd.DataFrame([dict(when="before", **before), dict(when="after", **after)]).assign(**common)
         write_atomic(job.out / "perplexity.csv", lambda tmp: table.to_csv(tmp, index=False))
+
+
+def zero_shot(cfg: RetrofitConfig) -> Path:
+    """The model as it loads, untrained, answers the run's held-out test questions (the same ones a
+    fine-tuned run of this seed answers): a reference for what fine-tuning adds. Writes
+    retrofit.json, environment.json, test_samples.csv and test_summary.csv into --out."""
+    out = output_path(cfg.run.out, "--out")
+    params = plan.model_params(str(resolve_model(cfg.model)))  # a packaged model is converted here, once
+    plan.announce("loading", f"{cfg.model} with {cfg.encoding}", plan.loading_seconds(params))
+    lm = load_lm(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    with hold(out):
+        write_atomic(out / "retrofit.json", lambda tmp: Path(tmp).write_text(json.dumps(recorded(cfg), indent=1)))
+        write_atomic(out / "environment.json", lambda tmp: Path(tmp).write_text(json.dumps(provenance(cfg), indent=1)))
+        test = {
+            t: make_pool(t, cfg.evaluation.test_samples, lm.tok, cfg.seed, "test", cfg.regime).frame
+            for t in cfg.tasks
+            if tasks.get(t).score is not None
+        }
+        questions = sum(len(f) for f in test.values())
+        plan.announce("test", f"{questions:,} held-out questions answered", plan.answer_seconds(questions, params))
+        common = dict(encoding=cfg.encoding, lora=False, seed=cfg.seed, best_step=0)
+        samples = evaluate(lm, lm.tok, test, cfg.evaluation.max_answer_tokens or None, progress="test").assign(**common)
+        write_atomic(out / "test_samples.csv", lambda tmp: samples.to_csv(tmp, index=False))
+        summary = summarize(samples).assign(**common, train_seconds=0.0)
+        write_atomic(out / "test_summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
+    return out
 
 
 def _append(path: Path, row: dict) -> None:

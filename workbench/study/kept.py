@@ -5,6 +5,7 @@ settings, learning curves and answers, compressed (results/runs/<study>/<run nam
     evals.jsonl.gz                    every evaluation: validation scores, curriculum levels, loss weights, rates
     metrics.jsonl.gz                  the per-step losses, thinned to at most METRIC_ROWS rows (first and last kept)
     test_samples.csv.gz               every test answer with its score
+    (a retrofit run: retrofit.json, environment.json, perplexity.csv, test_summary.csv as they are)
 
 A run folder on a training machine is lost with the machine (Study 3's were); these files are what
 a diagnosis needs, and small: gzip with its clock zeroed, so the same run gives the same bytes.
@@ -28,6 +29,9 @@ from ..runs.outputs import RESULTS
 KEPT = RESULTS / "runs"
 METRIC_ROWS = 300
 PLAIN = ("config.json", "environment.json")
+# a retrofit run's settings (retrofit.json), provenance and the tables it ends with
+RETROFIT_PLAIN = ("retrofit.json", "environment.json", "perplexity.csv", "test_summary.csv")
+ZERO_SHOT_PLAIN = ("retrofit.json", "environment.json", "test_summary.csv")  # answers without training
 MAX_BYTES = 5 * 2**20  # no kept file over 5 MiB
 
 
@@ -46,16 +50,19 @@ def thinned(lines: list[str], rows: int = METRIC_ROWS) -> list[str]:
     return [lines[i] for i in keep]
 
 
-def contents(run_dir: Path) -> dict[str, bytes]:
-    """{kept file name: its bytes} of a finished run folder."""
+def contents(run_dir: Path, plain: tuple[str, ...] = PLAIN, trained: bool = True) -> dict[str, bytes]:
+    """{kept file name: its bytes} of a finished run folder; `plain`: the files kept as they are;
+    not `trained`: answers without training (a retrofit's zero-shot reference), no curves."""
     run_dir = Path(run_dir)
-    missing = [n for n in (*PLAIN, "evals.jsonl", "metrics.jsonl", "test_samples.csv") if not (run_dir / n).is_file()]
+    needed = (*plain, *(("evals.jsonl", "metrics.jsonl") if trained else ()), "test_samples.csv")
+    missing = [n for n in needed if not (run_dir / n).is_file()]
     if missing:
         raise ValueError(f"{run_dir} is not a finished run: it has no {', '.join(missing)}")
-    files = {name: (run_dir / name).read_bytes() for name in PLAIN}
-    files["evals.jsonl.gz"] = _gzip((run_dir / "evals.jsonl").read_bytes())
-    steps = [line for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    files["metrics.jsonl.gz"] = _gzip("".join(f"{line}\n" for line in thinned(steps)).encode())
+    files = {name: (run_dir / name).read_bytes() for name in plain}
+    if trained:
+        files["evals.jsonl.gz"] = _gzip((run_dir / "evals.jsonl").read_bytes())
+        steps = [line for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        files["metrics.jsonl.gz"] = _gzip("".join(f"{line}\n" for line in thinned(steps)).encode())
     files["test_samples.csv.gz"] = _gzip((run_dir / "test_samples.csv").read_bytes())
     for name, data in files.items():
         if len(data) > MAX_BYTES:
@@ -63,14 +70,20 @@ def contents(run_dir: Path) -> dict[str, bytes]:
     return files
 
 
-def keep(run_dirs: dict[str, Path], study_of: dict[str, str], into: Path = KEPT) -> int:
+def keep(
+    run_dirs: dict[str, Path],
+    study_of: dict[str, str],
+    into: Path = KEPT,
+    plain: tuple[str, ...] = PLAIN,
+    trained: bool = True,
+) -> int:
     """Copy each finished run {name: folder} into INTO/<its study>/<name>/; returns how many were new.
     A run kept before with the same bytes is left; with other bytes it is refused (a kept run is
     never replaced), before anything is written."""
     planned = {}
     for name, folder in run_dirs.items():
         target = Path(into) / study_of[name] / name
-        files = contents(folder)
+        files = contents(folder, plain, trained)
         old = {n: (target / n).read_bytes() for n in files if (target / n).is_file()}
         if old and old != files:
             raise ValueError(f"{target} already keeps run {name} with other files: a kept run is never replaced")

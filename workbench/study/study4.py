@@ -6,6 +6,7 @@ verdicts re-decided.
     study4.verdicts(answers)          # one row per cell and pair: the gap, its intervals, the verdict
     study4.rate_choice(folders)       # the learning-rate check: each setting's validation score
     study4.redecided(study4.verdicts(answers))   # Study 3's verdict of each repeated cell: stands / changes / ...
+    study4.verdicts(study4.scored_answers(pd.read_csv("OUT/cpu-study-generator.csv")))  # the secondary sets
 """
 
 from __future__ import annotations
@@ -50,6 +51,29 @@ def answers(folders, parts=(STUDY4,)) -> dict[tuple, dict[str, dict[int, np.ndar
         if folder is not None:
             scores = _samples(folder)["score"].to_numpy(dtype=float)
             out.setdefault((r.study, r.task, r.digits), {}).setdefault(r.encoding, {})[r.seed] = scores
+    return out
+
+
+def scored_answers(table: pd.DataFrame) -> dict[tuple, dict[str, dict[int, np.ndarray]]]:
+    """`answers`' structure from a table of other questions the runs answered (OUT/cpu-study-official.csv,
+    OUT/cpu-study-generator.csv: the registration's secondary sets), each run's scores in the order of
+    its questions. Every run of a cell must have answered the same questions in the same order (the
+    pairing): checked, and refused otherwise."""
+    out: dict[tuple, dict[str, dict[int, np.ndarray]]] = {}
+    for (study, task, digits), cell in table.groupby(["study", "task", "digits"], sort=True):
+        questions = None
+        for (encoding, seed), run in cell.groupby(["encoding", "seed"], sort=True):
+            asked = list(run["prompt"].astype(str))
+            if questions is None:
+                questions = asked
+            elif asked != questions:
+                raise ValueError(
+                    f"{study} {task} d={digits}: {encoding} seed {seed} answered other questions than the "
+                    "cell's first run, so the cell cannot be paired"
+                )
+            out.setdefault((study, task, int(digits)), {}).setdefault(encoding, {})[int(seed)] = run["score"].to_numpy(
+                dtype=float
+            )
     return out
 
 
