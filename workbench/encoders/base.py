@@ -207,14 +207,33 @@ class TokenModule(nn.Module):
     def embed(self, ids: Tensor, doc_ids: Tensor) -> Tensor | None:
         """Added to the token embeddings of ids [B, T] (doc_ids [B, T]: the sample of each token):
         [B, T, d_model]. Row t may depend on the tokens up to t of its own sample only: generation
-        calls it on the tokens so far and keeps the last row."""
+        calls it on the tokens so far and keeps the last row. (The one exception by design: a
+        value prefix's row reads the number written after it, as training's teacher forcing; where
+        the model writes that number itself, the row is 0 and `fed` supplies its stand-in.)"""
         return None
+
+    # A module whose loss reads whole numbers (runs of targets) sets this: `loss` then also gets
+    # starts [N] bool (`run_starts`), the targets that do not directly follow the one before them in
+    # their row, so that a number cut at a row's end never runs on into the next row's first target.
+    reads_runs: ClassVar[bool] = False
 
     def loss(self, hidden: Tensor, lm_weight: Tensor, targets: Tensor) -> Tensor | None:
         """An extra loss of each target token [N] (0 where it does not apply), from the final hidden
         states [N, d_model] at the loss positions and the lm head's weight [V, d_model]; the model
         adds it to the cross-entropy with the target's task weight. The full logits are never
-        formed: a hook multiplies by the rows of lm_weight it needs."""
+        formed: a hook multiplies by the rows of lm_weight it needs. (With `reads_runs`, also
+        `starts=`, above.)"""
+        return None
+
+    def use_token_embedding(self, embedding: nn.Embedding) -> None:
+        """Called once by the model with its token embedding, for a module whose `embed` reads it
+        (e.g. an aggregate of digit embeddings); kept unregistered, so its parameters stay the
+        model's. The default ignores it."""
+
+    def fed(self, hidden: Tensor, token: Tensor) -> Tensor | None:
+        """In generation: added to the embedding of the token [B] just chosen, from the final hidden
+        state [B, d_model] that chose it ([B, d_model]; e.g. a value-aware prefix's proj(h), where
+        training feeds a value the written tokens give). None (the default): nothing."""
         return None
 
     def averaged_over(self, targets: Tensor) -> Tensor | None:
@@ -225,6 +244,15 @@ class TokenModule(nn.Module):
 
     def extra_repr(self) -> str:
         return f"encoding={self.encoding.name!r}, d_model={self.d_model}"
+
+
+def run_starts(loss_index: Tensor, width: int) -> Tensor:
+    """[N] bool for the loss positions `loss_index` (flat in rows of `width`, increasing): True at
+    the first loss position of each row and wherever the previous loss position is not the one
+    just before it, so that a run of consecutive True-free targets is a run of adjacent tokens."""
+    starts = torch.ones_like(loss_index, dtype=torch.bool)
+    starts[1:] = loss_index[1:] != loss_index[:-1] + 1
+    return starts | (loss_index % width == 0)
 
 
 def as_float64(x) -> Tensor:

@@ -18,8 +18,9 @@ number and is fed back with the token, as in training.
 
 An encoding may also act on the token ids (`encoding.token_module`, built with the tokenizer's
 `piece_ids`): what its `embed` returns is added to the token embeddings (in generation, computed
-on the tokens so far), and its per-token `loss` is added to the cross-entropy. None for the paper's
-encodings, whose training is unchanged by these hooks.
+on the tokens so far, plus what its `fed` gives from the hidden state that chose the token), and
+its per-token `loss` is added to the cross-entropy. None for the paper's encodings, whose training
+is unchanged by these hooks.
 
 RMSNorm, QK-norm, RoPE, ReLU², the lm head's cross-entropy and the masked attention run as the
 fused autograd functions of `fused.py` (same values, less memory traffic, and attention that skips
@@ -223,6 +224,8 @@ class GPT(nn.Module):
         self._init_weights()
         self.number_head = encoding.number_head(cfg.d_model)  # None: numbers are digit tokens
         self.token_module = encoding.token_module(cfg.d_model, piece_ids)  # None: no hooks on the ids
+        if self.token_module is not None:
+            self.token_module.use_token_embedding(self.wte)
         head_dim = cfg.d_model // cfg.n_head
         inv_freq = 10000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
@@ -433,13 +436,17 @@ class GPT(nn.Module):
             step_mask = cache.grow()[:, None, None]
             history = torch.cat([history, token[:, None]], 1) if self.token_module is not None else history
             added = self._added(history, cache.visible)
+            added = None if added is None else added[:, -1:]
+            fed = self.token_module.fed(hidden, token) if self.token_module is not None else None
+            if fed is not None:  # what the token module feeds with the chosen token (TokenModule.fed)
+                added = added + fed[:, None].to(added.dtype)
             hidden = self.trunk(
                 token[:, None],
                 value[:, None],
                 next_position[:, None],
                 step_mask,
                 cache,
-                added=None if added is None else added[:, -1:],
+                added=added,
             )[:, -1]
             next_position += 1
         out = []

@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..encoders.base import run_starts
 from ..model.fused import chunk_elements, linear_cross_entropy
 
 
@@ -55,7 +56,9 @@ def losses(model, batch, task_weights: Tensor | None = None, hidden: Tensor | No
         out["number"] = number_each.detach().sum() / batch.number_count
         scale = ce_count if model.cfg.loss == "per_token" else batch.number_count
         total = total + weight * number_sum / scale
-    extra = model.token_module.loss(hidden, model.lm_head.weight, targets) if model.token_module is not None else None
+    module = model.token_module
+    runs = {"starts": run_starts(loss_index, batch.ids.shape[1])} if getattr(module, "reads_runs", False) else {}
+    extra = module.loss(hidden, model.lm_head.weight, targets, **runs) if module is not None else None
     if extra is not None:  # the encoding's own per-token loss, weighted like the cross-entropy
         count = _token_loss_count(model.token_module, batch, targets)
         total = total + (weights * extra).sum() / count
