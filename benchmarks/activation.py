@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from workbench.model import ACTIVATIONS, preset
+from workbench.model.gpt import ACTIVATIONS, preset
 
 
 def main():

@@ -18,8 +18,9 @@ CHILD = """
 import json, resource, sys, time
 from dataclasses import replace
 import torch
-from workbench import study, train
-from workbench.allocator import keep_freed_memory
+from workbench import study
+from workbench.training import train
+from workbench.runs.allocator import keep_freed_memory
 torch.set_num_threads(1)
 name, out, steps, keep = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "kept"
 took = keep_freed_memory() if keep else False

@@ -45,8 +45,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import gpu_check  # noqa: E402
 
-from workbench.batches import Loader  # noqa: E402
-from workbench.train import open_loader, setup, step_batches  # noqa: E402
+from workbench.training.batches import Loader  # noqa: E402
+from workbench.training.train import open_loader, setup, step_batches  # noqa: E402
 
 
 def launches(n: int, x: torch.Tensor) -> None:

@@ -1,5 +1,5 @@
 """QK-norm + RoPE of one attention layer, forward + backward, on the PyTorch path (fused.py's
-rms_norm, then rotate) beside the C kernels (workbench/cpu_kernels.c), interleaved, medians; the
+rms_norm, then rotate) beside the C kernels (workbench/model/cpu_kernels.c), interleaved, medians; the
 outputs and gradients checked bit for bit first. One thread: the kernels run only there.
 
     python benchmarks/cpu_kernels.py [--preset cpu-small] [--batch 16] [--repeats 50]
@@ -12,8 +12,8 @@ import time
 import torch
 from einops import rearrange
 
-from workbench import cpu_kernels, fused
-from workbench.model import preset
+from workbench.model import cpu_kernels, fused
+from workbench.model.gpt import preset
 
 
 def main():

@@ -35,7 +35,7 @@ SHAPES = [
 ]
 CHILD = """
 import json, os, sys, time, torch
-from workbench import cpu_kernels
+from workbench.model import cpu_kernels
 os.environ["WORKBENCH_NUMERICS"] = "portable"  # MKL's branch is set by now; the library built as portable builds it
 torch.set_num_threads(1)
 lib, repeats, rows = cpu_kernels.library(), int(sys.argv[1]), []

@@ -35,14 +35,15 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from tqdm.auto import tqdm
 
-from workbench import distributed, encoders, experiments
-from workbench.batches import number_fields
-from workbench.data import build_pool, draw, pack, samples_per_step
-from workbench.fused import chunk_elements, linear_cross_entropy
-from workbench.model import packed_mask
-from workbench.syncs import HostSyncs, optimizer_counters
+from workbench import encoders, experiments
+from workbench.model.fused import chunk_elements, linear_cross_entropy
+from workbench.model.gpt import packed_mask
+from workbench.runs import distributed
+from workbench.runs.syncs import HostSyncs, optimizer_counters
 from workbench.tokenizer import Tokenizer
-from workbench.train import TrainConfig, setup, step_batches, train_step
+from workbench.training.batches import number_fields
+from workbench.training.data import build_pool, draw, pack, samples_per_step
+from workbench.training.train import TrainConfig, setup, step_batches, train_step
 
 PAPER = experiments.PROTOCOLS["paper-tier"]
 RANKS, ROWS, CONTEXT, V, D = 8, 192, 1024, 50_257, 768
@@ -213,7 +214,7 @@ def loss_costs(targets):
 
 PEAK_PROBE = """
 import sys, torch
-from workbench.fused import chunk_elements, linear_cross_entropy
+from workbench.model.fused import chunk_elements, linear_cross_entropy
 rows, vocab, chunk = (int(a) for a in sys.argv[1:4])
 def peak():
     return int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]) * 1024

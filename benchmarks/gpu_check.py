@@ -12,7 +12,7 @@
                inputs of float32 products to TF32 on a CPU while the flag is on, so the dry run sees
                what a GPU would
     syncs      host syncs in one training step after warm-up (torch.cuda.set_sync_debug_mode on a GPU,
-               workbench.syncs' count on a CPU): at most 1, the step's losses read for the log
+               workbench.runs.syncs' count on a CPU): at most 1, the step's losses read for the log
     recompile  --compile: graphs compiled over a dozen new batches after two warm-up steps: none
     speed      per encoding, the paper tier's step on one device (192 rows x 1024, bf16 on a GPU): the
                host's batch time (here and in the batch worker process), the device's step time, a
@@ -57,11 +57,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from workbench import encoders, tasks  # noqa: E402
-from workbench.loss import losses as train_losses  # noqa: E402
-from workbench.model import GPT, preset  # noqa: E402
-from workbench.outputs import output_path  # noqa: E402
-from workbench.syncs import HostSyncs, optimizer_counters  # noqa: E402
-from workbench.train import TrainConfig, open_loader, setup, step_batches, train_step  # noqa: E402
+from workbench.model.gpt import GPT, preset  # noqa: E402
+from workbench.runs.outputs import output_path  # noqa: E402
+from workbench.runs.syncs import HostSyncs, optimizer_counters  # noqa: E402
+from workbench.training.loss import losses as train_losses  # noqa: E402
+from workbench.training.train import TrainConfig, open_loader, setup, step_batches, train_step  # noqa: E402
 
 # the paper tier's mix (workbench.experiments, which also draws figures: plotly is not on every GPU machine)
 PAPER_TASKS = tuple(tasks.names("single_step") + tasks.names("comparison") + tasks.names("text"))
@@ -422,7 +422,7 @@ def check_speed(args, size, device, tmp):
 
 def _loop_syncs(run, loader, step, device) -> int:
     """Host syncs of one step of the loop (take the batch, ask for the next, train): on a GPU the
-    synchronizations torch reports, on a CPU workbench.syncs' count (the CPU path's own block-plan
+    synchronizations torch reports, on a CPU workbench.runs.syncs' count (the CPU path's own block-plan
     reads included)."""
     synchronize(device)
     if device.type == "cuda":
@@ -450,7 +450,7 @@ def _profiler(device):
 
 
 def check_generate(args, size, device, tmp):
-    from workbench.evaluate import evaluate
+    from workbench.measures.evaluate import evaluate
 
     run = setup(config(args, size, tmp / "generate", val_samples=64, grad_accum=1))
     questions = {t: f for t, f in run.val.items() if tasks.get(t).score is not None}  # text has no answers
@@ -606,7 +606,7 @@ def check_retrofit(args, size, device, tmp):
         )
     reload = """
 import sys, torch
-from workbench.evaluate import answer
+from workbench.measures.evaluate import answer
 from workbench.retrofit import NumberLM
 lm = NumberLM.from_pretrained(sys.argv[1]).to(sys.argv[2])
 ids, values, _ = lm.tok.sample("3 + 4", "7")

@@ -81,10 +81,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from workbench.atomic import write_atomic  # noqa: E402
-from workbench.executors import RunsFailed, Terminated, run_all  # noqa: E402
-from workbench.locks import InUse, hold  # noqa: E402
-from workbench.outputs import check_run_folder, output_path  # noqa: E402
+from workbench.runs.atomic import write_atomic  # noqa: E402
+from workbench.runs.executors import RunsFailed, Terminated, run_all  # noqa: E402
+from workbench.runs.locks import InUse, hold  # noqa: E402
+from workbench.runs.outputs import check_run_folder, output_path  # noqa: E402
 from workbench.study.kept import thinned  # noqa: E402
 from workbench.study.parts import (  # noqa: E402
     GPU_LEASE_SECONDS,
@@ -219,7 +219,7 @@ def steps_of(cfg) -> tuple[int, int]:
 
 def state(folder: Path) -> tuple[str, int, float]:
     """(finished | in flight | to train, the step it would go on from, its training seconds then)."""
-    from workbench.rundir import load_checkpoint
+    from workbench.runs.checkpoints import load_checkpoint
 
     if (folder / "test_summary.csv").is_file():
         return "finished", -1, 0.0
@@ -358,7 +358,7 @@ def _leases(folder: Path) -> list[dict]:
 def sprint_rows(runs: list[Run], out: Path) -> pd.DataFrame:
     """Study 3's rows (study.run.collect) of every finished run of the plan whose recorded settings
     are the plan's, with the devices and commits of its leases and the last lease's command."""
-    from workbench.rundir import config_differences
+    from workbench.runs.folder import config_differences
 
     done = []
     for r in runs:
@@ -530,7 +530,7 @@ def _progress(files: dict[str, bytes] | None, folder: Path | None) -> float:
 
 def restore(src: Path, out: Path) -> list[str]:
     """Restore the runs of the bundle in SRC into OUT; one line per run saying what was done."""
-    from workbench.rundir import RUN_FILES
+    from workbench.runs.folder import RUN_FILES
 
     runs, top, lines = _read_parts(Path(src))
     out.mkdir(parents=True, exist_ok=True)
@@ -663,7 +663,7 @@ def compare(gpu: Path, cpu: Path) -> str:
 def _lease(args, argv: list[str]) -> dict:
     import torch
 
-    from workbench.rundir import _commit, cpu_model
+    from workbench.runs.provenance import _commit, cpu_model
 
     device = torch.device(args.device)
     return dict(

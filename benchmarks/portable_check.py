@@ -14,7 +14,7 @@ made on one machine; a rerun anywhere prints one line per run, then the verdict.
 Where ../shared/reference/amd_epyc_avx2_0ce36f7.json exists (another machine's run of the first
 command at commit 0ce36f7), the default run's losses are also compared with its hash, as information
 only, outside the verdict: that run's matrix products were MKL's COMPATIBLE branch, and portable
-numerics now compute them with the workbench's own GEMM (workbench/gemm.py), so it DIFFERS by design.
+numerics now compute them with the workbench's own GEMM (workbench/model/gemm.py), so it DIFFERS by design.
 """
 
 from __future__ import annotations
@@ -99,8 +99,8 @@ def first_difference(mine: dict, theirs: dict) -> str:
 def machine(run: Path | None = None) -> dict:
     """This machine, and how `run` computed (its environment.json: numerics, kernels, GEMM); without
     a run, how this process would."""
-    from workbench import numerics
-    from workbench.rundir import cpu_model
+    from workbench.model import numerics
+    from workbench.runs.provenance import cpu_model
 
     state = numerics.state()
     if run is not None:

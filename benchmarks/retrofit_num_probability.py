@@ -53,7 +53,7 @@ import pandas as pd
 import torch
 
 from workbench import tasks
-from workbench.evaluate import answer, answer_cap, score
+from workbench.measures.evaluate import answer, answer_cap, score
 from workbench.retrofit import NumberLM
 from workbench.retrofit.config import RetrofitConfig
 from workbench.retrofit.finetune import load_lm, rows, setup, train_step

@@ -42,10 +42,13 @@ started_imports = time.perf_counter()
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from workbench import batches, data, evaluate, model, study, train  # noqa: E402
-from workbench.allocator import keep_freed_memory  # noqa: E402
-from workbench.optim import Float32Muon  # noqa: E402
-from workbench.outputs import output_path  # noqa: E402
+from workbench import study
+from workbench.measures import evaluate
+from workbench.model import gpt as model  # noqa: E402
+from workbench.runs.allocator import keep_freed_memory  # noqa: E402
+from workbench.runs.outputs import output_path  # noqa: E402
+from workbench.training import batches, data, train
+from workbench.training.optim import Float32Muon  # noqa: E402
 
 IMPORTS = time.perf_counter() - started_imports
 

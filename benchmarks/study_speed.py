@@ -32,7 +32,7 @@ import pandas as pd
 
 from workbench.cli import key_values
 from workbench.config import OWNER, TOP
-from workbench.outputs import output_path
+from workbench.runs.outputs import output_path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RUNS = [
@@ -45,7 +45,10 @@ CHILD = """
 import json, sys, time
 from dataclasses import replace
 from workbench import study
-from workbench.train import train
+try:
+    from workbench.training.train import train
+except ImportError:  # a baseline from before the floors of issue 62
+    from workbench.train import train
 run = {r.name: r for r in study.plan(study.PARTS)}[sys.argv[1]]
 wall, cpu = time.perf_counter(), time.process_time()
 settings = dict(out=sys.argv[2], overwrite=True, **json.loads(sys.argv[3]))

@@ -1,7 +1,7 @@
 """Training throughput: our GPT (RoPE, QK-norm, packed-sample attention, number head, Muon + Adam)
 beside a plain reference GPT of the same size written here (nn.Linear attention + MLP, learned
 positions, LayerNorm, GELU, causal attention over the whole row), in one run. The plain GPT trains
-twice: with AdamW, as nanoGPT does, and with our optimizer groups (Muon + Adam, workbench.optim),
+twice: with AdamW, as nanoGPT does, and with our optimizer groups (Muon + Adam, workbench.training.optim),
 so that the model and the optimizer each show their share.
 
 All runs train on the same batches, drawn as the training loop draws them (task pools of the
@@ -39,14 +39,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from workbench import encoders
-from workbench.allocator import keep_freed_memory
-from workbench.batches import number_fields
-from workbench.data import make_pool, next_batch, samples_per_step
-from workbench.loss import losses as step_losses
-from workbench.model import GPT, preset
-from workbench.optim import apply_schedule, build_optimizers
+from workbench.model.gpt import GPT, preset
+from workbench.runs.allocator import keep_freed_memory
 from workbench.tasks import numeric
 from workbench.tokenizer import Tokenizer
+from workbench.training.batches import number_fields
+from workbench.training.data import make_pool, next_batch, samples_per_step
+from workbench.training.loss import losses as step_losses
+from workbench.training.optim import apply_schedule, build_optimizers
 
 MIXES = {"addition": ["addition"], "numeric": numeric(), "numeric+text": numeric() + ["text"]}
 OURS = "ours, Muon + Adam"
@@ -76,7 +76,7 @@ class ReferenceGPT(nn.Module):
         self.ln, self.head = nn.LayerNorm(cfg.d_model), nn.Linear(cfg.d_model, vocab, bias=False)
 
     def param_groups(self):
-        """The groups of workbench.optim: Muon for the blocks' matrices, Adam for the rest."""
+        """The groups of workbench.training.optim: Muon for the blocks' matrices, Adam for the rest."""
         groups = {
             "hidden": [],
             "embedding": [self.wte.weight, self.wpe.weight],
@@ -159,7 +159,7 @@ def main():
         default="kept",
         choices=["kept", "default"],
         help="kept: freed memory stays for the next step, as workbench.train sets it on a CPU "
-        "(workbench/allocator.py); default: glibc's own thresholds",
+        "(workbench/runs/allocator.py); default: glibc's own thresholds",
     )
     args = parser.parse_args()
     if args.malloc == "kept":

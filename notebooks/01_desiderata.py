@@ -18,8 +18,8 @@
 #
 # Section 3 of the BitTokens paper lists nine properties (D1–D9) a single-token number encoding
 # should have, and section 4 judges xVal and FoNE against them. Here every registered encoding is
-# measured instead of judged: each desideratum becomes a number (`workbench.desiderata`), and
-# explicit thresholds (`desiderata.THRESHOLDS`) turn the numbers into pass / trade-off / fail next
+# measured instead of judged: each desideratum becomes a number (`workbench.measures.desiderata`), and
+# explicit thresholds (`scorecard.THRESHOLDS`) turn the numbers into pass / trade-off / fail next
 # to the paper's verdicts. The defaults take one to two minutes on one CPU core (measured: 52 s in
 # `make figures`, 83 s and 100 s for Restart & Run All while other jobs shared the two cores; D9's
 # six small trainings are about half of it, `d9_steps` sets their length); `full=True` uses the
@@ -27,7 +27,7 @@
 
 # %% tags=["parameters"]
 n_values = 10_000  # values for the round-trip measurements (D2, D6; D4/D5/D8 use a fraction)
-full = False  # True: the full sizes of desiderata.SIZES["full"]
+full = False  # True: the full sizes of scorecard.SIZES["full"]
 seed = 0  # seed of the sampled values and of the D9 training
 d9_steps: int | None = None  # training steps of the D9 operator (None: the size's default)
 out_dir: str | None = None  # CSV results (None: runs/01_desiderata)
@@ -44,7 +44,10 @@ import pandas as pd
 import torch
 from IPython.display import display
 
-from workbench import desiderata, desiderata_figures, encoders, plots
+from workbench import encoders
+from workbench.figures import desiderata as desiderata_figures
+from workbench.figures import plots
+from workbench.measures import scorecard
 from workbench.notebooks import ROOT
 
 os.chdir(ROOT)  # the repository root, as under the runner: relative paths mean the same in the lab
@@ -122,20 +125,20 @@ save(desiderata_figures.explorer_figure(7.0), "explorer_7")
 
 # %% [markdown]
 # ## All measurements
-# `measure_all` runs D1–D9 (see the docstrings in `workbench/desiderata.py` for the exact
+# `measure_all` runs D1–D9 (see the docstrings in `workbench/measures/desiderata.py` for the exact
 # definition of every number) and returns one DataFrame per measurement.
 
 # %%
-m = desiderata.measure_all(full=full, seed=seed, n_values=n_values, d9_steps=d9_steps, progress=False)
+m = scorecard.measure_all(full=full, seed=seed, n_values=n_values, d9_steps=d9_steps, progress=False)
 for key, df in m.items():
     df.to_csv(out / f"{key}.csv", index=False)
-card = desiderata.scorecard(m)
+card = scorecard.scorecard(m)
 card.to_csv(out / "scorecard.csv", index=False)
 print("results in", out)
 
 # %% [markdown]
 # ## The scorecard
-# Measured verdicts (thresholds in `desiderata.THRESHOLDS`) beside the paper's (sections 4–5;
+# Measured verdicts (thresholds in `scorecard.THRESHOLDS`) beside the paper's (sections 4–5;
 # the paper judges xVal, FoNE and BitTokens only).
 
 # %%

@@ -38,7 +38,9 @@ import pandas as pd
 import torch
 from IPython.display import display
 
-from workbench import locality, locality_figures, plots
+from workbench.figures import locality as locality_figures
+from workbench.figures import plots
+from workbench.measures import locality
 from workbench.notebooks import ROOT
 
 os.chdir(ROOT)  # the repository root, as under the runner: relative paths mean the same in the lab

@@ -36,7 +36,7 @@
 # %% tags=["parameters"]
 encoding = "bittokens"  # any registered encoding, workbench.encoders.names(): bittokens, fone, xval, single_digit, triple_digit, numerologic, ...
 tasks = "addition,multiplication"  # comma-separated, from workbench.tasks.names()
-preset = "cpu-tiny"  # model size, a name of workbench.gpt_config.PRESETS
+preset = "cpu-tiny"  # model size, a name of workbench.model.gpt_config.PRESETS
 tokens = 1e6  # training budget in tokens
 seed = 0  # seed of the data, the initialisation and the sampling
 curriculum = True  # the difficulty curriculum of C.3 for multiplication, division, exp, mean, std
@@ -63,11 +63,12 @@ import plotly.graph_objects as go
 import torch
 from IPython.display import display
 
-from workbench import plots, training_figures
 from workbench.config import TrainConfig
+from workbench.figures import plots
+from workbench.figures import training as training_figures
 from workbench.notebooks import ROOT
 from workbench.results import results_from_summary
-from workbench.train import train
+from workbench.training.train import train
 
 os.chdir(ROOT)  # the repository root, as under the runner: relative paths mean the same in the lab
 torch.set_num_threads(threads)
@@ -116,7 +117,7 @@ plots.save(fig, "03_training_curves", figures_dir, tuple(figure_formats));  # th
 #
 # The best checkpoint (harmonic mean of the validation scores, eq. 15) answers `test_samples`
 # questions per task. `results.csv` holds the same numbers in the results schema of
-# `workbench.paper_figures` (encoding, task, metric, value, seed), the input of notebook 04's Figure 4.
+# `workbench.results` (encoding, task, metric, value, seed), the input of notebook 04's Figure 4.
 
 # %%
 summary = pd.read_csv(run_dir / "test_summary.csv")

@@ -32,12 +32,12 @@
 #   (`["results", "runs/study"]`: your study's cells over the published ones, results/ only read),
 #   so that your own encoding joins the leaderboard;
 # * or, for Figure 4's third row, `results_csv`: a CSV in the results schema of
-#   `workbench.paper_figures` (encoding, task, metric, value, seed), e.g. the `results.csv` of
+#   `workbench.results` (encoding, task, metric, value, seed), e.g. the `results.csv` of
 #   notebook 03.
 # * a folder of raw model answers (`answers_dir`): the authors' per-answer CSVs or our client's
 #   JSONL, rescored with the paper's rules and with a careful reading (Tables 1 and 2 side by side).
 #
-# The data preparation lives in `workbench/paper_figures.py` and is tested there.
+# The data preparation lives in `workbench/figures/paper/`, one module per figure family, and is tested there.
 
 # %% tags=["parameters"]
 official_data: str | None = "auto"  # folder of the released files; "auto": $WORKBENCH_OFFICIAL_DATA, else ../shared/data/official_bittokens, when present; None: without them
@@ -59,8 +59,9 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import Markdown, display
 
-from workbench import encoders, experiments, leaderboard, plots, study
-from workbench import paper_figures as pf
+from workbench import encoders, experiments, leaderboard, study
+from workbench.figures import paper as pf
+from workbench.figures import plots
 from workbench.frontier import answer_folders
 from workbench.notebooks import ROOT
 from workbench.results import PERPLEXITIES, read_results
@@ -71,7 +72,7 @@ os.chdir(ROOT)  # the repository root, as under the runner: relative paths mean 
 for key, value in (("exponent_samples", exponent_samples), ("generator_samples", generator_samples)):
     if not isinstance(value, int) or value < 1:
         raise ValueError(f"{key} must be a positive integer, got {value!r}")
-folder = pf.released_folder(official_data)
+folder = pf.sources.released_folder(official_data)
 print("released data:", folder if folder is not None else "not used (official_data=None or the folder is absent)")
 results, intervals, source = None, None, None
 study_dirs = [study_dir] if isinstance(study_dir, str) else study_dir or []
@@ -88,7 +89,7 @@ if study_dir is not None and fig4_part is not None:
     intervals = study_intervals[study_intervals.study == fig4_part]
 if results_csv is not None:
     results, intervals, source = read_results(results_csv), None, results_csv
-samples = pf.official_samples(folder) if folder is not None else None
+samples = pf.sources.official_samples(folder) if folder is not None else None
 formats = tuple(figure_formats)
 
 
@@ -110,18 +111,18 @@ def save(fig, name):
 # are dropped from the means.
 
 # %%
-frontier = pf.frontier_from_tables()
+frontier = pf.sources.frontier_from_tables()
 if samples is not None:
-    recomputed = pf.frontier_from_samples(samples)
+    recomputed = pf.sources.frontier_from_samples(samples)
     check = recomputed.merge(frontier, on=["model", "reasoning", "task"], suffixes=("", "_table"))
     check = check.assign(performance_diff_pp=100 * (check["performance"] - check["performance_table"]).abs(),
                          tokens_diff=(check["tokens"] - check["tokens_table"]).abs())
     print(f"largest |per-sample mean - Table 1| = {check['performance_diff_pp'].max():.3f} pp over {len(check)} cells")
     display(check.sort_values("tokens_diff", ascending=False).head(6)[["model", "reasoning", "task", "tokens", "tokens_table"]])
-display(pf.radar_data(frontier).round(1))
+display(pf.frontier.radar_data(frontier).round(1))
 
 # %%
-save(pf.radar_figure(frontier), "04_fig2_radar")
+save(pf.frontier.radar_figure(frontier), "04_fig2_radar")
 
 # %% [markdown]
 # Addition, mean and the comparison tasks are nearly solved by every model; multiplication,
@@ -132,7 +133,7 @@ save(pf.radar_figure(frontier), "04_fig2_radar")
 # scoring (2)): drawn as stars where study_dir holds their cells (the last folder that does).
 others = [Path(f) / study.OTHER_QUESTIONS_FILE for f in study_dirs if (Path(f) / study.OTHER_QUESTIONS_FILE).exists()]
 ours = study.frontier_points(pd.read_csv(others[-1])) if others else None
-save(pf.tokens_figure(frontier, ours), "04_fig3_tokens")
+save(pf.frontier.tokens_figure(frontier, ours), "04_fig3_tokens")
 
 # %% [markdown]
 # ## Per-difficulty curves and Figure 8 (the released per-sample data)
@@ -148,12 +149,12 @@ save(pf.tokens_figure(frontier, ours), "04_fig3_tokens")
 if samples is None:
     print("no released data: the per-difficulty curves and Figure 8 need the per-sample file (official_data).")
 else:
-    curves = pf.difficulty_curves(samples)
-    display(save(pf.difficulty_figure(curves), "04_frontier_by_difficulty"))
-    spread = pf.stability(samples, draws=bootstrap_draws, seed=seed)
+    curves = pf.difficulty.difficulty_curves(samples)
+    display(save(pf.difficulty.difficulty_figure(curves), "04_frontier_by_difficulty"))
+    spread = pf.difficulty.stability(samples, draws=bootstrap_draws, seed=seed)
     display(spread.groupby("n")["std"].agg(["median", "max"]).mul(100).round(2)
             .rename(columns={"median": "median std (pp)", "max": "max std (pp)"}))
-    display(save(pf.stability_figure(spread), "04_fig8_stability"))
+    display(save(pf.difficulty.stability_figure(spread), "04_fig8_stability"))
 
 # %% [markdown]
 # ## Figure 4: number encodings
@@ -175,7 +176,7 @@ else:
 # %%
 if results is not None:
     display(experiments.summarize(results[~results.metric.isin(PERPLEXITIES)]).round(3))
-save(pf.methods_figure(results, source=source, intervals=intervals), "04_fig4_methods")
+save(pf.methods.methods_figure(results, source=source, intervals=intervals), "04_fig4_methods")
 
 # %% [markdown]
 # ## The laptop-scale study (docs/study/)
@@ -312,9 +313,9 @@ else:
 # %%
 for task, number in (("addition", 5), ("multiplication", 6)):
     sources = {"workbench generator, train split": generate(task, exponent_samples, seed, "train")}
-    cells = pf.exponent_pairs(sources["workbench generator, train split"]).value_counts()
+    cells = pf.datasets.exponent_pairs(sources["workbench generator, train split"]).value_counts()
     print(f"{task}: {len(cells)} occupied cells, questions per cell: median {cells.median():.0f}, least {cells.min()}")
-    display(save(pf.exponent_figure(sources, f"Figure {number}: operand exponents of {task} questions"),
+    display(save(pf.datasets.exponent_figure(sources, f"Figure {number}: operand exponents of {task} questions"),
                  f"04_fig{number}_{task}_exponents"))
 
 # %% [markdown]
@@ -332,20 +333,20 @@ for task, number in (("addition", 5), ("multiplication", 6)):
 # Without the released data there is no benchmark to compare, and the figure is left out.
 
 # %%
-test_sets = pf.official_test_sets(folder) if folder is not None else {}
+test_sets = pf.sources.official_test_sets(folder) if folder is not None else {}
 if not test_sets:
     print("no released data: Figure 7 compares the released benchmark with the test set (official_data).")
 else:
     ours = {t: generate(t, generator_samples, seed, "test") for t in test_sets}
     generator, released = f"workbench generator, test split ({generator_samples:,} per task)", "released benchmark (500 per task)"
-    shares = pf.difficulty_distribution({generator: ours, released: test_sets})
+    shares = pf.datasets.difficulty_distribution({generator: ours, released: test_sets})
     display(shares.groupby(["task", "source"])["difficulty_sd"].agg(["min", "max"]).unstack("source"))
-    display(save(pf.difficulty_distribution_figure(shares), "04_fig7_difficulty"))
+    display(save(pf.datasets.difficulty_distribution_figure(shares), "04_fig7_difficulty"))
     # How far apart, beside how far 500 questions drawn from our own split land by chance alone.
     drawn = {t: f.sample(min(500, len(f)), random_state=seed) for t, f in ours.items()}
-    noise = pf.difficulty_distribution({generator: ours, "drawn": drawn})
-    distance = pd.DataFrame({"released vs ours": pf.distribution_distance(shares, released, generator),
-                             "500 of ours vs ours (chance)": pf.distribution_distance(noise, "drawn", generator)})
+    noise = pf.datasets.difficulty_distribution({generator: ours, "drawn": drawn})
+    distance = pd.DataFrame({"released vs ours": pf.datasets.distribution_distance(shares, released, generator),
+                             "500 of ours vs ours (chance)": pf.datasets.distribution_distance(noise, "drawn", generator)})
     display(distance.round(3))
     apart = distance.index[distance["released vs ours"] > 2 * distance["500 of ours vs ours (chance)"]]
     print(f"more than twice as far apart as chance: {', '.join(apart) or 'none'}")
@@ -354,7 +355,7 @@ else:
 # ## Tables 1-15
 
 # %%
-for number, table in pf.paper_tables().items():
+for number, table in pf.sources.paper_tables().items():
     display(Markdown(f"**Table {number}**"))
     display(table)
 

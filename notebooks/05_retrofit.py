@@ -83,8 +83,9 @@ from pathlib import Path
 import torch
 from IPython.display import display
 
-from workbench import encoders, plots
-from workbench.evaluate import answer
+from workbench import encoders
+from workbench.figures import plots
+from workbench.measures.evaluate import answer
 from workbench.notebooks import ROOT
 from workbench.retrofit import BASELINE, NumberLM
 from workbench.retrofit.finetune import RetrofitConfig, finetune

@@ -69,8 +69,9 @@ import loopback  # tests/loopback.py, beside this script
 import numpy as np
 import torch
 
-from workbench import encoders, locks, metrics, notebook_parameters, notebooks, numbers
+from workbench import encoders, metrics, notebook_parameters, notebooks, numbers
 from workbench.frontier import answer_folders, client, prompts, scoring
+from workbench.runs import locks
 from workbench.tokenizer import Tokenizer
 
 OK, CLEAR, CRASH, WRONG, CODE = "ok", "clear error", "crash", "silent wrong", "code ran"
@@ -1194,8 +1195,9 @@ GOOD_FIELDS = {
 
 
 def train_cases(rng, folder):
-    from workbench import rundir
-    from workbench import train as T  # the training loop's checks, imported only for this category
+    from workbench.runs import checkpoints
+    from workbench.runs import folder as run_folder
+    from workbench.training import train as T  # the training loop's checks, imported only for this category
 
     small = dict(preset="cpu-tiny", batch_size=2, tokens=1024.0, threads=1)
     for name, values in BAD_FIELDS.items():
@@ -1227,23 +1229,23 @@ def train_cases(rng, folder):
         (out / rng.choice(["metrics.jsonl", "best.pt", "config.json"])).write_text("{}")
         cfg = T.TrainConfig.of(**small, out=str(out))
         yield (
-            (lambda cfg=cfg: refused(rundir.prepare(cfg, resume=True, rank=0))),
+            (lambda cfg=cfg: refused(run_folder.prepare(cfg, resume=True, rank=0))),
             (FileNotFoundError,),
             ("--resume",),
         )
         yield (
-            (lambda cfg=cfg: refused(rundir.prepare(cfg, resume=False, rank=0))),
+            (lambda cfg=cfg: refused(run_folder.prepare(cfg, resume=False, rank=0))),
             (FileExistsError,),
             ("--overwrite",),
         )
         bad = out / "checkpoint.pt"
         bad.write_bytes(bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 200))))
-        yield (lambda bad=bad: refused(rundir.load_checkpoint(bad))), (ValueError,), ("corrupt",)
+        yield (lambda bad=bad: refused(checkpoints.load_checkpoint(bad))), (ValueError,), ("corrupt",)
     huge = T.TrainConfig.of(**{**small, "batch_size": 64}, context=65536)
     yield (lambda: refused(T.check_memory(huge, 2100))), (MemoryError,), ("--batch-size",)
 
 
-HOLDER = "import sys, time\nfrom workbench.locks import hold\nwith hold(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n"
+HOLDER = "import sys, time\nfrom workbench.runs.locks import hold\nwith hold(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n"
 
 
 def held_by_another_process(folder):
@@ -1257,7 +1259,7 @@ def writer_cases(rng, folder):
     """Two writers, one folder: a run directory, a study folder or a comparison's folder held by
     another process is refused at once naming its PID; a refused resume changes no file."""
     from workbench import experiments, study
-    from workbench import train as T
+    from workbench.training import train as T
 
     small = dict(
         preset="cpu-tiny",
@@ -1317,7 +1319,7 @@ def writer_cases(rng, folder):
 
 def size_of_questions_cases(rng):
     """A run whose questions cannot fit in memory is refused before its first step, naming them."""
-    from workbench import train as T
+    from workbench.training import train as T
 
     tok = Tokenizer("bittokens")
     for _ in range(6):
@@ -1344,14 +1346,13 @@ class CodeRan(Exception):
 
 
 def train_module():
-    """workbench.train, and where a run's folder helpers live (train, or rundir where it exists)."""
-    from workbench import train as T
+    """workbench.training.train, and where a run's folder helpers live (the run folder's modules)."""
+    from types import SimpleNamespace
 
-    if hasattr(T, "load_run") and hasattr(T, "resumable"):
-        return T, T
-    from workbench import rundir as R
+    from workbench.runs import checkpoints, folder
+    from workbench.training import train as T
 
-    return T, R
+    return T, SimpleNamespace(load_run=checkpoints.load_run, resumable=folder.resumable)
 
 
 def train_config(**settings):
@@ -1419,7 +1420,7 @@ def lock_cases(rng, folder):
     """A planted .lock under each command that takes a lock: refused, the file it points to kept;
     a lock removed or a folder moved under a live holder; two threads of one process."""
     from workbench import study
-    from workbench.atomic import write_atomic
+    from workbench.runs.atomic import write_atomic
 
     T, _ = train_module()
     base = Path(folder) / "locks"
@@ -1553,7 +1554,7 @@ __attribute__((constructor)) static void planted(void) {
 """
 LOAD_KERNELS = (
     "import warnings; warnings.simplefilter('always')\n"
-    "from workbench import cpu_kernels\nprint('LOADED' if cpu_kernels.library() is not None else 'OFF')"
+    "from workbench.model import cpu_kernels\nprint('LOADED' if cpu_kernels.library() is not None else 'OFF')"
 )
 
 
@@ -1563,7 +1564,7 @@ def kernel_cases(folder):
     import hashlib
     import platform
 
-    from workbench import cpu_kernels
+    from workbench.model import cpu_kernels
 
     compiler = os.environ.get("CC") or "cc"
     base = Path(folder) / "kernels"
@@ -1671,7 +1672,7 @@ def job_cases(folder):
     an old job of one's own), and the job killed before it writes its own: never read."""
     import pickle
 
-    from workbench import executors
+    from workbench.runs import executors
 
     try:
         import submitit  # noqa: F401
@@ -2380,7 +2381,7 @@ def rg_item_cases(rng, n):
     its 15-digit answer, or the reason it is dropped; and crafted ones (fields of other types,
     precisions of 0 or 10^21 digits, 40,000 nested parentheses, 400,000-character lines, answers
     of 2e99999999999), each a one-line ValueError within its time budget."""
-    from workbench import generator
+    from workbench.study import generator
 
     def converted(item, task, expected, a=None, op=None, b=None):
         try:
@@ -2678,7 +2679,8 @@ def tensorboard_cases(rng, folder):
 
     from tensorboard.compat.tensorflow_stub.io import gfile
 
-    from workbench import events, rundir
+    from workbench.runs import events
+    from workbench.runs import folder as run_dirs
 
     base = Path(folder) / "tensorboard"
     base.mkdir()
@@ -2737,7 +2739,7 @@ def tensorboard_cases(rng, folder):
                 out = run_folder()
                 (out / "tb").symlink_to(target)
                 if where == "prepare":
-                    call = lambda: rundir.prepare(train_config(**TINY_RUN, out=str(out), overwrite=True), False, 0)
+                    call = lambda: run_dirs.prepare(train_config(**TINY_RUN, out=str(out), overwrite=True), False, 0)
                 else:
                     call = lambda: events.Events(out, 0)
                 try:
@@ -2822,7 +2824,7 @@ def tensorboard_cases(rng, folder):
     for when in (2, 4):
 
         def case(when=when):
-            from workbench import train as T
+            from workbench.training import train as T
 
             out = base / f"live{when}"
             added = events.Events.add
@@ -2855,7 +2857,8 @@ def dry_run_cases(rng, folder):
 
     import pandas as pd
 
-    from workbench import dryrun, experiments
+    from workbench import experiments
+    from workbench.runs import dryrun
 
     base = Path(folder) / "dry-run"
     T, _ = train_module()

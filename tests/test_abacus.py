@@ -11,9 +11,9 @@ import zoo_checks
 from test_reversed_digits import oracle_pieces, oracle_value
 
 from workbench import encoders
-from workbench.data import pack
-from workbench.model import GPT, preset
+from workbench.model.gpt import GPT, preset
 from workbench.tokenizer import Tokenizer
+from workbench.training.data import pack
 
 
 @pytest.fixture(scope="module")

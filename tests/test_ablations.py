@@ -7,10 +7,11 @@ import json
 import pandas as pd
 import pytest
 
-import workbench.train as train_module
-from workbench import ablations, experiments
+import workbench.training.train as train_module
+from workbench import experiments
 from workbench.config import recorded
-from workbench.train import TrainConfig
+from workbench.training import ablations
+from workbench.training.train import TrainConfig
 
 BASE = TrainConfig.of(
     tasks=experiments.SIX_TASKS,

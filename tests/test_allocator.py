@@ -6,8 +6,9 @@ import sys
 import pytest
 import torch
 
-from workbench import allocator, train
-from workbench.train import TrainConfig
+from workbench.runs import allocator
+from workbench.training import train
+from workbench.training.train import TrainConfig
 
 # a child process: the page faults of each training step of a cpu-tiny run (the kernel's own count
 # is the oracle), with glibc's default thresholds or with keep_freed_memory. Ten batches are trained
@@ -15,8 +16,8 @@ from workbench.train import TrainConfig
 # while measured because the arenas it frees are mmapped by Python itself, whatever malloc is told.
 CHILD = """
 import gc, json, resource, sys
-from workbench.train import TrainConfig, setup, train_step, step_batches
-from workbench.allocator import keep_freed_memory
+from workbench.training.train import TrainConfig, setup, train_step, step_batches
+from workbench.runs.allocator import keep_freed_memory
 took = keep_freed_memory() if sys.argv[1] == "kept" else None
 run = setup(TrainConfig.of(encoding="bittokens", tasks=("multiplication",), preset="cpu-tiny", batch_size=8,
                         tokens=8 * 128 * 40, pool_size=500, val_samples=8, test_samples=8, threads=1, out=sys.argv[2]))

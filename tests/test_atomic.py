@@ -4,7 +4,7 @@ import stat
 
 import pytest
 
-from workbench.atomic import write_atomic
+from workbench.runs.atomic import write_atomic
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):

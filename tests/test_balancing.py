@@ -3,7 +3,7 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from workbench.balancing import LossNormalizer, TaskBalancer, cap_ratios, update_ratios
+from workbench.training.balancing import LossNormalizer, TaskBalancer, cap_ratios, update_ratios
 
 
 def close(got, expected):
@@ -173,7 +173,7 @@ def test_the_cap_bounds_eq_16s_target_before_the_mix_or_the_mixed_ratios():
 def test_weight_changes_mark_where_the_loss_weights_moved():
     import pandas as pd
 
-    from workbench.balancing import weight_changes
+    from workbench.training.balancing import weight_changes
 
     evals = pd.DataFrame(
         {
@@ -192,7 +192,8 @@ def test_weight_changes_mark_where_the_loss_weights_moved():
 def test_the_loss_reference_is_text_or_the_authors_last_task(tmp_path):
     """--loss-reference text matches every task to the text task and, without one, keeps the warm-up's
     weights; last (the authors' training/loss_and_task_weighting.py) matches to the last of --tasks."""
-    from workbench.train import TrainConfig, setup
+    from workbench.training.train import TrainConfig, setup
+    from workbench.training.trainer import Trainer
 
     common = dict(preset="cpu-tiny", batch_size=2, tokens=1e4, pool_size=50, val_samples=4, test_samples=4, threads=1)
     for tasks_, rule, expected in (
@@ -208,3 +209,4 @@ def test_the_loss_reference_is_text_or_the_authors_last_task(tmp_path):
             )
         )
         assert run.normalizer.reference == expected, (tasks_, rule)
+        assert isinstance(run, Trainer)  # every member of the contract adapt.evaluate_and_adapt reads

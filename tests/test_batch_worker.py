@@ -1,4 +1,4 @@
-"""--prefetch process (workbench/batch_worker.py): the worker process builds the batches built in
+"""--prefetch process (workbench/training/batch_worker.py): the worker process builds the batches built in
 the main process, bit for bit, across evaluations and a resume; it leaves no process and no file
 behind; a failure in it is one error that names it; a run trained with it logs what one without
 it logs."""
@@ -16,11 +16,11 @@ import pytest
 import torch
 from tiny import tiny
 
-from workbench import distributed
-from workbench.batch_worker import BatchWorkerError, ProcessLoader
-from workbench.batches import Batch, prefetch_mode
-from workbench.rundir import BestWriter
-from workbench.train import TrainConfig, open_loader, save_checkpoint, setup, step_batches, train
+from workbench.runs import distributed
+from workbench.runs.checkpoints import BestWriter
+from workbench.training.batch_worker import BatchWorkerError, ProcessLoader
+from workbench.training.batches import Batch, prefetch_mode
+from workbench.training.train import TrainConfig, open_loader, save_checkpoint, setup, step_batches, train
 
 TASKS = ("addition", "multiplication", "division")  # two curriculum tasks; BitTokens' binary pools and hand-over
 STEPS, EVERY, RESUME_AT = 12, 3, 7

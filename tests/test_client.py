@@ -20,7 +20,7 @@ import pytest
 from loopback import Server
 
 from workbench.frontier import answer_folders, client, prompts, scoring
-from workbench.locks import InUse
+from workbench.runs.locks import InUse
 
 KEY = "sk-test-SECRET-67890"
 REPLY = {"choices": [{"message": {"role": "assistant", "content": "42"}}], "usage": {"completion_tokens": 1}}

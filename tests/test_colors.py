@@ -2,7 +2,8 @@
 tests catch: a new encoding without a colour (a KeyError in a figure), two encodings sharing one,
 a colour that changes when another encoding is registered after it, the paper's colours moving."""
 
-from workbench import encoders, plots
+from workbench import encoders
+from workbench.figures import plots
 
 
 def toy(name):

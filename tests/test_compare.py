@@ -1,4 +1,4 @@
-"""`python -m workbench.compare`: the settings that differ and what each run reached, read from run
+"""`python -m workbench.runs.compare`: the settings that differ and what each run reached, read from run
 folders made here by hand (the oracle: the numbers written into them)."""
 
 import json
@@ -8,9 +8,9 @@ import signal
 import pandas as pd
 import pytest
 
-from workbench import compare
 from workbench.config import TrainConfig, recorded
-from workbench.optim import OptimConfig
+from workbench.runs import compare
+from workbench.training.optim import OptimConfig
 
 
 def make_run(folder, cfg, losses, evals, test=None):

@@ -12,11 +12,12 @@ import pytest
 import torch
 from einops import rearrange
 
-from workbench import cpu_kernels, encoders, fused
-from workbench.batches import number_fields
-from workbench.loss import losses as train_losses
-from workbench.model import GPT, preset
+from workbench import encoders
+from workbench.model import cpu_kernels, fused
+from workbench.model.gpt import GPT, preset
 from workbench.tokenizer import Tokenizer
+from workbench.training.batches import number_fields
+from workbench.training.loss import losses as train_losses
 
 ROOT = Path(__file__).resolve().parents[1]
 HAVE_COMPILER = shutil.which(os.environ.get("CC") or "cc") is not None
@@ -170,7 +171,7 @@ def test_without_a_working_compiler_the_pytorch_path_runs(fresh_library, monkeyp
     assert torch.equal(fused.norm_rotate(x, cos, cos + 0.2), composite(x, cos, cos + 0.2))
 
 
-LOAD = "from workbench import cpu_kernels; assert cpu_kernels.library() is not None"
+LOAD = "from workbench.model import cpu_kernels; assert cpu_kernels.library() is not None"
 
 
 def load_in_a_new_process(cache: Path) -> subprocess.Popen:
@@ -276,7 +277,7 @@ def plant(folder: Path, tmp_path: Path, source=PLANTED, record=False) -> None:
 def load_and_report(cache: Path, mark: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "WORKBENCH_CACHE": str(cache), "PLANTED_MARK": str(mark)}
     env.pop("WORKBENCH_CPU_KERNELS", None)
-    code = "from workbench import cpu_kernels; print(cpu_kernels.library() is not None)"
+    code = "from workbench.model import cpu_kernels; print(cpu_kernels.library() is not None)"
     return subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 

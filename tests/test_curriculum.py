@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 from workbench import encoders
-from workbench.curriculum import Curriculum, difficulty_column
+from workbench.training.curriculum import Curriculum, difficulty_column
 
 
 def paper_lr(step, total, lr_max=1.0, warmup_frac=0.1):
-    """Linear warm-up then cosine, written out independently of workbench.optim."""
+    """Linear warm-up then cosine, written out independently of workbench.training.optim."""
     warmup = round(warmup_frac * total)
     if step < warmup:
         return lr_max * (step + 1) / warmup
@@ -181,7 +181,7 @@ def test_difficulty_column_switches_bittokens_to_base10_at_the_end():
 
 def _pool(tag, levels):
     """A stand-in pool: samples are (tag, index) and both difficulty columns are `levels`."""
-    from workbench.data import Pool
+    from workbench.training.data import Pool
 
     levels = np.asarray(levels)
     return Pool(tag, None, [(tag, i) for i in range(len(levels))], levels, levels)
@@ -192,7 +192,7 @@ def test_a3_hand_over_from_the_binary_pool_to_the_decimal_one(endgame):
     """A.3: the binary pool (sampled by the curriculum) until the hand-over, then the decimal pool:
     all of it for the last 10 % of steps (the paper), or 90 % once the binary curriculum has passed
     its highest level, the binary pool keeping 10 % (the authors)."""
-    from workbench.curriculum import Sampler
+    from workbench.training.curriculum import Sampler
 
     decimal, binary = _pool("decimal", [0, 1, 2, 3] * 5), _pool("binary", [0, 1, 2] * 5)
     curriculum = Curriculum(2, 100, 1.0, frontier=0)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from workbench import tasks
-from workbench.curriculum import Curriculum
-from workbench.curriculum_authors import AuthorsCurriculum
+from workbench.training.curriculum import Curriculum
+from workbench.training.curriculum_authors import AuthorsCurriculum
 
 T = 1000  # steps; the lr warm-up is the first 100
 

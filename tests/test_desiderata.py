@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 import torch
 
-from workbench import desiderata as D
 from workbench import encoders
+from workbench.measures import desiderata as D
+from workbench.measures import scorecard as S
 
 
 def test_sample_values_range_digits_and_seed():
@@ -115,7 +116,7 @@ def _fake(encoding, **values):
 
 
 def test_scorecard_thresholds():
-    card = D.scorecard(_fake("fone", d1=1.2, d4=0.98, fp8=0.5, d7=0.6, mul=0.0)).set_index(["encoding", "desideratum"])
+    card = S.scorecard(_fake("fone", d1=1.2, d4=0.98, fp8=0.5, d7=0.6, mul=0.0)).set_index(["encoding", "desideratum"])
     v = card.loc["fone", "verdict"]
     assert v["D1"] == "trade-off"  # 1.05 < 1.2 <= 1.5
     assert v["D2"] == "pass" and v["D3"] == "pass" and v["D5"] == "pass" and v["D8"] == "pass"
@@ -125,13 +126,13 @@ def test_scorecard_thresholds():
     assert v["D9"] == "trade-off"  # addition learned, multiplication not
     assert card.loc[("fone", "D9"), "paper"] == "fail"
     assert (card.loc["xval", "verdict"] == "n/a").all()  # nothing measured for it here
-    bad = D.scorecard(_fake("fone", d1=2.0, d2=0.5, d7=0.1)).set_index(["encoding", "desideratum"])
+    bad = S.scorecard(_fake("fone", d1=2.0, d2=0.5, d7=0.1)).set_index(["encoding", "desideratum"])
     assert bad.loc[("fone", "D1"), "verdict"] == "fail" and bad.loc[("fone", "D2"), "verdict"] == "fail"
     assert bad.loc[("fone", "D7"), "verdict"] == "fail"
 
 
 def test_measure_all_refuses_bad_sizes():
     with pytest.raises(ValueError, match="n_values"):
-        D.measure_all(n_values=5)
+        S.measure_all(n_values=5)
     with pytest.raises(ValueError, match="d9_steps"):
-        D.measure_all(d9_steps=0)
+        S.measure_all(d9_steps=0)

@@ -1,14 +1,14 @@
 """Notebook 01's figures show the measurements they are built from: checked against the frames of
-`workbench.desiderata`, IEEE-754 bits from struct, and the numbers' own text."""
+`workbench.measures.desiderata`, IEEE-754 bits from struct, and the numbers' own text."""
 
 import struct
 
 import numpy as np
 import pandas as pd
 
-from workbench import desiderata as D
-from workbench import desiderata_figures as DF
 from workbench import encoders
+from workbench.figures import desiderata as DF
+from workbench.measures import desiderata as D
 from workbench.numbers import render
 
 

@@ -10,7 +10,7 @@ import torch
 import zoo_checks
 
 from workbench import encoders
-from workbench.model import GPT, preset
+from workbench.model.gpt import GPT, preset
 from workbench.numbers import render
 from workbench.tokenizer import Tokenizer
 

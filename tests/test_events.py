@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from tiny import tiny
 
-from workbench import events
-from workbench.optim import OptimConfig
-from workbench.train import TrainConfig, train
+from workbench.runs import events
+from workbench.training.optim import OptimConfig
+from workbench.training.train import TrainConfig, train
 
 TINY = tiny(
     8,

@@ -15,10 +15,10 @@ import pytest
 from tiny import tiny
 
 from workbench import experiments
-from workbench.executors import Executor, RunsFailed, _minutes, run_all
-from workbench.locks import hold
-from workbench.rundir import load_checkpoint
-from workbench.train import TrainConfig
+from workbench.runs.checkpoints import load_checkpoint
+from workbench.runs.executors import Executor, RunsFailed, _minutes, run_all
+from workbench.runs.locks import hold
+from workbench.training.train import TrainConfig
 
 # 16 steps, a checkpoint every 2: long enough to be killed between its first checkpoint and its end
 TINY = TrainConfig.of(**tiny(16, eval_every=8, checkpoint_every=2))
@@ -121,7 +121,7 @@ def test_a_result_file_planted_under_a_future_job_id_is_never_read(tmp_path):
     under a reused process ID did the same."""
     import pickle
 
-    from workbench import executors
+    from workbench.runs import executors
 
     out, mark = tmp_path / "out", tmp_path / "planted-code-ran"
     (out / "jobs").mkdir(parents=True)
@@ -223,7 +223,7 @@ def test_slurm_time_limits_read_as_minutes(limit, minutes):
 def test_a_failed_run_is_reported_when_it_fails_not_only_at_the_end(tmp_path, monkeypatch, capsys):
     """Bug: a study of hours kept a failed run's reason until its end; stopped before then, it left
     only an empty run folder and no reason. The failure is written as it happens, and the others go on."""
-    import workbench.executors as executors
+    import workbench.runs.executors as executors
 
     def one(cfg, run_dir, overwrite):
         if run_dir.name == "bad":
@@ -249,7 +249,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from workbench.config import TrainConfig
-from workbench.executors import run_all
+from workbench.runs.executors import run_all
 
 if __name__ == "__main__":
     if sys.argv[2:] == ["while_spawning"]:  # Ctrl-C right after the pool spawned its first worker
@@ -358,7 +358,7 @@ import sys
 from pathlib import Path
 
 from workbench.config import TrainConfig
-from workbench.executors import run_all
+from workbench.runs.executors import run_all
 
 if __name__ == "__main__":
     cfg = TrainConfig.of(preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 60, pool_size=100, val_samples=4,

@@ -9,7 +9,7 @@ import pytest
 from tiny import tiny
 
 from workbench import experiments
-from workbench.train import TrainConfig
+from workbench.training.train import TrainConfig
 
 TINY = TrainConfig.of(
     **tiny(
@@ -129,7 +129,7 @@ def test_dry_run_counts_the_plan_and_estimates_from_finished_runs(tmp_path, tiny
     time from the finished runs' own throughput; nothing trained, nothing written."""
     import torch
 
-    from workbench import dryrun
+    from workbench.runs import dryrun
 
     experiments.run_protocol(tiny_protocol, seeds=(0,), out=tmp_path, encodings=["bittokens", "single_digit"])
     (tmp_path / "single_digit-seed0" / "test_summary.csv").unlink()  # stopped half way: 2 of its 4 steps
@@ -155,7 +155,7 @@ def test_dry_run_counts_the_plan_and_estimates_from_finished_runs(tmp_path, tiny
 def test_dry_run_wall_time_is_never_shorter_than_the_longest_run(tmp_path, tiny_protocol):
     """Runs side by side share the cores, but a plan never ends before its longest run: one run
     of 4x the others' budget beside three short ones, two at a time, takes the long run's time."""
-    from workbench import dryrun
+    from workbench.runs import dryrun
 
     runs = experiments.protocol_runs(tiny_protocol, (0,), ["bittokens", "single_digit", "fone", "xval"])
     runs["bittokens-seed0"] = runs["bittokens-seed0"].updated(tokens=4 * TINY.tokens)
@@ -173,7 +173,7 @@ def test_dry_run_refuses_impossible_records_in_one_line(tmp_path, tiny_protocol,
     1e-300 s gives no estimate but a one-line error naming the file; a FIFO in place of the summary
     or of a checkpoint is refused without waiting on it; a 100,000-deep config.json is no record
     (the run counts as another configuration); --jobs below 1 is refused."""
-    from workbench import dryrun
+    from workbench.runs import dryrun
 
     experiments.run_protocol(tiny_protocol, seeds=(0,), out=tmp_path, encodings=["bittokens"])
     summary = tmp_path / "bittokens-seed0" / "test_summary.csv"
@@ -186,7 +186,7 @@ def test_dry_run_refuses_impossible_records_in_one_line(tmp_path, tiny_protocol,
         message = str(error.value)
         assert "\n" not in message and str(summary) in message or "tokens/s, not a speed" in message
     kept.drop(columns="train_seconds").to_csv(summary, index=False)  # an older run: no time, the preset's figure
-    assert "workbench.dryrun.THROUGHPUT" in dryrun.report("tiny", runs, tmp_path, jobs=2)
+    assert "workbench.runs.dryrun.THROUGHPUT" in dryrun.report("tiny", runs, tmp_path, jobs=2)
     summary.unlink()
     os.mkfifo(summary)
     with pytest.raises(ValueError, match=r"test_summary.csv is a FIFO"):
@@ -226,13 +226,14 @@ def test_study_runs_are_chosen_by_the_encoding_name_of_the_results(tmp_path, cap
 
 
 def test_dry_run_on_the_command_line_makes_nothing(tmp_path, capsys):
-    from workbench import ablations, study
+    from workbench import study
+    from workbench.training import ablations
 
     out = tmp_path / "study"
     experiments.main(["study", "--dry-run", "--out", str(out)])
     text = capsys.readouterr().out
     assert f"{len(study.plan(study.PREREGISTERED))} runs in {out}" in text and "estimated time:" in text
-    assert "cpu-tiny: 7,300 tokens/s (workbench.dryrun.THROUGHPUT)" in text
+    assert "cpu-tiny: 7,300 tokens/s (workbench.runs.dryrun.THROUGHPUT)" in text
     experiments.main(["ablations", "--smoke", "--tables", "8", "9", "--dry-run", "--out", str(tmp_path / "abl")])
     planned = ablations.plan([8, 9], experiments.PROTOCOLS["cpu-tier"], [0])
     assert f"ablations (tables 8 9): {planned.run.nunique()} runs" in capsys.readouterr().out

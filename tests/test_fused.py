@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from workbench.fused import attention_plan, linear_cross_entropy, masked_attention, relu_squared, rms_norm, rotate
-from workbench.model import packed_mask
+from workbench.model.fused import attention_plan, linear_cross_entropy, masked_attention, relu_squared, rms_norm, rotate
+from workbench.model.gpt import packed_mask
 
 
 def composite_rotate(x, cos, sin):

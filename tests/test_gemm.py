@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 from tiny import tiny
 
-from workbench import cpu_kernels, gemm, numerics
 from workbench.config import TrainConfig
-from workbench.train import train
+from workbench.model import cpu_kernels, gemm, numerics
+from workbench.training.train import train
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(
@@ -304,9 +304,9 @@ def test_a_portable_run_trains_and_retraces_its_bits(registered, tmp_path):
 PROBE = """
 import json, warnings, torch
 warnings.simplefilter("error")  # torch's "overriding a previously registered kernel" stays unheard
-from workbench import gemm, numerics
+from workbench.model import gemm, numerics
 state = numerics.ensure(numerics.requested())
-ours = "workbench/gemm.py" in torch._C._dispatch_dump("aten::mm")
+ours = "workbench/model/gemm.py" in torch._C._dispatch_dump("aten::mm")
 print(json.dumps([state["gemm"], gemm.active(), ours]))
 """
 

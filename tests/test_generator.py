@@ -15,9 +15,10 @@ from fractions import Fraction
 import pandas as pd
 import pytest
 
-from workbench import experiments, generator, study
-from workbench.optim import OptimConfig
-from workbench.train import TrainConfig, train
+from workbench import experiments, study
+from workbench.study import generator
+from workbench.training.optim import OptimConfig
+from workbench.training.train import TrainConfig, train
 
 PROMPT = "Please solve this problem to a maximum of 12 significant digits, rounding up from the half. Only reply with the final value.\n"
 

@@ -10,9 +10,9 @@ from decimal import Decimal
 import pytest
 import torch
 
-from workbench import desiderata as D
 from workbench import encoders
 from workbench.encoders.base import NumberEncoding, NumberHead, as_float64
+from workbench.measures import desiderata as D
 
 
 def error_of_decade(e: int) -> float:

@@ -5,8 +5,8 @@ lengths, and across <|num|> tokens, whose value the head writes and the next ste
 import pytest
 import torch
 
-from workbench.evaluate import answer
-from workbench.model import GPT, packed_mask, preset
+from workbench.measures.evaluate import answer
+from workbench.model.gpt import GPT, packed_mask, preset
 from workbench.tokenizer import Tokenizer
 
 PROMPTS = ["1.5 + 2", "<|min|>4, 2, 9, 10.25, 3", "12 * 3", "What is 7 - 0.5 * 2?"]

@@ -16,12 +16,12 @@ import pytest
 import torch
 
 from workbench import encoders, tasks
-from workbench.batches import number_fields
-from workbench.data import pack
-from workbench.evaluate import answer, evaluate, score, summarize
-from workbench.loss import losses as train_losses
-from workbench.model import GPT, preset
+from workbench.measures.evaluate import answer, evaluate, score, summarize
+from workbench.model.gpt import GPT, preset
 from workbench.tokenizer import Tokenizer
+from workbench.training.batches import number_fields
+from workbench.training.data import pack
+from workbench.training.loss import losses as train_losses
 
 C = 30.0  # logit magnitude of the planted head: BCE of a right bit is softplus(-30) ~ 1e-13
 

@@ -13,13 +13,13 @@ import pandas as pd
 import pytest
 import torch
 
-import workbench.batches
-import workbench.train
+import workbench.training.batches
+import workbench.training.train
 from workbench import tasks
-from workbench.balancing import TaskBalancer
-from workbench.optim import OptimConfig
-from workbench.rundir import load_metrics
-from workbench.train import TrainConfig, train
+from workbench.runs.logs import load_metrics
+from workbench.training.balancing import TaskBalancer
+from workbench.training.optim import OptimConfig
+from workbench.training.train import TrainConfig, train
 
 TASKS = ("addition", "multiplication")  # multiplication has a curriculum (A.3), addition not
 # Per validation round: the score of each task. Addition's answers all get it; multiplication's
@@ -80,7 +80,7 @@ def traced_run(cfg: TrainConfig, score_of):
     batch's task counts and samples, and every forward pass's task weights and losses.
     -> (steps, evals, calls, draws, forwards)"""
     calls, draws, forwards = [], [], []
-    real_next_batch, real_losses = workbench.batches.next_batch, workbench.train.step_losses
+    real_next_batch, real_losses = workbench.training.batches.next_batch, workbench.training.train.step_losses
 
     def fake_evaluate(model, tok, frames, max_new_tokens=None, batch_size=64):
         """exact is always False (not the score)."""
@@ -127,9 +127,9 @@ def traced_run(cfg: TrainConfig, score_of):
         return out
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(workbench.train, "evaluate", fake_evaluate)
-        mp.setattr(workbench.batches, "next_batch", recording_next_batch)
-        mp.setattr(workbench.train, "step_losses", recording_losses)
+        mp.setattr(workbench.training.train, "evaluate", fake_evaluate)
+        mp.setattr(workbench.training.batches, "next_batch", recording_next_batch)
+        mp.setattr(workbench.training.train, "step_losses", recording_losses)
         out = train(cfg)
     steps, evals = load_metrics(out)
     return steps, evals.to_dict("records"), calls, draws, forwards
@@ -291,7 +291,7 @@ def test_token_shares_give_each_task_its_ratio_of_the_tokens():
     divided by its mean sample length, so long samples (text) do not take the batch."""
     from types import SimpleNamespace
 
-    from workbench import train
+    from workbench.training import train
 
     pools = {"addition": SimpleNamespace(mean_length=10.0), "text": SimpleNamespace(mean_length=300.0)}
     balancer = TaskBalancer(["addition", "text"])
@@ -327,7 +327,7 @@ def test_the_checkpoint_choice_counts_text_unless_switched_off(tmp_path, with_te
 
     cfg = TrainConfig.of(**dict(RUN, tasks=("addition", "text"), select_with_text=with_text), out=str(tmp_path / "run"))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(workbench.train, "perplexity", fake_perplexity)
+        mp.setattr(workbench.training.train, "perplexity", fake_perplexity)
         _, evals, calls, _, _ = traced_run(cfg, lambda k, task, frame: addition[k] if k < len(addition) else 0.5)
     assert [row["score/text"] for row in evals] == pytest.approx(text, rel=1e-12)
     chosen = harmonic if with_text else addition  # eq. 15 over one task: its score
@@ -386,7 +386,7 @@ def test_after_the_warm_up_each_loss_weight_is_set_to_match_the_text_tasks(tmp_p
     (not moved part of the way)."""
     cfg = TrainConfig.of(**dict(RUN, tasks=("addition", "text")), out=str(tmp_path / "run"))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(workbench.train, "perplexity", lambda *a, **k: {"ppl_all": 300.0, "ppl_text": 300.0})
+        mp.setattr(workbench.training.train, "perplexity", lambda *a, **k: {"ppl_all": 300.0, "ppl_text": 300.0})
         _, evals, _, _, forwards = traced_run(cfg, lambda k, task, frame: 0.5)
     weights, warm, matched = [1.0, 1.0], False, 0
     for step, f in enumerate(forwards):

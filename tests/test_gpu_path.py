@@ -15,12 +15,14 @@ import torch
 from tiny import tiny
 from torch._dynamo.testing import CompileCounter
 
-from workbench import distributed, encoders, flex
-from workbench.data import NotEnoughSamples, build_pool, pack
-from workbench.model import GPT, packed_mask, preset
-from workbench.syncs import HostSyncs, optimizer_counters
+from workbench import encoders
+from workbench.model import flex
+from workbench.model.gpt import GPT, packed_mask, preset
+from workbench.runs import distributed
+from workbench.runs.syncs import HostSyncs, optimizer_counters
 from workbench.tokenizer import Tokenizer
-from workbench.train import CONFIGS, TrainConfig, setup, step_batches, train, train_step
+from workbench.training.data import NotEnoughSamples, build_pool, pack
+from workbench.training.train import CONFIGS, TrainConfig, setup, step_batches, train, train_step
 
 TINY = tiny(
     8,
@@ -142,7 +144,7 @@ def test_the_number_fields_packed_ahead_give_the_plain_losses(encoding, tmp_path
     positions only; the loss and the gradients must be those of the plain computation: every
     position's logits, cross-entropy where the loss mask says, the head on the hidden states that
     predict <|num|> against the targets' float64 values (C.1: CE + 10 x number loss, per token)."""
-    from workbench.loss import losses as train_losses
+    from workbench.training.loss import losses as train_losses
 
     run = setup(TrainConfig.of(**TINY, encoding=encoding, attention="dense", out=str(tmp_path)))
     batch, model = step_batches(run, 0)[0], run.model
@@ -281,7 +283,7 @@ def test_heads_check_sees_tf32_error_without_the_fix(monkeypatch):
     fails (errors of ~3e-4, xVal's values off by ~1e-3) when the heads run without it."""
     import contextlib
 
-    from workbench import model as model_module
+    from workbench.model import gpt as model_module
 
     check = gpu_check_module()
     args = type("Args", (), {"emulate_tf32": True})()

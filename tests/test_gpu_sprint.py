@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from workbench.config import TrainConfig, recorded
-from workbench.rundir import config_differences, load_run
+from workbench.runs.checkpoints import load_run
+from workbench.runs.folder import config_differences
 from workbench.study import parts as P
 from workbench.study.parts import Run
 

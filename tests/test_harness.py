@@ -355,7 +355,7 @@ def test_a_retrofitted_model_answers_through_the_registered_numberlm(lm_eval, pa
     from lm_eval.tasks import TaskManager
 
     import workbench.harness.lmeval_model  # noqa: F401 (registers numberlm)
-    from workbench.evaluate import answer
+    from workbench.measures.evaluate import answer
     from workbench.retrofit import NumberLM
 
     results = simple_evaluate(
@@ -416,7 +416,7 @@ def test_smollm2_answers_through_numberlm_as_the_workbench_evaluates_it(lm_eval,
     from lm_eval.tasks import TaskManager
 
     import workbench.harness.lmeval_model  # noqa: F401 (registers numberlm)
-    from workbench.evaluate import answer
+    from workbench.measures.evaluate import answer
     from workbench.retrofit import NumberLM
 
     results = simple_evaluate(

@@ -149,7 +149,7 @@ def test_the_plateau_reads_levels_losses_and_rates_from_the_kept_runs(tmp_path):
     the losses and rates of the last kept step at or before it."""
     from workbench.config import recorded
     from workbench.study import plateau
-    from workbench.train import TrainConfig
+    from workbench.training.train import TrainConfig
 
     cell = [r for r in plan([STUDY4]) if r.study == "study4_3M" and r.task == "multiplication" and r.digits == 4]
     into = tmp_path / "results" / "runs"

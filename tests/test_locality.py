@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from workbench import locality as L
+from workbench.measures import locality as L
 
 
 def test_lemma_4_2_holds_for_exact_phases_and_fails_for_products():

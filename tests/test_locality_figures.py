@@ -3,8 +3,8 @@ several lie on each other, the probes' axis ticks stay apart and name the full w
 
 import pandas as pd
 
-from workbench import locality as L
-from workbench import locality_figures as LF
+from workbench.figures import locality as LF
+from workbench.measures import locality as L
 
 
 def test_window_entropy_figure_draws_every_period_with_its_own_dash_and_marker():

@@ -1,4 +1,4 @@
-"""One writer per folder (workbench.locks): a second process is refused with the holder named; the
+"""One writer per folder (workbench.runs.locks): a second process is refused with the holder named; the
 lock goes when its holder dies, however it dies."""
 
 import os
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from workbench.locks import InUse, hold, hold_file
+from workbench.runs.locks import InUse, hold, hold_file
 
 HOLDER = """
 import sys, time
-from workbench.locks import hold, hold_file
+from workbench.runs.locks import hold, hold_file
 with ({kind})(sys.argv[1]):
     print("held", flush=True)
     time.sleep(60)
@@ -117,7 +117,7 @@ def test_removing_the_lock_file_under_a_live_holder_lets_nobody_in(tmp_path):
 def test_a_holder_whose_folder_was_moved_aside_writes_nothing_more(tmp_path):
     """Bug: with the folder moved aside, a second writer locked a new folder at the same path and
     both wrote there. The holder notices before its next write, and when it lets go."""
-    from workbench.atomic import write_atomic
+    from workbench.runs.atomic import write_atomic
 
     run = tmp_path / "run"
     with pytest.raises(InUse, match=rf"the folder {run}: the folder was moved"):
@@ -140,7 +140,7 @@ def test_a_holder_whose_folder_was_moved_aside_writes_nothing_more(tmp_path):
 
 @pytest.mark.parametrize("change", ["removed", "replaced"])
 def test_a_removed_or_replaced_lock_file_is_noticed(tmp_path, change):
-    from workbench import locks
+    from workbench.runs import locks
 
     with pytest.raises(InUse, match=f"its lock file .lock was {change}"):
         with hold(tmp_path):
@@ -215,7 +215,7 @@ def test_a_lock_file_removed_between_open_and_lock_is_opened_afresh(tmp_path, mo
     """The race that removal at release opens: a newcomer opens the lock file, its holder removes
     it and lets go, the newcomer locks the removed file. That lock guards nothing (a third process
     would create and lock a new file), so the newcomer opens the path again and locks what it names."""
-    from workbench import locks
+    from workbench.runs import locks
 
     path = tmp_path / "answers.jsonl"
     lock = lock_file("hold_file", path)

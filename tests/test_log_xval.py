@@ -12,11 +12,11 @@ import torch
 import zoo_checks
 
 from workbench import encoders
-from workbench.batches import number_fields
-from workbench.data import pack
-from workbench.loss import losses as train_losses
-from workbench.model import GPT, preset
+from workbench.model.gpt import GPT, preset
 from workbench.tokenizer import Tokenizer
+from workbench.training.batches import number_fields
+from workbench.training.data import pack
+from workbench.training.loss import losses as train_losses
 
 CODEC = encoders.get("log_xval")
 

@@ -5,14 +5,14 @@ import pytest
 import torch
 
 from workbench import encoders
-from workbench.batches import number_fields
-from workbench.data import NotEnoughSamples, make_pool, next_batch, pack
-from workbench.evaluate import answer, score
-from workbench.fused import attention_plan
-from workbench.loss import losses as train_losses
-from workbench.model import GPT, KVCache, packed_mask, preset
+from workbench.measures.evaluate import answer, score
+from workbench.model.fused import attention_plan
+from workbench.model.gpt import GPT, KVCache, packed_mask, preset
 from workbench.tasks import Regime
 from workbench.tokenizer import Tokenizer
+from workbench.training.batches import number_fields
+from workbench.training.data import NotEnoughSamples, make_pool, next_batch, pack
+from workbench.training.loss import losses as train_losses
 
 
 @pytest.fixture(scope="module")

@@ -281,7 +281,7 @@ def test_notebook_03s_preset_choices_are_the_registry_s(monkeypatch):
     """Bug: the parameter help of notebook 03 listed "cpu-tiny | cpu-small | paper", typed in, and
     left out cpu-tiny-wide. The choices are read from `gpt_config.PRESETS` when shown or checked,
     so a preset added there is offered and accepted."""
-    from workbench import gpt_config
+    from workbench.model import gpt_config
 
     def preset_line() -> str:
         return next(line for line in notebooks.parameters_text(["03_training"]).splitlines() if "preset =" in line)

@@ -13,7 +13,7 @@ import pytest
 from workbench import metrics, tasks
 from workbench.notebooks import execute
 from workbench.results import read_results
-from workbench.rundir import load_metrics
+from workbench.runs.logs import load_metrics
 from workbench.tasks import generate
 from workbench.tokenizer import Tokenizer
 
@@ -146,7 +146,7 @@ def test_figure_4_draws_each_study_bar_inside_its_own_interval(tmp_path, part="m
     4's third row is the mean over seeds of the results table's rows for that part, encoding, task
     and metric, and its error bar is exactly that row's interval in the intervals table."""
     from workbench import study
-    from workbench.paper_figures import ROW_OF_TASK
+    from workbench.figures.paper.methods import ROW_OF_TASK
 
     run(
         "04_paper_figures",

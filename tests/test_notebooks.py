@@ -13,10 +13,11 @@ import pandas as pd
 import pytest
 import torch
 
-from workbench import notebook_parameters, notebooks, rundir
+from workbench import notebook_parameters, notebooks
 from workbench.notebook_parameters import parameters_of
 from workbench.notebooks import NOTEBOOKS, NotebookError, check_pairs, execute
 from workbench.results import read_results
+from workbench.runs import provenance
 
 OFFICIAL = Path(
     os.environ.get("WORKBENCH_OFFICIAL_DATA")
@@ -102,7 +103,7 @@ def test_notebook_runs_at_small_parameters(name, tmp_path):
         assert set(results["task"]) == {"addition", "minmax"}
         assert set(results["metric"]) == {"log_smape", "exact_match", "accuracy"}
         # its numbers hold on the kernels they were made on: both figures name them
-        made_on = rundir.kernels(torch.device("cpu"))
+        made_on = provenance.kernels(torch.device("cpu"))
         for figure in ("03_training_curves", "03_test_by_difficulty"):
             page = (tmp_path / "figures" / f"{figure}.html").read_text().replace("\\u002f", "/")  # plotly's JSON escape
             assert f"{made_on} kernels" in page, figure
@@ -220,7 +221,7 @@ def test_the_lab_lists_each_notebook_once():
         return sorted(c["name"] for c in asyncio.run(manager.get(path, content=True))["content"])
 
     assert listed("notebooks") == [f"{name}.ipynb" for name in NOTEBOOKS]
-    assert "notebooks.py" in listed("workbench") and "plots.py" in listed("workbench")
+    assert "notebooks.py" in listed("workbench") and "plots.py" in listed("workbench/figures")
     assert "__pycache__" not in listed("workbench")
 
 

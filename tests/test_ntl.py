@@ -14,13 +14,13 @@ import torch
 import zoo_checks
 
 from workbench import encoders
-from workbench.batches import micro_batches, number_fields, token_count
-from workbench.data import pack
-from workbench.loss import losses as train_losses
-from workbench.model import GPT, preset
-from workbench.rundir import load_metrics
+from workbench.model.gpt import GPT, preset
+from workbench.runs.logs import load_metrics
 from workbench.tokenizer import Tokenizer
-from workbench.train import main
+from workbench.training.batches import micro_batches, number_fields, token_count
+from workbench.training.data import pack
+from workbench.training.loss import losses as train_losses
+from workbench.training.train import main
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,13 @@ import torch
 import zoo_checks
 
 from workbench import encoders
-from workbench.batches import number_fields
-from workbench.data import pack
 from workbench.encoders.base import run_starts
-from workbench.loss import losses as train_losses
-from workbench.model import GPT, preset
-from workbench.rundir import load_metrics
+from workbench.model.gpt import GPT, preset
+from workbench.runs.logs import load_metrics
 from workbench.tokenizer import Tokenizer
+from workbench.training.batches import number_fields
+from workbench.training.data import pack
+from workbench.training.loss import losses as train_losses
 
 VOCAB = ["<pad>", "a", "+", "=", ".", "-"] + [str(d) for d in range(10)] + ["<eos>"]
 ROWS = [  # "_": a label the loss ignores (-100), as a prompt's

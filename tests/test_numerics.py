@@ -1,4 +1,4 @@
-"""Portable numerics (workbench/numerics.py): the mode a process computes in, set before torch
+"""Portable numerics (workbench/model/numerics.py): the mode a process computes in, set before torch
 computes, recorded with every run, refused where it cannot hold; and the committed reference runs
 retraced bit for bit (benchmarks/portable_check.py)."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from tiny import tiny
 
-from workbench import cpu_kernels, numerics
 from workbench.config import TrainConfig
-from workbench.executors import run_all
+from workbench.model import cpu_kernels, numerics
+from workbench.runs.executors import run_all
 
 ROOT = Path(__file__).resolve().parents[1]
 PINS = (
@@ -38,7 +38,7 @@ def probe(code: str, **env) -> subprocess.CompletedProcess:
 
 STATE = """
 import json, sys, torch
-from workbench import numerics
+from workbench.model import numerics
 if "compute" in sys.argv: torch.ones(8, 8) @ torch.ones(8, 8)  # MKL computes before the mode is asked for
 try:
     print(json.dumps(numerics.ensure(sys.argv[-1] if len(sys.argv) > 1 else numerics.requested())))
@@ -62,7 +62,7 @@ def test_a_fresh_process_computes_portably_and_native_is_one_variable_away():
         "cpu_capability": "AVX2",
         "mkl_branch": "COMPATIBLE",
         "onednn_max_cpu_isa": "AVX2",
-        "gemm": "workbench" if cpu_kernels.library() is not None else "mkl",  # workbench/gemm.py
+        "gemm": "workbench" if cpu_kernels.library() is not None else "mkl",  # workbench/model/gemm.py
     }
     native = json.loads(state(WORKBENCH_NUMERICS="native"))
     assert native["numerics"] == "native" and native["mkl_branch"] == "OFF" and native["onednn_max_cpu_isa"] is None
@@ -90,7 +90,7 @@ def test_a_callers_own_setting_is_never_overwritten_and_a_conflict_is_one_line()
     )
     # native honours the caller's emulation of another CPU (the variable is theirs, not the mode's)
     assert json.loads(state(WORKBENCH_NUMERICS="native", ATEN_CPU_CAPABILITY="default"))["cpu_capability"] == "DEFAULT"
-    done = probe("import workbench.train", WORKBENCH_NUMERICS="bogus")
+    done = probe("import workbench.training.train", WORKBENCH_NUMERICS="bogus")
     assert done.returncode == 0  # importing never fails; the command refuses (below)
     done = subprocess.run(
         [sys.executable, "-m", "workbench.train", "--tokens", "1e3"],
@@ -105,7 +105,7 @@ def test_a_callers_own_setting_is_never_overwritten_and_a_conflict_is_one_line()
 def test_children_inherit_the_mode_and_switching_removes_only_what_the_mode_set():
     code = """
 import os, subprocess, sys
-from workbench import numerics
+from workbench.model import numerics
 numerics.apply("native")
 child = "import torch, workbench; print(torch.backends.cpu.get_cpu_capability(), os.environ.get('MKL_CBWR'))"
 print(subprocess.run([sys.executable, "-c", "import os;" + child], capture_output=True, text=True).stdout.strip())

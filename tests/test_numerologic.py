@@ -9,11 +9,12 @@ import pandas as pd
 import pytest
 import torch
 
-from workbench import desiderata, encoders, experiments
+from workbench import encoders, experiments
+from workbench.measures import desiderata, scorecard
 from workbench.numbers import render
-from workbench.rundir import load_metrics
+from workbench.runs.logs import load_metrics
 from workbench.tokenizer import Tokenizer
-from workbench.train import main
+from workbench.training.train import main
 
 
 def test_digits_are_prefixed_by_their_count():
@@ -51,7 +52,7 @@ def test_tokenizer_writes_and_reads_the_counts(tmp_path):
 
 
 def test_scorecard_cli_training_and_experiments(tmp_path):
-    card = desiderata.scorecard(desiderata.measure_all(n_values=100, d9_steps=3, progress=False))
+    card = scorecard.scorecard(scorecard.measure_all(n_values=100, d9_steps=3, progress=False))
     rows = card[card.encoding == "numerologic"].set_index("desideratum")
     assert list(rows.index) == list(desiderata.DESIDERATA)
     assert rows.loc["D1", "value"] > 2 and rows.loc["D1", "verdict"] == "fail"  # digits + count tokens

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from workbench import optim
-from workbench.optim import OptimConfig, apply_schedule, build_optimizers, lr_multiplier, muon_momentum
+from workbench.training import optim
+from workbench.training.optim import OptimConfig, apply_schedule, build_optimizers, lr_multiplier, muon_momentum
 
 
 class Toy(nn.Module):
@@ -246,7 +246,7 @@ def test_importing_workbench_leaves_torch_alone():
 
     code = (
         "import torch.optim._muon as m; before = m._zeropower_via_newtonschulz; import workbench, "
-        "workbench.train, workbench.optim; assert m._zeropower_via_newtonschulz is before; "
+        "workbench.training.train, workbench.training.optim; assert m._zeropower_via_newtonschulz is before; "
         "assert m._zeropower_via_newtonschulz.__module__ == 'torch.optim._muon'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -312,7 +312,7 @@ def test_bf16_muon_is_torch_muon(nesterov, adjust):
 
 SPLIT_MUON = """
 import os, sys, torch, torch.distributed as dist
-from workbench import optim
+from workbench.training import optim
 rank, world = int(sys.argv[1]), int(sys.argv[2])
 dist.init_process_group("gloo", init_method=f"file://{sys.argv[3]}", rank=rank, world_size=world)
 torch.manual_seed(0)

@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from workbench import tasks
-from workbench.model import GPT, preset
-from workbench.perplexity import numeric_targets, perplexity, text_score
+from workbench.measures.perplexity import numeric_targets, perplexity, text_score
+from workbench.model.gpt import GPT, preset
 from workbench.tokenizer import Tokenizer
 
 HAND_MADE = "Pay -12 dollars, 3.5 more-or-less - 7 and x-1e5 (-4)"

@@ -5,7 +5,7 @@ import re
 import pandas as pd
 import pytest
 
-from workbench import plots
+from workbench.figures import plots
 
 POWER = re.compile(r"^(1|[25]|[25]·10[⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+|10[⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)$")
 

@@ -9,15 +9,16 @@ import pytest
 import torch
 from torch import nn
 
-import workbench.train as train_module
-from workbench import desiderata, encoders, experiments, tasks
+import workbench.training.train as train_module
+from workbench import encoders, experiments, tasks
 from workbench.encoders.base import NumberEncoding, NumberHead, as_float64
-from workbench.rundir import load_metrics
+from workbench.measures import desiderata, scorecard
+from workbench.runs.logs import load_metrics
 from workbench.tasks.arithmetic import score_numbers
 from workbench.tasks.base import Task
 from workbench.tasks.exact import fmt_all
 from workbench.tasks.sampling import numbers, question_hash
-from workbench.train import main
+from workbench.training.train import main
 
 
 class Raw(NumberEncoding):
@@ -120,8 +121,8 @@ def test_registration_is_undone_after_the_block():
 
 
 def test_scorecard_for_free(plugins):
-    m = desiderata.measure_all(n_values=100, d9_steps=3, progress=False)
-    card = desiderata.scorecard(m)
+    m = scorecard.measure_all(n_values=100, d9_steps=3, progress=False)
+    card = scorecard.scorecard(m)
     raw = card[card.encoding == "raw"].set_index("desideratum")
     assert list(raw.index) == list(desiderata.DESIDERATA)
     assert raw.loc["D1", "value"] == pytest.approx(1.0, abs=0.05)  # one <|num|> per signed number

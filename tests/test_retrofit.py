@@ -21,7 +21,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast  # noqa: E402
 
-from workbench.evaluate import answer, answer_cap  # noqa: E402
+from workbench.measures.evaluate import answer, answer_cap  # noqa: E402
 from workbench.retrofit import (  # noqa: E402
     NumberLM,  # noqa: E402
     finetune,
@@ -29,6 +29,7 @@ from workbench.retrofit import (  # noqa: E402
 from workbench.retrofit.config import RetrofitConfig  # noqa: E402
 from workbench.retrofit.finetune import rows  # noqa: E402
 from workbench.retrofit.pretrain import build_model, corpus_texts, save, train_tokenizer  # noqa: E402
+from workbench.training.trainer import Trainer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURES = ["gpt2", "llama", "qwen2"]
@@ -432,7 +433,7 @@ def test_the_report_pools_seeds_and_keeps_before_and_after_apart(tmp_path):
 
 
 def test_cpu_fine_tuning_keeps_freed_memory(folders, tmp_path, monkeypatch):
-    """As workbench.train does on a CPU: freed memory stays for the next step (workbench/allocator.py)."""
+    """As workbench.train does on a CPU: freed memory stays for the next step (workbench/runs/allocator.py)."""
     calls = []
     monkeypatch.setattr(finetune, "keep_freed_memory", lambda device: calls.append(str(device)))
     finetune.finetune(
@@ -492,7 +493,7 @@ def test_a_bf16_llama_retrofits_trains_and_writes_a_number_after_reloading_in_a_
     ]
     assert len(changed) > len(saved) // 2  # bf16 weights moved: the float32 master copies carried the updates
     script = (
-        "import sys; from workbench.retrofit import NumberLM; from workbench.evaluate import answer\n"
+        "import sys; from workbench.retrofit import NumberLM; from workbench.measures.evaluate import answer\n"
         "lm = NumberLM.from_pretrained(sys.argv[1])\n"
         "import torch; assert lm.dtype == torch.bfloat16 and all(p.dtype == torch.float32 for p in lm.head.parameters())\n"
         "ids, values = lm.tok.encode('<|bos|>3 + 4<|eoq|>')\n"
@@ -723,7 +724,7 @@ def test_a_second_run_into_the_same_out_is_refused(folders, tmp_path, capsys):
         [
             sys.executable,
             "-c",
-            "import sys, time; from workbench.locks import hold\n"
+            "import sys, time; from workbench.runs.locks import hold\n"
             "with hold(sys.argv[1]):\n print('held', flush=True); time.sleep(60)",
             str(out),
         ],
@@ -991,7 +992,7 @@ def test_how_num_is_joined_is_recorded_and_kept_by_a_saved_folder(folders, tmp_p
         "digit_mass": "merge",
         "frame": "equals",
     }
-    with pytest.raises(ValueError, match="--frame must be one of"):
+    with pytest.raises(ValueError, match="--frame: unknown value .chat. \\(choices: equals, markers\\)"):
         RetrofitConfig(model="m", frame="chat")
 
     lm = NumberLM.from_pretrained(folders["gpt2"], "bittokens", **old)
@@ -1264,6 +1265,7 @@ def test_a_step_in_smaller_groups_is_the_same_step(folders, tmp_path, monkeypatc
     for cap in (10_000, 64):
         monkeypatch.setattr(finetune, "GROUP_TOKENS", cap)
         job = finetune.setup(cfg, tmp_path / f"run{cap}")
+        assert isinstance(job, Trainer)  # every member of the contract adapt.evaluate_and_adapt reads
         grads, step = [], job.optimizer.step
 
         def recorded(*args, step=step, grads=grads, job=job):

@@ -15,11 +15,12 @@ import pytest
 import torch
 from tiny import tiny
 
-from workbench import memory, rundir
-from workbench import train as T
-from workbench.atomic import write_atomic
-from workbench.optim import OptimConfig
+from workbench.runs import checkpoints, memory, provenance
+from workbench.runs import folder as run_folder
+from workbench.runs.atomic import write_atomic
 from workbench.tasks import text_sources
+from workbench.training import train as T
+from workbench.training.optim import OptimConfig
 
 TINY = tiny(
     4,
@@ -67,16 +68,16 @@ def test_a_kill_while_the_log_is_rewritten_loses_nothing(tmp_path):
     log.write_text("\n".join(rows) + '\n{"step": 99, "loss": 1.0}\n')  # a row after the checkpoint
     before = log.read_bytes()
     code = (
-        "import os, signal, sys; from pathlib import Path; from workbench import rundir; "
+        "import os, signal, sys; from pathlib import Path; from workbench.runs import logs; "
         "os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL); "
-        "rundir.truncate_log(Path(sys.argv[1]), 4)"
+        "logs.truncate_log(Path(sys.argv[1]), 4)"
     )
     proc = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True)
     assert proc.returncode == -9  # killed
     assert log.read_bytes() == before  # not emptied, not half-written
     leftovers = list(out.glob(".metrics.jsonl.*"))
     assert leftovers  # the kill left its temporary behind
-    rundir.prepare(T.TrainConfig.of(**TINY, out=str(out)), resume=True, rank=0)
+    run_folder.prepare(T.TrainConfig.of(**TINY, out=str(out)), resume=True, rank=0)
     assert not list(out.glob(".metrics.jsonl.*")) and log.read_bytes() == before
 
 
@@ -111,7 +112,7 @@ def test_a_full_disk_keeps_the_previous_checkpoint_and_says_so(full_disk):
         OSError, match="the disk is full: could not write .*checkpoint.pt .*previous checkpoint.pt.* kept"
     ):
         write_atomic(path, lambda tmp: torch.save(big, tmp))
-    assert torch.equal(rundir.load_checkpoint(path)["model"], small["model"])  # the old one, whole
+    assert torch.equal(checkpoints.load_checkpoint(path)["model"], small["model"])  # the old one, whole
     assert [p.name for p in full_disk.iterdir()] == ["checkpoint.pt"]  # no temporary left
 
 
@@ -285,17 +286,19 @@ def test_each_run_records_what_made_it(tmp_path):
 
 CAPABILITY_PROBE = """
 import sys
-from workbench import rundir, train as T
-from workbench.optim import OptimConfig
+from workbench.runs import folder as run_folder
+from workbench.runs import provenance
+from workbench.training import train as T
+from workbench.training.optim import OptimConfig
 cfg = T.TrainConfig.of(encoding="bittokens", tasks=("addition",), preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4,
                     pool_size=100, val_samples=4, test_samples=4, eval_every=2, checkpoint_every=2, decades=(0, 1),
                     max_digits=2, threads=1, optim=OptimConfig(newton_schulz="float32"), out=sys.argv[1],
                     same_kernels=sys.argv[2] == "1")
 if sys.argv[3] == "train":
     T.train(cfg)
-    print("kernels:", rundir.kernels(rundir.device_of("cpu")))
+    print("kernels:", provenance.kernels(provenance.device_of("cpu")))
     sys.exit()
-print("differences:", rundir.recorded_differences(cfg))
+print("differences:", run_folder.recorded_differences(cfg))
 try:
     T.train(cfg, resume=True)
     print("resumed")
@@ -347,21 +350,21 @@ def test_a_run_begun_on_another_cpu_model_is_not_resumed(tmp_path):
     out = tmp_path / "run"
     cfg = T.TrainConfig.of(**TINY, out=str(out))
     T.train(cfg)
-    assert rundir.cpu_difference(cfg) == ""
+    assert provenance.cpu_difference(cfg) == ""
     path = out / "environment.json"
     env = json.loads(path.read_text())
     path.write_text(json.dumps(env | {"cpu_model": "AMD EPYC 9R14 96-Core Processor"}))
     _edit_checkpoint(out / "checkpoint.pt", cpu_model="AMD EPYC 9R14 96-Core Processor")  # made there, both say
-    here = rundir.cpu_model()
-    assert rundir.cpu_difference(cfg) == f"CPU: AMD EPYC 9R14 96-Core Processor (recorded) vs {here} here"
+    here = provenance.cpu_model()
+    assert provenance.cpu_difference(cfg) == f"CPU: AMD EPYC 9R14 96-Core Processor (recorded) vs {here} here"
     before = (out / "metrics.jsonl").read_bytes()
     with pytest.raises(ValueError, match="CPU: AMD EPYC 9R14"):
         T.train(cfg, resume=True)
     assert (out / "metrics.jsonl").read_bytes() == before
-    assert rundir.recorded_differences(cfg) == ""  # counted as finished wherever it is read
-    assert rundir.cpu_difference(cfg.updated(same_kernels=False)) == ""
+    assert run_folder.recorded_differences(cfg) == ""  # counted as finished wherever it is read
+    assert provenance.cpu_difference(cfg.updated(same_kernels=False)) == ""
     path.write_text(json.dumps({k: v for k, v in env.items() if k != "cpu_model"}))
-    assert rundir.cpu_difference(cfg) == ""
+    assert provenance.cpu_difference(cfg) == ""
 
 
 def test_a_test_set_that_cannot_fit_is_refused_before_training(tmp_path, capsys):
@@ -390,7 +393,7 @@ def test_best_weights_are_written_as_they_were_when_saved(tmp_path):
     the file must hold the weights of the evaluation that chose them, not later ones."""
     weights = {"w": torch.arange(1e6, dtype=torch.float32), "b": torch.ones(3)}
     expected = {k: v.clone() for k, v in weights.items()}
-    writer = rundir.BestWriter()
+    writer = checkpoints.BestWriter()
     assert not writer.holds(tmp_path / "best.pt")
     writer.save(tmp_path / "best.pt", weights)
     assert writer.holds(tmp_path / "best.pt")
@@ -399,7 +402,7 @@ def test_best_weights_are_written_as_they_were_when_saved(tmp_path):
     writer.close()
     saved = torch.load(tmp_path / "best.pt", weights_only=True)
     assert all(torch.equal(saved[k], expected[k]) for k in expected)
-    other = rundir.BestWriter()
+    other = checkpoints.BestWriter()
     other.save(tmp_path / "elsewhere.pt", weights, write=False)  # another rank: notes it, writes nothing
     other.close()
     assert other.holds(tmp_path / "elsewhere.pt") and not (tmp_path / "elsewhere.pt").exists()
@@ -420,10 +423,10 @@ def test_without_out_every_run_gets_a_new_folder(tmp_path, monkeypatch):
     # under torchrun the ranks agree on one folder, named by the launch's rendezvous id
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "0f3c9a7e-5b1d")
-    assert rundir.fresh_run_dir() == rundir.fresh_run_dir() == Path("runs/train-0f3c9a7e")
+    assert run_folder.fresh_run_dir() == run_folder.fresh_run_dir() == Path("runs/train-0f3c9a7e")
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")
     with pytest.raises(ValueError, match="--out"):
-        rundir.fresh_run_dir()
+        run_folder.fresh_run_dir()
 
 
 # The flags of TINY, for resuming through the command as a user would
@@ -518,9 +521,9 @@ def test_no_same_kernels_resumes_past_a_lost_record_and_the_checkpoint_keeps_whe
     kept = torch.load(out / "checkpoint.pt", weights_only=True)["provenance"]
     env = json.loads((out / "environment.json").read_text())
     assert [{k: v for k, v in e.items() if k != "from_step"} for e in kept] == [
-        {k: env[k] for k in (*rundir.PROVENANCE, "workbench_commit")}
+        {k: env[k] for k in (*provenance.PROVENANCE, "workbench_commit")}
     ]
-    assert kept[0]["from_step"] == 0 and kept[0]["kernels"] == rundir.kernels(torch.device("cpu"))
+    assert kept[0]["from_step"] == 0 and kept[0]["kernels"] == provenance.kernels(torch.device("cpu"))
     (out / "environment.json").unlink()
     T.train(T.TrainConfig.of(**TINY, out=str(out), same_kernels=False), resume=True)
     assert json.loads((out / "environment.json").read_text())["kernels"] == kept[0]["kernels"]
@@ -534,14 +537,14 @@ def test_a_checkpoint_from_before_provenance_loads_as_one_without_a_record(train
     ckpt = torch.load(out / "checkpoint.pt", weights_only=True)
     del ckpt["provenance"]
     torch.save(ckpt, out / "checkpoint.pt")
-    assert rundir.checkpoint_problem(ckpt) == ""
+    assert checkpoints.checkpoint_problem(ckpt) == ""
     cfg = T.TrainConfig.of(**TINY, out=str(out))
-    assert rundir.provenance_problem(cfg, ckpt) == ""
+    assert provenance.provenance_problem(cfg, ckpt) == ""
     env = out / "environment.json"
     env.write_text(env.read_text()[:10])
-    assert "environment.json is not JSON" in rundir.provenance_problem(cfg, ckpt)
+    assert "environment.json is not JSON" in provenance.provenance_problem(cfg, ckpt)
     for bad, why in (("a record", "its 'provenance' is a str"), (["a record"], "holds more than records")):
-        assert why in rundir.checkpoint_problem(ckpt | {"provenance": bad})
+        assert why in checkpoints.checkpoint_problem(ckpt | {"provenance": bad})
 
 
 def test_a_fifo_or_folder_in_place_of_a_checkpoint_is_refused_without_waiting(tmp_path):
@@ -550,6 +553,6 @@ def test_a_fifo_or_folder_in_place_of_a_checkpoint_is_refused_without_waiting(tm
     (tmp_path / "best.pt").mkdir()
     for name, kind in (("checkpoint.pt", r"a FIFO \(named pipe\)"), ("best.pt", "a folder")):
         with pytest.raises(ValueError, match=rf"{name} is {kind}, not a file a run wrote"):
-            rundir.load_checkpoint(tmp_path / name)
+            checkpoints.load_checkpoint(tmp_path / name)
     with pytest.raises(FileNotFoundError):
-        rundir.load_checkpoint(tmp_path / "absent.pt")
+        checkpoints.load_checkpoint(tmp_path / "absent.pt")

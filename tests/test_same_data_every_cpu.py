@@ -27,8 +27,8 @@ SCRIPT = r"""
 import hashlib, json, sys
 import numpy as np
 from workbench import tasks as T
-from workbench.curriculum import Curriculum
-from workbench.data import make_pool
+from workbench.training.curriculum import Curriculum
+from workbench.training.data import make_pool
 from workbench.tokenizer import Tokenizer
 try:
     from numpy._core import _multiarray_umath as umath

@@ -20,8 +20,8 @@ import pytest
 from test_executors import TINY, losses, rows
 
 from workbench import experiments
-from workbench.executors import Executor, RunsFailed
-from workbench.rundir import load_checkpoint
+from workbench.runs.checkpoints import load_checkpoint
+from workbench.runs.executors import Executor, RunsFailed
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "slurm-single-node.sh"
 PLAN = dict(seeds=(0,), encodings=["bittokens", "single_digit"])

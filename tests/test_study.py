@@ -294,7 +294,7 @@ def test_two_studies_never_share_a_folder(tmp_path):
     import subprocess
     import sys
 
-    from workbench.locks import hold
+    from workbench.runs.locks import hold
 
     code = (
         "import sys\nfrom workbench import study\ntry:\n    study.run_study([], sys.argv[1], jobs=1)\n"
@@ -452,8 +452,8 @@ def test_study3_models_join_the_frontier_figure_as_stars_on_their_tasks():
     """Study 3's paper-regime models scored on the authors' questions are drawn in Figure 3's
     multiplication and division panels, at their tokens per answer and score, in their
     encoding's colour; the other regimes and the generator's scoring are not drawn."""
-    from workbench import paper_figures as pf
-    from workbench import plots
+    from workbench.figures import paper as pf
+    from workbench.figures import plots
 
     cells = pd.DataFrame(
         [
@@ -484,7 +484,7 @@ def test_study3_models_join_the_frontier_figure_as_stars_on_their_tasks():
     assert len(ours) == 4 and set(ours.task) == {"multiplication", "division"}
     assert set(ours.encoding) == {"bittokens", "single_digit"}
     assert {m for m in ours.model if "BitTokens" in m} == {"cpu-tiny BitTokens decimal pool (1M tokens)"}
-    fig = pf.tokens_figure(pf.frontier_from_tables(), ours)
+    fig = pf.frontier.tokens_figure(pf.sources.frontier_from_tables(), ours)
     stars = [t for t in fig.data if t.marker.symbol == "star"]
     assert sum(len(t.x) for t in stars) == 4
     drawn = {(t.name.split(",")[0], float(x), round(float(y), 6)) for t in stars for x, y in zip(t.x, t.y)}
@@ -494,7 +494,7 @@ def test_study3_models_join_the_frontier_figure_as_stars_on_their_tasks():
     assert bit.marker.color == plots.encoding_color("bittokens")
     # a second budget: its stars drawn larger, so that the two models do not coincide
     longer = study.frontier_points(cells.assign(study="budget_3M", score=cells.score + 0.1))
-    fig = pf.tokens_figure(pf.frontier_from_tables(), pd.concat([ours, longer], ignore_index=True))
+    fig = pf.frontier.tokens_figure(pf.sources.frontier_from_tables(), pd.concat([ours, longer], ignore_index=True))
     size = {t.name.split(" (")[1].split(")")[0]: t.marker.size for t in fig.data if t.marker.symbol == "star"}
     assert size["1M tokens"] < size["3M tokens"], size
 

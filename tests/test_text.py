@@ -20,11 +20,11 @@ import pyarrow.parquet as pq  # noqa: E402
 import pytest  # noqa: E402
 
 from workbench import tasks  # noqa: E402
-from workbench.data import make_pool  # noqa: E402
 from workbench.tasks import Regime  # noqa: E402
 from workbench.tasks.text import CHUNK_CHARS, draw  # noqa: E402
 from workbench.tasks.text_sources import TextSource, corpus, parse  # noqa: E402
 from workbench.tokenizer import Tokenizer  # noqa: E402
+from workbench.training.data import make_pool  # noqa: E402
 
 # sha256 of generate("text", n, seed, split).to_csv() with the code before text sources existed
 # (commit 38b8278): the default source must keep giving exactly these samples.

@@ -339,8 +339,8 @@ def test_gpt2_bpe_is_gpt2s_and_gives_the_paper_tier_its_117m_model():
     paper builds the paper's GPT-2-small-sized model (117M as the paper counts, 119.8M with our
     untied lm head)."""
     from workbench import encoders
-    from workbench.model import GPT
-    from workbench.train import CONFIGS
+    from workbench.model.gpt import GPT
+    from workbench.training.train import CONFIGS
 
     tok = Tokenizer("bittokens", bpe="gpt2")
     ids, values = tok.encode("Hello world, the answer is 42.")

@@ -16,10 +16,10 @@ import pytest
 import torch
 from tiny import tiny
 
-from workbench import events
-from workbench.optim import OptimConfig
-from workbench.rundir import load_checkpoint
-from workbench.train import TrainConfig, train
+from workbench.runs import events
+from workbench.runs.checkpoints import load_checkpoint
+from workbench.training.optim import OptimConfig
+from workbench.training.train import TrainConfig, train
 
 TINY = tiny(
     12,
@@ -89,7 +89,7 @@ def test_a_finished_run_says_its_folder_once_and_leaves_no_lock(tmp_path, capsys
     """Bugs: "run directory: ..." was printed at the start and again at the end, and every
     finished run folder kept its .lock. The end now says "finished: ...", and the lock file goes
     with its holder."""
-    from workbench import train as T
+    from workbench.training import train as T
 
     out = tmp_path / "run"
     T.main([*ARGS, "--out", str(out)])

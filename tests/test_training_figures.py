@@ -7,10 +7,11 @@ import pandas as pd
 import pytest
 from tiny import tiny
 
-from workbench import rundir, training_figures
 from workbench.config import TrainConfig
-from workbench.curriculum import difficulty_column
-from workbench.train import train
+from workbench.figures import training as training_figures
+from workbench.runs import logs, provenance
+from workbench.training.curriculum import difficulty_column
+from workbench.training.train import train
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def test_the_end_phase_is_the_last_tenth_of_the_steps(total):
 
 def test_the_curves_draw_every_logged_series_and_name_the_run(run):
     run_dir, cfg = run
-    steps, evals = rundir.load_metrics(run_dir)
+    steps, evals = logs.load_metrics(run_dir)
     fig = training_figures.curves(run_dir, cfg, finished=True)
     by_name = {}
     for trace in fig.data:
@@ -54,7 +55,7 @@ def test_the_curves_draw_every_logged_series_and_name_the_run(run):
     assert "decimal end phase (A.3)" in notes  # BitTokens learn multiplication on binary pools
     title = fig.layout.title.text
     assert f"{cfg.tokens:,.0f} tokens" in title and "cpu-tiny" in title and "seed 0" in title
-    assert f"{rundir.recorded_kernels(run_dir)} kernels" in title
+    assert f"{provenance.recorded_kernels(run_dir)} kernels" in title
     # while it trains the end phase is not drawn
     assert "decimal end phase (A.3)" not in [a.text for a in training_figures.curves(run_dir, cfg).layout.annotations]
 
@@ -64,7 +65,7 @@ def test_the_curves_read_apart_share_one_step_range_and_keep_the_titles_clear(ru
     step ranges differed (the loss from step 1, the evaluations from the first evaluation), and
     "decimal end phase (A.3)" sat against the loss panel's title."""
     run_dir, cfg = run
-    steps, evals = rundir.load_metrics(run_dir)
+    steps, evals = logs.load_metrics(run_dir)
     fig = training_figures.curves(run_dir, cfg, finished=True)
     losses = [t for t in fig.data if t.legendgroup == "loss"]
     assert [t.name for t in losses] == ["total loss (weighted)", "cross-entropy", "number-head loss"]

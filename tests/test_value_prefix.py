@@ -14,7 +14,7 @@ import zoo_checks
 
 from workbench import encoders
 from workbench.encoders.base import run_starts
-from workbench.model import GPT, preset
+from workbench.model.gpt import GPT, preset
 from workbench.numbers import render
 from workbench.tokenizer import Tokenizer
 
@@ -131,7 +131,7 @@ def test_bad_options():
 
 
 def test_tiny_training(tmp_path, monkeypatch):
-    from workbench.rundir import load_metrics
+    from workbench.runs.logs import load_metrics
 
     codec = encoders.get("value_prefix")
     zoo_checks.tiny_training(

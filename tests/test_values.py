@@ -12,11 +12,11 @@ import torch
 from tiny import tiny
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-import workbench.train
+import workbench.training.train
 from workbench import tasks
-from workbench.optim import OptimConfig
-from workbench.rundir import load_metrics
-from workbench.train import TrainConfig, setup, train
+from workbench.runs.logs import load_metrics
+from workbench.training.optim import OptimConfig
+from workbench.training.train import TrainConfig, setup, train
 
 # Every schedule setting away from its default, so a path that drops one falls back to another value.
 OPTIM = OptimConfig(warmup_frac=0.3, lr_floor=0.001, hidden_lr=0.01, embedding_lr=0.05, head_lr=0.003, scalar_lr=0.015)
@@ -80,7 +80,7 @@ def test_every_group_steps_with_the_lr_the_flags_define(tmp_path):
         "0.015",
     ]
     try:
-        workbench.train.main(
+        workbench.training.train.main(
             [
                 "--encoding",
                 "single_digit",
@@ -125,7 +125,7 @@ def test_each_task_keeps_its_share_of_the_complete_samples_in_packed_rows(tmp_pa
     the task drawn last loses the samples that do not fit (its share of the complete samples
     halves) and rows become single-task. A complete sample is one whose <|eos|> is in the batch."""
     batches = []
-    real = workbench.batches.next_batch
+    real = workbench.training.batches.next_batch
 
     def recording(pools, counts, *args, **kwargs):
         batch = real(pools, counts, *args, **kwargs)
@@ -136,8 +136,8 @@ def test_each_task_keeps_its_share_of_the_complete_samples_in_packed_rows(tmp_pa
         **{**TINY, "batch_size": 8, "tokens": 8 * 128 * 40, "eval_every": 1000}, out=str(tmp_path / "r")
     )
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(workbench.batches, "next_batch", recording)
-        mp.setattr(workbench.train, "final_test", lambda run, started: pd.DataFrame({"task": [], "score": []}))
+        mp.setattr(workbench.training.batches, "next_batch", recording)
+        mp.setattr(workbench.training.train, "final_test", lambda run, started: pd.DataFrame({"task": [], "score": []}))
         train(cfg)
     eos = 3  # <|eos|>, tokenizer.CONTROL_TOKENS
     complete, expected, mixed = np.zeros(3), np.zeros(3), []
@@ -182,7 +182,7 @@ def test_every_evaluation_receives_the_validation_split_and_the_final_test_the_t
 
     cfg = TrainConfig.of(**{**TINY, "eval_every": 5}, out=str(tmp_path / "r"))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(workbench.train, "evaluate", recording_evaluate)
+        mp.setattr(workbench.training.train, "evaluate", recording_evaluate)
         train(cfg)
     split = {
         s: {t: tasks.generate(t, n, seed=cfg.seed, split=s, regime=cfg.regime) for t in cfg.tasks}
@@ -274,7 +274,7 @@ def test_resume_restores_every_state_field_by_field(tmp_path):
         )
 
     snapshots = {}
-    real_save = workbench.train.save_checkpoint
+    real_save = workbench.training.train.save_checkpoint
 
     def save(run, kill_at=None):
         real_save(run)
@@ -283,12 +283,12 @@ def test_resume_restores_every_state_field_by_field(tmp_path):
             raise Killed
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(workbench.train, "evaluate", streamed)
-        mp.setattr(workbench.train, "save_checkpoint", save)
+        mp.setattr(workbench.training.train, "evaluate", streamed)
+        mp.setattr(workbench.training.train, "save_checkpoint", save)
         evaluations = iter(stream.values())
         a = train(TrainConfig.of(**TINY, out=str(tmp_path / "a")))
         evaluations = iter(stream.values())
-        mp.setattr(workbench.train, "save_checkpoint", lambda run: save(run, kill_at=6))
+        mp.setattr(workbench.training.train, "save_checkpoint", lambda run: save(run, kill_at=6))
         with pytest.raises(Killed):
             train(TrainConfig.of(**TINY, out=str(tmp_path / "b")))
         cfg_b = TrainConfig.of(**TINY, out=str(tmp_path / "b"))
@@ -297,7 +297,7 @@ def test_resume_restores_every_state_field_by_field(tmp_path):
         assert same(restored, snapshots[("a", 6)][0]) == [] and restored == at_kill | {"model": restored["model"]}
         assert resumed.state["seconds"] == clock > 0  # the clock goes on from the kill
         evaluations = iter(list(stream.values())[3:])
-        mp.setattr(workbench.train, "save_checkpoint", save)
+        mp.setattr(workbench.training.train, "save_checkpoint", save)
         b = train(cfg_b, resume=True)
     assert same(snapshots[("b", 10)][0], snapshots[("a", 10)][0]) == []
     assert snapshots[("a", 10)][0]["best"] == snapshots[("a", 4)][0]["best"]  # the best round is before the kill

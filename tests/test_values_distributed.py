@@ -1,4 +1,4 @@
-"""Evaluation shared out over ranks (workbench/distributed.py), for world sizes 1 to 5 (issue 40).
+"""Evaluation shared out over ranks (workbench/runs/distributed.py), for world sizes 1 to 5 (issue 40).
 
 Each rank of a world runs as a thread here, and torch.distributed's two collectives that the
 sharing calls are stood in for by the threads' own (all_gather_object, all_reduce with SUM), so
@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 import torch
 
-from workbench import distributed, encoders, tasks
-from workbench.model import GPT, preset
+from workbench import encoders, tasks
+from workbench.model.gpt import GPT, preset
+from workbench.runs import distributed
 from workbench.tokenizer import Tokenizer
 
 

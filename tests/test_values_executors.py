@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workbench import executors
 from workbench.config import TrainConfig, recorded
-from workbench.executors import Executor, RunsFailed, run_all
+from workbench.runs import executors
+from workbench.runs.executors import Executor, RunsFailed, run_all
 
 BASE = TrainConfig.of(
     preset="cpu-tiny", batch_size=2, tokens=2 * 128 * 4, pool_size=100, val_samples=4, test_samples=4, threads=1

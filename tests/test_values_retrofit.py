@@ -29,7 +29,7 @@ from torch.nn.modules.module import register_module_forward_pre_hook  # noqa: E4
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook  # noqa: E402
 
 from workbench import tasks  # noqa: E402
-from workbench.evaluate import answer, answer_cap  # noqa: E402
+from workbench.measures.evaluate import answer, answer_cap  # noqa: E402
 from workbench.retrofit import NumberLM, finetune  # noqa: E402
 from workbench.retrofit.finetune import RetrofitConfig, rows  # noqa: E402
 from workbench.retrofit.pretrain import build_model, corpus_texts, save, train_tokenizer  # noqa: E402

@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from workbench import encoders
-from workbench.model import GPT, preset
-from workbench.perplexity import perplexity
+from workbench.measures.perplexity import perplexity
+from workbench.model.gpt import GPT, preset
 from workbench.tokenizer import Tokenizer
 
 
@@ -142,7 +142,7 @@ def oracle_split(model, tok, texts, context):
     """(CEs of numeric targets, CEs of text targets) of each "<|bos|>text<|eos|>": every target
     t >= 1 predicted from its window's tokens alone (window k holds tokens k*context ... (k+1)*context,
     one window per forward pass, positions from 0, nothing packed beside it). Numeric: the target is
-    <|num|> or a number piece, or a text "-" token right before one (workbench.perplexity's rule)."""
+    <|num|> or a number piece, or a text "-" token right before one (workbench.measures.perplexity's rule)."""
 
     def is_number(i):
         return i == tok.num_id or len(tok.special_tokens) <= i < tok.offset

@@ -19,8 +19,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workbench import compare, experiments, leaderboard, notebook_parameters, notebooks, outputs, study
-from workbench.outputs import FIGURES, RESULTS, ROOT, output_path
+from workbench import experiments, leaderboard, notebook_parameters, notebooks, study
+from workbench.runs import compare, outputs
+from workbench.runs.outputs import FIGURES, RESULTS, ROOT, output_path
 
 WHERE = ("root", "results", "notebooks", "outside")  # the current folder a command is started from
 AIMS = ("results", "figures", "notebooks", "root")  # where its output is aimed
@@ -77,8 +78,8 @@ def untouched():
 def spies(monkeypatch):
     """What would train, run a notebook or fine-tune, replaced: a guard that let an output through
     fails the test here instead of writing."""
-    from workbench import train as T
     from workbench.retrofit import finetune as F
+    from workbench.training import train as T
 
     called = []
 
@@ -104,7 +105,7 @@ def run_folder(tmp_path: Path) -> Path:
 
 
 def _train(argv):
-    from workbench import train as T
+    from workbench.training import train as T
 
     T.main(argv)
 
@@ -287,7 +288,7 @@ def test_accepted_outputs_are_written_where_the_path_says(tmp_path, monkeypatch,
 def test_commands_write_to_the_place_they_checked(tmp_path, monkeypatch):
     """train and notebooks run get the absolute place the check resolved, not a relative path a
     later chdir (the notebooks run in the root) would move."""
-    from workbench import train as T
+    from workbench.training import train as T
 
     seen = []
     monkeypatch.setattr(T, "train", lambda cfg, resume=False: seen.append(cfg.run.out) or Path(cfg.run.out))
@@ -303,8 +304,8 @@ def test_commands_write_to_the_place_they_checked(tmp_path, monkeypatch):
 def test_a_run_folder_whose_tb_or_log_is_a_link_is_refused(tmp_path):
     """TensorBoard writes into RUN/tb/ and a resume appends to RUN/metrics.jsonl: through a link
     they would write wherever it points (results/, say). Refused before the run touches anything."""
-    from workbench import rundir
     from workbench.config import TrainConfig
+    from workbench.runs import folder as run_folder
 
     victim = tmp_path / "victim"
     victim.mkdir()
@@ -314,7 +315,7 @@ def test_a_run_folder_whose_tb_or_log_is_a_link_is_refused(tmp_path):
         run.mkdir()
         (run / name).symlink_to(victim if name == "tb" else victim / "keep.csv")
         with pytest.raises(ValueError, match=rf"run-{name}/{name} is a link .*never through a link"):
-            rundir.prepare(TrainConfig.of(out=str(run), overwrite=True), resume=False, rank=0)
+            run_folder.prepare(TrainConfig.of(out=str(run), overwrite=True), resume=False, rank=0)
         assert (run / name).is_symlink()
     assert sorted(p.name for p in victim.iterdir()) == ["keep.csv"] and (victim / "keep.csv").read_text() == "kept\n"
 
@@ -322,10 +323,10 @@ def test_a_run_folder_whose_tb_or_log_is_a_link_is_refused(tmp_path):
 def test_the_library_refuses_too(tmp_path):
     """Behind the commands: train, a study, a protocol, the retrofit (notebook 03 calls train with
     its `options`) refuse results/ before their lock or anything else is written."""
-    from workbench import train as T
     from workbench.config import TrainConfig
     from workbench.retrofit import finetune as F
     from workbench.retrofit.config import RetrofitConfig
+    from workbench.training import train as T
 
     for call in (
         lambda: T.train(TrainConfig.of(out=str(RESULTS))),

@@ -4,9 +4,11 @@ measured, the rest honestly n/a) and through the paper's task numbers without a 
 
 import pytest
 
-from workbench import desiderata, encoders, plots
+from workbench import encoders
 from workbench.config import parser as _parser
-from workbench.train import TrainConfig
+from workbench.figures import plots
+from workbench.measures import desiderata, scorecard
+from workbench.training.train import TrainConfig
 
 ZOO = ["reversed_digits", "triple_digit_r2l", "scientific", "place_value", "abacus", "ntl", "log_xval"]
 ZOO += ["ntl_number", "value_prefix", "decoding_regression", "position_coupling", "digit_aggregate"]  # issue 64
@@ -40,7 +42,7 @@ def card():
         "D8": desiderata.d8_noise(single, n=100),
         "D9": desiderata.d9_operator(single, steps=3),
     }
-    return desiderata.scorecard(m)
+    return scorecard.scorecard(m)
 
 
 def test_the_scorecard_takes_every_zoo_encoding(card):

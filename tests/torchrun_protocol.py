@@ -7,12 +7,13 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from workbench import distributed, encoders, tasks
-from workbench.evaluate import evaluate
-from workbench.model import GPT
-from workbench.rundir import load_checkpoint
+from workbench import encoders, tasks
+from workbench.measures.evaluate import evaluate
+from workbench.model.gpt import GPT
+from workbench.runs import distributed
+from workbench.runs.checkpoints import load_checkpoint
 from workbench.tokenizer import Tokenizer
-from workbench.train import TrainConfig, train
+from workbench.training.train import TrainConfig, train
 
 TINY = dict(
     encoding="bittokens",

@@ -18,14 +18,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-import workbench.train as train_module
+import workbench.training.train as train_module
 from workbench import encoders, experiments, tasks
-from workbench.evaluate import answer
-from workbench.model import GPT
+from workbench.measures.evaluate import answer
+from workbench.model.gpt import GPT
 from workbench.numbers import parse
-from workbench.rundir import load_checkpoint, load_metrics
+from workbench.runs.checkpoints import load_checkpoint
+from workbench.runs.logs import load_metrics
 from workbench.tokenizer import Tokenizer
-from workbench.train import TrainConfig, main
+from workbench.training.train import TrainConfig, main
 
 STEPS = 30
 

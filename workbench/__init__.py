@@ -6,10 +6,10 @@ import tempfile as _tempfile
 
 __version__ = "0.1.0"
 
-# Portable or native numerics (workbench/numerics.py): applied to the environment before anything
+# Portable or native numerics (workbench/model/numerics.py): applied to the environment before anything
 # loads torch or numpy, so that this process, its workers and its children compute in one mode. A
 # bad WORKBENCH_NUMERICS is reported where a run starts (numerics.ensure), not at import.
-from . import numerics as _numerics  # noqa: E402
+from .model import numerics as _numerics  # noqa: E402
 
 try:
     _numerics.apply(_numerics.requested())

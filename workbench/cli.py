@@ -3,13 +3,20 @@ default and its choices (nanochat-style: the dataclass is the one place a settin
 
     @dataclass
     class Config:
-        lr: float = setting(0.02, "learning rate")
+        lr: float = setting(0.02, "learning rate", above=0)
+        steps: int = setting(100, "optimizer steps", low=1)
         kind: str = setting("muon", "optimizer", choices=("muon", "adamw"))
+        endgame: str = setting("fixed", "...", choices=choices_of("training.curriculum", "ENDGAMES"))
+
+        def __post_init__(self):
+            check_settings(self)      # every field within its choices and bounds, or one line why not
 
 A field's flag is --field-name. Booleans get --x / --no-x; tuples take several values (strings
 also comma-separated); fields of type `X | None` accept the word None. Choices are listed in the
-help; the config's own validation refuses others (so a choice registered later, e.g. an encoding
-defined in a test, is accepted).
+help and may be a callable, read when asked (a registry's names, or `choices_of` a module that is
+imported only then); `check_settings` refuses other values (so a choice registered later, e.g. an
+encoding defined in a test, is accepted) and values outside the bounds: `low`/`high` inclusive,
+`above`/`below` exclusive; an int field must hold an integer, a float field a number.
 """
 
 from __future__ import annotations
@@ -17,19 +24,28 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import functools
+import importlib
 import json
+import math
 import os
 import re
 import typing
 
-from .printable import printable
+from .runs.printable import printable
 
 NEWLINE = "\n"  # kept in a printed error: a plan's failures are one line each
 
 
-def setting(default, help: str, choices=None, metavar=None):
-    """A dataclass field with a help text (and optional choices) for its command-line flag."""
-    meta = {"help": help, "choices": choices, "metavar": metavar}
+BOUNDS = ("low", "high", "above", "below")
+
+
+def setting(default, help: str, choices=None, metavar=None, low=None, high=None, above=None, below=None):
+    """A dataclass field with a help text for its command-line flag and what it may take: `choices`
+    (or a callable that gives them), and bounds: `low` <= value <= `high`, `above` < value < `below`
+    (`check_settings` refuses the rest)."""
+    meta = {"help": help, "choices": choices, "metavar": metavar, "low": low, "high": high, "above": above}
+    meta["below"] = below
     if isinstance(default, (list, dict, set)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -147,17 +163,74 @@ def unknown(kind: str, value, options) -> str:
     return f"unknown {kind} {value!r}{hint} (choices: {', '.join(options)})"
 
 
-def check_choices(config) -> None:
-    """Raise ValueError for a field of dataclass `config` whose value is not one of its setting's
-    choices, naming the flag and the nearest choices."""
+def choices_of(module: str, name: str):
+    """A setting's choices kept by the module that acts on them (`name` of workbench.`module`), read
+    when asked: the settings name them without importing that module."""
+
+    def read():
+        return getattr(importlib.import_module(f"{__package__}.{module}"), name)
+
+    read.__qualname__ = f"choices_of({module!r}, {name!r})"
+    return read
+
+
+def check_settings(config, bounds: dict | None = None) -> None:
+    """Raise ValueError, in one line naming the flag and the value, for a field of dataclass
+    `config` that its setting does not allow: a value not among its choices (the nearest named) or
+    outside its bounds. `bounds` gives some fields other bounds ({name: {"low": 0, "below": 1}}):
+    a configuration that reuses a group of settings and bounds one of them tighter."""
+    hints = _hints(type(config))
     for f in dataclasses.fields(config):
-        choices = f.metadata.get("choices")
-        choices = choices() if callable(choices) else choices
+        if "help" not in f.metadata:
+            continue
         value = getattr(config, f.name)
-        values = value if isinstance(value, (tuple, list)) else (value,)
-        for v in values:
+        choices = f.metadata["choices"]
+        choices = choices() if callable(choices) else choices
+        for v in value if isinstance(value, (tuple, list)) else (value,):
             if choices and v not in choices:
                 raise ValueError(f"{flag(f.name)}: " + unknown("value", v, choices))
+        limits = {key: f.metadata.get(key) for key in BOUNDS} | (bounds or {}).get(f.name, {})
+        if any(limit is not None for limit in limits.values()):
+            _check_bounds(f.name, value, hints[f.name], **limits)
+
+
+@functools.cache
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def _check_bounds(name: str, value, hint, low=None, high=None, above=None, below=None) -> None:
+    """Raise ValueError unless `value` is within the bounds (None passes where the field's type
+    allows it): an integer (no bool) for an int field, a number for a float field, finite where
+    only a lower bound is given."""
+    if value is None and type(None) in typing.get_args(hint):
+        return
+    within = _within(value, low, high, above, below)
+    if int in (hint, *typing.get_args(hint)):
+        if not isinstance(value, int) or isinstance(value, bool) or not within:
+            span = f"in {low}..{high}" if high is not None else f">= {low}"
+            raise ValueError(f"{flag(name)} must be an integer {span}, got {value!r}")
+    elif above == 0 and low is None and high is None and below is None:
+        if not within:
+            raise ValueError(f"{flag(name)} must be positive, got {value}")
+    elif high is None and below is None:
+        if not within or not math.isfinite(value):
+            raise ValueError(f"{flag(name)} must be a finite number >= {low}, got {value}")
+    elif not within:
+        interval = f"{'[' if low is not None else '('}{low if low is not None else above}, "
+        interval += f"{high if high is not None else below}{']' if high is not None else ')'}"
+        raise ValueError(f"{flag(name)} must be in {interval}, got {value}")
+
+
+def _within(value, low, high, above, below) -> bool:
+    """`value` is a number (a bool counts, as Python's comparisons take it) inside the bounds."""
+    return (
+        isinstance(value, (int, float))
+        and (low is None or value >= low)
+        and (high is None or value <= high)
+        and (above is None or value > above)
+        and (below is None or value < below)
+    )
 
 
 class Parser(argparse.ArgumentParser):

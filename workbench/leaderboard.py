@@ -37,10 +37,10 @@ import numpy as np
 import pandas as pd
 
 from . import encoders, study, tasks
-from .atomic import write_atomic
 from .cli import Parser
-from .outputs import output_path
-from .printable import printable
+from .runs.atomic import write_atomic
+from .runs.outputs import output_path
+from .runs.printable import printable
 from .study import DELTA, MULTITASK_SEEDS, NUMERIC_CHECKPOINT, PRECISION_SEEDS, ZOO_MULTITASK, ZOO_PRECISION
 from .study.rows import INTERVAL_COLUMNS, check_rows
 
@@ -143,22 +143,53 @@ def figure(board: pd.DataFrame):
     every label taken from the intervals is escaped: a "<a href=...>" in a CSV cell shows as text,
     never as a link."""
     import plotly.graph_objects as go
-    from plotly.colors import get_colorscale, sample_colorscale
 
-    from . import plots
+    from .figures import plots  # noqa: F401 (its template, the look every figure shares, before go.Figure)
 
     label = board.task.map(lambda t: tasks.get(t).label)
     board = board.assign(
         column=np.where(board.protocol == "multitask", label, label + ", d=" + board.digits.astype(str))
     )
     order = table(board).index.tolist()
-    labels = {e: encoders.label(e) for e in board.encoding.unique()}
     columns = list(dict.fromkeys(board.column))
     metric_of = dict(zip(board.column, board.task.map(lambda t: tasks.get(t).metric)))
+    fig = go.Figure()
+    _metric_layers(fig, _cells_grid(board, order, columns), order, columns, metric_of)
+    _protocol_headers(fig, board, columns)
+    fig.update_layout(
+        width=1300,
+        height=255 + 42 * len(order),
+        margin=dict(t=225, l=190, r=40),
+        title=dict(
+            text="Encoding leaderboard: score and rank per task at laptop scale",
+            subtitle=dict(
+                text="Score: log-sMAPE or exact-match accuracy (higher is better), each on its own colour scale; "
+                "#rank = 1 + the encodings<br>whose 95 % interval lies entirely above (by more than the "
+                f"cross-CPU spread, {DELTA}); mean over seeds"
+            ),
+        ),
+        xaxis=dict(title="task", side="bottom", tickangle=-30),
+        yaxis=dict(title="encoding", autorange="reversed"),
+    )
+    return fig
+
+
+def _cells_grid(board: pd.DataFrame, order: list, columns: list) -> pd.DataFrame:
+    """The board as rows (encodings' labels, in `order`) x columns, for each of mean, low, high, rank."""
+    labels = {e: encoders.label(e) for e in board.encoding.unique()}
     grid = board.assign(row=board.encoding.map(labels)).pivot(
         index="row", columns="column", values=["mean", "low", "high", "rank"]
     )
-    grid = grid.reindex(index=order, columns=pd.MultiIndex.from_product([["mean", "low", "high", "rank"], columns]))
+    return grid.reindex(index=order, columns=pd.MultiIndex.from_product([["mean", "low", "high", "rank"], columns]))
+
+
+def _metric_layers(fig, grid: pd.DataFrame, order: list, columns: list, metric_of: dict) -> None:
+    """One heat map per metric on `fig`, each with its own colour axis and bar: a cell shows its
+    score and rank, its hover the interval."""
+    from plotly.colors import get_colorscale, sample_colorscale
+
+    from .figures import plots
+
     text = [
         [
             ("no runs" if np.isnan(m) else f"{m:.2f}<br>#{int(r)}")
@@ -177,7 +208,6 @@ def figure(board: pd.DataFrame):
         for e in order
     ]
     z = grid["mean"].to_numpy()
-    fig = go.Figure()
     metrics = [m for m in METRIC_SCALES if m in set(metric_of.values())]
     for k, metric in enumerate(metrics):  # one trace per metric: each its own colour axis and bar
         mine = np.array([metric_of[c] == metric for c in columns])
@@ -191,33 +221,25 @@ def figure(board: pd.DataFrame):
         for top, shown in ((False, np.ones_like(white)), (True, white)):
             if top and not white.any():
                 continue
-            fig.add_trace(
-                go.Heatmap(
-                    z=np.where(shown, cells, np.nan),
-                    x=[_text(c) for c in columns],
-                    y=[_text(e) for e in order],
-                    text=[[t if m and s else "" for t, m, s in zip(row, mine, on)] for row, on in zip(text, shown)],
-                    texttemplate="%{text}",
-                    textfont=dict(color="#ffffff" if top else plots.DARK_TEXT),
-                    hovertext=[
-                        [h if m and s else "" for h, m, s in zip(row, mine, on)] for row, on in zip(hover, shown)
-                    ],
-                    hoverinfo="text",
-                    hoverongaps=not top,  # the cells under the gaps keep their hover
-                    name=name,
-                    coloraxis=axis,
-                )
+            fig.add_heatmap(
+                z=np.where(shown, cells, np.nan),
+                x=[_text(c) for c in columns],
+                y=[_text(e) for e in order],
+                text=[[t if m and s else "" for t, m, s in zip(row, mine, on)] for row, on in zip(text, shown)],
+                texttemplate="%{text}",
+                textfont=dict(color="#ffffff" if top else plots.DARK_TEXT),
+                hovertext=[[h if m and s else "" for h, m, s in zip(row, mine, on)] for row, on in zip(hover, shown)],
+                hoverinfo="text",
+                hoverongaps=not top,  # the cells under the gaps keep their hover
+                name=name,
+                coloraxis=axis,
             )
-        fig.update_layout(
-            {
-                axis: dict(
-                    cmin=0,
-                    cmax=1,
-                    colorscale=scale,
-                    colorbar=dict(title=dict(text=name, side="right"), x=1.01 + 0.1 * k, len=0.9, thickness=18),
-                )
-            }
-        )
+        colorbar = dict(title=dict(text=name, side="right"), x=1.01 + 0.1 * k, len=0.9, thickness=18)
+        fig.update_layout({axis: dict(cmin=0, cmax=1, colorscale=scale, colorbar=colorbar)})
+
+
+def _protocol_headers(fig, board: pd.DataFrame, columns: list) -> None:
+    """Each protocol's header (with its seed counts) over its columns, and a line between them."""
     multitask = board[board.protocol == "multitask"].column.nunique()
     spans = {"multitask": (0, multitask), "precision": (multitask, len(columns))}
     for protocol, (first, stop) in spans.items():
@@ -238,22 +260,6 @@ def figure(board: pd.DataFrame):
         fig.add_shape(type="line", x0=first - 0.45, x1=stop - 0.55, y0=1.01, y1=1.01, yref="paper", line_width=2)
     if board.protocol.nunique() == 2:  # between the protocols
         fig.add_vline(x=multitask - 0.5, line_color="white", line_width=4)
-    fig.update_layout(
-        width=1300,
-        height=255 + 42 * len(order),
-        margin=dict(t=225, l=190, r=40),
-        title=dict(
-            text="Encoding leaderboard: score and rank per task at laptop scale",
-            subtitle=dict(
-                text="Score: log-sMAPE or exact-match accuracy (higher is better), each on its own colour scale; "
-                "#rank = 1 + the encodings<br>whose 95 % interval lies entirely above (by more than the "
-                f"cross-CPU spread, {DELTA}); mean over seeds"
-            ),
-        ),
-        xaxis=dict(title="task", side="bottom", tickangle=-30),
-        yaxis=dict(title="encoding", autorange="reversed"),
-    )
-    return fig
 
 
 def _text(label) -> str:
@@ -393,7 +399,7 @@ def main(argv=None) -> None:
             write_atomic(csv, lambda tmp: board.to_csv(tmp, index=False))
             print(f"\nboard written to {csv}")
         if drawn:
-            from . import plots
+            from .figures import plots
 
             written = plots.save(figure(board), "leaderboard", drawn)
             print(f"figure written to {', '.join(map(str, written))}")

@@ -30,8 +30,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .outputs import output_path
-from .plots import ROOT
+from .figures.plots import ROOT
+from .runs.outputs import output_path
 
 
 def _assignments(nb):
@@ -263,7 +263,7 @@ def _tasks(value) -> str:
 
 
 def _presets() -> list[str]:
-    from .gpt_config import PRESETS  # torch-free: `params` and a refused value answer without torch
+    from .model.gpt_config import PRESETS  # torch-free: `params` and a refused value answer without torch
 
     return list(PRESETS)
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from .cli import Parser
+from .figures.plots import FIGURES, ROOT
 from .notebook_parameters import (
     LIMITS,
     check_limits,
@@ -42,8 +43,7 @@ from .notebook_parameters import (
     parameters_of,
     parse_parameter,
 )
-from .outputs import output_path
-from .plots import FIGURES, ROOT
+from .runs.outputs import output_path
 
 NOTEBOOK_DIR = ROOT / "notebooks"
 OUTPUT_DIR = ROOT / "runs" / "notebooks"

@@ -41,8 +41,8 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from . import encoders, tasks
-from .atomic import write_atomic
 from .numbers import NUM_TOKEN, number_spans, parse_parts, write
+from .runs.atomic import write_atomic
 from .tasks import text_sources
 
 if TYPE_CHECKING:

@@ -81,7 +81,7 @@ class NumberEncoding:
 class NumberHead(nn.Module):
     """How a model reads and writes one encoding's numbers.
 
-    Parameter groups (`workbench.optim`): a submodule named `output` belongs to the head group
+    Parameter groups (`workbench.training.optim`): a submodule named `output` belongs to the head group
     (lr of the lm head); every other matrix here joins the embedding group."""
 
     loss_weight: ClassVar[float | None] = None  # the weight of `loss` beside the CE; None: C.1's (the model's, 10)
@@ -192,7 +192,7 @@ class RegressionHead(NumberHead):
 class TokenModule(nn.Module):
     """Hooks of an encoding into the model beyond its vocabulary; each returns None to do nothing.
 
-    Parameter groups (`workbench.optim`): a submodule named `embedding` joins the embedding group
+    Parameter groups (`workbench.training.optim`): a submodule named `embedding` joins the embedding group
     (Adam at the token embedding's lr); every other matrix here joins the head group."""
 
     def __init__(self, encoding: NumberEncoding, d_model: int, piece_ids: dict[str, int] | None):

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from workbench.locks import hold_file
+from workbench.runs.locks import hold_file
 
 from .prompts import load_benchmark, system_prompt
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from workbench import tasks
-from workbench.atomic import write_atomic
+from workbench.runs.atomic import write_atomic
 
 
 def system_prompt(task):

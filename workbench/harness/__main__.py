@@ -90,7 +90,7 @@ def results_rows(path) -> list[dict]:
 def write_csv(rows, out) -> Path:
     import pandas as pd
 
-    from workbench.atomic import write_atomic
+    from workbench.runs.atomic import write_atomic
 
     frame = pd.DataFrame(rows)
     frame["n"] = frame["n"].astype("Int64")  # a group's rows have none

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workbench.atomic import write_folder
+from workbench.runs.atomic import write_folder
 
 from . import questions as q
 from .scoring import HIGHER_IS_BETTER, METRICS, metrics

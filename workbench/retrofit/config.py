@@ -7,11 +7,10 @@ answered without importing torch or transformers.
 from __future__ import annotations
 
 import argparse
-import math
 from dataclasses import dataclass, field
 
 from .. import encoders, tasks
-from ..cli import Parser, add_encoding_option, check_choices, flag, setting
+from ..cli import Parser, add_encoding_option, setting
 from ..config import GROUPS, BalanceArgs, DataArgs, DifficultyArgs, EvalArgs, Grouped, RunArgs, add_flags
 from .hub import DTYPES, KNOWN
 
@@ -75,14 +74,18 @@ class RetrofitConfig(Grouped):
     tasks: tuple[str, ...] = setting(
         ("multiplication",), "tasks to fine-tune on, e.g. multiplication,addition", choices=tasks.names
     )
-    tokens: float = setting(2e5, "fine-tuning budget: tokens of the samples drawn (padding not counted)")
+    tokens: float = setting(2e5, "fine-tuning budget: tokens of the samples drawn (padding not counted)", low=1)
     text_share: float = setting(
         0.25,
         "share of every step's tokens that is text of --text-source's training "
         "documents, to keep the model's language (0: numbers only)",
+        low=0,
+        below=1,
     )
-    text_pool_size: int = setting(1000, "training text chunks the text share draws from")
-    text_samples: int = setting(50, "held-out text chunks whose perplexity is measured before and after (0: none)")
+    text_pool_size: int = setting(1000, "training text chunks the text share draws from", low=1)
+    text_samples: int = setting(
+        50, "held-out text chunks whose perplexity is measured before and after (0: none)", low=0
+    )
     dtype: str = setting(
         "float32",
         "dtype of the model's body while training and when saved (auto: as stored); "
@@ -94,14 +97,18 @@ class RetrofitConfig(Grouped):
         "train LoRA adapters on every linear layer, the added tokens' rows and the number "
         "head; the rest of the model stays frozen",
     )
-    lora_rank: int = setting(16, "rank of the LoRA adapters")
-    lora_alpha: float = setting(32.0, "LoRA scale alpha (the update is alpha / rank x B A)")
-    lr: float = setting(1e-4, "AdamW learning rate of the model's weights (of the adapters with --lora)")
-    head_lr: float = setting(1e-3, "AdamW learning rate of the number head (new, so it learns faster)")
-    warmup_frac: float = setting(0.05, "share of the steps of linear lr warm-up before the cosine decay")
-    batch_tokens: int = setting(4096, "tokens per step: samples are drawn by the task ratios until they hold this many")
-    context: int = setting(512, "longest sample in tokens (longer text is cut; at most the model's positions)")
-    seed: int = setting(0, "seed of the data, the new weights and the sampling")
+    lora_rank: int = setting(16, "rank of the LoRA adapters", low=1)
+    lora_alpha: float = setting(32.0, "LoRA scale alpha (the update is alpha / rank x B A)", above=0)
+    lr: float = setting(1e-4, "AdamW learning rate of the model's weights (of the adapters with --lora)", above=0)
+    head_lr: float = setting(1e-3, "AdamW learning rate of the number head (new, so it learns faster)", above=0)
+    warmup_frac: float = setting(
+        0.05, "share of the steps of linear lr warm-up before the cosine decay", low=0, below=1
+    )
+    batch_tokens: int = setting(
+        4096, "tokens per step: samples are drawn by the task ratios until they hold this many", low=8
+    )
+    context: int = setting(512, "longest sample in tokens (longer text is cut; at most the model's positions)", low=8)
+    seed: int = setting(0, "seed of the data, the new weights and the sampling", low=0)
     data: DataArgs = field(default_factory=lambda: DataArgs(decades=(0, 3), max_digits=4))
     difficulty: DifficultyArgs = field(default_factory=DifficultyArgs)
     balance: BalanceArgs = field(default_factory=BalanceArgs)
@@ -109,6 +116,8 @@ class RetrofitConfig(Grouped):
     run: RunArgs = field(default_factory=lambda: RunArgs(out="runs/retrofit", threads=0))
 
     GROUPS = {name: kind for name, kind in GROUPS.items() if name != "model"}  # the model is Hugging Face's
+    # a fine-tuning's warm-up and endgame end before its last step
+    BOUNDS = {"adapt_warmup": {"high": None, "below": 1}, "endgame_share": {"low": 0, "below": 1}}
 
     def __post_init__(self):
         self.tasks = tuple(self.tasks)
@@ -118,56 +127,24 @@ class RetrofitConfig(Grouped):
         unknown = [t for t in self.tasks if t not in tasks.names()]
         if not self.tasks or unknown or len(set(self.tasks)) != len(self.tasks):
             raise ValueError(f"--tasks must be distinct names from {tasks.names()}, got {list(self.tasks)}")
-        if not 0 <= self.text_share < 1:
-            raise ValueError(f"--text-share must be in [0, 1), got {self.text_share}")
-        if self.text_share and "text" in self.tasks:
-            raise ValueError(
-                "--tasks holds text and --text-share is not 0: the balancer sets the text's share "
-                "when it is a task; pass --text-share 0, or leave text out of --tasks"
-            )
-        for name, choices in (
-            ("num_init", NUM_INITS),
-            ("digit_mass", DIGIT_MASSES),
-            ("frame", FRAMES),
-            ("loss_logits", LOSS_LOGITS),
-        ):
-            if self.get(name) not in choices:
-                raise ValueError(f"{flag(name)} must be one of {choices}, got {self.get(name)!r}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"--dtype must be one of {DTYPES}, got {self.dtype!r}")
         if self.encoding not in encoding_choices():
             raise ValueError(
                 f"--encoding {self.encoding!r} cannot be joined to a model: choose one of "
                 f"{encoding_choices()} (digit encodings have no number head; {BASELINE} is the "
                 "model's own digit tokens)"
             )
-        for part in (getattr(self, g) for g in self.GROUPS):
-            check_choices(part)
+        self.check()
+        if self.text_share and "text" in self.tasks:
+            raise ValueError(
+                "--tasks holds text and --text-share is not 0: the balancer sets the text's share "
+                "when it is a task; pass --text-share 0, or leave text out of --tasks"
+            )
         self.regime = self.data.regime()
-        if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens) and self.tokens >= 1):
-            raise ValueError(f"--tokens must be a finite number >= 1, got {self.tokens}")
-        for name, low in (
-            ("batch_tokens", 8),
-            ("context", 8),
-            ("pool_size", 1),
-            ("val_samples", 1),
-            ("test_samples", 1),
-            ("text_samples", 0),
-            ("text_pool_size", 1),
-            ("eval_every", 1),
-            ("lora_rank", 1),
-            ("seed", 0),
-            ("threads", 0),
-        ):
-            value = self.get(name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"{flag(name)} must be an integer >= {low}, got {value!r}")
-        for name in ("lr", "head_lr", "lora_alpha"):
-            if not self.get(name) > 0:
-                raise ValueError(f"{flag(name)} must be positive, got {self.get(name)}")
-        for name in ("warmup_frac", "endgame_share", "adapt_warmup"):
-            if not 0 <= self.get(name) < 1:
-                raise ValueError(f"{flag(name)} must be in [0, 1), got {self.get(name)}")
+
+    def lr_shape(self) -> tuple[float, float]:
+        """(the lr warm-up's share of the steps, the lr's floor as a share of its peak: 0, for AdamW's
+        cosine ends at 0): what the curricula read of the schedule (adapt.build_sampler)."""
+        return self.warmup_frac, 0.0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -197,7 +174,7 @@ def configuration(parser: argparse.ArgumentParser, args: dict) -> RetrofitConfig
     value exits with one line."""
     from ..cli import encoding_options
     from ..config import from_flags
-    from ..outputs import output_path
+    from ..runs.outputs import output_path
 
     try:
         cfg = from_flags(

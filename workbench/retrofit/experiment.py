@@ -34,9 +34,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..atomic import write_atomic
 from ..cli import Parser
-from ..outputs import RESULTS, output_path
+from ..runs.atomic import write_atomic
+from ..runs.outputs import RESULTS, output_path
 from .config import RetrofitConfig
 from .report import perplexity_change, test_scores
 

@@ -54,19 +54,20 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import tasks
-from ..adapt import build_sampler, evaluate_and_adapt
-from ..allocator import keep_freed_memory
-from ..atomic import write_atomic
-from ..balancing import LossNormalizer, TaskBalancer
 from ..cli import encoding_options
 from ..config import from_flags, recorded
-from ..data import draw, make_pool
-from ..evaluate import evaluate, summarize
-from ..locks import InUse, hold
-from ..optim import lr_multiplier
-from ..outputs import check_run_folder, output_path
-from ..perplexity import windows
-from ..rundir import device_of, environment
+from ..measures.evaluate import evaluate, summarize
+from ..measures.perplexity import windows
+from ..runs.allocator import keep_freed_memory
+from ..runs.atomic import write_atomic
+from ..runs.locks import InUse, hold
+from ..runs.outputs import check_run_folder, output_path
+from ..runs.provenance import device_of, environment
+from ..training.adapt import build_sampler, evaluate_and_adapt
+from ..training.balancing import LossNormalizer, TaskBalancer
+from ..training.data import draw, make_pool
+from ..training.optim import lr_multiplier
+from ..training.trainer import Trainer
 from . import plan
 from .config import SKIPPED, RetrofitConfig, command_line, dry_run, encoding_choices  # noqa: F401 (finetune's names before)
 from .hub import resolve_model
@@ -93,8 +94,8 @@ GROUP_TOKENS = 1024
 
 
 @dataclass
-class Job:
-    """Everything one fine-tuning run holds."""
+class Job(Trainer):
+    """Everything one fine-tuning run holds (a Trainer: what adapt.evaluate_and_adapt reads)."""
 
     cfg: RetrofitConfig
     out: Path  # where this run writes (beside --out while it replaces an earlier run)
@@ -113,7 +114,7 @@ class Job:
     state: dict = field(default_factory=lambda: {"best": -math.inf, "warm_evaluations": 0})  # adapt's
     step: int = 0  # of the latest evaluation
 
-    # what adapt.evaluate_and_adapt asks of a trainer
+    # the Trainer's members that are not fields (training/trainer.py)
     @property
     def tokens_per_step(self) -> int:
         return self.cfg.batch_tokens
@@ -210,20 +211,7 @@ def setup(cfg: RetrofitConfig, out: Path | None = None, lm: NumberLM | None = No
     pools = {t: make_pool(t, pool_size, lm.tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
     val = {t: make_pool(t, val_samples, lm.tok, cfg.seed, "val", cfg.regime).frame for t in cfg.tasks}
     total_steps = max(1, math.ceil(cfg.tokens / cfg.batch_tokens))
-    sampler = build_sampler(
-        cfg.tasks,
-        cfg.difficulty,
-        cfg.regime,
-        pool_size,
-        val_samples,
-        cfg.seed,
-        lm.tok.encoding or OwnDigits(),
-        lm.tok,
-        pools,
-        total_steps,
-        cfg.warmup_frac,
-        0.0,
-    )
+    sampler = build_sampler(cfg, lm.tok.encoding or OwnDigits(), lm.tok, pools, total_steps)
     if cfg.text_share:
         pools[TEXT] = make_pool(TEXT, cfg.text_pool_size, lm.tok, cfg.seed, "train", cfg.regime)
     b = cfg.balance
@@ -253,26 +241,26 @@ def setup(cfg: RetrofitConfig, out: Path | None = None, lm: NumberLM | None = No
     )
     context = min(cfg.context, lm.max_positions or cfg.context)
     return Job(
-        cfg,
-        out,
-        lm,
-        optimizer,
-        pools,
-        val,
-        sampler,
-        balancer,
-        normalizer,
-        np.random.default_rng(cfg.seed),
-        total_steps,
-        context,
-        {"step": None, "weights": None},
-        master,
+        cfg=cfg,
+        out=out,
+        lm=lm,
+        optimizer=optimizer,
+        pools=pools,
+        val=val,
+        sampler=sampler,
+        balancer=balancer,
+        normalizer=normalizer,
+        rng=np.random.default_rng(cfg.seed),
+        total_steps=total_steps,
+        context=context,
+        best={"step": None, "weights": None},
+        master=master,
     )
 
 
 def provenance(cfg: RetrofitConfig) -> dict:
     """What made the run beside its settings: the workbench's commit, the machine and its kernels,
-    the libraries (rundir.environment's), and the Hugging Face libraries that load the model."""
+    the libraries (runs.provenance.environment's), and the Hugging Face libraries that load the model."""
     from importlib.metadata import version
 
     return {**environment(cfg), **{name: version(name) for name in ("transformers", "peft", "safetensors")}}

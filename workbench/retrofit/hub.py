@@ -34,9 +34,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic import write_folder
-from ..locks import InUse, hold_file
-from ..reading import JSON_LIMIT, open_regular, read_json, read_text
+from ..runs.atomic import write_folder
+from ..runs.locks import InUse, hold_file
+from ..runs.reading import JSON_LIMIT, open_regular, read_json, read_text
 
 # What transformers and peft print while a model is loaded, resized, wrapped in LoRA or saved that
 # tells a user of the workbench nothing: the progress bars of reading and writing a few files

@@ -68,10 +68,10 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from .. import encoders
-from ..atomic import write_folder
 from ..encoders.base import NumberEncoding, NumberHead
-from ..model import true_float32
-from ..reading import read_json
+from ..model.gpt import true_float32
+from ..runs.atomic import write_folder
+from ..runs.reading import read_json
 from .config import BASELINE, DIGIT_MASSES, FRAMES, NUM_INITS
 from .hub import HEAD_FILE, KNOWN, check_vocabulary, load_folder, quiet, resolve_model
 from .tokens import RetrofitTokenizer

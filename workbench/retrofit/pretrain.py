@@ -22,11 +22,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..atomic import write_folder
-from ..optim import lr_multiplier
+from ..runs.atomic import write_folder
 from ..tasks.sampling import SPLITS, question_hash, split_of
 from ..tasks.text import documents
 from ..tasks.text_sources import DEFAULT
+from ..training.optim import lr_multiplier
 from .hub import quiet
 
 EOS = "<|endoftext|>"

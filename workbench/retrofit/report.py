@@ -108,7 +108,7 @@ def figure(scores, ppl, encodings, tasks, labels: dict, colors: dict, title: str
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from .. import plots
+    from ..figures import plots
 
     fig = make_subplots(
         rows=1,

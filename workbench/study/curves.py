@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .. import encoders
-from ..gpt_config import preset
+from ..model.gpt_config import preset
 from .kept import read_kept
 from .parts import PAPER_REGIME, PARTS, VARIANT, base_encoding, plan
 
@@ -78,7 +78,7 @@ def curves_figure(curves: pd.DataFrame, title: str):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from .. import plots
+    from ..figures import plots
 
     cells = sorted({(t, d) for t, d in zip(curves.task, curves.digits)})
     label = {d: "the paper's regime" if d == PAPER_REGIME else f"d = {d}" for _, d in cells}

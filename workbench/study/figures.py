@@ -27,9 +27,9 @@ METRIC_LABELS = {"log_smape": "log-sMAPE", "exact_match": "exact match", "accura
 
 # -- what notebook 04 draws --------------------------------------------------------------------
 def fig4_results(table: pd.DataFrame, part: str = "multitask") -> pd.DataFrame:
-    """A multi-task part's rows (Study 2 or 2b) in the results schema of `paper_figures` (Figure
-    4's third row), with the regime columns that `paper_figures.describe_regime` reads and the
-    text source its perplexity was measured on (`paper_figures.describe_corpus`)."""
+    """A multi-task part's rows (Study 2 or 2b) in the results schema (`workbench.results`; Figure
+    4's third row), with the regime columns that `figures.paper.methods.describe_regime` reads and
+    the text source its perplexity was measured on (`figures.paper.methods.describe_corpus`)."""
     rows = table[table["study"] == part].rename(columns={"score": "value"})
     return rows.assign(
         preset=MULTITASK.model.preset,
@@ -79,7 +79,7 @@ def _line_style(encoding: str, k: int) -> dict:
     colour (VARIANT a darker shade of its encoding's, and dashed), its own marker, markers
     shrinking with k so that a line drawn earlier shows around one drawn on top of it (single
     digit and NTL nearly coincide in Study 3)."""
-    from .. import plots
+    from ..figures import plots
 
     color = plots.encoding_color(base_encoding(encoding))
     color = plots.variant_color(color) if encoding == VARIANT else color

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..atomic import write_atomic
-from ..outputs import RESULTS
+from ..runs.atomic import write_atomic
+from ..runs.outputs import RESULTS
 
 KEPT = RESULTS / "runs"
 METRIC_ROWS = 300

@@ -69,7 +69,7 @@ def figure(folders, task: str, digits: int, title: str | None = None):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from .. import plots
+    from ..figures import plots
 
     folders = list(folders)
     curves = traces(folders)
@@ -149,7 +149,7 @@ def curriculum_draws(record: dict, task: str, frontiers, pool: int = 50_000) -> 
     decimal difficulty levels and the test's. Computed from the sampler alone, without training: a
     curriculum on base-2 difficulty (BitTokens) orders a decimal pool by bits, not by what the
     test asks."""
-    from ..curriculum import Curriculum
+    from ..training.curriculum import Curriculum
 
     cfg = from_record(record)
     regime = cfg.regime

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..atomic import write_atomic
-from ..outputs import RESULTS
+from ..runs.atomic import write_atomic
+from ..runs.outputs import RESULTS
 from . import kept
 from .parts import PARTS, plan
 from .questions import OTHER_QUESTIONS_FILE, SCORINGS, other_question_cells

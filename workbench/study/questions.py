@@ -1,6 +1,6 @@
 """Study 3's models scored on questions made elsewhere, without training: the authors' released
 500 test questions of each task (`official_scores`, OUT/cpu-study-official.csv) and an independent
-generator's (`generator_scores`: reasoning-gym through workbench/generator.py,
+generator's (`generator_scores`: reasoning-gym through workbench/study/generator.py,
 OUT/cpu-study-generator.csv); their cells with intervals (`other_question_cells`) and the models
 as points of the paper's frontier figure (`frontier_points`).
 """
@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from .. import encoders
-from ..atomic import write_atomic
-from ..outputs import output_path
+from ..runs.atomic import write_atomic
+from ..runs.outputs import output_path
 from .parts import BUDGET_PARTS, PAPER_REGIME, VARIANT, Run, base_encoding, plan, select
 from .run import finished
 from .stats import budget_of, hierarchical_bootstrap
@@ -45,8 +45,8 @@ def _scored_before(path: Path, empty: list[str]) -> pd.DataFrame:
 
 def _answer(out: Path, r: Run, questions: pd.DataFrame) -> pd.DataFrame:
     """Run r's best checkpoint answers `questions` of its task, scored; the study's columns added."""
-    from ..evaluate import evaluate
-    from ..rundir import load_run
+    from ..measures.evaluate import evaluate
+    from ..runs.checkpoints import load_run
 
     model, tok, _ = load_run(out / r.name)
     answers = evaluate(model, tok, {r.task: questions[["prompt", "answer"]]})
@@ -80,7 +80,7 @@ def generator_scores(out, n: int = 500, seed: int = 0, which=BUDGET_PARTS, **sel
     and the question's reasoning-gym source and index), written to OUT/cpu-study-generator.csv.
     Runs already scored there are not scored again; a file scored with another n or seed is
     refused. `.attrs["dropped"]`: {task: the items dropped per source and reason} of the draws made."""
-    from .. import generator
+    from . import generator
 
     generator.check_draw(n, seed)
     out = output_path(out, "out")

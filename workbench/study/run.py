@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 
 from .. import tasks
-from ..atomic import write_atomic
 from ..config import TrainConfig
-from ..executors import Executor, run_all
-from ..locks import hold
-from ..outputs import output_path
+from ..runs.atomic import write_atomic
+from ..runs.executors import Executor, run_all
+from ..runs.locks import hold
+from ..runs.outputs import output_path
 from .parts import BUDGET_PARTS, BUDGET_SEEDS, PARTS, PREREGISTERED, VARIANT, Run, plan, select
 from .stats import WITHIN, hierarchical_bootstrap, verdict_stability
 
@@ -30,15 +30,15 @@ RESULTS_FILE, INTERVALS_FILE = "cpu-study.csv", "cpu-study-intervals.csv"  # wha
 
 
 def finished(cfg: TrainConfig) -> bool:
-    """rundir.finished (the study needs it before torch is imported: experiments' --help)."""
-    from ..rundir import finished as done
+    """runs.folder.finished (the study needs it before torch is imported: experiments' --help)."""
+    from ..runs.folder import finished as done
 
     return done(cfg)
 
 
 def stale(runs: list[Run], out: Path) -> dict[str, str]:
     """{run name: the settings in which its finished run in OUT differs from the plan}."""
-    from ..rundir import recorded_differences  # torch: not at import (the commands' --help)
+    from ..runs.folder import recorded_differences  # torch: not at import (the commands' --help)
 
     found = {}
     for r in runs:
