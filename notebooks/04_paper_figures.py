@@ -286,8 +286,8 @@ else:
 kept_levels = sorted({p.parent.name for p in study.kept.kept_runs(study.kept.KEPT) if p.parent.name.startswith("study4_")})
 for level in kept_levels:
     runs = study.kept.kept_runs(study.kept.KEPT, level)
-    display(save(study.curves.curves_figure(study.curves.validation_curves(runs), f"Study 4, {level.removeprefix('study4_')} tokens: "
-                                            "validation score while training"), f"04_{level}_curves"))
+    display(save(study.curves.curves_figure(study.curves.validation_curves(runs), study.curves.level_title(level) +
+                                            ": validation score while training"), f"04_{level}_curves"))
     for task in sorted({r.task for r in study.plan([study.STUDY4]) if r.study == level and r.digits == 4}):
         if any(p.name.startswith(f"{level}-{task}-d4-") for p in runs):  # the stall Study 4 diagnoses
             beside = study.kept.kept_runs(study.kept.KEPT, level.replace(study.STUDY4, study.STUDY4_PLATEAU, 1))

@@ -132,7 +132,9 @@ def test_learning_curves_come_from_the_kept_runs(tmp_path):
     assert len(table) == 12 and set(table.encoding) == {r.encoding for r in cell}
     assert sorted(set(table.tokens)) == [100 * 8 * 128, 200 * 8 * 128, 300 * 8 * 128]  # cpu-tiny rows of 128
     assert table[table.seed == 1].validation.min() == pytest.approx(1.1) and table.frontier.max() == 3
-    fig = curves.curves_figure(table, "Study 4, 3M tokens")
+    titles = [curves.level_title(level) for level in ("study4_3M", "study4_plateau_3M")]
+    assert titles == ["Study 4, 3M tokens", "Study 4's intervention (no curriculum), 3M tokens"]
+    fig = curves.curves_figure(table, titles[0])
     assert len(fig.data) == 2 * (2 + 1)  # per encoding: each seed and the mean
     assert fig.layout.title.text == "Study 4, 3M tokens" and fig.layout.yaxis.title.text.startswith(
         "validation log-sMAPE"

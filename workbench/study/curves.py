@@ -19,7 +19,7 @@ import pandas as pd
 from .. import encoders
 from ..model.gpt_config import preset
 from .kept import read_kept
-from .parts import PAPER_REGIME, PARTS, VARIANT, base_encoding, plan
+from .parts import PAPER_REGIME, PARTS, STUDY4, STUDY4_PLATEAU, VARIANT, base_encoding, plan
 
 
 def kept_plan_runs(folders) -> list[tuple]:
@@ -70,6 +70,14 @@ def validation_curves(folders) -> pd.DataFrame:
     validation score and the curriculum's frontier against tokens trained (`traces`' columns)."""
     table = traces(folders)
     return table[CURVE_COLUMNS] if len(table) else pd.DataFrame(columns=CURVE_COLUMNS)
+
+
+def level_title(level: str) -> str:
+    """A kept level's name in a figure's title: "study4_3M" -> "Study 4, 3M tokens",
+    "study4_plateau_3M" -> "Study 4's intervention (no curriculum), 3M tokens"."""
+    if level.startswith(f"{STUDY4_PLATEAU}_"):
+        return f"Study 4's intervention (no curriculum), {level.removeprefix(STUDY4_PLATEAU + '_')} tokens"
+    return f"Study 4, {level.removeprefix(STUDY4 + '_')} tokens"
 
 
 def curves_figure(curves: pd.DataFrame, title: str):
