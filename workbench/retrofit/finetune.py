@@ -204,8 +204,7 @@ def setup(cfg: RetrofitConfig, out: Path | None = None, lm: NumberLM | None = No
     out = Path(out or cfg.run.out)
     lm = lm if lm is not None else load_lm(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "retrofit.json", lambda tmp: Path(tmp).write_text(json.dumps(recorded(cfg), indent=1)))
-    write_atomic(out / "environment.json", lambda tmp: Path(tmp).write_text(json.dumps(provenance(cfg), indent=1)))
+    write_settings(cfg, out)
     pool_size, val_samples = cfg.data.pool_size, cfg.evaluation.val_samples
     plan.announce("pools", f"{plan.pool_samples(cfg):,} samples generated and tokenized", plan.pool_seconds(cfg))
     pools = {t: make_pool(t, pool_size, lm.tok, cfg.seed, "train", cfg.regime) for t in cfg.tasks}
@@ -407,6 +406,28 @@ def perplexity(
     }
 
 
+def write_settings(cfg: RetrofitConfig, out: Path) -> None:
+    """retrofit.json (the settings) and environment.json (what made the run) into `out`."""
+    write_atomic(out / "retrofit.json", lambda tmp: Path(tmp).write_text(json.dumps(recorded(cfg), indent=1)))
+    write_atomic(out / "environment.json", lambda tmp: Path(tmp).write_text(json.dumps(provenance(cfg), indent=1)))
+
+
+def answer_test(lm: NumberLM, cfg: RetrofitConfig, out: Path, common: dict, seconds: float) -> None:
+    """`lm` answers the run's held-out test questions of every scored task: test_samples.csv and
+    test_summary.csv in `out`, each row with the `common` columns (and `seconds` of training)."""
+    scored = [t for t in cfg.tasks if tasks.get(t).score is not None]
+    if not scored:
+        return
+    test = {t: make_pool(t, cfg.evaluation.test_samples, lm.tok, cfg.seed, "test", cfg.regime).frame for t in scored}
+    questions = sum(len(f) for f in test.values())
+    params = sum(p.numel() for p in lm.hf.parameters())
+    plan.announce("test", f"{questions:,} held-out questions answered", plan.answer_seconds(questions, params))
+    samples = evaluate(lm, lm.tok, test, cfg.evaluation.max_answer_tokens or None, progress="test").assign(**common)
+    write_atomic(out / "test_samples.csv", lambda tmp: samples.to_csv(tmp, index=False))
+    summary = summarize(samples).assign(**common, train_seconds=seconds)
+    write_atomic(out / "test_summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
+
+
 def final_test(job: Job, texts: list[str], before: dict | None, seconds: float) -> None:
     """The best weights are saved (OUT/model) and answer the held-out test split; the text's
     perplexity after fine-tuning beside the one before."""
@@ -416,18 +437,7 @@ def final_test(job: Job, texts: list[str], before: dict | None, seconds: float) 
     plan.announce("saving", f"the best weights (step {job.best.get('step')}) into {job.out / 'model'}")
     lm.save_pretrained(job.out / "model", overwrite=True)
     common = dict(encoding=cfg.encoding, lora=cfg.lora, seed=cfg.seed, best_step=job.best.get("step"))
-    scored = [t for t in cfg.tasks if tasks.get(t).score is not None]
-    if scored:
-        test = {
-            t: make_pool(t, cfg.evaluation.test_samples, lm.tok, cfg.seed, "test", cfg.regime).frame for t in scored
-        }
-        questions = sum(len(f) for f in test.values())
-        params = sum(p.numel() for p in lm.hf.parameters())
-        plan.announce("test", f"{questions:,} held-out questions answered", plan.answer_seconds(questions, params))
-        samples = job.answer(test, progress="test").assign(**common)
-        write_atomic(job.out / "test_samples.csv", lambda tmp: samples.to_csv(tmp, index=False))
-        summary = summarize(samples).assign(**common, train_seconds=seconds)
-        write_atomic(job.out / "test_summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
+    answer_test(lm, cfg, job.out, common, seconds)
     if before is not None:
         params = sum(p.numel() for p in lm.hf.parameters())
         plan.announce("perplexity after", f"{len(texts)} held-out text chunks", plan.perplexity_seconds(cfg, params))
@@ -446,20 +456,8 @@ def zero_shot(cfg: RetrofitConfig) -> Path:
     lm = load_lm(cfg)
     out.mkdir(parents=True, exist_ok=True)
     with hold(out):
-        write_atomic(out / "retrofit.json", lambda tmp: Path(tmp).write_text(json.dumps(recorded(cfg), indent=1)))
-        write_atomic(out / "environment.json", lambda tmp: Path(tmp).write_text(json.dumps(provenance(cfg), indent=1)))
-        test = {
-            t: make_pool(t, cfg.evaluation.test_samples, lm.tok, cfg.seed, "test", cfg.regime).frame
-            for t in cfg.tasks
-            if tasks.get(t).score is not None
-        }
-        questions = sum(len(f) for f in test.values())
-        plan.announce("test", f"{questions:,} held-out questions answered", plan.answer_seconds(questions, params))
-        common = dict(encoding=cfg.encoding, lora=False, seed=cfg.seed, best_step=0)
-        samples = evaluate(lm, lm.tok, test, cfg.evaluation.max_answer_tokens or None, progress="test").assign(**common)
-        write_atomic(out / "test_samples.csv", lambda tmp: samples.to_csv(tmp, index=False))
-        summary = summarize(samples).assign(**common, train_seconds=0.0)
-        write_atomic(out / "test_summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
+        write_settings(cfg, out)
+        answer_test(lm, cfg, out, dict(encoding=cfg.encoding, lora=False, seed=cfg.seed, best_step=0), 0.0)
     return out
 
 
