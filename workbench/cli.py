@@ -179,24 +179,28 @@ def check_settings(config, bounds: dict | None = None) -> None:
     `config` that its setting does not allow: a value not among its choices (the nearest named) or
     outside its bounds. `bounds` gives some fields other bounds ({name: {"low": 0, "below": 1}}):
     a configuration that reuses a group of settings and bounds one of them tighter."""
-    hints = _hints(type(config))
-    for f in dataclasses.fields(config):
-        if "help" not in f.metadata:
-            continue
-        value = getattr(config, f.name)
-        choices = f.metadata["choices"]
+    for name, choices, limits, hint in _settings_of(type(config)):
+        value = getattr(config, name)
         choices = choices() if callable(choices) else choices
         for v in value if isinstance(value, (tuple, list)) else (value,):
             if choices and v not in choices:
-                raise ValueError(f"{flag(f.name)}: " + unknown("value", v, choices))
-        limits = {key: f.metadata.get(key) for key in BOUNDS} | (bounds or {}).get(f.name, {})
+                raise ValueError(f"{flag(name)}: " + unknown("value", v, choices))
+        if bounds and name in bounds:
+            limits = limits | bounds[name]
         if any(limit is not None for limit in limits.values()):
-            _check_bounds(f.name, value, hints[f.name], **limits)
+            _check_bounds(name, value, hint, **limits)
 
 
 @functools.cache
-def _hints(cls) -> dict:
-    return typing.get_type_hints(cls)
+def _settings_of(cls) -> tuple:
+    """(name, choices, {bound: limit}, type hint) of each setting of dataclass `cls`, read once per
+    class: a study's plan checks thousands of configurations."""
+    hints = typing.get_type_hints(cls)
+    return tuple(
+        (f.name, f.metadata["choices"], {key: f.metadata.get(key) for key in BOUNDS}, hints[f.name])
+        for f in dataclasses.fields(cls)
+        if "help" in f.metadata
+    )
 
 
 def _check_bounds(name: str, value, hint, low=None, high=None, above=None, below=None) -> None:

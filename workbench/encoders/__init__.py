@@ -102,8 +102,14 @@ def catalog() -> dict[str, dict[str, object]]:
 
 
 def known() -> list[str]:
-    """`names()`, without importing torch until an encoding is used (`catalog`)."""
-    return list(catalog())
+    """`names()`, without importing torch until an encoding is used (read as `catalog` reads them).
+    A setting's choices: every configuration built asks, so it reads names, never signatures."""
+    if not _loaded:
+        try:
+            return [name for name, _, _ in _catalog_from_source()]
+        except _Unreadable:
+            pass
+    return names()
 
 
 ATTRIBUTES = ("single_token", "paper_label", "difficulty_base")  # the class attributes `described` reads without torch
@@ -250,8 +256,15 @@ def label(name: str) -> str:
 def options(name: str) -> dict[str, object]:
     """The options `get(name, ...)` accepts, with their defaults."""
     _load()
-    params = inspect.signature(_class(name)).parameters.values()
-    return {p.name: p.default for p in params if p.kind is p.POSITIONAL_OR_KEYWORD}
+    return dict(_signature_options(_class(name)))
+
+
+@functools.cache
+def _signature_options(cls) -> tuple:
+    """(name, default) of the keyword options of `cls.__init__`: per class, since inspect.signature
+    is slow and a study's plan builds thousands of configurations that each check their encoding."""
+    params = inspect.signature(cls).parameters.values()
+    return tuple((p.name, p.default) for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)
 
 
 def get(name: str, **chosen):

@@ -11,6 +11,7 @@ every seed as a thin line of the same colour, so a seed stuck in a bad basin sho
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +26,15 @@ from .parts import PAPER_REGIME, PARTS, STUDY4, STUDY4_PLATEAU, VARIANT, base_en
 def kept_plan_runs(folders) -> list[tuple]:
     """(plan run, kept run: `read_kept`) of every kept folder in `folders` whose name is a run of
     the plan; other folders are left out."""
-    runs = {r.name: r for r in plan(PARTS)}
+    runs = _plan_by_name()
     return [(runs[Path(f).name], read_kept(f)) for f in map(Path, folders) if f.name in runs]
+
+
+@functools.cache
+def _plan_by_name() -> dict:
+    """{run name: run} of every part's plan, built once: thousands of configurations, and a
+    notebook asks for each figure (the runs are read here, never changed)."""
+    return {r.name: r for r in plan(PARTS)}
 
 
 def traces(folders) -> pd.DataFrame:
