@@ -350,6 +350,9 @@ def main():
         choices=["batch", "syncs", "loss", "attention", "pools", "compile"],
     )
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--loss-rows", type=int, default=8192, help="targets of the fused loss's peak-memory probe (tests: fewer)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     pd.set_option("display.width", 200)
@@ -381,8 +384,10 @@ def main():
     if "loss" in args.sections:
         print(f"\n== the fused loss on one rank's {int(shard['loss_mask'].sum()):,} targets at V = {V:,} ==")
         print(loss_costs(int(shard["loss_mask"].sum())).round(1).to_string(index=False))
-        print("\n== peak memory of the fused loss: 8,192 targets at V = 50,257 (d = 64: the logits, not the products)")
-        print(loss_peak_memory().round(0).to_string(index=False))
+        print(
+            f"\n== peak memory of the fused loss: {args.loss_rows:,} targets at V = {V:,} (d = 64: the logits, not the products)"
+        )
+        print(loss_peak_memory(args.loss_rows).round(0).to_string(index=False))
     if "attention" in args.sections:
         print("\n== attention over one rank's packed rows ==")
         print(pd.DataFrame([attention_costs(shard["doc_ids"])]).round(1).to_string(index=False))

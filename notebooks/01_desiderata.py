@@ -26,7 +26,7 @@
 # brief's sizes (10⁵ values, D9 trained 3,000 steps), several times longer.
 
 # %% tags=["parameters"]
-n_values = 10_000  # values for the round-trip measurements (D2, D6; D4/D5/D8 use a fraction)
+n_values = 10_000  # values for the round-trip measurements (D2, D6; D4/D5/D8 use a fraction, D3/D9 scale with it)
 full = False  # True: the full sizes of scorecard.SIZES["full"]
 seed = 0  # seed of the sampled values and of the D9 training
 d9_steps: int | None = None  # training steps of the D9 operator (None: the size's default)

@@ -18,9 +18,12 @@ SMALLEST = {
     "cpu_kernels.py": (["--preset", "cpu-tiny", "--batch", "1", "--repeats", "1"], "outputs and gradients identical"),
     "encode.py": (["--n", "1000", "--repeats", "1"], "ratio"),
     "gemm_speed.py": (["--repeats", "1"], "workbench ms"),
-    "gpu.py": (["--pool", "200", "--repeats", "1"], "== memory of a training pool"),
+    "gpu.py": (["--pool", "200", "--repeats", "1", "--loss-rows", "256"], "== memory of a training pool"),
     "help_time.py": (["--repeats", "1", "--commands", "tokenizer"], "python -m workbench.tokenizer"),
-    "gpu_check.py": (["--device", "cpu", "--checks", "heads", "--emulate-tf32"], "gpu_check: 1 of 1 checks passed"),
+    "gpu_check.py": (
+        ["--device", "cpu", "--checks", "generate"],
+        "gpu_check: 1 of 1 checks passed",
+    ),  # all: test_gpu_path
     "batch_worker.py": (
         ["--encodings", "single_digit", "--steps", "1", "--pool", "300", "--device-step", "0.05", "--launch", "0.01"],
         "| single_digit |",

@@ -309,6 +309,11 @@ def test_gpu_check_dry_run_on_the_cpu(tmp_path):
             "--emulate-tf32",
             "--log",
             str(tmp_path / "log"),
+            # the speed check's loop once (both encodings and GIL intervals run on the GPU)
+            "--encodings",
+            "bittokens",
+            "--switch-intervals",
+            "0.005",
         ],
         cwd=Path(__file__).resolve().parents[1],
         capture_output=True,

@@ -26,8 +26,8 @@ OFFICIAL = Path(
 
 # Seconds per notebook, not minutes: tiny budgets, few samples, HTML figures into a temporary folder.
 SMALL = {
-    "01_desiderata": {},
-    "02_fone_locality": {},
+    "01_desiderata": {"n_values": 300, "d9_steps": 5},
+    "02_fone_locality": {"n_pairs": 200, "grid_digits": 2, "probe_steps": 30},
     "03_training": {"tasks": "addition,minmax", "tokens": 2e4, "eval_every": 5, "val_samples": 8, "test_samples": 16},
     "04_paper_figures": {
         "official_data": None,

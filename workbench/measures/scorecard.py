@@ -62,12 +62,17 @@ SIZES = {  # measure_all(full=False): about a minute on one CPU core, most of it
 def measure_all(
     full: bool = False, seed: int = 0, n_values: int | None = None, d9_steps: int | None = None, progress: bool = True
 ) -> dict[str, pd.DataFrame]:
-    """Every measurement at the small (default) or full size; n_values / d9_steps override."""
+    """Every measurement at the small (default) or full size; n_values / d9_steps override. Another
+    n_values scales the size's other sample counts with it (D3's pairs, D9's training set), so that a
+    quick look is quick throughout; at a size's own n_values nothing changes."""
     size = dict(SIZES["full" if full else "small"])
     if n_values is not None:
         if n_values < 100:
             raise ValueError(f"n_values must be at least 100, got {n_values}")
+        scale = n_values / size["n_values"]
         size["n_values"] = n_values
+        size["n_pairs"] = max(round(size["n_pairs"] * scale), 100)
+        size["d9_train"] = max(round(size["d9_train"] * scale), 256)
     if d9_steps is not None:
         if d9_steps < 1:
             raise ValueError(f"d9_steps must be positive, got {d9_steps}")
