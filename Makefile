@@ -9,7 +9,7 @@ HARNESS := $(VENV)/.harness-installed
 # The server settings of this environment (the first config path of `jupyter --paths`).
 SERVER_CONFIG := $(VENV)/etc/jupyter/jupyter_server_config.json
 
-.PHONY: install browser figures test test-fast lint lab
+.PHONY: install browser bytecode figures test test-fast lint lab
 
 # The pre-save hook keeps outputs out of the tracked notebooks when they are saved in the lab. The
 # lab lists each notebook of notebooks/ once, as its .ipynb (jupytext keeps the hidden .py twin in
@@ -34,6 +34,12 @@ $(HARNESS): $(STAMP) pyproject.toml
 	$(BIN)/pip install -q -c requirements.txt -e '.[harness]'
 	touch $@
 
+# Where PYTHONDONTWRITEBYTECODE is set (as on our machines), every process the tests and notebooks
+# start would compile the package's sources again (~0.5 s of CPU each, hundreds of processes): write
+# the bytecode once here. Python ignores a file whose source changed since, so it is never stale.
+bytecode: install
+	$(BIN)/python -m compileall -q workbench
+
 # Static figure export (kaleido) drives a Chromium; install Debian's when missing.
 browser:
 	@command -v chromium > /dev/null || command -v chromium-browser > /dev/null || \
@@ -41,19 +47,19 @@ browser:
 	    (apt-get update -qq && apt-get install -y -qq chromium > /dev/null) ; } || \
 	  echo "WARNING: no chromium; figures are written as HTML only"
 
-figures: install browser
+figures: install browser bytecode
 	$(BIN)/python -m workbench.notebooks run
 
 # The tests run in one worker per core (pytest-xdist): most of the time goes to subprocesses of one
 # thread each (trainings, notebooks, torchrun pairs), so the workers do not compete for threads.
 # The 25 slowest are listed at the end, so that a CI log says where the suite's time went.
-test: install browser $(HARNESS)
+test: install browser bytecode $(HARNESS)
 	$(BIN)/python -m pytest -q -n auto --dist worksteal --durations=25
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 # the tests without the `slow` marker, for the edit-test loop
-test-fast: install
+test-fast: install bytecode
 	$(BIN)/python -m pytest -q -n auto --dist worksteal -m "not slow"
 
 lint: install
