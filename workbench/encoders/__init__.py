@@ -89,27 +89,28 @@ def names() -> list[str]:
     return list(_REGISTRY)
 
 
+def _read(from_source, from_registry):
+    """`from_source(_catalog_from_source())` while the encodings' modules are not imported (no torch
+    yet), else `from_registry()`; also the registry where the source reader cannot follow a module."""
+    if not _loaded:
+        try:
+            return from_source(_catalog_from_source())
+        except _Unreadable:  # a module written in a way the reader below does not follow
+            pass
+    return from_registry()
+
+
 def catalog() -> dict[str, dict[str, object]]:
     """{name: its options with their defaults} of every encoding, as `names()` and `options()`
     give them, but without importing torch until an encoding is used: read from the source of
     this folder's modules (a command's --help lists them), or from the registry once loaded."""
-    if not _loaded:
-        try:
-            return {name: options for name, options, _ in _catalog_from_source()}
-        except _Unreadable:  # a module written in a way the reader below does not follow
-            pass
-    return {name: options(name) for name in names()}
+    return _read(lambda found: {name: opts for name, opts, _ in found}, lambda: {n: options(n) for n in names()})
 
 
 def known() -> list[str]:
     """`names()`, without importing torch until an encoding is used (read as `catalog` reads them).
     A setting's choices: every configuration built asks, so it reads names, never signatures."""
-    if not _loaded:
-        try:
-            return [name for name, _, _ in _catalog_from_source()]
-        except _Unreadable:
-            pass
-    return names()
+    return _read(lambda found: [name for name, _, _ in found], names)
 
 
 ATTRIBUTES = ("single_token", "paper_label", "difficulty_base")  # the class attributes `described` reads without torch
@@ -120,12 +121,10 @@ def described(attribute: str) -> dict[str, object]:
     importing torch until an encoding is used (read as `catalog` reads the options)."""
     if attribute not in ATTRIBUTES:
         raise ValueError(f"described() reads {ATTRIBUTES}, not {attribute!r}")
-    if not _loaded:
-        try:
-            return {name: attributes[attribute] for name, _, attributes in _catalog_from_source()}
-        except _Unreadable:
-            pass
-    return {name: getattr(_class(name), attribute) for name in names()}
+    return _read(
+        lambda found: {name: attributes[attribute] for name, _, attributes in found},
+        lambda: {name: getattr(_class(name), attribute) for name in names()},
+    )
 
 
 def single_token() -> list[str]:
