@@ -44,8 +44,7 @@ def setting(default, help: str, choices=None, metavar=None, low=None, high=None,
     """A dataclass field with a help text for its command-line flag and what it may take: `choices`
     (or a callable that gives them), and bounds: `low` <= value <= `high`, `above` < value < `below`
     (`check_settings` refuses the rest)."""
-    meta = {"help": help, "choices": choices, "metavar": metavar, "low": low, "high": high, "above": above}
-    meta["below"] = below
+    meta = {"help": help, "choices": choices, "metavar": metavar, **dict(zip(BOUNDS, (low, high, above, below)))}
     if isinstance(default, (list, dict, set)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)

@@ -27,6 +27,7 @@ that goes on to read the table stops there; 2 is a refused command line).
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,13 +187,8 @@ def paired_rows(reg: Registration, runs: Path) -> dict[tuple[str, str, str], dic
     the seed and the regime, never from the reading): checked here, question by question."""
     from ..study.study4 import paired
 
-    out, read = {}, {}  # read: each folder's answers, read once (the baseline's serve every reading)
-
-    def answers(folder: Path):
-        if folder not in read:
-            read[folder] = question_scores(folder)
-        return read[folder]
-
+    out = {}
+    answers = functools.cache(question_scores)  # each folder read once: the baseline's serve every reading
     for (ea, ma), (eb, mb) in comparisons(reg):
         a = [runs / f"{ea}-{ma}-seed{s}" for s in reg.seeds]
         b = [runs / f"{eb}-{mb}-seed{s}" for s in reg.seeds]
