@@ -35,6 +35,8 @@ from decimal import ROUND_HALF_EVEN, Context, Decimal
 from typing import NamedTuple
 
 NUM_TOKEN = "<|num|>"
+# the retrofit's <|num|> with the space before it, for tokenizers that join the two (retrofit/tokens.py)
+NUM_SPACE_TOKEN = "<|num_sp|>"
 # The regexes of appendix C.2 (the paper's text lost some brackets; these are the working forms).
 SIGNED_PATTERN = r"[-]?(?:(?:0(?!\.[0-9]))|(?:[0-9]*[.][0-9]+)|(?:[1-9][0-9]*))"
 ABSOLUTE_PATTERN = r"(?:(?:0(?!\.[0-9]))|(?:[0-9]*[.][0-9]+)|(?:[1-9][0-9]*))"

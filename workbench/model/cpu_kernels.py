@@ -43,6 +43,8 @@ import subprocess
 import warnings
 from pathlib import Path
 
+from . import mode
+
 SOURCE = Path(__file__).with_name("cpu_kernels.c")
 # -march=native: the library is built for the machine that runs it (its name carries the host), or
 # for x86-64-v3 (AVX2, FMA) under portable numerics, the same code on every such CPU;
@@ -51,10 +53,8 @@ FLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-share
 
 
 def flags() -> list[str]:
-    """The compiler's flags in this process's numerics mode (numerics.py)."""
-    from . import numerics
-
-    portable = numerics.requested(strict=False) == "portable" and numerics.pinnable()
+    """The compiler's flags in this process's numerics mode (mode.py)."""
+    portable = mode.requested(strict=False) == "portable" and mode.pinnable()
     return [f if f != "-march=native" or not portable else "-march=x86-64-v3" for f in FLAGS]
 
 

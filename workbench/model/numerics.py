@@ -33,8 +33,9 @@ import os
 import platform
 import sys
 
-MODES = ("portable", "native")
-ENV = "WORKBENCH_NUMERICS"
+# the mode itself (mode.py: what cpu_kernels.py needs, below the kernels this module registers)
+from .mode import ENV, MODES, default, pinnable, requested  # noqa: F401
+
 # The variables portable numerics set, and the names of the ones this module set itself (so that a
 # later switch to native removes ours and never a variable the caller chose).
 PORTABLE_ENV = {
@@ -50,33 +51,6 @@ OURS = "WORKBENCH_NUMERICS_SET"
 MKL_BRANCHES = {1: "OFF", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX"}
 MKL_BRANCHES |= {10: "AVX2", 11: "AVX512_MIC", 12: "AVX512", 13: "AVX512_MIC_E1", 14: "AVX512_E1"}
 MKL_COMPATIBLE, MKL_BRANCH = 3, 1
-
-
-def pinnable() -> bool:
-    """Portable numerics need an x86-64 CPU with AVX2 (torch's and MKL's pinned code is x86-64's)."""
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return False
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(line.startswith("flags") and " avx2" in line for line in f)
-    except OSError:
-        return True  # not Linux: torch's own check (ensure) decides
-
-
-def default() -> str:
-    """The mode of a process whose caller named none: portable where it can be pinned."""
-    return "portable" if pinnable() else "native"
-
-
-def requested(strict: bool = True) -> str:
-    """The mode `WORKBENCH_NUMERICS` names, else `default()` (also for a name that is not a mode,
-    unless `strict`, which refuses it in one line)."""
-    mode = os.environ.get(ENV, "").strip().lower() or default()
-    if mode not in MODES:
-        if strict:
-            raise ValueError(f"{ENV}={os.environ[ENV]!r}: numerics are one of {', '.join(MODES)}")
-        return default()
-    return mode
 
 
 def _ours() -> set[str]:

@@ -7,6 +7,8 @@ local folder, and fine-tunes it with the workbench's tasks, curriculum, balancin
     tokens.py    RetrofitTokenizer: the model's tokenizer + the workbench's tokens and number parser
     model.py     NumberLM: the model with the encoding's NumberHead (inputs_embeds in, last hidden
                  state out), generation with the model's KV cache, LoRA, save/load
+    joining.py   the checks before a model and an encoding are joined; where <|num|>'s rows start
+    saved.py     a saved folder read back: numeracy.json checked, the head's weights
     finetune.py  the fine-tuning run and its command line (python -m workbench.retrofit --help)
     pretrain.py  a small model pretrained on the text corpus: the stand-in for a downloaded one
 

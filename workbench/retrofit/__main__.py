@@ -1,6 +1,6 @@
 import sys
 
-from .config import dry_run
+from .plan import dry_run
 
 # --help, a bad flag and --dry-run are answered before finetune imports torch and transformers
 if not dry_run(sys.argv[1:]):

@@ -15,11 +15,14 @@ from ..config import GROUPS, BalanceArgs, DataArgs, DifficultyArgs, EvalArgs, Gr
 from .hub import DTYPES, KNOWN
 
 BASELINE = "none"  # the encoding name of the digit-token baseline: the model's own tokenizer
-# How <|num|> is joined to the model (issue 68; model.py and tokens.py say why). The first choice
+# How <|num|> is joined to the model (issue 68; joining.py, model.py and tokens.py say why). The first choice
 # of each is the default; the second is what every run before issue 68 did.
 NUM_INITS = ("digits", "mean")  # where <|num|>'s rows start
 DIGIT_MASSES = ("merge", "drop")  # what the probability of the model's own digit tokens becomes
 FRAMES = ("equals", "markers")  # where a question ends: " = " in the model's tokens, or <|eoq|>
+# issue 68's choices, and what a folder saved before them (without the keys) was made with
+ADOPTION = {"num_init": NUM_INITS[0], "digit_mass": DIGIT_MASSES[0], "frame": FRAMES[0]}
+BEFORE_68 = {"num_init": NUM_INITS[1], "digit_mass": DIGIT_MASSES[1], "frame": FRAMES[1]}
 LOSS_LOGITS = ("targets", "full")  # where the training loss computes logits (issue 65: targets)
 SKIPPED = {"checkpoint_every", "compile", "prefetch", "same_kernels"}  # run settings a fine-tuning does not use
 
@@ -183,18 +186,6 @@ def configuration(parser: argparse.ArgumentParser, args: dict) -> RetrofitConfig
         return cfg.updated(out=str(output_path(cfg.run.out, "--out")))  # never results/ or the checkout
     except ValueError as err:
         parser.fail(err)
-
-
-def dry_run(argv=None) -> bool:
-    """Print the plan of `--dry-run` (True), or do nothing (False); nothing is imported that
-    loads a model, and nothing is written."""
-    flags, args = command_line(argv)
-    if not args.get("dry_run"):
-        return False
-    from .plan import dry_run as plan
-
-    print(plan(configuration(flags, args)))
-    return True
 
 
 def command_line(argv=None) -> tuple[argparse.ArgumentParser, dict]:

@@ -15,7 +15,7 @@ adapters) and `head_lr` for the number head; the budget counts the samples' toke
 The same data and budget for every encoding, `none` included: only the tokenizer's reading of the
 numbers differs. How <|num|> is joined to the model (issue 68) is chosen by `--num-init` (its rows
 start at the digits' mean), `--digit-mass` (the digits' probability is <|num|>'s) and `--frame` (a
-question ends in " = "); model.py and tokens.py say why, retrofit.json records them.
+question ends in " = "); joining.py, model.py and tokens.py say why, retrofit.json records them.
 
 Language is kept by mixing text into every step: `--text-share` (0.25) of each step's tokens are
 chunks of the text source's training documents (the shipped corpus by default), the number tasks
@@ -69,7 +69,7 @@ from ..training.data import draw, make_pool
 from ..training.optim import lr_multiplier
 from ..training.trainer import Trainer
 from . import plan
-from .config import SKIPPED, RetrofitConfig, command_line, dry_run, encoding_choices  # noqa: F401 (finetune's names before)
+from .config import SKIPPED, RetrofitConfig, command_line, encoding_choices  # noqa: F401 (finetune's names before)
 from .hub import resolve_model
 from .model import BASELINE, NumberLM
 
@@ -553,7 +553,7 @@ def _run(cfg: RetrofitConfig, out: Path, on_eval, lm: NumberLM) -> Path:
 
 
 def main(argv=None) -> None:
-    if dry_run(argv):
+    if plan.dry_run(argv):
         return
     parser, args = command_line(argv)
     try:

@@ -472,8 +472,8 @@ def check_vocabulary(tokenizer, model, folder) -> None:
     """The tokenizer's ids must all have an embedding row (more rows than tokens is usual:
     padding). The workbench's own tokens are left out: a LoRA folder's tokenizer holds them, and
     its base model gets their rows when it is retrofitted again."""
+    from ..numbers import NUM_SPACE_TOKEN
     from ..tokenizer import special_tokens
-    from .tokens import NUM_SPACE_TOKEN
 
     ours = set(special_tokens()) | {NUM_SPACE_TOKEN}
     rows = model.get_input_embeddings().num_embeddings

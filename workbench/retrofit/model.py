@@ -1,5 +1,4 @@
 """NumberLM: a Hugging Face causal LM with a workbench number encoding.
-(Over 500 lines: loading, the number path, generation and saving of one model class.)
 
     lm = NumberLM.from_pretrained("path/to/model", "bittokens")  # any local causal LM folder
     lm.add_lora(rank=16)                                          # optional: adapters + number path
@@ -16,25 +15,15 @@ the same model and tokens, numbers written by the model's own tokenizer.
 
 A saved folder is the model's own (save_pretrained: config, safetensors weights in the body's
 dtype, tokenizer with the added tokens) plus number_head.safetensors (always float32) and
-numeracy.json (the encoding and its options). A LoRA folder holds the adapter (peft's files)
+numeracy.json (the encoding and its options; saved.py reads both back). A LoRA folder holds the adapter (peft's files)
 instead of the weights and names its base model by name (a packaged model such as
 "smollm2-135m") or by its path relative to the LoRA folder, never by an absolute path of the
 machine it was made on, so the two folders can move together. Loading with another encoding than
 the folder's is refused.
 
-Where <|num|> starts and how likely it is (issue 68; numbers: SmolLM2-135M-Instruct at the first
-token of 50 addition answers, benchmarks/retrofit_num_probability.py, docs/retrofit.md). A new
-token's rows are usually the mean of the model's rows (`num_init="mean"`, before issue 68): that
-gives <|num|> 1e-7 to 1e-6 where an answer starts, and an AdamW step moves its logit by at most lr
-x the l1 norm of the hidden state it reads (~460: 0.05 nats a step at lr 1e-4), so a few steps
-cannot close a gap of ~14 nats. `num_init="digits"` starts its rows (input embedding, lm head,
-and the lm head's bias if it has one) at the mean of the rows of the tokens it replaces
-(`RetrofitTokenizer.number_starts`: SmolLM2's ten digits): a number then enters the body as a
-digit-like vector and leaves in the digits' direction (P(<|num|>) 0.046 at the start). The mean of
-the rows gives the mean of the digits' logits, which stays below their log-sum-exp (at most a
-tenth of their mass, far less when one digit is likely), so the rows alone do not make <|num|> as
-likely as a number is. `digit_mass="merge"` does: under an encoding the model's own tokens that
-begin a number and <|num|> are one outcome, "a number starts here", whose probability is theirs
+Where <|num|>'s rows start is joining.py's (`num_init`); `digit_mass="merge"` makes it as likely
+as a number is (issue 68). Under an encoding the model's own tokens that begin a number and
+<|num|> are one outcome, "a number starts here", whose probability is theirs
 together (the logit of <|num|> is the log-sum-exp of its own and theirs; 0.89 at the start, where
 the digits have 0.84). The loss of a <|num|> target is that outcome's, and generation, which
 masks the digit tokens, gives their mass to <|num|> instead of dropping it: where the pretrained
@@ -56,7 +45,6 @@ target and renamed into place, so a refusal or a failed save changes nothing.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import os
@@ -68,127 +56,19 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from .. import encoders
-from ..encoders.base import NumberEncoding, NumberHead
 from ..model.gpt import true_float32
 from ..runs.atomic import write_folder
-from ..runs.reading import read_json
-from .config import BASELINE, DIGIT_MASSES, FRAMES, NUM_INITS
+from .config import ADOPTION, BASELINE, DIGIT_MASSES, FRAMES, NUM_INITS
 from .hub import HEAD_FILE, KNOWN, check_vocabulary, load_folder, quiet, resolve_model
+from .joining import check_model, head_reads_hidden, number_head, resolve, start_number_rows
+from .saved import FORMAT, META_FILE, load_head, read_meta
 from .tokens import RetrofitTokenizer
 
 NUMBER_LOSS_WEIGHT = 10.0  # C.1's 10
-META_FILE = "numeracy.json"
 # Rows of target logits computed at once in the training loss: the loss holds ~4 tensors of
 # [rows, vocabulary] (logits, log-softmax, their gradients), and a pretrained model's vocabulary
 # is tens of thousands wide, so all of a step's targets at once would cost gigabytes.
 LOSS_CHUNK_ROWS = 256
-FORMAT = "workbench.retrofit 1"
-# issue 68's choices, and what a folder saved before them (without the keys) was made with
-ADOPTION = {"num_init": NUM_INITS[0], "digit_mass": DIGIT_MASSES[0], "frame": FRAMES[0]}
-BEFORE_68 = {"num_init": NUM_INITS[1], "digit_mass": DIGIT_MASSES[1], "frame": FRAMES[1]}
-
-
-def resolve(encoding: str | None, options: dict | None = None) -> tuple[str, dict]:
-    """(name, every option with its value) of a requested encoding; BASELINE takes no option."""
-    name = encoding or BASELINE
-    if name == BASELINE:
-        if options:
-            raise ValueError(f"--encoding {BASELINE} (the model's own digit tokens) takes no options, got {options}")
-        return name, {}
-    encoders.get(name, **(options or {}))  # raises for an unknown name or option
-    return name, json.loads(json.dumps({**encoders.options(name), **(options or {})}))
-
-
-def number_head(encoding: NumberEncoding, width: int, name: str) -> NumberHead:
-    """The encoding's head at the model's embedding width, or a ValueError naming the model."""
-    try:
-        head = encoding.number_head(width)
-    except ValueError as error:
-        raise ValueError(f"{name} (hidden size {width}) cannot hold the {encoding.name} number head: {error}") from None
-    except (RuntimeError, MemoryError) as error:  # options asking for more memory than the machine has
-        raise ValueError(
-            f"{name} (hidden size {width}): the {encoding.name} number head its options ask for cannot be "
-            f"allocated: {(str(error).splitlines() or [type(error).__name__])[0][:200]}"
-        ) from None
-    if head is None:
-        raise ValueError(
-            f"the encoding {encoding.name!r} has no number head (its numbers are digit tokens), so it "
-            f"cannot be joined to {name}; use --encoding {BASELINE} for the model's own digit tokens"
-        )
-    return head
-
-
-@torch.no_grad()
-def check_model(model: nn.Module, name: str) -> int:
-    """The model's embedding width, after checking that it takes `inputs_embeds` and
-    `position_ids` and that its last hidden state is what its lm head reads."""
-    params = inspect.signature(model.forward).parameters
-    missing = [p for p in ("inputs_embeds", "position_ids", "attention_mask") if p not in params]
-    embedding, lm_head = model.get_input_embeddings(), model.get_output_embeddings()
-    if missing:
-        raise ValueError(
-            f"{name} ({type(model).__name__}): its forward takes no {missing}; numbers enter a model "
-            "through inputs_embeds (at the positions and under the padding mask given)"
-        )
-    if embedding is None or lm_head is None:
-        raise ValueError(
-            f"{name} ({type(model).__name__}) has no input or output embeddings "
-            "(get_input_embeddings / get_output_embeddings): it has no place for the number token"
-        )
-    was_training = model.training
-    model.eval()
-    try:
-        x = embedding(torch.tensor([[0, 1]], device=embedding.weight.device))
-        out = model(
-            inputs_embeds=x,
-            attention_mask=torch.ones(1, 2, dtype=torch.long, device=x.device),
-            position_ids=torch.arange(2, device=x.device)[None],
-            output_hidden_states=True,
-        )
-    except Exception as error:  # noqa: BLE001 - whatever the model raises, it cannot take inputs_embeds
-        raise ValueError(f"{name} ({type(model).__name__}) does not run on inputs_embeds: {error}") from None
-    finally:
-        model.train(was_training)
-    hidden = out.hidden_states[-1] if getattr(out, "hidden_states", None) else None
-    if hidden is None or hidden.shape[-1] != embedding.embedding_dim:
-        raise ValueError(
-            f"{name} ({type(model).__name__}) returns no last hidden state of its embedding width "
-            f"{embedding.embedding_dim}: the number head has nothing to read"
-        )
-    read = lm_head(hidden).float()
-    if not (
-        torch.allclose(read, out.logits.float(), rtol=1e-3, atol=1e-4)
-        or torch.equal(read.argsort(-1), out.logits.float().argsort(-1))
-    ):  # a monotone cap keeps the order
-        raise ValueError(
-            f"{name} ({type(model).__name__}): its last hidden state is not what its lm head reads, "
-            "so a number head there would read another vector than the token head"
-        )
-    return embedding.embedding_dim
-
-
-@torch.no_grad()
-def head_reads_hidden(model: nn.Module) -> bool:
-    """Whether the model's logits are exactly its lm head on its last hidden state (no cap or
-    scale after it) and it can skip computing them (`logits_to_keep`): then the loss computes
-    them at its targets only. check_model allows a monotone cap; such a model keeps its own."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    if "logits_to_keep" not in inspect.signature(base.forward).parameters:
-        return False
-    embedding = model.get_input_embeddings()
-    was_training = model.training
-    model.eval()
-    try:
-        x = embedding(torch.tensor([[0, 1, 2]], device=embedding.weight.device))
-        out = model(
-            inputs_embeds=x,
-            attention_mask=torch.ones(1, 3, dtype=torch.long, device=x.device),
-            position_ids=torch.arange(3, device=x.device)[None],
-            output_hidden_states=True,
-        )
-    finally:
-        model.train(was_training)
-    return torch.equal(model.get_output_embeddings()(out.hidden_states[-1]), out.logits)
 
 
 class NumberLM(nn.Module):
@@ -690,84 +570,3 @@ class NumberLM(nn.Module):
         if lm.head is not None and meta is not None:
             load_head(lm.head, path / HEAD_FILE)
         return lm
-
-
-def read_meta(path: Path) -> dict | None:
-    """numeracy.json of a folder this module saved; None for a plain model folder."""
-    if not path.is_dir():
-        raise ValueError(f"{path} is not a folder: give the local folder of a Hugging Face causal LM")
-    if not (path / META_FILE).exists():
-        return None
-    file = path / META_FILE
-    try:  # regular, bounded, not nested past what Python reads: else one line naming the file
-        meta = read_json(file)
-    except OSError as error:
-        raise ValueError(f"{file} cannot be read: {error.strerror or error}") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise ValueError(f"{file} is not a {FORMAT} file")
-    missing = [k for k in ("encoding", "encoding_options", "lora", "base_model") if k not in meta]
-    if missing:
-        raise ValueError(f"{file} lacks {missing}")
-    # each value of the kind save_pretrained writes, so that a crafted one is refused here, in a
-    # line naming it, and not as a TypeError where it is used
-    kinds = {
-        "encoding": (str, "a name"),
-        "encoding_options": (dict, "a dict of options"),
-        "lora": ((dict, type(None)), "a dict of rank, alpha and dropout, or null"),
-        "base_model": ((str, type(None)), "a name or a relative path, or null"),
-    }
-    for key, (kind, what) in kinds.items():
-        if not isinstance(meta[key], kind):
-            raise ValueError(f"{file}: {key} is {what}, not {json.dumps(meta[key])[:60]}")
-    if meta["lora"] is not None:
-        if set(meta["lora"]) != {"rank", "alpha", "dropout"} or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in meta["lora"].values()
-        ):
-            raise ValueError(
-                f"{file}: lora is a dict of rank, alpha and dropout (numbers), not {json.dumps(meta['lora'])[:60]}"
-            )
-        if meta["base_model"] is None:
-            raise ValueError(f"{file}: a LoRA folder names its base_model, but it is null")
-    try:  # an unknown encoding, option or option value (a head_width of 10^9) named with the file
-        resolve(meta["encoding"], meta["encoding_options"])
-    except ValueError as error:
-        raise ValueError(f"{file}: {error}") from None
-    for key, allowed in (("num_init", NUM_INITS), ("digit_mass", DIGIT_MASSES), ("frame", FRAMES)):
-        if key in meta and meta[key] not in allowed:
-            raise ValueError(f"{file}: {key} is one of {allowed}, not {json.dumps(meta[key])[:60]}")
-    return {**BEFORE_68, **meta}  # a folder saved before issue 68 does not name them
-
-
-@torch.no_grad()
-def start_number_rows(model: nn.Module, tok: RetrofitTokenizer) -> None:
-    """Each number token's rows (input embedding; lm head if it is not tied to it; the lm head's
-    bias if it has one) at the mean of the rows of the model's tokens that begin a number where it
-    stands (`num_init="digits"`)."""
-    embedding, lm_head = model.get_input_embeddings(), model.get_output_embeddings()
-    tables = [embedding.weight]
-    if lm_head.weight.data_ptr() != embedding.weight.data_ptr():  # tied: one table
-        tables.append(lm_head.weight)
-    bias = getattr(lm_head, "bias", None)
-    if bias is not None:
-        tables.append(bias)
-    for n, starts in tok.number_starts.items():
-        if not starts:  # nothing to start from: the mean of all rows stays
-            continue
-        rows = torch.tensor(starts, dtype=torch.long, device=embedding.weight.device)
-        for table in tables:
-            table[n] = table[rows].float().mean(0).to(table.dtype)
-
-
-def load_head(head: NumberHead, file: Path) -> None:
-    """The saved head's weights (safetensors: no code is run), kept in float32."""
-    from safetensors.torch import load_file
-
-    if not file.exists():
-        raise ValueError(f"{file.parent} names the encoding {head.encoding.name!r} but has no {file.name}")
-    try:
-        state = load_file(file)
-        head.load_state_dict({k: v.float() for k, v in state.items()})
-    except Exception as error:  # noqa: BLE001 - a corrupt file or another head's weights
-        raise ValueError(
-            f"{file} does not hold this {head.encoding.name} head's weights: {str(error).splitlines()[0][:300]}"
-        ) from None

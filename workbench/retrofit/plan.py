@@ -177,7 +177,7 @@ def is_converted(model: str) -> bool:
     return (cache_dir() / f"{model}-{spec.package}-{spec.version}").is_dir()
 
 
-def dry_run(cfg) -> str:
+def describe(cfg) -> str:
     """The plan of a retrofit as `--dry-run` prints it: nothing is loaded, trained or written."""
     params = model_params(cfg.model)
     plan = phases(cfg, params, is_converted(cfg.model))
@@ -199,3 +199,15 @@ def dry_run(cfg) -> str:
         "nothing was loaded, trained or written (--dry-run)",
     ]
     return "\n".join(lines)
+
+
+def dry_run(argv=None) -> bool:
+    """Print the plan of `--dry-run` (True), or do nothing (False); nothing is imported that
+    loads a model, and nothing is written."""
+    from .config import command_line, configuration
+
+    flags, args = command_line(argv)
+    if not args.get("dry_run"):
+        return False
+    print(describe(configuration(flags, args)))
+    return True

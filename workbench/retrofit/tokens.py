@@ -54,12 +54,11 @@ from itertools import groupby
 import numpy as np
 
 from ..encoders.base import NumberEncoding
-from ..numbers import NUM_TOKEN, parse_parts, write
+from ..numbers import NUM_SPACE_TOKEN, NUM_TOKEN, parse_parts, write
 from ..tokenizer import _marker_split, _segments, special_tokens
 from .config import FRAMES
 
 _CACHED_RUN_CHARS, _CACHED_RUNS = 64, 200_000  # short text runs (" * ") are looked up, not re-encoded
-NUM_SPACE_TOKEN = "<|num_sp|>"  # a number with the space before it, for tokenizers that join the two
 DIGITS = "0123456789"
 EOQ = "<|eoq|>"
 EQUALS = " = "  # the end of a question in the "equals" frame, as an equation writes it
