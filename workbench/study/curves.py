@@ -97,7 +97,7 @@ def curves_figure(curves: pd.DataFrame, title: str):
     from ..figures import plots
 
     cells = sorted({(t, d) for t, d in zip(curves.task, curves.digits)})
-    label = {d: "the paper's regime" if d == PAPER_REGIME else f"d = {d}" for _, d in cells}
+    label = {d: f"the paper's regime (d = {d})" if d == PAPER_REGIME else f"d = {d}" for _, d in cells}
     fig = make_subplots(
         rows=1, cols=max(len(cells), 1), shared_yaxes=True, subplot_titles=[f"{t}, {label[d]}" for t, d in cells]
     )
@@ -138,7 +138,8 @@ def curves_figure(curves: pd.DataFrame, title: str):
         fig.update_xaxes(title_text="tokens trained (millions)", row=1, col=j)
     fig.update_yaxes(range=[-0.02, 1.02], title_text="validation log-sMAPE (↑)", row=1, col=1)
     fig.update_layout(
-        width=max(330 * max(len(cells), 1) + 150, 760),  # room for the title and subtitle
+        # room for the panels, the subtitle and the title (~10 px a character at its size)
+        width=max(330 * max(len(cells), 1) + 150, 760, 10 * len(title) + 120),
         height=480,
         legend=dict(orientation="h", y=-0.22, x=0),
         title=dict(
