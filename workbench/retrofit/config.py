@@ -15,8 +15,8 @@ from ..config import GROUPS, BalanceArgs, DataArgs, DifficultyArgs, EvalArgs, Gr
 from .hub import DTYPES, KNOWN
 
 BASELINE = "none"  # the encoding name of the digit-token baseline: the model's own tokenizer
-# How <|num|> is joined to the model (issue 68; joining.py, model.py and tokens.py say why). The first choice
-# of each is the default; the second is what every run before issue 68 did.
+# How <|num|> is joined to the model (issue 68; joining.py, model.py and tokens.py say why). The
+# first choice of each is the default; the second is what every run before issue 68 did.
 NUM_INITS = ("digits", "mean")  # where <|num|>'s rows start
 DIGIT_MASSES = ("merge", "drop")  # what the probability of the model's own digit tokens becomes
 FRAMES = ("equals", "markers")  # where a question ends: " = " in the model's tokens, or <|eoq|>

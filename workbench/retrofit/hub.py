@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..numbers import NUM_SPACE_TOKEN
 from ..runs.atomic import write_folder
 from ..runs.locks import InUse, hold_file
 from ..runs.reading import JSON_LIMIT, open_regular, read_json, read_text
@@ -472,7 +473,6 @@ def check_vocabulary(tokenizer, model, folder) -> None:
     """The tokenizer's ids must all have an embedding row (more rows than tokens is usual:
     padding). The workbench's own tokens are left out: a LoRA folder's tokenizer holds them, and
     its base model gets their rows when it is retrofitted again."""
-    from ..numbers import NUM_SPACE_TOKEN
     from ..tokenizer import special_tokens
 
     ours = set(special_tokens()) | {NUM_SPACE_TOKEN}

@@ -11,8 +11,10 @@ state it reads (~460: 0.05 nats a step at lr 1e-4), so a few steps cannot close 
 `num_init="digits"` (`start_number_rows`) starts its rows (input embedding, lm head, and the lm
 head's bias if it has one) at the mean of the rows of the tokens it replaces
 (`RetrofitTokenizer.number_starts`: SmolLM2's ten digits): a number then enters the body as a
-digit-like vector and leaves in the digits' direction (P(<|num|>) 0.046 at the start). The rows
-alone do not make <|num|> as likely as a number is; model.py's `digit_mass="merge"` does.
+digit-like vector and leaves in the digits' direction (P(<|num|>) 0.046 at the start). The mean of
+the rows gives the mean of the digits' logits, which stays below their log-sum-exp (at most a
+tenth of their mass, far less when one digit is likely), so the rows alone do not make <|num|> as
+likely as a number is; model.py's `digit_mass="merge"` does.
 """
 
 from __future__ import annotations

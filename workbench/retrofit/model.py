@@ -15,17 +15,17 @@ the same model and tokens, numbers written by the model's own tokenizer.
 
 A saved folder is the model's own (save_pretrained: config, safetensors weights in the body's
 dtype, tokenizer with the added tokens) plus number_head.safetensors (always float32) and
-numeracy.json (the encoding and its options; saved.py reads both back). A LoRA folder holds the adapter (peft's files)
-instead of the weights and names its base model by name (a packaged model such as
+numeracy.json (the encoding and its options; saved.py reads both back). A LoRA folder holds the
+adapter (peft's files) instead of the weights and names its base model by name (a packaged model such as
 "smollm2-135m") or by its path relative to the LoRA folder, never by an absolute path of the
 machine it was made on, so the two folders can move together. Loading with another encoding than
 the folder's is refused.
 
 Where <|num|>'s rows start is joining.py's (`num_init`); `digit_mass="merge"` makes it as likely
 as a number is (issue 68). Under an encoding the model's own tokens that begin a number and
-<|num|> are one outcome, "a number starts here", whose probability is theirs
-together (the logit of <|num|> is the log-sum-exp of its own and theirs; 0.89 at the start, where
-the digits have 0.84). The loss of a <|num|> target is that outcome's, and generation, which
+<|num|> are one outcome, "a number starts here", whose probability is theirs together (the logit
+of <|num|> is the log-sum-exp of its own and theirs; 0.89 at the start, where the digits have
+0.84). The loss of a <|num|> target is that outcome's, and generation, which
 masks the digit tokens, gives their mass to <|num|> instead of dropping it: where the pretrained
 model would begin a number in digits it begins one through the encoding, and training raises the
 outcome's probability instead of first spending its steps on one new row (an unmerged loss lowers

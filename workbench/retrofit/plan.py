@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import tasks
+from .config import command_line, configuration
 from .hub import KNOWN, cache_dir, weight_elements
 
 REFERENCE_PARAMS = 134.5e6  # SmolLM2-135M, the model the rates below were measured on
@@ -204,8 +205,6 @@ def describe(cfg) -> str:
 def dry_run(argv=None) -> bool:
     """Print the plan of `--dry-run` (True), or do nothing (False); nothing is imported that
     loads a model, and nothing is written."""
-    from .config import command_line, configuration
-
     flags, args = command_line(argv)
     if not args.get("dry_run"):
         return False
