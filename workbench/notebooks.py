@@ -121,6 +121,8 @@ def execute(
     target = out / f"{name}.ipynb"
     import papermill
 
+    from .notebook_kernel import PolledKernelManager
+
     try:
         papermill.execute_notebook(
             nb,
@@ -130,6 +132,7 @@ def execute(
             cwd=str(ROOT),
             progress_bar=False,
             log_output=False,
+            kernel_manager_class=PolledKernelManager,  # a missed wake-up must not hang the run
         )
     except papermill.PapermillExecutionError as err:
         first_line = err.source.strip().splitlines()[0] if err.source.strip() else ""
