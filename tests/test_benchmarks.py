@@ -20,10 +20,6 @@ SMALLEST = {
     "gemm_speed.py": (["--repeats", "1"], "workbench ms"),
     "gpu.py": (["--pool", "200", "--repeats", "1", "--loss-rows", "256"], "== memory of a training pool"),
     "help_time.py": (["--repeats", "1", "--commands", "tokenizer"], "python -m workbench.tokenizer"),
-    "gpu_check.py": (
-        ["--device", "cpu", "--checks", "generate"],
-        "gpu_check: 1 of 1 checks passed",
-    ),  # all: test_gpu_path
     "batch_worker.py": (
         ["--encodings", "single_digit", "--steps", "1", "--pool", "300", "--device-step", "0.05", "--launch", "0.01"],
         "| single_digit |",
@@ -96,6 +92,8 @@ SMALLEST = {
         "ours / this",
     ),
 }
+# scripts whose run on a CPU is a test of its own, named here: every check of gpu_check.py runs there
+RUN_ELSEWHERE = {"gpu_check.py": "test_gpu_path.py::test_gpu_check_dry_run_on_the_cpu"}
 # scripts that read a git revision of this repository: skipped where it is not at hand (a copy, a shallow clone)
 REVISION = {"parse_numbers.py": "56144dc", "study_speed.py": "HEAD"}
 
@@ -113,7 +111,12 @@ def test_every_benchmark_script_is_listed():
     """Every script of benchmarks/ runs here at its smallest size; a module named _*.py is a part
     of a script (imported by it), not a script."""
     scripts = {p.name for p in (ROOT / "benchmarks").glob("*.py") if not p.name.startswith("_")}
-    assert {name.split()[0] for name in SMALLEST} == scripts
+    assert {name.split()[0] for name in SMALLEST} | set(RUN_ELSEWHERE) == scripts
+    for script, test in RUN_ELSEWHERE.items():
+        file, function = test.split("::")
+        assert (
+            f"def {function}(" in (ROOT / "tests" / file).read_text() and script in (ROOT / "tests" / file).read_text()
+        )
 
 
 @pytest.mark.slow

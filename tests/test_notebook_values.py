@@ -1,5 +1,7 @@
 """What the notebooks compute, not only that they run: values read from the files an executed
-notebook writes and from what it prints, at small parameters, against facts known without it."""
+notebook writes and from what it prints, at small parameters, against facts known without it. For
+the notebooks in test_notebooks.RUN_BY_VALUES_TEST the execution here is also their run at small
+parameters (`ran_clean`), so that each is executed once."""
 
 import json
 import math
@@ -9,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_notebooks import ran_clean, small
 
 from workbench import metrics, tasks
 from workbench.notebooks import execute
@@ -26,7 +29,10 @@ OFFICIAL = Path(
 def run(name, tmp_path, **params):
     """Execute a notebook with temporary output folders -> the text it printed."""
     params = {"figures_dir": str(tmp_path / "figures"), "figure_formats": ["html"], **params}
-    path = execute(name, params, output_dir=tmp_path)
+    return printed_by(execute(name, params, output_dir=tmp_path))
+
+
+def printed_by(path: Path) -> str:
     cells = json.loads(path.read_text())["cells"]
     return "".join(
         "".join(o.get("text", "")) for c in cells for o in c.get("outputs", []) if o.get("output_type") == "stream"
@@ -58,7 +64,9 @@ CERTAIN |= {("single_digit", d): "n/a" for d in ("D3", "D5", "D6", "D7", "D8", "
 
 @pytest.mark.slow
 def test_desiderata_notebook_verdicts(tmp_path):
-    printed = run("01_desiderata", tmp_path, n_values=300, d9_steps=5, out_dir=str(tmp_path / "run"))
+    path = execute("01_desiderata", small("01_desiderata", tmp_path), output_dir=tmp_path)
+    ran_clean("01_desiderata", path, tmp_path)
+    printed = printed_by(path)
     card = pd.read_csv(tmp_path / "run" / "scorecard.csv", keep_default_na=False)
     verdict = card.set_index(["encoding", "desideratum"])["verdict"]
     assert {key: verdict[key] for key in CERTAIN} == CERTAIN
@@ -76,16 +84,9 @@ def test_desiderata_notebook_verdicts(tmp_path):
 @pytest.mark.slow
 def test_training_notebook_results_are_the_test_answers_scored(tmp_path):
     out = tmp_path / "run"
-    run(
-        "03_training",
-        tmp_path,
-        tasks="addition,minmax",
-        tokens=1e4,
-        eval_every=5,
-        val_samples=8,
-        test_samples=16,
-        out_dir=str(out),
-    )
+    params = small("03_training", tmp_path, tokens=1e4)
+    assert params["out_dir"] == str(out) and params["tasks"] == "addition,minmax" and params["test_samples"] == 16
+    ran_clean("03_training", execute("03_training", params, output_dir=tmp_path), tmp_path)
     summary = pd.read_csv(out / "test_summary.csv").set_index("task")
     samples = pd.read_csv(out / "test_samples.csv", dtype=str, keep_default_na=False)
     assert set(summary.index) == {"addition", "minmax"} and (summary["n"] == 16).all()
@@ -148,15 +149,8 @@ def test_figure_4_draws_each_study_bar_inside_its_own_interval(tmp_path, part="m
     from workbench import study
     from workbench.figures.paper.methods import ROW_OF_TASK
 
-    run(
-        "04_paper_figures",
-        tmp_path,
-        study_dir="results",
-        fig4_part=part,
-        figure_formats=["json"],
-        generator_samples=50,
-        bootstrap_draws=5,
-    )
+    params = small("04_paper_figures", tmp_path, study_dir="results", fig4_part=part, figure_formats=["html", "json"])
+    ran_clean("04_paper_figures", execute("04_paper_figures", params, output_dir=tmp_path), tmp_path)
     figure = json.loads((tmp_path / "figures" / "04_fig4_methods.json").read_text())
     table, intervals = study.read_study("results")
     table, intervals = (
