@@ -12,7 +12,7 @@ independent generator's questions), `rows` (what a study row must be, checked wh
 `report` (Study 3's tables in docs/study/study3.md, from results/); Study 4: `paired` (the paired verdict
 against one digit), `study4` (its analysis), `kept` (every published run's curves and answers in
 results/runs/), `curves` (their learning curves), `plateau` (why a cell stalls: levels, losses,
-rates).
+rates), `held` (finished runs held before publication, and restored on a new machine).
 Every name is also here: `study.plan(...)`, `study.DELTA`.
 """
 

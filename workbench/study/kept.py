@@ -11,6 +11,8 @@ A run folder on a training machine is lost with the machine (Study 3's were); th
 a diagnosis needs, and small: gzip with its clock zeroed, so the same run gives the same bytes.
 `keep` copies finished runs in (never replacing a kept run with other bytes), `kept_runs` lists
 them, `read_kept` reads one back as DataFrames.
+
+Runs finished before their cell is published are held (`held`), so that a lost machine loses none.
 """
 
 from __future__ import annotations
