@@ -128,8 +128,12 @@ def test_published_study4_runs_rebuild_their_published_scores_to_the_last_bit(tm
 def test_the_command_line_restores_and_says_what_was_wrong(tmp_path, capsys):
     runs = tmp_path / "runs" / "p"
     _finished_run(runs / "a-seed0")
-    assert held.main(["hold", str(runs), "--into", str(tmp_path / "held")]) == 0
-    assert held.main(["restore", str(tmp_path / "held" / "p"), str(tmp_path / "m")]) == 0
+    held.main(["hold", str(runs), "--into", str(tmp_path / "held")])
+    held.main(["restore", str(tmp_path / "held" / "p"), str(tmp_path / "m")])
     assert (tmp_path / "m" / "a-seed0" / "test_summary.csv").is_file()
-    assert held.main(["restore", str(tmp_path / "nowhere"), str(tmp_path / "m")]) == 1
-    assert "holds no kept runs" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stop:
+        held.main(["restore", str(tmp_path / "nowhere"), str(tmp_path / "m")])
+    assert stop.value.code == 2 and "holds no kept runs" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # held runs go to results/held/ or outside the repository only
+        held.main(["hold", str(runs), "--into", str(ROOT / "results" / "runs")])
+    assert stop.value.code == 2 and "writes only outside the repository" in capsys.readouterr().err

@@ -122,6 +122,12 @@ def _retrofit_experiment(argv):
     E.main(argv)
 
 
+def _held(argv):
+    from workbench.study import held
+
+    held.main(argv)
+
+
 # the command with its output flag: (how it runs with TARGET, what the flag names: a folder or a file, the flag)
 COMMANDS = {
     "train --out": (lambda t, _: _train(["--tokens", "1e4", "--out", t]), "folder", "--out"),
@@ -153,6 +159,7 @@ COMMANDS = {
     ),
     "retrofit --out": (lambda t, _: _retrofit(["--out", t]), "folder", "--out"),
     "retrofit.experiment --csv": (lambda t, _: _retrofit_experiment(["--table", "--csv", t]), "file", "--csv"),
+    "study.held restore": (lambda t, tmp: _held(["restore", str(run_folder(tmp).parent), t]), "folder", "TO"),
     "retrofit.experiment --runs": (
         lambda t, tmp: _retrofit_experiment(["--only", "none:lora", "--csv", str(tmp / "t.csv"), "--runs", t]),
         "folder",

@@ -126,38 +126,40 @@ def published_summary(folder: Path, table: pd.DataFrame) -> pd.DataFrame:
     return summary.assign(encoding=run.encoding, seed=run.seed, train_seconds=float(rows.train_seconds.iloc[0]))
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
+def main(argv: list[str] | None = None) -> None:
+    from ..cli import Parser
+    from ..runs.outputs import output_path
 
-    parser = argparse.ArgumentParser(prog="python -m workbench.study.kept", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m workbench.study.held", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     h = sub.add_parser("hold", help="keep a plan's finished runs in results/held/<its folder's name>/")
-    h.add_argument("runs", type=Path)
-    h.add_argument("--into", type=Path, default=HELD)
+    h.add_argument("runs", type=Path, help="the plan's folder of runs")
+    h.add_argument("--into", type=Path, default=HELD, help="results/held/ (default) or a folder outside the repository")
     r = sub.add_parser("restore", help="write kept or held runs back into a plan's folder")
     r.add_argument("kept", type=Path, help="results/held/<plan> or results/runs/<study>")
-    r.add_argument("to", type=Path, help="the plan's folder of runs")
+    r.add_argument("to", type=Path, metavar="TO", help="the plan's folder of runs (outside the repository or in runs/)")
     r.add_argument("--table", type=Path, default=RESULTS / "cpu-study.csv", help="published scores (kept study runs)")
     args = parser.parse_args(argv)
     try:
         if args.command == "hold":
-            print(f"{hold(args.runs, args.into)} finished run(s) newly held in {args.into / args.runs.name}")
-            return 0
+            into = args.into.expanduser().resolve()
+            if into != HELD and not into.is_relative_to(HELD):  # results/held/ is this command's own place
+                into = output_path(args.into, "--into")
+            print(f"{hold(args.runs, into)} finished run(s) newly held in {into / args.runs.resolve().name}")
+            return
+        to = output_path(args.to, "TO")  # checked before anything is read or written
         folders = [p for p in args.kept.iterdir() if p.is_dir()] if args.kept.is_dir() else []
         if not folders:
             raise ValueError(f"{args.kept} holds no kept runs")
-        need = [p for p in folders if not (p / SUMMARY).is_file() and not (args.to / p.name).exists()]
+        need = [p for p in folders if not (p / SUMMARY).is_file() and not (to / p.name).exists()]
         summaries = {}
         if need:
             table = pd.read_csv(args.table)
             summaries = {p.name: published_summary(p, table) for p in need}
-        names = restore(args.kept, args.to, summaries)
-        print(f"{len(names)} run(s) restored into {args.to}")
-        return 0
-    except (ValueError, OSError) as e:
-        print(f"{parser.prog}: {e}")
-        return 1
+        print(f"{len(restore(args.kept, to, summaries))} run(s) restored into {to}")
+    except (ValueError, OSError) as err:
+        parser.fail(err)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()
