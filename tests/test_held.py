@@ -13,6 +13,7 @@ import pytest
 from workbench.measures.evaluate import summarize
 from workbench.study import held, kept
 from workbench.study.parts import STUDY4, plan
+from workbench.study.run import finished, stale
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -111,10 +112,22 @@ def test_published_study4_runs_rebuild_their_published_scores_to_the_last_bit(tm
     published = sorted((ROOT / "results" / "runs" / "study4_3M").iterdir())
     names = {r.name for r in plan([STUDY4])}
     assert published and {p.name for p in published} <= names
-    for folder in published[:: max(1, len(published) // 6)]:
+    some = published[:: max(1, len(published) // 6)]
+    for folder in some:
         summary = held.published_summary(folder, table)
         row = table[(table.study == "study4_3M") & (table.seed == summary.seed[0]) & (table.metric == "log_smape")]
         assert summary.score[0] in set(row.score)
+    # restored, they are finished runs of the plan as it stands, trained with its settings: a plan skips them
+    sample = tmp_path / "kept"
+    for folder in some:
+        shutil.copytree(folder, sample / folder.name)
+    machine = tmp_path / "machine"
+    assert held.restore(sample, machine, {f.name: held.published_summary(f, table) for f in some}) == [
+        f.name for f in some
+    ]
+    runs = [r for r in plan([STUDY4]) if r.name in {f.name for f in some}]
+    assert len(runs) == len(some) and all(finished(r.config.updated(out=str(machine / r.name))) for r in runs)
+    assert stale(runs, machine) == {}
     # a changed answer no longer gives the published score: refused, nothing restored
     tampered = tmp_path / "study4_3M" / published[0].name
     shutil.copytree(published[0], tampered)
