@@ -251,3 +251,43 @@ def test_the_curriculum_moves_over_the_levels_the_data_hold():
         Curriculum(8, 100, 1.0, levels=[2, 4]).load_state_dict(cur.state_dict())
     with pytest.raises(ValueError, match="frontier must be one of the levels"):
         Curriculum(8, 100, 1.0, levels=[2, 4], frontier=3)
+
+
+def test_the_level_index_draws_what_sample_by_level_draws():
+    """The index built once per pool consumes the generator as `sample_by_level` does and gives the
+    same indices: the published runs retrace bit for bit through it."""
+    from workbench.training.curriculum import LevelIndex, level_index, sample_by_level
+
+    setup = np.random.default_rng(7)
+    for trial in range(40):
+        top = int(setup.integers(1, 40))
+        held = setup.choice(top + 1, size=int(setup.integers(1, top + 2)), replace=False)
+        levels = setup.choice(held, size=int(setup.integers(1, 3000))).astype(float)  # a pool's column
+        probs = setup.random(top + 1) * (setup.random(top + 1) < 0.7)
+        probs[int(setup.choice(held))] += 0.1  # at least one level the pool holds
+        n = int(setup.integers(1, 700))
+        a, b = np.random.default_rng(trial), np.random.default_rng(trial)
+        want = sample_by_level(levels.astype(np.int64), probs / probs.sum(), n, a)
+        got = LevelIndex(levels, top).sample(probs / probs.sum(), n, b)
+        assert np.array_equal(want, got) and a.bit_generator.state == b.bit_generator.state
+    column = np.array([2.0, 3.0, 3.0, 5.0])
+    assert level_index(column, 9) is level_index(column, 9)  # built once per column
+    assert level_index(column.copy(), 9) is not level_index(column, 9)
+    with pytest.raises(ValueError, match="integers in"):
+        LevelIndex(np.array([1.5, 2.0]), 9)
+    with pytest.raises(ValueError, match="no sample in the pool"):
+        LevelIndex(column, 9).sample(np.eye(10)[0], 3, np.random.default_rng(0))
+
+
+def test_a_curriculum_samples_as_it_did_before_the_index():
+    """Curriculum.sample through the index against the function it replaced, step after step."""
+    from workbench.training.curriculum import levels_of, sample_by_level
+
+    pool = np.random.default_rng(3).integers(2, 9, size=5000).astype(float)
+    c = Curriculum(max_difficulty=8, total_steps=100, lr_max=0.02, levels=np.unique(pool))
+    a, b = np.random.default_rng(11), np.random.default_rng(11)
+    for step in range(1, 60):
+        want = sample_by_level(levels_of(pool, 8), c.level_probabilities(), 300, a)
+        assert np.array_equal(c.sample(pool, 300, b), want)
+        c.update({lv: 0.95 for lv in range(9)}, step, 0.02 * (1 - step / 100))
+    assert c.frontier > 2  # the frontier moved, and the draws followed it

@@ -73,6 +73,52 @@ def sample_by_level(levels: np.ndarray, probabilities: np.ndarray, n: int, rng: 
     return out
 
 
+class LevelIndex:
+    """A pool's questions grouped by level once, for `sample_by_level`'s draws at every step.
+
+    `sample_by_level` checks the pool's whole difficulty column and finds each drawn level's
+    questions again at every call, a fifth of a CPU training step; the column of a pool never
+    changes during a run, so this does it once. `sample` consumes the generator exactly as
+    `sample_by_level` does and returns the same indices (tests/test_curriculum.py compares them).
+    """
+
+    def __init__(self, difficulties, max_difficulty: int):
+        self.levels = levels_of(difficulties, max_difficulty)
+        self.counts = np.bincount(self.levels, minlength=max_difficulty + 1)
+        self.positions = {int(lv): np.flatnonzero(self.levels == lv) for lv in np.flatnonzero(self.counts)}
+
+    def sample(self, probabilities: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        if len(probabilities) != len(self.counts):
+            return sample_by_level(self.levels, probabilities, n, rng)
+        probs = probabilities * (self.counts > 0)
+        if probs.sum() == 0:
+            raise ValueError("no sample in the pool has a difficulty the curriculum can pick")
+        drawn = rng.choice(len(probabilities), size=n, p=probs / probs.sum())
+        out = np.empty(n, dtype=np.int64)
+        for level in np.unique(drawn):
+            pool = self.positions[int(level)]
+            where = drawn == level
+            out[where] = pool[rng.integers(0, pool.size, size=where.sum())]
+        return out
+
+
+_INDEXES: dict[tuple[int, int], tuple[object, LevelIndex]] = {}
+_INDEXES_KEPT = 16  # a run samples two or three columns a task; a notebook trains a few runs
+
+
+def level_index(difficulties, max_difficulty: int) -> LevelIndex:
+    """The `LevelIndex` of a pool's difficulty column, built at its first use. Kept by the column's
+    identity (the column itself is kept with it, so that its id is never another's), in the
+    process that samples: in the batch worker too, where the curricula arrive anew every step."""
+    key = (id(difficulties), int(max_difficulty))
+    hit = _INDEXES.get(key)
+    if hit is None or hit[0] is not difficulties:
+        if len(_INDEXES) >= _INDEXES_KEPT:
+            _INDEXES.pop(next(iter(_INDEXES)))
+        hit = _INDEXES[key] = (difficulties, LevelIndex(difficulties, max_difficulty))
+    return hit[1]
+
+
 class Curriculum:
     """Frontier, per-level sampling probabilities and the advancement rule of C.3.
 
@@ -176,7 +222,7 @@ class Curriculum:
 
         Levels without samples in the pool drop out and the rest are renormalized.
         """
-        return sample_by_level(levels_of(difficulties, self.max_difficulty), self.level_probabilities(), n, rng)
+        return level_index(difficulties, self.max_difficulty).sample(self.level_probabilities(), n, rng)
 
     def update(self, performance_by_level: dict[int, float], step: int, lr: float) -> bool:
         """Re-weight the unlocked levels (eq. 16, lambda = 0); advance the frontier by one level if

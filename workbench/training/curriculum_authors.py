@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .curriculum import levels_of, sample_by_level
+from .curriculum import level_index
 
 RULES = ("paper", "authors")  # --curriculum-rule: C.3's text (curriculum.Curriculum) or this
 START_SHARE = 0.15  # the initial frontier's index as a share of the held levels
@@ -111,10 +111,10 @@ class AuthorsCurriculum:
     def sample(self, difficulties, n: int, rng: np.random.Generator) -> np.ndarray:
         """Indices into a pool (with replacement): level by level from `level_probabilities`, or,
         once mastered without a hand-over, uniformly over the pool."""
-        d = levels_of(difficulties, self.max_difficulty)
+        index = level_index(difficulties, self.max_difficulty)
         if self.mastered and not self.hand_over:
-            return rng.integers(0, d.size, n)
-        return sample_by_level(d, self.level_probabilities(), n, rng)
+            return rng.integers(0, index.levels.size, n)
+        return index.sample(self.level_probabilities(), n, rng)
 
     def passes(self, step: int, lr: float) -> bool:
         """Every held level among frontier - 2 … frontier scores at least its threshold (latest evaluation)."""
