@@ -312,7 +312,13 @@ def test_a_run_made_on_other_kernels_is_refused(tmp_path):
     torch's), would silently give other numbers: it is refused, naming both; --no-same-kernels
     lets it through. (Portable runs pin the kernels: numerics.py.)"""
     out = tmp_path / "run"
-    native = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR")}
+    # a shell's environment, not the test process's: `import workbench` here marked the portable
+    # variables as its own (WORKBENCH_NUMERICS_SET), and a native child removes those of them that
+    # still hold portable values; on an AVX-512 machine that is the avx2 set below for the resume
+    from workbench.model.numerics import OURS, PORTABLE_ENV
+
+    unset = (*PORTABLE_ENV, "NPY_DISABLE_CPU_FEATURES", OURS)
+    native = {k: v for k, v in os.environ.items() if k not in unset}
     native |= {"WORKBENCH_NUMERICS": "native"}
     done = subprocess.run(
         [sys.executable, "-c", CAPABILITY_PROBE, str(out), "1", "train"], env=native, capture_output=True, text=True
