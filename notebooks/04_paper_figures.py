@@ -51,6 +51,7 @@ seed = 0  # seed of the generator's questions and of the bootstrap
 figures_dir: str | None = None  # None: runs/figures (`make figures` passes figures/)
 figure_formats = ["html", "png"]  # any of html, png, svg
 answers_dir: str | None = None  # folder of raw model answers to rescore (paper vs careful reading); None: skip
+study4 = True  # draw Study 4 from its kept runs in results/runs/ (curves, plateau, verdicts); False: skip that section
 
 # %%
 import os
@@ -283,7 +284,7 @@ else:
 # with the registered intervention's runs (no curriculum, dashed) once they are published.
 
 # %%
-kept_levels = sorted({p.parent.name for p in study.kept.kept_runs(study.kept.KEPT) if p.parent.name.startswith("study4_")})
+kept_levels = sorted({p.parent.name for p in study.kept.kept_runs(study.kept.KEPT) if p.parent.name.startswith("study4_")}) if study4 else []
 for level in kept_levels:
     runs = study.kept.kept_runs(study.kept.KEPT, level)
     display(save(study.curves.curves_figure(study.curves.validation_curves(runs), study.curves.level_title(level) +
@@ -298,7 +299,7 @@ if kept_levels:
     found = study.study4.answers([study.kept.KEPT], parts=(study.STUDY4, study.STUDY4_PLATEAU))
     display(study.plateau.intervention(found).round(3))  # the plateau's registered test (docs/study/study4.md)
 else:
-    print("no Study 4 cell published yet")
+    print("no Study 4 cell published yet" if study4 else "Study 4 skipped (study4=False)")
 
 # %% [markdown]
 # ## Figures 5 and 6: the operand exponents of the training data

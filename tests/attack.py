@@ -527,6 +527,7 @@ SPEC = {  # what each parameter takes, from the notebooks' comments (independent
         "fig4_part": {STR, None},
         "results_csv": {STR, None},
         "answers_dir": {STR, None},
+        "study4": {BOOL},
         "exponent_samples": {INT},
         "generator_samples": {INT},
         "bootstrap_draws": {INT},

@@ -171,6 +171,7 @@ def test_notebook_rescores_a_folder(folder, tmp_path):
         "figures_dir": str(tmp_path / "figures"),
         "figure_formats": ["html"],
         "answers_dir": str(folder),
+        "study4": False,  # drawn by the notebook's own test
     }
     path = execute("04_paper_figures", params, output_dir=tmp_path)
     outputs = json.dumps([c.get("outputs", []) for c in json.loads(path.read_text())["cells"]])
