@@ -150,3 +150,28 @@ def test_the_command_line_restores_and_says_what_was_wrong(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:  # held runs go to results/held/ or outside the repository only
         held.main(["hold", str(runs), "--into", str(ROOT / "results" / "runs")])
     assert stop.value.code == 2 and "writes only outside the repository" in capsys.readouterr().err
+
+
+def test_hold_every_few_seconds_holds_what_finishes_between_passes(tmp_path, capsys, monkeypatch):
+    from workbench.study import held as module
+
+    runs = tmp_path / "runs" / "p"
+    _finished_run(runs / "a-seed0")
+    later = tmp_path / "runs" / "q"  # a plan that has not started yet
+    naps = []
+
+    def nap(seconds):  # between the passes a second run finishes
+        naps.append(seconds)
+        _finished_run(runs / "b-seed1")
+
+    monkeypatch.setattr(module.time, "sleep", nap)
+    held.main(["hold", str(runs), str(later), "--into", str(tmp_path / "held"), "--every", "7", "--passes", "2"])
+    out = capsys.readouterr().out.splitlines()
+    assert naps == [7] and out == [
+        f"1 finished run(s) newly held in {tmp_path / 'held' / 'p'}",
+        f"1 finished run(s) newly held in {tmp_path / 'held' / 'p'}",
+    ]
+    assert sorted(p.name for p in (tmp_path / "held" / "p").iterdir()) == ["a-seed0", "b-seed1"]
+    with pytest.raises(SystemExit) as stop:
+        held.main(["hold", str(runs), "--into", str(tmp_path / "held"), "--every", "-1"])
+    assert stop.value.code == 2 and "--every takes seconds >= 0" in capsys.readouterr().err

@@ -12,6 +12,7 @@ test_summary.csv: `published_summary` rebuilds it from its kept answers and refu
 scores equal the published table's to the last bit.
 
     python -m workbench.study.held hold runs/study4                 # into results/held/study4/
+    python -m workbench.study.held hold runs/study4 runs/retrofit-learns --every 300   # until Ctrl-C
     python -m workbench.study.held restore results/runs/study4_3M runs/study4
     python -m workbench.study.held restore results/held/study4 runs/study4
 """
@@ -19,6 +20,7 @@ scores equal the published table's to the last bit.
 from __future__ import annotations
 
 import gzip
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -133,8 +135,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = Parser(prog="python -m workbench.study.held", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     h = sub.add_parser("hold", help="keep a plan's finished runs in results/held/<its folder's name>/")
-    h.add_argument("runs", type=Path, help="the plan's folder of runs")
+    h.add_argument("runs", type=Path, nargs="+", help="the plans' folders of runs")
     h.add_argument("--into", type=Path, default=HELD, help="results/held/ (default) or a folder outside the repository")
+    h.add_argument(
+        "--every", type=float, default=None, metavar="SECONDS", help="hold again every SECONDS until stopped (Ctrl-C)"
+    )
+    h.add_argument("--passes", type=int, default=None, help="with --every: stop after this many passes")
     r = sub.add_parser("restore", help="write kept or held runs back into a plan's folder")
     r.add_argument("kept", type=Path, help="results/held/<plan> or results/runs/<study>")
     r.add_argument("to", type=Path, metavar="TO", help="the plan's folder of runs (outside the repository or in runs/)")
@@ -145,8 +151,21 @@ def main(argv: list[str] | None = None) -> None:
             into = args.into.expanduser().resolve()
             if into != HELD and not into.is_relative_to(HELD):  # results/held/ is this command's own place
                 into = output_path(args.into, "--into")
-            print(f"{hold(args.runs, into)} finished run(s) newly held in {into / args.runs.resolve().name}")
-            return
+            if args.every is not None and not args.every >= 0 or args.passes is not None and args.passes < 1:
+                raise ValueError(
+                    f"--every takes seconds >= 0 and --passes a count >= 1, got {args.every}, {args.passes}"
+                )
+            done = 0
+            while True:
+                for runs in args.runs:  # a plan's folder that does not exist yet is held when it does
+                    if runs.is_dir() or args.every is None:
+                        print(
+                            f"{hold(runs, into)} finished run(s) newly held in {into / runs.resolve().name}", flush=True
+                        )
+                done += 1
+                if args.every is None or args.passes is not None and done >= args.passes:
+                    return
+                time.sleep(args.every)
         to = output_path(args.to, "TO")  # checked before anything is read or written
         folders = [p for p in args.kept.iterdir() if p.is_dir()] if args.kept.is_dir() else []
         if not folders:
