@@ -52,9 +52,12 @@ def test_a_held_run_is_restored_as_the_folder_it_was(tmp_path):
     (runs / "b-seed1").mkdir(parents=True)  # in flight: no test_summary.csv yet
     (runs / "b-seed1" / "metrics.jsonl").write_text('{"step": 1}\n')
     into = tmp_path / "results" / "held"
-    assert held.hold(runs, into) == 1
+    published = tmp_path / "results" / "runs"
+    assert held.hold(runs, into, published) == 1
     assert sorted(p.name for p in (into / "study4").iterdir()) == ["a-seed0"]
-    assert held.hold(runs, into) == 0  # again: nothing new, nothing rewritten
+    assert held.hold(runs, into, published) == 0  # again: nothing new, nothing rewritten
+    kept.keep({"a-seed0": done}, {"a-seed0": "s"}, published)  # once its cell is published ...
+    assert held.hold(runs, tmp_path / "again", published) == 0  # ... it is never held again
     assert not list((into / "study4" / "a-seed0").glob("*.pt"))
 
     machine = tmp_path / "new" / "study4"

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..runs.outputs import RESULTS
-from .kept import PLAIN, RETROFIT_PLAIN, ZERO_SHOT_PLAIN, contents, keep
+from .kept import KEPT, PLAIN, RETROFIT_PLAIN, ZERO_SHOT_PLAIN, contents, keep, kept_runs
 
 HELD = RESULTS / "held"
 SUMMARY = "test_summary.csv"
@@ -42,7 +42,7 @@ def _kind(run_dir: Path) -> tuple[tuple[str, ...], bool]:
     return (*PLAIN, SUMMARY), True
 
 
-def hold(runs_dir: Path, into: Path = HELD) -> int:
+def hold(runs_dir: Path, into: Path = HELD, published: Path = KEPT) -> int:
     """Keep every finished run under RUNS_DIR (a plan's folder) into INTO/<RUNS_DIR's name>/<run>/;
     runs still in flight (a file of a finished run missing) are left for a later call. Returns how
     many were new; a held run is never replaced with other bytes."""
@@ -50,9 +50,10 @@ def hold(runs_dir: Path, into: Path = HELD) -> int:
     if not runs_dir.is_dir():
         raise ValueError(f"{runs_dir} is not a folder of runs")
     new = 0
+    kept_names = {p.name for p in kept_runs(published)}
     for folder in sorted(p for p in runs_dir.iterdir() if p.is_dir() and (p / SUMMARY).is_file()):
-        if (folder / RESTORED).is_file():
-            continue  # restored from a held or kept copy: that copy is the record
+        if (folder / RESTORED).is_file() or folder.name in kept_names:
+            continue  # restored from a held or kept copy, or published: that copy is the record
         plain, trained = _kind(folder)
         try:
             contents(folder, plain, trained)
