@@ -61,13 +61,21 @@ def levels_of(difficulties, max_difficulty: int) -> np.ndarray:
 def sample_by_level(levels: np.ndarray, probabilities: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """n indices into a pool whose questions have `levels`: a level per draw by `probabilities`
     (renormalized over the levels the pool holds), then a question of that level uniformly."""
-    probs = probabilities * (np.bincount(levels, minlength=len(probabilities)) > 0)
+    present = np.bincount(levels, minlength=len(probabilities)) > 0
+    return _draw(present, lambda level: np.flatnonzero(levels == level), probabilities, n, rng)
+
+
+def _draw(present: np.ndarray, questions_of, probabilities: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """The draw itself, in one place: a level per sample among the `present` ones, then a question
+    of it uniformly (`questions_of(level)`: its positions in the pool), the generator consumed in
+    this order so that every run retraces."""
+    probs = probabilities * present
     if probs.sum() == 0:
         raise ValueError("no sample in the pool has a difficulty the curriculum can pick")
     drawn = rng.choice(len(probabilities), size=n, p=probs / probs.sum())
     out = np.empty(n, dtype=np.int64)
     for level in np.unique(drawn):
-        pool = np.flatnonzero(levels == level)
+        pool = questions_of(level)
         where = drawn == level
         out[where] = pool[rng.integers(0, pool.size, size=where.sum())]
     return out
@@ -90,16 +98,7 @@ class LevelIndex:
     def sample(self, probabilities: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         if len(probabilities) != len(self.counts):
             return sample_by_level(self.levels, probabilities, n, rng)
-        probs = probabilities * (self.counts > 0)
-        if probs.sum() == 0:
-            raise ValueError("no sample in the pool has a difficulty the curriculum can pick")
-        drawn = rng.choice(len(probabilities), size=n, p=probs / probs.sum())
-        out = np.empty(n, dtype=np.int64)
-        for level in np.unique(drawn):
-            pool = self.positions[int(level)]
-            where = drawn == level
-            out[where] = pool[rng.integers(0, pool.size, size=where.sum())]
-        return out
+        return _draw(self.counts > 0, lambda level: self.positions[int(level)], probabilities, n, rng)
 
 
 _INDEXES: dict[tuple[int, int], tuple[object, LevelIndex]] = {}
