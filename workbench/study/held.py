@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..runs.outputs import RESULTS
-from .kept import KEPT, PLAIN, RETROFIT_PLAIN, ZERO_SHOT_PLAIN, contents, keep, kept_runs
+from .kept import KEPT, PLAIN, RETROFIT_PLAIN, ZERO_SHOT_PLAIN, keep, kept_runs, missing
 
 HELD = RESULTS / "held"
 SUMMARY = "test_summary.csv"
@@ -55,9 +55,7 @@ def hold(runs_dir: Path, into: Path = HELD, published: Path = KEPT) -> int:
         if (folder / RESTORED).is_file() or folder.name in kept_names:
             continue  # restored from a held or kept copy, or published: that copy is the record
         plain, trained = _kind(folder)
-        try:
-            contents(folder, plain, trained)
-        except ValueError:
+        if missing(folder, plain, trained):
             continue  # not finished yet
         new += keep({folder.name: folder}, {folder.name: runs_dir.name}, into, plain, trained)
     return new
@@ -86,7 +84,7 @@ def restore(kept_dir: Path, to: Path, summaries: dict[str, pd.DataFrame] | None 
                 raise ValueError(f"{folder} keeps no {SUMMARY} and none was given: it cannot be restored")
             files[SUMMARY] = summaries[folder.name].to_csv(index=False).encode()
         files[RESTORED] = (
-            f"Restored from {folder} by workbench.study.kept.restore: metrics.jsonl holds the kept, thinned\n"
+            f"Restored from {folder} by workbench.study.held.restore: metrics.jsonl holds the kept, thinned\n"
             "steps, and no weights or checkpoints were kept.\n"
         ).encode()
         partial = to / f".{folder.name}.restoring"

@@ -52,14 +52,18 @@ def thinned(lines: list[str], rows: int = METRIC_ROWS) -> list[str]:
     return [lines[i] for i in keep]
 
 
+def missing(run_dir: Path, plain: tuple[str, ...] = PLAIN, trained: bool = True) -> list[str]:
+    """The files a finished run folder has that RUN_DIR lacks (none: it is finished)."""
+    needed = (*plain, *(("evals.jsonl", "metrics.jsonl") if trained else ()), "test_samples.csv")
+    return [n for n in needed if not (Path(run_dir) / n).is_file()]
+
+
 def contents(run_dir: Path, plain: tuple[str, ...] = PLAIN, trained: bool = True) -> dict[str, bytes]:
     """{kept file name: its bytes} of a finished run folder; `plain`: the files kept as they are;
     not `trained`: answers without training (a retrofit's zero-shot reference), no curves."""
     run_dir = Path(run_dir)
-    needed = (*plain, *(("evals.jsonl", "metrics.jsonl") if trained else ()), "test_samples.csv")
-    missing = [n for n in needed if not (run_dir / n).is_file()]
-    if missing:
-        raise ValueError(f"{run_dir} is not a finished run: it has no {', '.join(missing)}")
+    if lacking := missing(run_dir, plain, trained):
+        raise ValueError(f"{run_dir} is not a finished run: it has no {', '.join(lacking)}")
     files = {name: (run_dir / name).read_bytes() for name in plain}
     if trained:
         files["evals.jsonl.gz"] = _gzip((run_dir / "evals.jsonl").read_bytes())
