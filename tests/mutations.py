@@ -360,6 +360,13 @@ MUTATIONS = [
         [VALUES],
     ),
     M(
+        "workbench/training/data.py",
+        "return [self[i] for i in np.asarray(indices, dtype=np.int64).tolist()]",
+        "return [self[i] for i in sorted(np.asarray(indices, dtype=np.int64).tolist())]",
+        "a lazy pool's take returns the drawn samples in index order, not in the order drawn",
+        ["tests/test_pools.py"],
+    ),
+    M(
         "workbench/training/train.py",
         'val = {t: make_pool(t, cfg.evaluation.val_samples, tok, cfg.seed, "val", cfg.regime).frame',
         'val = {t: make_pool(t, cfg.evaluation.val_samples, tok, cfg.seed, "train", cfg.regime).frame',

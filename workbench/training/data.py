@@ -1,4 +1,4 @@
-"""Training batches: task pools, tokenized once, drawn by task ratio and difficulty, packed.
+"""Training batches: task pools (each question tokenized once, when first drawn), drawn by task ratio and difficulty, packed.
 
 Samples are concatenated into rows of context + 1 tokens. Each token keeps the index of its
 sample (doc id) and its position inside it, so attention never crosses a sample boundary and
@@ -8,6 +8,7 @@ RoPE positions restart at every sample. A target is only learned inside its own 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -26,7 +27,7 @@ class Pool:
 
     task: str
     frame: object  # the generated DataFrame
-    samples: list  # (ids, values, loss_mask) per row
+    samples: Sequence  # (ids, values, loss_mask) per row: a list, LazySamples or FlatSamples
     difficulty: np.ndarray
     difficulty_sd: np.ndarray
     files: object = None  # the folder the samples are mapped from (distributed.shared_pools), if any
@@ -59,20 +60,52 @@ def pools_from(source):
 
 
 def make_pool(task: str, n: int, tokenizer: Tokenizer, seed: int, split: str, regime: Regime | None = None) -> Pool:
-    """n samples of `task` from `split`, generated and tokenized once."""
+    """n samples of `task` from `split`, generated once, each tokenized when first drawn."""
     if _shared_pools is not None and split == "train":
         return _shared_pools(task, n, tokenizer, seed, split, regime)
     return build_pool(task, n, tokenizer, seed, split, regime)
 
 
 def build_pool(task: str, n: int, tokenizer: Tokenizer, seed: int, split: str, regime: Regime | None = None) -> Pool:
-    """`make_pool`, built here."""
+    """`make_pool`, built here: the questions generated now, each tokenized when first drawn."""
     frame = generate(task, n, seed=seed, split=split, regime=regime)
     if tasks.get(task).answer == "text":  # prose: every token after <|bos|> is learned
-        samples = [tokenizer.text_sample(t) for t in frame["answer"]]
+        samples = LazySamples(tokenizer.text_sample, list(zip(frame["answer"])))
     else:
-        samples = [tokenizer.sample(p, a) for p, a in zip(frame["prompt"], frame["answer"])]
+        samples = LazySamples(tokenizer.sample, list(zip(frame["prompt"], frame["answer"])))
     return Pool(task, frame, samples, frame["difficulty"].to_numpy(), frame["difficulty_sd"].to_numpy())
+
+
+class LazySamples(Sequence):
+    """A pool's samples, each tokenized the first time it is read and kept: samples[i] is
+    `tokenize(*texts[i])`, the very tuple an eagerly built list would hold at i.
+
+    A run at the studies' budgets draws a fraction of a pool of a million questions, and tokenizing
+    the whole pool in Python, one question at a time, was most of a short run's start-up. What a run reads is what it read before, so it trains to the same bits; a
+    question that cannot be tokenized is an error when it is first drawn, not at set-up."""
+
+    def __init__(self, tokenize, texts: list):
+        self._tokenize, self._texts = tokenize, texts
+        self._done: list = [None] * len(texts)
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:  # from the end, as a list's
+            i += len(self)
+            if i < 0:
+                raise IndexError("sample index out of range")
+        sample = self._done[i]  # IndexError past the end
+        if sample is None:
+            sample = self._done[i] = self._tokenize(*self._texts[i])
+        return sample
+
+    def take(self, indices) -> list:
+        """[self[i] for i in indices] (`Pool.take`)."""
+        return [self[i] for i in np.asarray(indices, dtype=np.int64).tolist()]
 
 
 class NotEnoughSamples(ValueError):
