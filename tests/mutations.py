@@ -367,6 +367,20 @@ MUTATIONS = [
         ["tests/test_pools.py"],
     ),
     M(
+        "workbench/study/length.py",
+        "length_questions(length, r.seed, n)",
+        "length_questions(length, 0, n)",
+        "the length axis asks every run seed 0's questions",
+        ["tests/test_length.py"],
+    ),
+    M(
+        "workbench/study/length.py",
+        "if len(done) and (set(done[\"length\"]) != set(lengths) or set(done[\"n\"]) != {n}):",
+        "if False:",
+        "the length axis appends answers at other lengths to a file scored before",
+        ["tests/test_length.py"],
+    ),
+    M(
         "workbench/training/train.py",
         'val = {t: make_pool(t, cfg.evaluation.val_samples, tok, cfg.seed, "val", cfg.regime).frame',
         'val = {t: make_pool(t, cfg.evaluation.val_samples, tok, cfg.seed, "train", cfg.regime).frame',

@@ -294,6 +294,12 @@ def _add_study(commands) -> None:
         f"{generator.INSTALL}): OUT/{study.GENERATOR_FILE}",
     )
     scoring.add_argument(
+        "--score-length",
+        action="store_true",
+        help="the length axis (--studies zoo2_length): 500 additions at each operand length of "
+        f"{study.length.LENGTHS[0]} ... {study.length.LENGTHS[-1]} digits: OUT/{study.length.LENGTH_FILE}",
+    )
+    scoring.add_argument(
         "--generator-questions",
         type=int,
         default=500,
@@ -399,7 +405,7 @@ def _budget(text: str) -> float:
 
 def _score(args, out: str) -> None:
     """--score-official / --score-generator: score the finished runs, print the mean per cell."""
-    which = args.studies or list(study.BUDGET_PARTS)
+    which = args.studies or ([study.ZOO2_LENGTH] if args.score_length else list(study.BUDGET_PARTS))
     selection = dict(
         encodings=args.encodings, seeds=args.seeds, tasks_=args.tasks, digits=args.digits, budgets=args.budgets
     )
@@ -419,6 +425,18 @@ def _score(args, out: str) -> None:
         for task, dropped in table.attrs.get("dropped", {}).items():
             print(f"reasoning-gym, {task}: items dropped per source and reason {dropped}")
         tables["reasoning-gym's questions"] = table
+    if args.score_length:
+        if other := sorted(set(which) - {study.ZOO2_LENGTH}):
+            raise ValueError(f"--score-length scores the length axis (--studies {study.ZOO2_LENGTH}), not {other}")
+        table = study.length.length_scores(out, **selection)
+        if len(table):
+            cells = study.length.length_cells(table)
+            print("\nlonger numbers than trained on: mean per encoding and length (95 % interval)")
+            print(cells.round(3).to_string(index=False))
+            print(f"\nagainst {study.length.CONTROL} (the leaderboard's rule)")
+            print(study.length.against_control(cells).round(3).to_string(index=False))
+        else:
+            print("\nlonger numbers than trained on: no finished run to score")
     for name, table in tables.items():
         print(f"\n{name}: mean per cell" + ("" if len(table) else ": no finished run to score"))
         if len(table):
@@ -433,9 +451,9 @@ def main(argv=None):
         # first of all: a study's clean-up once rewrote results/cpu-study.csv to 0 rows after a Ctrl-C
         out = str(output_path(out, "--out"))
         executor = Executor(**values_of(vars(args), Executor))
-        scoring = args.protocol == "study" and (args.score_official or args.score_generator)
+        scoring = args.protocol == "study" and (args.score_official or args.score_generator or args.score_length)
         if args.dry_run and scoring:
-            raise ValueError("--dry-run shows a plan of training; --score-official and --score-generator train nothing")
+            raise ValueError("--dry-run shows a plan of training; --score-official/-generator/-length train nothing")
         if args.dry_run:
             from .runs.dryrun import report
 

@@ -12,11 +12,12 @@ independent generator's questions), `rows` (what a study row must be, checked wh
 `report` (Study 3's tables in docs/study/study3.md, from results/); Study 4: `paired` (the paired verdict
 against one digit), `study4` (its analysis), `kept` (every published run's curves and answers in
 results/runs/), `curves` (their learning curves), `plateau` (why a cell stalls: levels, losses,
-rates), `held` (finished runs held before publication, and restored on a new machine).
+rates), `held` (finished runs held before publication, and restored on a new machine); the zoo's
+length axis: `length` (models trained at d = 4 on longer additions).
 Every name is also here: `study.plan(...)`, `study.DELTA`.
 """
 
-from . import curves, kept, paired, plateau, study4  # noqa: F401
+from . import curves, kept, length, paired, plateau, study4  # noqa: F401
 from .figures import (  # noqa: F401
     METRIC_LABELS,
     budget_figure,
@@ -57,6 +58,7 @@ from .parts import (  # noqa: F401
     VARIANT,
     WIDTH,
     ZOO_MULTITASK,
+    ZOO2_LENGTH,
     ZOO_PRECISION,
     Run,
     budget_label,

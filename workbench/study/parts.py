@@ -11,7 +11,8 @@ and 2b's protocols for every other encoding; "width" is Study 1 at d = 2 in a 25
 Study 3 (the budget parts) trains multiplication and division at d in {4, 8, 15, the paper's
 regime} for 1M, 3M and 10M tokens. Study 4 repeats its deciding cells with five paired seeds on
 portable numerics; "study4_gpu" (exploratory, registered before any GPU run) carries them to 30M
-tokens and beyond on a GPU (benchmarks/gpu_sprint.py), its rows named gpu_<budget>.
+tokens and beyond on a GPU (benchmarks/gpu_sprint.py), its rows named gpu_<budget>. "zoo2_length"
+trains addition at d = 4 for the length axis of the zoo's second wave (tested by `study.length`).
 """
 
 from __future__ import annotations
@@ -40,12 +41,13 @@ STUDY4_LR = "study4_lr"
 STUDY4_PARTS = (STUDY4, STUDY4_LR)
 STUDY4_GPU = "study4_gpu"  # exploratory: Study 4's cells at GPU budgets (docs/study/study4.md)
 STUDY4_PLATEAU = "study4_plateau"  # the registered intervention on the d = 4 stall (docs/study/study4.md)
+ZOO2_LENGTH = "zoo2_length"  # the zoo's length axis (docs/study/zoo2.md): trained at d = 4, tested longer
 PARTS = (
     PREREGISTERED
     + (DECIMAL_POOL, NUMERIC_CHECKPOINT, ZOO_PRECISION, ZOO_MULTITASK, WIDTH)
     + BUDGET_PARTS
     + STUDY4_PARTS
-    + (STUDY4_GPU, STUDY4_PLATEAU)
+    + (STUDY4_GPU, STUDY4_PLATEAU, ZOO2_LENGTH)
 )
 MULTITASK_PARTS = ("multitask", NUMERIC_CHECKPOINT)  # the parts Figure 4's third row can show
 PART_LABELS = {"multitask": "Study 2", NUMERIC_CHECKPOINT: "Study 2b, checkpoint chosen without text's score"}
@@ -311,6 +313,23 @@ def gpu_levels(rate: float, seconds: float = GPU_LEASES * GPU_LEASE_SECONDS) -> 
     return taken
 
 
+# The length axis (docs/study/zoo2.md, "Length-generalisation axis"): the encodings whose claim is
+# about numbers longer than those trained on, and single digit as the control, trained on addition
+# alone at operands of magnitude 1 ... 10^4 with at most four significant digits; `study.length`
+# then tests them on integers of exactly L digits, L = 4 ... 8
+LENGTH_ENCODINGS = ("abacus", "position_coupling", "reversed_digits", "single_digit")
+LENGTH_DIGITS = 4
+
+
+def length_plan() -> list[Run]:
+    base = PRECISION.updated(tasks=("addition",), decades=(0, LENGTH_DIGITS - 1), max_digits=LENGTH_DIGITS)
+    return [
+        Run(ZOO2_LENGTH, e, "addition", LENGTH_DIGITS, s, base.updated(encoding=e, seed=s))
+        for e in LENGTH_ENCODINGS
+        for s in PRECISION_SEEDS
+    ]
+
+
 def plan(which=PREREGISTERED) -> list[Run]:
     runs = []
     if "precision" in which:
@@ -362,6 +381,8 @@ def plan(which=PREREGISTERED) -> list[Run]:
         runs += gpu_plan()
     if STUDY4_PLATEAU in which:
         runs += study4_plateau_plan()
+    if ZOO2_LENGTH in which:
+        runs += length_plan()
     return runs
 
 
