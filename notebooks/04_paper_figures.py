@@ -254,6 +254,25 @@ if study_dir is not None and (study_intervals.study == study.WIDTH).any():
     display(study.width_comparison(study_intervals).round(3))
 
 # %% [markdown]
+# ## The zoo's length axis: longer numbers than trained on (docs/study/zoo2.md)
+#
+# Abacus, position coupling and reversed digits claim that a model trained on short numbers adds
+# longer ones. Trained on addition with operands of at most four digits (single digit beside them as
+# the control), each run answers 500 additions whose operands have exactly L digits, L = 4 ... 8:
+# each encoding's mean over seeds with its 95 % interval, the training length marked. Drawn once
+# the axis's cells are in `study_dir` (`cpu-study-length-cells.csv`).
+
+# %%
+length_files = [Path(d) / study.length.LENGTH_CELLS_FILE for d in study_dirs if (Path(d) / study.length.LENGTH_CELLS_FILE).exists()]
+if length_files:  # later folders' cells over earlier ones', as for the study's tables
+    length_cells = pd.concat([pd.read_csv(f) for f in length_files]).drop_duplicates(
+        study.CELL + ["length", "metric"], keep="last")
+    display(save(study.length.figure(length_cells), "04_zoo2_length"))
+    display(study.length.against_control(length_cells).round(3))
+else:
+    print("no length-axis cells in study_dir")
+
+# %% [markdown]
 # ## Study 3: budget x precision (docs/study/study3.md)
 #
 # Multiplication and division trained alone at d = 4, 8 and 15 significant digits and in the paper's

@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 from workbench import experiments, study
-from workbench.config import OptimConfig, TrainConfig
-from workbench.study import length
+from workbench.config import OptimConfig
+from workbench.study import length, parts
+from workbench.study.run import write_results
 from workbench.training.data import build_pool
 from workbench.tokenizer import Tokenizer
 from workbench.training.train import train
@@ -55,30 +56,21 @@ def test_questions_at_the_training_length_are_none_the_run_trained_on():
     assert len(asked) > 400 and not asked & set(pool.frame.prompt)
 
 
-def tiny(encoding: str, out) -> TrainConfig:
-    return TrainConfig.of(
-        encoding=encoding,
-        tasks=("addition",),
-        preset="cpu-tiny",
-        batch_size=2,
-        tokens=2 * 128 * 4,
-        pool_size=100,
-        val_samples=4,
-        test_samples=4,
-        eval_every=2,
-        checkpoint_every=2,
-        decades=(0, 3),
-        max_digits=4,
-        threads=1,
-        optim=OptimConfig(newton_schulz="float32"),
-        out=str(out),
-    )
+@pytest.fixture
+def tiny_plan(monkeypatch):
+    """The axis's runs of seed 0 for abacus and single digit, at a few steps (the plan's own configs)."""
+    base = study.PRECISION.updated(
+        batch_size=2, tokens=2 * 128 * 4, pool_size=100, val_samples=4, test_samples=4, eval_every=2,
+        checkpoint_every=2, optim=OptimConfig(newton_schulz="float32"),
+    )  # fmt: skip
+    monkeypatch.setattr(parts, "PRECISION", base)
+    return [r for r in study.plan([study.ZOO2_LENGTH]) if r.seed == 0 and r.encoding in ("abacus", "single_digit")]
 
 
-def test_finished_runs_answer_every_length_once_and_the_command_line_prints_the_cells(tmp_path, capsys):
-    names = [f"zoo2_length-addition-d4-{e}-seed0" for e in ("abacus", "single_digit")]
-    for name in names:  # runs of the plan, trained tiny
-        train(tiny(name.split("-")[3], tmp_path / name))
+def test_finished_runs_answer_every_length_once_and_the_command_line_prints_the_cells(tmp_path, capsys, tiny_plan):
+    names = [r.name for r in tiny_plan]
+    for r in tiny_plan:
+        train(r.config.updated(out=str(tmp_path / r.name)))
     table = length.length_scores(tmp_path, lengths=(4, 6), n=5)
     assert len(table) == 2 * 2 * 5 and set(table.run) == set(names) and set(table.length) == {4, 6}
     assert {"study", "encoding", "digits", "seed", "prompt", "answer", "prediction", "score", "exact"} <= set(table)
@@ -112,6 +104,24 @@ def test_finished_runs_answer_every_length_once_and_the_command_line_prints_the_
     with pytest.raises(SystemExit):
         experiments.main(["study", "--out", str(fresh), "--score-length", "--studies", "budget"])
 
+    # published: the cells appended to results/, the answers kept beside the runs, the figure drawn
+    write_results(fresh)
+    into = tmp_path / "results"
+    added = study.publish(fresh, [study.ZOO2_LENGTH], seeds=1, into=into)
+    assert added[length.LENGTH_CELLS_FILE] == 2 * len(length.LENGTHS) * 2 and added["runs"] == 2
+    cells = pd.read_csv(into / length.LENGTH_CELLS_FILE)
+    answers = pd.read_csv(fresh / length.LENGTH_FILE)
+    one = answers[(answers.encoding == "abacus") & (answers.length == 7)]
+    row = cells[(cells.encoding == "abacus") & (cells.length == 7) & (cells.metric == "exact_match")].iloc[0]
+    assert row["mean"] == pytest.approx(one.exact.mean()) and row.runs == 1 and row.answers == 500
+    kept = pd.read_csv(into / "runs" / study.ZOO2_LENGTH / "length-answers.csv.gz")
+    assert len(kept) == len(answers) and kept.prediction.equals(answers.prediction)
+    again = study.publish(fresh, [study.ZOO2_LENGTH], seeds=1, into=into)
+    assert again[length.LENGTH_CELLS_FILE] == 0 and again["runs"] == 0
+    fig = length.figure(cells)
+    assert len(fig.data) == 2 * 2 and "length axis" in fig.layout.title.text
+    assert fig.layout.xaxis.title.text.startswith("operand length L (digits")
+
 
 def test_cells_and_verdicts_against_single_digit():
     rng = np.random.default_rng(0)
@@ -122,7 +132,8 @@ def test_cells_and_verdicts_against_single_digit():
                 score = np.clip(level + rng.normal(0, 0.01, 200), 0, 1)
                 rows.append(
                     pd.DataFrame(
-                        dict(run=f"{encoding}-{seed}", encoding=encoding, length=n_digits, score=score, exact=score > 0.5)
+                        dict(run=f"{encoding}-{seed}", study="zoo2_length", encoding=encoding, task="addition", digits=4)
+                        | dict(length=n_digits, score=score, exact=score > 0.5)
                     )
                 )
     cells = length.length_cells(pd.concat(rows), draws=200)

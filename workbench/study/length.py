@@ -14,11 +14,15 @@ questions (paired), and at L > 4 none was ever trained on.
 
 `length_scores` writes OUT/cpu-study-length.csv (one row per run, length and question), resumable
 run by run; `length_cells` gives each encoding's mean per length with its 95 % interval (the
-study's hierarchical bootstrap) and, per length, the leaderboard's verdict against single digit
-(`stats.versus`: intervals apart and means more than δ apart).
+study's hierarchical bootstrap) and `against_control`, per length, the leaderboard's verdict against
+single digit (`stats.versus`: intervals apart and means more than δ apart). `study.publish` of a
+folder holding the answers appends the cells to results/cpu-study-length-cells.csv and keeps the
+answers (`keep_answers`); `figure` draws the cells over L (notebook 04).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pandas as pd
 
@@ -26,10 +30,13 @@ from ..runs.atomic import write_atomic
 from ..runs.outputs import output_path
 from ..tasks import Regime, generate
 from .parts import LENGTH_DIGITS, ZOO2_LENGTH
+from .kept import _gzip
 from .questions import _answer, _scored_before, _unscored
+from .rows import CELL
 from .stats import hierarchical_bootstrap, versus
 
-LENGTH_FILE = "cpu-study-length.csv"
+LENGTH_FILE = "cpu-study-length.csv"  # OUT's answers, one row per run, length and question
+LENGTH_CELLS_FILE = "cpu-study-length-cells.csv"  # results/: the cells (`length_cells`), published
 LENGTHS = tuple(range(LENGTH_DIGITS, 2 * LENGTH_DIGITS + 1))  # d ... 2d
 QUESTIONS = 500
 CONTROL = "single_digit"
@@ -69,25 +76,77 @@ def length_scores(out, lengths=LENGTHS, n: int = QUESTIONS, which=(ZOO2_LENGTH,)
 
 
 def length_cells(table: pd.DataFrame, draws: int = 2000) -> pd.DataFrame:
-    """Per encoding, length and metric (log-sMAPE, exact match): the seed mean with its 95 %
-    interval (runs, then questions, resampled), and how many runs and answers."""
+    """Per cell (study, encoding, task, digits), length and metric (log-sMAPE, exact match): the
+    seed mean with its 95 % interval (runs, then questions, resampled), and how many runs and
+    answers: the table published as LENGTH_CELLS_FILE."""
     rows = []
-    for (encoding, length), cell in table.groupby(["encoding", "length"]):
+    for key, cell in table.groupby([*CELL, "length"]):
         for metric, column in (("log_smape", "score"), ("exact_match", "exact")):
             per_run = [g[column].to_numpy(dtype=float) for _, g in cell.groupby("run")]
             mean, low, high = hierarchical_bootstrap(per_run, draws)
             rows.append(
-                dict(encoding=encoding, length=length, metric=metric, mean=mean, low=low, high=high)
+                dict(zip([*CELL, "length"], key), metric=metric, mean=mean, low=low, high=high)
                 | dict(runs=len(per_run), answers=len(cell))
             )
     return pd.DataFrame(rows)
+
+
+def keep_answers(table: pd.DataFrame, into) -> Path:
+    """The answers behind the published cells, gzip-compressed with its clock zeroed (the same
+    answers give the same bytes): INTO/<study>/length-answers.csv.gz, one file per study. A file
+    kept before is never replaced with other bytes."""
+    (study_name,) = set(table.study)
+    path = Path(into) / study_name / "length-answers.csv.gz"
+    data = _gzip(table.to_csv(index=False).encode())
+    if path.exists():
+        if path.read_bytes() != data:
+            raise ValueError(f"{path} already keeps other answers: a kept file is never replaced")
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, lambda tmp: Path(tmp).write_bytes(data))
+    return path
+
+
+def figure(cells: pd.DataFrame):
+    """Two panels over the operand length L (digits): log-sMAPE and exact match, each encoding's
+    mean over seeds with its 95 % interval; the training length marked."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from .. import encoders
+    from ..figures import plots
+
+    metrics = (("log_smape", "log-sMAPE (0-1)"), ("exact_match", "exact match (share of answers)"))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[label for _, label in metrics], horizontal_spacing=0.1)
+    for encoding, rows in cells.groupby("encoding", sort=False):
+        color, name = plots.encoding_color(encoding), encoders.label(encoding)
+        for k, (metric, _) in enumerate(metrics):
+            part = rows[rows.metric == metric].sort_values("length")
+            fig.add_trace(
+                go.Scatter(x=part.length, y=part["mean"], mode="lines+markers", line=dict(color=color, width=2.5),
+                           error_y=dict(type="data", symmetric=False, array=part["high"] - part["mean"],
+                                        arrayminus=part["mean"] - part["low"], thickness=1.2),
+                           name=f"{name} ({int(part.runs.max())} seeds)", legendgroup=encoding, showlegend=k == 0),
+                row=1, col=k + 1,
+            )  # fmt: skip
+    trained = int(cells.digits.max())
+    for k in range(len(metrics)):
+        fig.add_vline(x=trained + 0.5, line=dict(color="grey", dash="dot"), row=1, col=k + 1)
+        fig.update_xaxes(title_text="operand length L (digits; trained at most 4)", dtick=1, row=1, col=k + 1)
+        fig.update_yaxes(title_text=metrics[k][1], range=[0, 1.02], row=1, col=k + 1)
+    fig.update_layout(
+        title=f"The zoo's length axis: addition trained at up to {trained} digits, tested at L = "
+        f"{int(cells.length.min())} ... {int(cells.length.max())} (mean over seeds, 95 % intervals)",
+        width=1100, height=480, legend=dict(orientation="h", y=-0.22),
+    )  # fmt: skip
+    return fig
 
 
 def against_control(cells: pd.DataFrame, control: str = CONTROL) -> pd.DataFrame:
     """Every other encoding against `control`, per length and metric, under the leaderboard's rule
     (`stats.versus`): "ahead" names the one whose interval lies above and whose mean is more than δ
     higher, else "overlap" or within the spread."""
-    keys, base = ["length", "metric"], cells[cells.encoding == control]
+    keys, base = ["study", "task", "digits", "length", "metric"], cells[cells.encoding == control]
     parts = []
     for e in sorted(set(cells.encoding) - {control}):
         both = versus(cells[cells.encoding == e], base, keys, e, control)
@@ -95,4 +154,5 @@ def against_control(cells: pd.DataFrame, control: str = CONTROL) -> pd.DataFrame
         parts.append(both.rename(columns=names).assign(encoding=e, control=control))
     if not parts:
         raise ValueError(f"no encoding beside {control} to compare")
-    return pd.concat(parts, ignore_index=True)[["encoding", *keys, "mean", "low", "high", "control", "control_mean", "control_low", "control_high", "ahead"]]
+    columns = ["encoding", *keys, "mean", "low", "high", "control", "control_mean", "control_low", "control_high", "ahead"]
+    return pd.concat(parts, ignore_index=True)[columns]

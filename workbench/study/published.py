@@ -12,9 +12,9 @@ import pandas as pd
 
 from ..runs.atomic import write_atomic
 from ..runs.outputs import RESULTS
-from . import kept
+from . import kept, length
 from .parts import PARTS, plan
-from .questions import OTHER_QUESTIONS_FILE, SCORINGS, other_question_cells
+from .questions import OTHER_QUESTIONS_FILE, SCORINGS, _scored_before, other_question_cells
 from .rows import CELL, INTERVAL_COLUMNS, TABLE_COLUMNS, check_rows, check_seeds_held  # noqa: F401 (study.CELL, ...)
 from .run import INTERVALS_FILE, RESULTS_FILE
 
@@ -107,6 +107,10 @@ def publish(folder, studies, seeds: int, into=PUBLISHED, keep_runs: bool = True)
     frames = {RESULTS_FILE: (table, CELL), INTERVALS_FILE: (intervals, CELL)}
     if any((folder / name).exists() for name in SCORINGS):
         frames[OTHER_QUESTIONS_FILE] = (other_question_cells(folder), CELL + ["scoring"])
+    lengths = None
+    if (folder / length.LENGTH_FILE).exists():  # the zoo's length axis: its cells, and its answers kept
+        lengths = _scored_before(folder / length.LENGTH_FILE, [])
+        frames[length.LENGTH_CELLS_FILE] = (length.length_cells(lengths), CELL + ["length", "metric"])
     texts = {}
     for name, (frame, key) in frames.items():
         rows = frame[pd.MultiIndex.from_frame(frame[CELL]).isin(complete)]
@@ -151,6 +155,10 @@ def publish(folder, studies, seeds: int, into=PUBLISHED, keep_runs: bool = True)
             and (folder / r.name / "test_summary.csv").is_file()
         ]
         kept_now = kept.keep({r.name: folder / r.name for r in runs}, {r.name: r.study for r in runs}, into / "runs")
+        if lengths is not None:
+            answered = lengths[pd.MultiIndex.from_frame(lengths[CELL]).isin(complete)]
+            for _, part in answered.groupby("study"):
+                length.keep_answers(part, into / "runs")
     for path, (text, _) in texts.items():
         write_atomic(path, lambda tmp, text=text: Path(tmp).write_bytes(text.encode()))
     return {path.name: added for path, (_, added) in texts.items()} | ({"runs": kept_now} if keep_runs else {})
