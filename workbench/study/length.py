@@ -117,13 +117,17 @@ def figure(cells: pd.DataFrame):
     from ..figures import plots
 
     metrics = (("log_smape", "log-sMAPE (0-1)"), ("exact_match", "exact match (share of answers)"))
-    fig = make_subplots(rows=1, cols=2, subplot_titles=[label for _, label in metrics], horizontal_spacing=0.1)
-    for encoding, rows in cells.groupby("encoding", sort=False):
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["log-sMAPE", "exact match"], horizontal_spacing=0.1)
+    names = list(dict.fromkeys(cells.encoding))
+    symbols = ("circle", "square", "diamond", "triangle-up", "x", "star")
+    for j, (encoding, rows) in enumerate(cells.groupby("encoding", sort=False)):
         color, name = plots.encoding_color(encoding), encoders.label(encoding)
+        shift = 0.05 * (j - (len(names) - 1) / 2)  # side by side at each L: lines that coincide stay visible
         for k, (metric, _) in enumerate(metrics):
             part = rows[rows.metric == metric].sort_values("length")
             fig.add_trace(
-                go.Scatter(x=part.length, y=part["mean"], mode="lines+markers", line=dict(color=color, width=2.5),
+                go.Scatter(x=part.length + shift, y=part["mean"], mode="lines+markers", line=dict(color=color, width=2.5),
+                           marker=dict(symbol=symbols[j % len(symbols)], size=8),
                            error_y=dict(type="data", symmetric=False, array=part["high"] - part["mean"],
                                         arrayminus=part["mean"] - part["low"], thickness=1.2),
                            name=f"{name} ({int(part.runs.max())} seeds)", legendgroup=encoding, showlegend=k == 0),
@@ -131,7 +135,8 @@ def figure(cells: pd.DataFrame):
             )  # fmt: skip
     trained = int(cells.digits.max())
     for k in range(len(metrics)):
-        fig.add_vline(x=trained + 0.5, line=dict(color="grey", dash="dot"), row=1, col=k + 1)
+        fig.add_vline(x=trained + 0.5, line=dict(color="grey", dash="dot"), row=1, col=k + 1,
+                      annotation_text="longer than trained →", annotation_position="top right")  # fmt: skip
         fig.update_xaxes(title_text="operand length L (digits; trained at most 4)", dtick=1, row=1, col=k + 1)
         fig.update_yaxes(title_text=metrics[k][1], range=[0, 1.02], row=1, col=k + 1)
     fig.update_layout(
