@@ -43,13 +43,22 @@ def faults_per_step(side: str, out) -> dict:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt is Linux only")
 @pytest.mark.slow
 def test_training_steps_reuse_their_memory_instead_of_faulting_in_pages(tmp_path):
-    default, kept = faults_per_step("default", tmp_path / "default"), faults_per_step("kept", tmp_path / "kept")
+    kept = faults_per_step("kept", tmp_path / "kept")
     assert kept["took"] is True
     # measured here (20 runs a side): by default 146-1,436 faults a step on average (4-10 of the 10
     # steps over 16, some none); kept, the median step faults none in every run and at most 2 of 10
     # steps over 16 (growth of the heap or of Python's own arenas)
     assert statistics.median(kept["faults"]) <= 4, kept
-    assert statistics.mean(default["faults"]) > 50, default  # the count sees glibc's fresh pages
+    # The default side only shows that the count sees glibc's fresh pages. How many a default run
+    # faults depends on where the heap's top lies when a step frees, which varies from run to run
+    # (a mean of a few a step now and then, on a loaded machine): one run of three that faults is
+    # the evidence asked for.
+    defaults = []
+    for attempt in range(3):
+        defaults.append(faults_per_step("default", tmp_path / f"default{attempt}"))
+        if statistics.mean(defaults[-1]["faults"]) > 50:
+            break
+    assert statistics.mean(defaults[-1]["faults"]) > 50, defaults
 
 
 def test_cpu_training_keeps_freed_memory(tmp_path, monkeypatch):
