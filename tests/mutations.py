@@ -381,6 +381,13 @@ MUTATIONS = [
         ["tests/test_length.py"],
     ),
     M(
+        "workbench/study/parts.py",
+        "runs[ten:ten] = study4_lr_plan()",
+        "runs += study4_lr_plan()",
+        "Study 4's learning-rate check trains after the 10M level, against the registered order",
+        ["tests/test_paired.py"],
+    ),
+    M(
         "workbench/training/train.py",
         'val = {t: make_pool(t, cfg.evaluation.val_samples, tok, cfg.seed, "val", cfg.regime).frame',
         'val = {t: make_pool(t, cfg.evaluation.val_samples, tok, cfg.seed, "train", cfg.regime).frame',

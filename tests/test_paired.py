@@ -101,3 +101,8 @@ def test_study4_pairs_every_cell_on_five_seeds_in_portable_numerics():
         (0.02, 0.008),
         (0.02, 0.016),
     }
+    # both parts in one command train in the registered order: the 3M level, the d = 15 cells, the
+    # learning-rate check, the 10M level
+    both = [r.name for r in P.plan([P.STUDY4, P.STUDY4_LR])]
+    names = [r.name for r in runs]
+    assert both == names[:-60] + [r.name for r in lr] + names[-60:]

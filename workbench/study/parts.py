@@ -375,8 +375,9 @@ def plan(which=PREREGISTERED) -> list[Run]:
         runs += _budget_grid(MORE_ENCODINGS, BUDGET_DIGITS + BUDGET_D8_DIGITS, budgets=(1e6, 3e6))
     if STUDY4 in which:
         runs += study4_plan()
-    if STUDY4_LR in which:
-        runs += study4_lr_plan()
+    if STUDY4_LR in which:  # the registered order puts the learning-rate check before the 10M level
+        ten = next((k for k, r in enumerate(runs) if r.study == f"{STUDY4}_{budget_label(1e7)}"), len(runs))
+        runs[ten:ten] = study4_lr_plan()
     if STUDY4_GPU in which:  # every level the rule could admit; the sprint trains those it does
         runs += gpu_plan()
     if STUDY4_PLATEAU in which:
