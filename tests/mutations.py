@@ -375,7 +375,7 @@ MUTATIONS = [
     ),
     M(
         "workbench/study/length.py",
-        "if len(done) and (set(done[\"length\"]) != set(lengths) or set(done[\"n\"]) != {n}):",
+        'if len(done) and (set(done["length"]) != set(lengths) or set(done["n"]) != {n}):',
         "if False:",
         "the length axis appends answers at other lengths to a file scored before",
         ["tests/test_length.py"],

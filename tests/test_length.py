@@ -14,8 +14,8 @@ from workbench import experiments, study
 from workbench.config import OptimConfig
 from workbench.study import length, parts
 from workbench.study.run import write_results
-from workbench.training.data import build_pool
 from workbench.tokenizer import Tokenizer
+from workbench.training.data import build_pool
 from workbench.training.train import train
 
 QUESTION = re.compile(r"^(-?\d+) ([+-]) (-?\d+)$")
@@ -132,7 +132,9 @@ def test_cells_and_verdicts_against_single_digit():
                 score = np.clip(level + rng.normal(0, 0.01, 200), 0, 1)
                 rows.append(
                     pd.DataFrame(
-                        dict(run=f"{encoding}-{seed}", study="zoo2_length", encoding=encoding, task="addition", digits=4)
+                        dict(
+                            run=f"{encoding}-{seed}", study="zoo2_length", encoding=encoding, task="addition", digits=4
+                        )
                         | dict(length=n_digits, score=score, exact=score > 0.5)
                     )
                 )

@@ -29,8 +29,8 @@ import pandas as pd
 from ..runs.atomic import write_atomic
 from ..runs.outputs import output_path
 from ..tasks import Regime, generate
-from .parts import LENGTH_DIGITS, ZOO2_LENGTH
 from .kept import _gzip
+from .parts import LENGTH_DIGITS, ZOO2_LENGTH
 from .questions import _answer, _scored_before, _unscored
 from .rows import CELL
 from .stats import hierarchical_bootstrap, versus
@@ -155,9 +155,22 @@ def against_control(cells: pd.DataFrame, control: str = CONTROL) -> pd.DataFrame
     parts = []
     for e in sorted(set(cells.encoding) - {control}):
         both = versus(cells[cells.encoding == e], base, keys, e, control)
-        names = {f"{k}_{e}": k for k in ("mean", "low", "high")} | {f"{k}_{control}": f"control_{k}" for k in ("mean", "low", "high")}
+        names = {f"{k}_{e}": k for k in ("mean", "low", "high")} | {
+            f"{k}_{control}": f"control_{k}" for k in ("mean", "low", "high")
+        }
         parts.append(both.rename(columns=names).assign(encoding=e, control=control))
     if not parts:
         raise ValueError(f"no encoding beside {control} to compare")
-    columns = ["encoding", *keys, "mean", "low", "high", "control", "control_mean", "control_low", "control_high", "ahead"]
+    columns = [
+        "encoding",
+        *keys,
+        "mean",
+        "low",
+        "high",
+        "control",
+        "control_mean",
+        "control_low",
+        "control_high",
+        "ahead",
+    ]
     return pd.concat(parts, ignore_index=True)[columns]
