@@ -30,7 +30,6 @@ import inspect
 import math
 import os
 import shutil
-from collections.abc import Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -42,7 +41,7 @@ import torch.distributed as dist
 
 from ..measures.evaluate import evaluate
 from ..measures.perplexity import perplexity
-from ..training.data import Pool, build_pool, pools_from
+from ..training.data import IndexedSamples, Pool, build_pool, pools_from
 
 TIMEOUT = timedelta(minutes=30)  # the longest a rank may wait for the others (a checkpoint, an evaluation)
 # questions answered at once: evaluate's own batch, so a shard's batches are those of a single process
@@ -195,7 +194,7 @@ def _read_pool(task: str, path: Path) -> Pool:
     return Pool(task, None, samples, load("difficulty.npy"), load("difficulty_sd.npy"), files=path)
 
 
-class FlatSamples(Sequence):
+class FlatSamples(IndexedSamples):
     """A pool's samples as views into flat arrays: samples[i] is the tuple of sample i's fields."""
 
     def __init__(self, fields: list, offsets: np.ndarray):
@@ -212,12 +211,6 @@ class FlatSamples(Sequence):
         starts, ends, fields = self.offsets[at].tolist(), self.offsets[at + 1].tolist(), self.fields
         return [tuple([field[a:b] for field in fields]) for a, b in zip(starts, ends)]
 
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:  # from the end, as a list's
-            i += len(self)
-            if i < 0:
-                raise IndexError("sample index out of range")
-        start, end = self.offsets[i], self.offsets[i + 1]  # IndexError past the end
+    def _at(self, i: int):
+        start, end = self.offsets[i], self.offsets[i + 1]
         return tuple([field[start:end] for field in self.fields])

@@ -76,7 +76,24 @@ def build_pool(task: str, n: int, tokenizer: Tokenizer, seed: int, split: str, r
     return Pool(task, frame, samples, frame["difficulty"].to_numpy(), frame["difficulty_sd"].to_numpy())
 
 
-class LazySamples(Sequence):
+class IndexedSamples(Sequence):
+    """A pool's samples read as a list's items: samples[i] (from the end when negative, an
+    IndexError outside) and slices as lists; a subclass gives sample i, 0 <= i < len, as `_at(i)`."""
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._at(j) for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("sample index out of range")
+        return self._at(i)
+
+    def _at(self, i: int):
+        raise NotImplementedError
+
+
+class LazySamples(IndexedSamples):
     """A pool's samples, each tokenized the first time it is read and kept: samples[i] is
     `tokenize(*texts[i])`, the very tuple an eagerly built list would hold at i.
 
@@ -91,14 +108,8 @@ class LazySamples(Sequence):
     def __len__(self) -> int:
         return len(self._texts)
 
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:  # from the end, as a list's
-            i += len(self)
-            if i < 0:
-                raise IndexError("sample index out of range")
-        sample = self._done[i]  # IndexError past the end
+    def _at(self, i: int):
+        sample = self._done[i]
         if sample is None:
             sample = self._done[i] = self._tokenize(*self._texts[i])
         return sample
