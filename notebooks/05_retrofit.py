@@ -74,12 +74,14 @@ threads = 1  # torch CPU threads
 out_dir: str | None = None  # run folder (None: runs/05_retrofit/<date>-<time>)
 figures_dir: str | None = None  # None: runs/figures (`make figures` passes figures/)
 figure_formats = ["html", "png"]  # any of html, png, svg
+registered = "results/retrofit-learns.csv"  # the registered SmolLM2-135M experiment's published table, drawn at the end (None: skip)
 
 # %%
 import os
 import time
 from pathlib import Path
 
+import pandas as pd
 import torch
 from IPython.display import display
 
@@ -186,3 +188,24 @@ if "bittokens" in encodings:
     question = generate(task_list[0], 1, seed=seeds[0], split="test", decades=decades, max_digits=max_digits).iloc[0]
     (text,), _, _ = answer(reloaded, reloaded.tok, [question.prompt])
     print(f"{question.prompt} = {question.answer}; the reloaded model answers {text!r}")
+
+# %% [markdown]
+# ## The registered experiment on SmolLM2-135M-Instruct
+#
+# What the runs above do at small scale, the registered experiment does on a real pretrained model
+# (docs/study/retrofit-learns.md, issue 68): SmolLM2-135M-Instruct with its own digit tokens and
+# with BitTokens, xVal and FoNE retrofitted, LoRA, five seeds, each reading compared with the digit
+# baseline on the same questions (Study 4's paired gap, its t interval and verdict against one
+# digit). Drawn from its published table once every registered run is in (`python -m
+# workbench.retrofit.experiment --table --publish`).
+
+# %%
+if registered is not None and Path(registered).exists():
+    from workbench.retrofit import experiment
+
+    published = pd.read_csv(registered)
+    display(published[["encoding", "mode", "task", "score", "low", "high", "exact", "ppl_ratio", "versus", "gap",
+                       "gap_low", "gap_high", "verdict"]].round(3))
+    plots.save(experiment.figure(published), "05_retrofit_learns", figures_dir, tuple(figure_formats))
+else:
+    print(f"{registered} is not published yet: the registered runs are still training")

@@ -113,3 +113,21 @@ def test_publishing_keeps_every_run_small_and_never_replaces_one(tmp_path):
     (runs / "xval-lora-seed4" / "perplexity.csv").write_text("when,ppl_text\nbefore,1\n")
     with pytest.raises(ValueError, match="never replaced"):
         E.keep(reg, runs)
+
+
+def test_the_published_table_is_drawn_with_every_reading_and_the_untrained_reference(tmp_path):
+    for s in E.LEARNS.seeds:
+        fake_run(tmp_path / f"none-zero-shot-seed{s}", "none", s, [0.1] * 6)
+        fake_run(tmp_path / f"none-lora-seed{s}", "none", s, [0.5] * 6)
+        fake_run(tmp_path / f"bittokens-lora-seed{s}", "bittokens", s, [0.2] * 6)
+    published = E.table(tmp_path, E.LEARNS, draws=50)
+    fig = E.figure(published)
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [t.name for t in bars] == ["own digit tokens", "BitTokens"]  # the registry's order, baseline first
+    assert [list(t.y) for t in bars] == [pytest.approx([0.5]), pytest.approx([0.2])]
+    ppl = [t for t in fig.data if t.type == "scatter"]
+    assert [list(t.y) for t in ppl] == [pytest.approx([10.0, 11.0])] * 2  # before, after
+    subtitle = fig.layout.title.subtitle.text
+    assert "LoRA, 5 seeds, 6 test questions" in subtitle and "untrained: addition 0.1" in subtitle
+    with pytest.raises(ValueError, match="no rows of mode 'full'"):
+        E.figure(published, mode="full")

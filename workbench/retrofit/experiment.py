@@ -342,3 +342,42 @@ def _fresh(cfg: RetrofitConfig) -> RetrofitConfig:
 
 if __name__ == "__main__":
     main()
+
+
+def figure(published: pd.DataFrame, mode: str = "lora"):
+    """Notebook 05's figure of a registered experiment's published table (`table`'s rows): the test
+    score per task with its 95 % interval for every reading fine-tuned in `mode`, and the held-out
+    text perplexity before and after (`report.figure`); the untrained baseline's scores, where the
+    registration has them, in the subtitle."""
+    from .. import encoders
+    from ..figures import plots
+    from .report import figure as scores_figure
+
+    rows = published[published["mode"] == mode]
+    if rows.empty:
+        raise ValueError(f"the table has no rows of mode {mode!r}; it has {sorted(set(published['mode']))}")
+    readings = [e for e in ENCODINGS if e in set(rows.encoding)]
+    tasks = list(dict.fromkeys(rows.task))
+    ppl = rows.groupby("encoding", sort=False)[["ppl_before", "ppl_after"]].first()
+    ppl = ppl.rename(columns={"ppl_before": "before", "ppl_after": "after"}).reset_index()
+    labels = {e: encoders.label(e) for e in readings if e != BASELINE} | {BASELINE: "own digit tokens"}
+    colors = {e: plots.ENCODING_COLORS.get(e, "#444444") for e in readings}
+    reference = published[published["mode"] == ZERO_SHOT]
+    untrained = ", ".join(f"{r.task} {r.score:.2g}" for r in reference.itertuples())
+    first = rows.iloc[0]
+    subtitle = (
+        f"{int(first.tokens):,} fine-tuning tokens a run, {'LoRA' if mode == 'lora' else mode}, {int(first.seeds)} seeds, "
+        f"{int(first.questions)} test questions per task and seed"
+        + (f"; own digit tokens untrained: {untrained}" if untrained else "")
+    )
+    return scores_figure(
+        rows[["encoding", "task", "score", "low", "high"]],
+        ppl,
+        readings,
+        tasks,
+        labels,
+        colors,
+        title="Number encodings retrofitted into SmolLM2-135M-Instruct (the registered experiment)",
+        subtitle=subtitle,
+        baseline=BASELINE,
+    )
