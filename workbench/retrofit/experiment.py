@@ -340,10 +340,6 @@ def _fresh(cfg: RetrofitConfig) -> RetrofitConfig:
     return cfg.updated(overwrite=Path(cfg.run.out).exists())
 
 
-if __name__ == "__main__":
-    main()
-
-
 def figure(published: pd.DataFrame, mode: str = "lora"):
     """Notebook 05's figure of a registered experiment's published table (`table`'s rows): the test
     score per task with its 95 % interval for every reading fine-tuned in `mode`, and the held-out
@@ -381,3 +377,7 @@ def figure(published: pd.DataFrame, mode: str = "lora"):
         subtitle=subtitle,
         baseline=BASELINE,
     )
+
+
+if __name__ == "__main__":
+    main()

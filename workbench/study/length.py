@@ -118,11 +118,11 @@ def figure(cells: pd.DataFrame):
 
     metrics = (("log_smape", "log-sMAPE (0-1)"), ("exact_match", "exact match (share of answers)"))
     fig = make_subplots(rows=1, cols=2, subplot_titles=["log-sMAPE", "exact match"], horizontal_spacing=0.1)
-    names = list(dict.fromkeys(cells.encoding))
+    count = cells.encoding.nunique()
     symbols = ("circle", "square", "diamond", "triangle-up", "x", "star")
     for j, (encoding, rows) in enumerate(cells.groupby("encoding", sort=False)):
         color, name = plots.encoding_color(encoding), encoders.label(encoding)
-        shift = 0.05 * (j - (len(names) - 1) / 2)  # side by side at each L: lines that coincide stay visible
+        shift = 0.05 * (j - (count - 1) / 2)  # side by side at each L: lines that coincide stay visible
         for k, (metric, _) in enumerate(metrics):
             part = rows[rows.metric == metric].sort_values("length")
             fig.add_trace(

@@ -1,4 +1,5 @@
-"""Training batches: task pools (each question tokenized once, when first drawn), drawn by task ratio and difficulty, packed.
+"""Training batches: task pools (each question tokenized once, when first drawn), drawn by task
+ratio and difficulty, packed.
 
 Samples are concatenated into rows of context + 1 tokens. Each token keeps the index of its
 sample (doc id) and its position inside it, so attention never crosses a sample boundary and
@@ -98,8 +99,9 @@ class LazySamples(IndexedSamples):
     `tokenize(*texts[i])`, the very tuple an eagerly built list would hold at i.
 
     A run at the studies' budgets draws a fraction of a pool of a million questions, and tokenizing
-    the whole pool in Python, one question at a time, was most of a short run's start-up. What a run reads is what it read before, so it trains to the same bits; a
-    question that cannot be tokenized is an error when it is first drawn, not at set-up."""
+    the whole pool in Python, one question at a time, was most of a short run's start-up. What a
+    run reads is what it read before, so it trains to the same bits; a question that cannot be
+    tokenized is an error when it is first drawn, not at set-up."""
 
     def __init__(self, tokenize, texts: list):
         self._tokenize, self._texts = tokenize, texts
